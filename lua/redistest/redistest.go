@@ -1,0 +1,207 @@
+// Package redistest gives tests a real redis-server.
+//
+// Tests share the server named by FRAUDWATCH_TEST_REDIS_ADDR (scripts/test.sh
+// starts one). Without it, the first test in a test binary starts a private
+// redis-server from PATH; without one there, tests skip, except under CI=true
+// where a missing Redis fails the run rather than passing it unseen.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvAddr names the environment variable holding a shared test Redis.
+const EnvAddr = "FRAUDWATCH_TEST_REDIS_ADDR"
+
+var (
+	sharedOnce sync.Once
+	sharedAddr string
+	sharedErr  error
+)
+
+// Addr returns the address of the shared test Redis.
+func Addr(t testing.TB) string {
+	t.Helper()
+	sharedOnce.Do(func() {
+		if addr := os.Getenv(EnvAddr); addr != "" {
+			sharedAddr = addr
+			return
+		}
+		// Lives as long as the test binary: Pdeathsig stops it with us.
+		var s *Server
+		s, sharedErr = start(os.TempDir())
+		if sharedErr == nil {
+			sharedAddr = s.Addr
+		}
+	})
+	if sharedErr != nil {
+		unavailable(t, sharedErr)
+	}
+	return sharedAddr
+}
+
+// Client returns a client of the shared test Redis, closed when t ends.
+// Tests must keep to keys under their own Prefix: other packages' tests use
+// the same server at the same time.
+func Client(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: Addr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redistest: ping %s: %v", Addr(t), err)
+	}
+	return rdb
+}
+
+// Prefix returns a key prefix no other test uses.
+func Prefix(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, t.Name())
+	return "test:" + name + ":" + hex.EncodeToString(b[:])
+}
+
+// Server is a private redis-server that a test may stop and restart.
+type Server struct {
+	Addr string
+	dir  string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// Start runs a private redis-server on a free loopback port, stopped when t
+// ends. Use it for tests that restart or break Redis.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := start(t.TempDir())
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Stop kills the server. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// Restart stops the server and starts it again on the same port, with an
+// empty data set (nothing is persisted).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // the port may linger for a moment
+	}
+	t.Fatalf("redistest: restart %s: %v", s.Addr, err)
+}
+
+func start(dir string) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("redis-server not found in PATH and %s not set", EnvAddr)
+	}
+	var err error
+	for range 5 {
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
+		if err = s.launch(); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+func (s *Server) launch() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	cmd := exec.Command("redis-server",
+		"--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redistest: redis-server on %s exited: %v", s.Addr, err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.cmd, s.exited = cmd, exited
+			s.mu.Unlock()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("redistest: redis-server on %s did not answer: %w", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("redistest: no Redis for this test: %v", err)
+	}
+	t.Skipf("redistest: no Redis for this test (%v); scripts/test.sh provides one", err)
+}

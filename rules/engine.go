@@ -1,0 +1,216 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// counters is what the engine needs from the Redis scripts.
+type counters interface {
+	IncrAndCheck(ctx context.Context, key string, inc int64, ttl time.Duration, threshold int64) (lua.Cross, error)
+	SalesDecr(ctx context.Context, key string, amount int64) (lua.Decr, error)
+}
+
+// sink takes crossings for notification; it returns once the alert is
+// handed off, not once it is delivered.
+type sink interface {
+	Publish(ctx context.Context, a alert.Alert) error
+}
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// KeyPrefix starts every Redis key (default "fw").
+	KeyPrefix string
+	// Now tells the time of events that carry no occurred_at (default
+	// time.Now).
+	Now func() time.Time
+}
+
+func (c *EngineConfig) setDefaults() {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "fw"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Engine evaluates events against rules: every order runs incr_and_check
+// for each enabled rule it has the group_by fields of, every refund runs
+// sales_decr for each enabled amount rule, and first crossings go to the
+// sink.
+type Engine struct {
+	cfg      EngineConfig
+	keys     Keys
+	counters counters
+	sink     sink
+	log      *slog.Logger
+	rules    atomic.Pointer[[]Rule]
+
+	crossings *prometheus.CounterVec
+	clamped   *prometheus.CounterVec
+}
+
+// NewEngine returns an engine evaluating rs.
+func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+	cfg.setDefaults()
+	keys, err := NewKeys(cfg.KeyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("rules: key prefix: %w", err)
+	}
+	if c == nil || s == nil {
+		return nil, errors.New("rules: engine needs counters and a sink")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		keys:     keys,
+		counters: c,
+		sink:     s,
+		log:      log,
+		crossings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_threshold_crossings_total",
+			Help: "First crossings of a rule's threshold in a window, shadow rules included.",
+		}, []string{"rule"}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_refunds_clamped_total",
+			Help: "Refunds larger than their window's amount counter, which was set to 0.",
+		}, []string{"rule"}),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{e.crossings, e.clamped} {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("rules: register metrics: %w", err)
+			}
+		}
+	}
+	e.SetRules(rs)
+	return e, nil
+}
+
+// SetRules replaces the rules; events being evaluated finish with the old
+// set.
+func (e *Engine) SetRules(rs []Rule) {
+	rs = append([]Rule(nil), rs...)
+	for _, r := range rs {
+		e.crossings.WithLabelValues(r.Name)
+		if r.Metric == Amount {
+			e.clamped.WithLabelValues(r.Name)
+		}
+	}
+	e.rules.Store(&rs)
+}
+
+// Handle evaluates one event. It returns nil once every matching rule has
+// run and every first crossing has been handed to the sink. On error the
+// event may be partly counted; the caller retries it.
+func (e *Engine) Handle(ctx context.Context, ev *Event) error {
+	rs := *e.rules.Load()
+	for i := range rs {
+		r := &rs[i]
+		if !r.Enabled {
+			continue
+		}
+		values, ok := groupValues(r, ev)
+		if !ok {
+			continue
+		}
+		var err error
+		switch ev.Type {
+		case Order:
+			err = e.order(ctx, r, ev, values)
+		case Refund:
+			if r.Metric == Amount {
+				err = e.refund(ctx, r, ev, values)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string) error {
+	inc := int64(1)
+	if r.Metric == Amount {
+		inc = ev.Amount
+	}
+	g := e.keys.Group(r.Name, values)
+	res, err := e.counters.IncrAndCheck(ctx, e.keys.Counter(g, r.Metric), inc, r.Window, r.Threshold)
+	if err != nil {
+		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.IncrAndCheckName, r.Name, err)
+	}
+	if !res.First {
+		return nil
+	}
+	e.crossings.WithLabelValues(r.Name).Inc()
+	at := ev.OccurredAt
+	if at.IsZero() {
+		at = e.cfg.Now()
+	}
+	a := alert.Alert{
+		Rule:        r.Name,
+		Description: r.Description,
+		Severity:    string(r.Severity),
+		Mode:        string(r.Mode),
+		Channel:     r.Channel,
+		Metric:      string(r.Metric),
+		GroupBy:     r.GroupBy,
+		GroupValues: values,
+		Current:     res.Current,
+		Threshold:   r.Threshold,
+		Currency:    ev.Currency,
+		Window:      r.Window,
+		Cooldown:    r.Cooldown,
+		CooldownKey: e.keys.Cooldown(g),
+		OrderID:     ev.OrderID,
+		EventID:     ev.EventID,
+		At:          at,
+	}
+	e.log.Info("threshold crossed", "rule", r.Name, "mode", r.Mode,
+		"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
+	if err := e.sink.Publish(ctx, a); err != nil {
+		return fmt.Errorf("rules: hand off alert for rule %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+func (e *Engine) refund(ctx context.Context, r *Rule, ev *Event, values []string) error {
+	g := e.keys.Group(r.Name, values)
+	res, err := e.counters.SalesDecr(ctx, e.keys.Counter(g, r.Metric), ev.Amount)
+	if err != nil {
+		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.SalesDecrName, r.Name, err)
+	}
+	if res.Clamped {
+		e.clamped.WithLabelValues(r.Name).Inc()
+		e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
+			"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
+	}
+	return nil
+}
+
+// groupValues collects the rule's group_by values from the event; false
+// when the event lacks any of them.
+func groupValues(r *Rule, ev *Event) ([]string, bool) {
+	values := make([]string, len(r.GroupBy))
+	for i, f := range r.GroupBy {
+		v, ok := ev.Field(f)
+		if !ok {
+			return nil, false
+		}
+		values[i] = v
+	}
+	return values, true
+}

@@ -1,0 +1,298 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Type is the kind of an event.
+type Type string
+
+// Event types. An order adds to counters; a refund lowers amount counters.
+const (
+	Order  Type = "order"
+	Refund Type = "refund"
+)
+
+// Limits of SPEC §3.
+const (
+	MaxEventIDBytes = 128
+	MaxAmount       = 1_000_000_000_000_000 // 10^15 minor units
+)
+
+// Reasons an event is invalid. They label fraudwatch_events_invalid_total
+// and start the fraudwatch-error dead-letter header, so the set is closed.
+const (
+	ReasonOversized      = "oversized"
+	ReasonInvalidUTF8    = "invalid_utf8"
+	ReasonMalformedJSON  = "malformed_json"
+	ReasonMissingField   = "missing_field"
+	ReasonWrongType      = "wrong_type"
+	ReasonInvalidEventID = "invalid_event_id"
+	ReasonInvalidType    = "invalid_type"
+	ReasonTypeMismatch   = "type_mismatch"
+	ReasonInvalidAmount  = "invalid_amount"
+	ReasonInvalidTime    = "invalid_occurred_at"
+	ReasonInvalidCurr    = "invalid_currency"
+)
+
+// Reasons lists every reason an event can be invalid for.
+var Reasons = []string{
+	ReasonOversized, ReasonInvalidUTF8, ReasonMalformedJSON, ReasonMissingField,
+	ReasonWrongType, ReasonInvalidEventID, ReasonInvalidType, ReasonTypeMismatch,
+	ReasonInvalidAmount, ReasonInvalidTime, ReasonInvalidCurr,
+}
+
+// InvalidError says why an event cannot be processed. Its text never
+// contains field values: it travels in logs and dead-letter headers.
+type InvalidError struct {
+	Reason string // one of Reasons
+	Field  string // the field at fault, if any
+	Detail string
+}
+
+func (e *InvalidError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Reason)
+	if e.Field != "" || e.Detail != "" {
+		b.WriteString(":")
+	}
+	if e.Field != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Field)
+	}
+	if e.Detail != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}
+
+func invalid(reason, field, detail string) *InvalidError {
+	return &InvalidError{Reason: reason, Field: field, Detail: detail}
+}
+
+// Source says where an event was read from. It is set by the consumer and
+// is what logs name instead of the payload.
+type Source struct {
+	Topic     string
+	Partition int
+	Offset    int64
+}
+
+// Event is one decoded, validated order or refund.
+type Event struct {
+	EventID         string
+	Type            Type
+	OrderID         string
+	CustomerID      string
+	Email           string
+	Phone           string
+	CardFingerprint string
+	IP              string
+	DeviceID        string
+	ShippingAddress string
+	Amount          int64
+	Currency        string    // upper-case ISO 4217 code, or ""
+	OccurredAt      time.Time // zero when the event carries none
+
+	Source Source
+
+	// raw keeps every field for group_by on fields SPEC does not name.
+	raw map[string]json.RawMessage
+}
+
+// stringFields are the string fields SPEC names, with where they go.
+var stringFields = []struct {
+	name     string
+	required bool
+	set      func(*Event) *string
+}{
+	{"event_id", true, func(e *Event) *string { return &e.EventID }},
+	{"order_id", true, func(e *Event) *string { return &e.OrderID }},
+	{"customer_id", true, func(e *Event) *string { return &e.CustomerID }},
+	{"email", false, func(e *Event) *string { return &e.Email }},
+	{"phone", false, func(e *Event) *string { return &e.Phone }},
+	{"card_fingerprint", false, func(e *Event) *string { return &e.CardFingerprint }},
+	{"ip", false, func(e *Event) *string { return &e.IP }},
+	{"device_id", false, func(e *Event) *string { return &e.DeviceID }},
+	{"shipping_address", false, func(e *Event) *string { return &e.ShippingAddress }},
+}
+
+// DecodeEvent decodes and validates one message value. topicType is the
+// type implied by the topic the message came from ("" when the topic
+// carries both types and the event must say). A returned error is always an
+// *InvalidError.
+func DecodeEvent(data []byte, topicType Type) (*Event, error) {
+	if !utf8.Valid(data) {
+		return nil, invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return nil, invalid(ReasonMalformedJSON, "", "value is not a JSON object")
+	}
+	e := &Event{raw: raw}
+
+	for _, f := range stringFields {
+		v, ok, err := str(raw, f.name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok && f.required {
+			return nil, invalid(ReasonMissingField, f.name, "is required")
+		}
+		*f.set(e) = v
+	}
+	if len(e.EventID) > MaxEventIDBytes {
+		return nil, invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxEventIDBytes))
+	}
+
+	typ, ok, err := str(raw, "type")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ok && typ != string(Order) && typ != string(Refund):
+		return nil, invalid(ReasonInvalidType, "type", `must be "order" or "refund"`)
+	case ok && topicType != "" && Type(typ) != topicType:
+		return nil, invalid(ReasonTypeMismatch, "type", "does not match the topic")
+	case ok:
+		e.Type = Type(typ)
+	case topicType != "":
+		e.Type = topicType
+	default:
+		return nil, invalid(ReasonMissingField, "type", "is required on a topic that carries both types")
+	}
+
+	if e.Amount, err = amount(raw); err != nil {
+		return nil, err
+	}
+
+	cur, ok, err := str(raw, "currency")
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if !isCurrencyCode(cur) {
+			return nil, invalid(ReasonInvalidCurr, "currency", "must be a three-letter ISO 4217 code")
+		}
+		e.Currency = strings.ToUpper(cur)
+	}
+
+	at, ok, err := str(raw, "occurred_at")
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if e.OccurredAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, invalid(ReasonInvalidTime, "occurred_at", "must be an RFC 3339 time")
+		}
+	}
+	return e, nil
+}
+
+// str reads an optional string field. Absent, null and "" all count as
+// absent; any other JSON type is an error.
+func str(raw map[string]json.RawMessage, name string) (string, bool, error) {
+	v, ok := raw[name]
+	if !ok || isNull(v) {
+		return "", false, nil
+	}
+	if len(v) == 0 || v[0] != '"' {
+		return "", false, invalid(ReasonWrongType, name, "must be a string")
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false, invalid(ReasonWrongType, name, "must be a string")
+	}
+	return s, s != "", nil
+}
+
+// amount reads the required amount: a JSON integer literal in
+// [1, MaxAmount]. 100.0, 1e2 and "100" are all refused: minor units are
+// whole numbers, and accepting a float would invite rounding.
+func amount(raw map[string]json.RawMessage) (int64, error) {
+	v, ok := raw["amount"]
+	if !ok || isNull(v) {
+		return 0, invalid(ReasonMissingField, "amount", "is required")
+	}
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, invalid(ReasonInvalidAmount, "amount", "must be an integer number of minor units")
+	}
+	if bytes.ContainsAny(v, ".eE") {
+		return 0, invalid(ReasonInvalidAmount, "amount", "must be an integer, not a fraction")
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < 1 || n > MaxAmount {
+		return 0, invalid(ReasonInvalidAmount, "amount", "must lie between 1 and 10^15")
+	}
+	return n, nil
+}
+
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+func isCurrencyCode(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Field returns the value of a field by its JSON name, as group_by sees it:
+// strings as they are, numbers as their JSON text, booleans as true/false.
+// Absent, null, empty, object and array values are reported as absent.
+func (e *Event) Field(name string) (string, bool) {
+	switch name {
+	case "event_id":
+		return e.EventID, e.EventID != ""
+	case "type":
+		return string(e.Type), e.Type != ""
+	case "order_id":
+		return e.OrderID, e.OrderID != ""
+	case "customer_id":
+		return e.CustomerID, e.CustomerID != ""
+	case "email":
+		return e.Email, e.Email != ""
+	case "phone":
+		return e.Phone, e.Phone != ""
+	case "card_fingerprint":
+		return e.CardFingerprint, e.CardFingerprint != ""
+	case "ip":
+		return e.IP, e.IP != ""
+	case "device_id":
+		return e.DeviceID, e.DeviceID != ""
+	case "shipping_address":
+		return e.ShippingAddress, e.ShippingAddress != ""
+	case "amount":
+		return strconv.FormatInt(e.Amount, 10), true
+	case "currency":
+		return e.Currency, e.Currency != ""
+	}
+	v, ok := e.raw[name]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, s != ""
+	case 't', 'f':
+		return string(v), true
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return string(v), true
+	}
+	return "", false // null, object, array
+}

@@ -1,0 +1,312 @@
+package rules
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// Metric is what a rule counts.
+type Metric string
+
+// Metrics.
+const (
+	Count  Metric = "count"  // one per order
+	Amount Metric = "amount" // the order's amount, lowered by refunds
+)
+
+// Severity is how urgent a rule's alert is.
+type Severity string
+
+// Severities, least urgent first.
+const (
+	Info     Severity = "info"
+	Warning  Severity = "warning"
+	High     Severity = "high"
+	Critical Severity = "critical"
+)
+
+// Mode says what a crossing does.
+type Mode string
+
+// Modes.
+const (
+	// ModeAlert notifies (subject to the cooldown).
+	ModeAlert Mode = "alert"
+	// ModeShadow counts and logs a crossing but never notifies: for trying
+	// a rule on live traffic before trusting it.
+	ModeShadow Mode = "shadow"
+)
+
+// Rule is one velocity rule, with its defaults applied.
+type Rule struct {
+	Name        string
+	Description string
+	Metric      Metric
+	GroupBy     []string
+	Window      time.Duration
+	Threshold   int64
+	// Cooldown is how long after an alert the same (rule, group) stays
+	// quiet. 0 disables it.
+	Cooldown time.Duration
+	Severity Severity
+	Mode     Mode
+	// Channel overrides slack.channel in bot-token mode.
+	Channel string
+	Enabled bool
+}
+
+// MaxThreshold keeps thresholds exact in the scripts, whose numbers are
+// doubles (2^53 - 1).
+const MaxThreshold = 1<<53 - 1
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+// maxNameLen keeps keys and metric labels short.
+const maxNameLen = 64
+
+// spec is a rule as written in the file. Durations arrive as whatever YAML
+// made of them and are parsed by hand, so that "60" gets a helpful error
+// instead of becoming 60 nanoseconds.
+type spec struct {
+	Name        string   `mapstructure:"name"`
+	Description string   `mapstructure:"description"`
+	Metric      string   `mapstructure:"metric"`
+	GroupBy     []string `mapstructure:"group_by"`
+	Window      any      `mapstructure:"window"`
+	Threshold   any      `mapstructure:"threshold"`
+	Cooldown    any      `mapstructure:"cooldown"`
+	Severity    string   `mapstructure:"severity"`
+	Mode        string   `mapstructure:"mode"`
+	Channel     string   `mapstructure:"channel"`
+	Enabled     *bool    `mapstructure:"enabled"`
+}
+
+// FieldError names the file, the rule and the field at fault.
+type FieldError struct {
+	File  string
+	Rule  string // the rule's name, or its position (#3) when it has none
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Rule != "" {
+		b.WriteString("rule ")
+		b.WriteString(e.Rule)
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// LoadFile reads and validates a rules file.
+func LoadFile(path string) ([]Rule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse reads and validates rules from YAML; file names the source in
+// errors. Every problem found is reported, not just the first.
+func Parse(data []byte, file string) ([]Rule, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, &FieldError{File: file, Msg: fmt.Sprintf("not valid YAML: %v", err)}
+	}
+	var errs []error
+	for _, k := range v.AllKeys() {
+		if top, _, _ := strings.Cut(k, "."); top != "rules" {
+			errs = append(errs, &FieldError{File: file, Field: top, Msg: "unknown key (the file holds a list under rules:)"})
+		}
+	}
+	list, ok := v.Get("rules").([]any)
+	if !ok {
+		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
+		return nil, errors.Join(errs...)
+	}
+	if len(list) == 0 {
+		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "no rules defined"})
+	}
+	var out []Rule
+	seen := map[string]int{}
+	for i, item := range list {
+		r, err := decodeRule(item, file, i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, dup := seen[r.Name]; dup {
+			errs = append(errs, &FieldError{File: file, Rule: fmt.Sprintf("%q (#%d)", r.Name, i+1), Field: "name",
+				Msg: fmt.Sprintf("duplicate of rule #%d: names must be unique", prev+1)})
+			continue
+		}
+		seen[r.Name] = i
+		out = append(out, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func decodeRule(item any, file string, i int) (Rule, error) {
+	where := fmt.Sprintf("#%d", i+1)
+	m, ok := item.(map[string]any)
+	if !ok {
+		return Rule{}, &FieldError{File: file, Rule: where, Msg: "must be a mapping of rule fields"}
+	}
+	if name, ok := m["name"].(string); ok && name != "" {
+		where = fmt.Sprintf("%q", name)
+	}
+	var s spec
+	var md mapstructure.Metadata
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: &s, Metadata: &md})
+	if err != nil {
+		return Rule{}, err
+	}
+	if err := dec.Decode(m); err != nil {
+		return Rule{}, &FieldError{File: file, Rule: where, Msg: cleanDecodeError(err)}
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{File: file, Rule: where, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, k := range md.Unused {
+		bad(k, "unknown field")
+	}
+	if s.Name == "" {
+		bad("name", "is required")
+	} else if !nameRE.MatchString(s.Name) || len(s.Name) > maxNameLen {
+		bad("name", "must be 1-%d characters of a-z, 0-9, '_' and '-'", maxNameLen)
+	}
+	r := Rule{
+		Name:        s.Name,
+		Description: s.Description,
+		Metric:      Metric(s.Metric),
+		GroupBy:     s.GroupBy,
+		Severity:    Severity(s.Severity),
+		Mode:        Mode(s.Mode),
+		Channel:     s.Channel,
+		Enabled:     s.Enabled == nil || *s.Enabled,
+	}
+	switch r.Metric {
+	case Count, Amount:
+	case "":
+		bad("metric", "is required (count or amount)")
+	default:
+		bad("metric", "must be count or amount, not %q", s.Metric)
+	}
+	if len(r.GroupBy) == 0 {
+		bad("group_by", "needs at least one event field")
+	}
+	for j, f := range r.GroupBy {
+		if strings.TrimSpace(f) == "" {
+			bad(fmt.Sprintf("group_by[%d]", j), "is empty")
+		} else if slices.Index(r.GroupBy, f) != j {
+			bad(fmt.Sprintf("group_by[%d]", j), "repeats %q", f)
+		}
+	}
+	var werr, cerr error
+	if r.Window, werr = duration(s.Window); werr != nil {
+		bad("window", "%v", werr)
+	} else if s.Window == nil {
+		bad("window", "is required (a Go duration such as 1m)")
+	} else if r.Window < time.Second {
+		bad("window", "must be at least 1s, got %v", r.Window)
+	} else if r.Window%time.Second != 0 {
+		bad("window", "must be a whole number of seconds, got %v", r.Window)
+	}
+	switch t := s.Threshold.(type) {
+	case nil:
+		bad("threshold", "is required (an integer > 0)")
+	case int:
+		r.Threshold = int64(t)
+	case int64:
+		r.Threshold = t
+	case uint64:
+		r.Threshold = math.MaxInt64
+		if t <= math.MaxInt64 {
+			r.Threshold = int64(t)
+		}
+	default:
+		bad("threshold", "must be an integer, got %v", t)
+	}
+	if s.Threshold != nil && (r.Threshold <= 0 || r.Threshold > MaxThreshold) {
+		bad("threshold", "must be an integer between 1 and %d", int64(MaxThreshold))
+	}
+	r.Cooldown = r.Window
+	if s.Cooldown != nil {
+		if r.Cooldown, cerr = duration(s.Cooldown); cerr != nil {
+			bad("cooldown", "%v", cerr)
+		} else if r.Cooldown < 0 {
+			bad("cooldown", "must not be negative")
+		} else if r.Cooldown%time.Second != 0 {
+			bad("cooldown", "must be a whole number of seconds, got %v", r.Cooldown)
+		}
+	}
+	switch r.Severity {
+	case Info, Warning, High, Critical:
+	case "":
+		r.Severity = Warning
+	default:
+		bad("severity", "must be info, warning, high or critical, not %q", s.Severity)
+	}
+	switch r.Mode {
+	case ModeAlert, ModeShadow:
+	case "":
+		r.Mode = ModeAlert
+	default:
+		bad("mode", "must be alert or shadow, not %q", s.Mode)
+	}
+	return r, errors.Join(errs...)
+}
+
+// duration accepts a Go duration string, or the integer 0 (YAML makes a
+// bare 0 an int). Other bare numbers are refused: 60 is not obviously
+// seconds.
+func duration(v any) (time.Duration, error) {
+	switch t := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		d, err := time.ParseDuration(t)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a Go duration (such as 30s, 1m, 1h30m)", t)
+		}
+		return d, nil
+	case int:
+		if t == 0 {
+			return 0, nil
+		}
+	}
+	return 0, fmt.Errorf("%v needs a unit (such as 30s, 1m, 1h30m)", v)
+}
+
+// cleanDecodeError strips mapstructure's framing from a decode error.
+func cleanDecodeError(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "decoding failed due to the following error(s):\n\n")
+	return strings.ReplaceAll(msg, "'", "")
+}
