@@ -85,8 +85,8 @@ func Prefix(t testing.TB) string {
 
 // Server is a private redis-server that a test may stop and restart.
 type Server struct {
-	Addr string
-	dir  string
+	Addr   string
+	dir    string
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan error
