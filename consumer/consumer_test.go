@@ -1,0 +1,433 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// recorder is a Handler that remembers what it saw.
+type recorder struct {
+	mu     sync.Mutex
+	events []*rules.Event
+	fail   func(ev *rules.Event) error
+	cond   chan struct{} // pinged on every call
+}
+
+func newRecorder() *recorder { return &recorder{cond: make(chan struct{}, 1)} }
+
+func (r *recorder) Handle(_ context.Context, ev *rules.Event) error {
+	defer func() {
+		select {
+		case r.cond <- struct{}{}:
+		default:
+		}
+	}()
+	if r.fail != nil {
+		if err := r.fail(ev); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+	return nil
+}
+
+func (r *recorder) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.events))
+	for i, e := range r.events {
+		out[i] = e.EventID
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type env struct {
+	cluster              *kafkatest.Cluster
+	orders, refunds, dlq string
+	group                string
+}
+
+func newEnv(t *testing.T, partitions int) *env {
+	c := kafkatest.New(t)
+	return &env{
+		cluster: c,
+		orders:  c.Topic(t, "orders", partitions),
+		refunds: c.Topic(t, "refunds", partitions),
+		dlq:     c.Topic(t, "dlq", 1),
+		group:   kafkatest.Group(t, "fw"),
+	}
+}
+
+func (e *env) config() Config {
+	return Config{
+		Brokers:           e.cluster.Brokers,
+		GroupID:           e.group,
+		OrdersTopic:       e.orders,
+		RefundsTopic:      e.refunds,
+		DeadLetterTopic:   e.dlq,
+		StartEarliest:     true,
+		CommitInterval:    50 * time.Millisecond,
+		HeartbeatInterval: 200 * time.Millisecond,
+		SessionTimeout:    6 * time.Second,
+		RebalanceTimeout:  5 * time.Second,
+		RetryMin:          10 * time.Millisecond,
+		RetryMax:          50 * time.Millisecond,
+	}
+}
+
+// running is a consumer started in the background.
+type running struct {
+	c      *Consumer
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, cfg Config, h Handler) *running {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c, err := New(cfg, h, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+			_ = r.c.Close()
+			return err
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("consumer did not stop")
+		return nil
+	}
+}
+
+func order(id, customer string, amount int) []byte {
+	return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":%q,"amount":%d}`, id, id, customer, amount)
+}
+
+func TestConsumesBothTopicsWithTheirTypes(t *testing.T) {
+	e := newEnv(t, 2)
+	rec := newRecorder()
+	r := start(t, e.config(), rec)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c1", 100))
+	e.cluster.ProduceTo(t, e.refunds, 1, order("e2", "c1", 40))
+	waitFor(t, 20*time.Second, "two events", func() bool { return len(rec.ids()) == 2 })
+	types := map[string]rules.Type{}
+	rec.mu.Lock()
+	for _, ev := range rec.events {
+		types[ev.EventID] = ev.Type
+		if ev.Source.Topic == "" {
+			t.Errorf("event %s has no source", ev.EventID)
+		}
+	}
+	rec.mu.Unlock()
+	if types["e1"] != rules.Order || types["e2"] != rules.Refund {
+		t.Fatalf("types = %v", types)
+	}
+	if !r.c.Ready() {
+		t.Fatal("consumer not ready while holding its assignment")
+	}
+	for typ, want := range map[string]float64{"order": 1, "refund": 1} {
+		if got := testutil.ToFloat64(r.c.m.consumed.WithLabelValues(typ)); got != want {
+			t.Errorf("consumed{type=%s} = %v, want %v", typ, got, want)
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if r.c.Ready() {
+		t.Fatal("consumer still ready after Run returned")
+	}
+}
+
+func TestInvalidEventsGoToTheDeadLetterTopic(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := newRecorder()
+	cfg := e.config()
+	cfg.MaxEventBytes = 1024
+	r := start(t, cfg, rec)
+	big := make([]byte, 2000)
+	for i := range big {
+		big[i] = 'x'
+	}
+	inputs := []struct {
+		value  []byte
+		reason string
+	}{
+		{[]byte(`not json`), rules.ReasonMalformedJSON},
+		{order("ok-1", "c1", 10), ""},
+		{[]byte(`{"event_id":"x","order_id":"o","amount":5}`), rules.ReasonMissingField},
+		{order("ok-2", "c1", 0), rules.ReasonInvalidAmount},
+		{[]byte(`{"event_id":"r","type":"refund","order_id":"o","customer_id":"c","amount":5}`), rules.ReasonTypeMismatch},
+		{big, rules.ReasonOversized},
+		{order("ok-3", "c1", 10), ""},
+	}
+	msgs := make([]kafka.Message, len(inputs))
+	for i, in := range inputs {
+		msgs[i] = kafka.Message{Key: []byte("key-" + strconv.Itoa(i)), Value: in.value,
+			Headers: []kafka.Header{{Key: "trace", Value: []byte("t" + strconv.Itoa(i))}}}
+	}
+	e.cluster.Produce(t, e.orders, msgs...)
+
+	waitFor(t, 20*time.Second, "valid events", func() bool { return len(rec.ids()) == 2 })
+	dead := e.cluster.ReadAll(t, e.dlq, 5, 20*time.Second)
+	if len(dead) != 5 {
+		t.Fatalf("dead letters = %d, want 5", len(dead))
+	}
+	for _, d := range dead {
+		h := map[string]string{}
+		for _, kv := range d.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		i, err := strconv.Atoi(h["trace"][1:])
+		if err != nil {
+			t.Fatalf("original headers lost: %v", h)
+		}
+		in := inputs[i]
+		if string(d.Key) != "key-"+strconv.Itoa(i) || string(d.Value) != string(in.value) {
+			t.Errorf("dead letter %d: key/value not the original", i)
+		}
+		if got := h[HeaderError]; len(got) < len(in.reason) || got[:len(in.reason)] != in.reason {
+			t.Errorf("dead letter %d: %s = %q, want reason %q", i, HeaderError, got, in.reason)
+		}
+		if h[HeaderSourceTopic] != e.orders || h[HeaderSourcePartition] != "0" || h[HeaderSourceOffset] != strconv.Itoa(i) {
+			t.Errorf("dead letter %d: source headers %v", i, h)
+		}
+	}
+	for _, in := range inputs {
+		if in.reason == "" {
+			continue
+		}
+		if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(in.reason)); got != 1 {
+			t.Errorf("invalid{reason=%s} = %v, want 1", in.reason, got)
+		}
+	}
+	if got := rec.ids(); got[0] != "ok-1" || got[1] != "ok-3" {
+		t.Fatalf("valid events = %v", got)
+	}
+}
+
+func TestFailedEventIsRetriedInOrderAndNotCommittedPast(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := newRecorder()
+	var mu sync.Mutex
+	failures := 0
+	rec.fail = func(ev *rules.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.EventID == "e2" && failures < 3 {
+			failures++
+			return errors.New("redis down")
+		}
+		return nil
+	}
+	start(t, e.config(), rec)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
+	waitFor(t, 20*time.Second, "three events", func() bool { return len(rec.ids()) == 3 })
+	if got := rec.ids(); fmt.Sprint(got) != "[e1 e2 e3]" {
+		t.Fatalf("order = %v", got)
+	}
+	if failures != 3 {
+		t.Fatalf("failures = %d, want 3 retries", failures)
+	}
+}
+
+func TestStuckEventIsNotCommittedAcrossShutdown(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := newRecorder()
+	rec.fail = func(ev *rules.Event) error {
+		if ev.EventID == "e2" {
+			return errors.New("redis down")
+		}
+		return nil
+	}
+	cfg := e.config()
+	cfg.DrainTimeout = 500 * time.Millisecond
+	r := start(t, cfg, rec)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
+	waitFor(t, 20*time.Second, "e1", func() bool { return len(rec.ids()) == 1 })
+	r.stop(t)
+
+	// The next member resumes at e2: e1 was committed, e2 never was.
+	rec2 := newRecorder()
+	start(t, cfg, rec2)
+	waitFor(t, 20*time.Second, "e2 and e3 again", func() bool { return len(rec2.ids()) == 2 })
+	if got := rec2.ids(); fmt.Sprint(got) != "[e2 e3]" {
+		t.Fatalf("after restart = %v, want [e2 e3]", got)
+	}
+}
+
+func TestShutdownCommitsAndRestartResumes(t *testing.T) {
+	e := newEnv(t, 3)
+	cfg := e.config()
+	cfg.CommitInterval = time.Hour // only the shutdown commit can save us
+	rec := newRecorder()
+	r := start(t, cfg, rec)
+	var msgs []kafka.Message
+	for i := range 30 {
+		msgs = append(msgs, kafka.Message{Key: []byte(strconv.Itoa(i)), Value: order("a"+strconv.Itoa(i), "c", 1)})
+	}
+	e.cluster.Produce(t, e.orders, msgs...)
+	waitFor(t, 20*time.Second, "30 events", func() bool { return len(rec.ids()) == 30 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	rec2 := newRecorder()
+	start(t, cfg, rec2)
+	e.cluster.Produce(t, e.orders, kafka.Message{Key: []byte("k"), Value: order("b1", "c", 1)})
+	waitFor(t, 20*time.Second, "the new event", func() bool { return len(rec2.ids()) >= 1 })
+	if got := rec2.ids(); fmt.Sprint(got) != "[b1]" {
+		t.Fatalf("after restart = %v, want only [b1]", got)
+	}
+}
+
+func TestStartOffsetForANewGroup(t *testing.T) {
+	tests := []struct {
+		name     string
+		earliest bool
+		want     string
+	}{
+		{"earliest reads what is already there", true, "[old new]"},
+		{"latest starts after it", false, "[new]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.cluster.ProduceTo(t, e.orders, 0, order("old", "c", 1))
+			cfg := e.config()
+			cfg.StartEarliest = tt.earliest
+			rec := newRecorder()
+			r := start(t, cfg, rec)
+			waitFor(t, 20*time.Second, "assignment", r.c.Ready)
+			// The resolved start offset is committed at once; wait for it
+			// so "new" is produced after the group's starting point.
+			waitFor(t, 20*time.Second, "start offset committed", func() bool {
+				return committed(t, e, e.orders, 0) >= 0
+			})
+			e.cluster.ProduceTo(t, e.orders, 0, order("new", "c", 1))
+			waitFor(t, 20*time.Second, "new", func() bool {
+				ids := rec.ids()
+				return len(ids) > 0 && ids[len(ids)-1] == "new"
+			})
+			if got := fmt.Sprint(rec.ids()); got != tt.want {
+				t.Fatalf("events = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// committed reads the group's committed offset of a partition (-1: none).
+func committed(t *testing.T, e *env, topic string, partition int) int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(e.cluster.Brokers...)}
+	resp, err := client.OffsetFetch(t.Context(), &kafka.OffsetFetchRequest{
+		GroupID: e.group, Topics: map[string][]int{topic: {partition}},
+	})
+	if err != nil {
+		return -1
+	}
+	for _, p := range resp.Topics[topic] {
+		if p.Partition == partition && p.Error == nil {
+			return p.CommittedOffset
+		}
+	}
+	return -1
+}
+
+func TestLagIsReportedPerPartition(t *testing.T) {
+	e := newEnv(t, 1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	rec := newRecorder()
+	rec.fail = func(ev *rules.Event) error {
+		if ev.EventID == "e2" {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	r := start(t, e.config(), rec)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
+	<-entered
+	// e1 is done, e2 and e3 are not: two behind the high-water mark.
+	lag := func() float64 { return testutil.ToFloat64(r.c.m.lag.WithLabelValues(e.orders, "0")) }
+	if got := lag(); got != 2 {
+		t.Fatalf("lag while e2 is in flight = %v, want 2", got)
+	}
+	close(release)
+	waitFor(t, 20*time.Second, "all events", func() bool { return len(rec.ids()) == 3 })
+	waitFor(t, 5*time.Second, "lag 0", func() bool { return lag() == 0 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(r.c.m.lag); n != 0 {
+		t.Fatalf("%d lag series left for partitions no longer held", n)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{Brokers: []string{"b:9092"}, GroupID: "g", OrdersTopic: "o", RefundsTopic: "r", DeadLetterTopic: "d"}
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }},
+		{"no group", func(c *Config) { c.GroupID = "" }},
+		{"dlq equals source", func(c *Config) { c.DeadLetterTopic = "o" }},
+		{"heartbeat too slow", func(c *Config) { c.HeartbeatInterval = time.Minute }},
+	}
+	c := good
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := good
+			tt.mutate(&c)
+			c.setDefaults()
+			if err := c.Validate(); err == nil {
+				t.Fatal("want an error")
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package consumer
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+type metrics struct {
+	consumed   *prometheus.CounterVec
+	invalid    *prometheus.CounterVec
+	processing prometheus.Histogram
+	lag        *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (metrics, error) {
+	m := metrics{
+		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_events_consumed_total",
+			Help: "Valid events processed, by type.",
+		}, []string{"type"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_events_invalid_total",
+			Help: "Invalid events sent to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fraudwatch_event_processing_seconds",
+			Help:    "Time from fetching an event to finishing it (rules, scripts, alert hand-off or dead letter), retries included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fraudwatch_consumer_lag",
+			Help: "Events behind the partition's high-water mark, for partitions this member holds.",
+		}, []string{"topic", "partition"}),
+	}
+	for _, t := range []rules.Type{rules.Order, rules.Refund} {
+		m.consumed.WithLabelValues(string(t))
+	}
+	for _, r := range rules.Reasons {
+		m.invalid.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing, m.lag} {
+			if err := reg.Register(c); err != nil {
+				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
