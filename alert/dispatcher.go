@@ -85,6 +85,9 @@ type Dispatcher struct {
 	mu     sync.RWMutex // guards closed against Publish
 	closed bool
 	queue  chan Alert
+	// closing is closed when Close starts, to release Publish calls
+	// waiting on a full queue: they hold mu.RLock, which Close needs.
+	closing chan struct{}
 
 	stop      context.CancelFunc // aborts deliveries when Close runs out of time
 	done      chan struct{}
@@ -145,6 +148,7 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, store cooldownStore, log *s
 		log:      log,
 		m:        m,
 		queue:    make(chan Alert, cfg.QueueSize),
+		closing:  make(chan struct{}),
 		stop:     stop,
 		done:     make(chan struct{}),
 	}
@@ -173,6 +177,8 @@ func (d *Dispatcher) Publish(ctx context.Context, a Alert) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("alert: publish %s: %w", a.Rule, ctx.Err())
+	case <-d.closing:
+		return ErrClosed
 	}
 }
 
@@ -181,6 +187,7 @@ func (d *Dispatcher) Publish(ctx context.Context, a Alert) error {
 // failure. Close is idempotent; later calls return the first result.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
+		close(d.closing)
 		d.mu.Lock()
 		d.closed = true
 		close(d.queue)
@@ -268,4 +275,13 @@ func (d *Dispatcher) takeCooldown(ctx context.Context, a Alert) (bool, error) {
 		return false, fmt.Errorf("alert: take cooldown: %w", err)
 	}
 	return took, nil
+}
+
+// Track exports zero-valued series for a rule, so that dashboards and
+// rate() see it before its first alert.
+func (d *Dispatcher) Track(rule string) {
+	d.m.sent.WithLabelValues(rule)
+	d.m.failures.WithLabelValues(rule)
+	d.m.suppressed.WithLabelValues(rule, "cooldown")
+	d.m.suppressed.WithLabelValues(rule, "shadow")
 }

@@ -1,0 +1,250 @@
+// Package app wires fraudwatch together: the Kafka consumer feeds the rules
+// engine, the engine runs the Redis scripts and hands crossings to the alert
+// dispatcher, and an HTTP server exposes metrics and health. Tests and the
+// demo start and stop an App in-process; cmd/fraudwatch only adds flags and
+// signals.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// Options are what a caller may supply instead of the defaults.
+type Options struct {
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// Registry receives every metric; nil makes a new one with the Go and
+	// process collectors.
+	Registry *prometheus.Registry
+	// Notifier replaces the one the configuration implies (Slack, or the
+	// log). The demo uses it to print alerts to the terminal.
+	Notifier alert.Notifier
+	// Dispatcher tunes alert delivery (tests shorten the backoff).
+	Dispatcher alert.DispatcherConfig
+	// Consumer adjusts the consumer's settings after they are taken from
+	// the configuration (tests shorten heartbeats and commit intervals).
+	Consumer func(*consumer.Config)
+}
+
+// App is one fraudwatch process.
+type App struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	rdb  redis.UniversalClient
+	lua  *lua.Scripts
+	disp *alert.Dispatcher
+	eng  *rules.Engine
+	cons *consumer.Consumer
+
+	listener net.Listener
+	server   *http.Server
+
+	runOnce sync.Once
+}
+
+// New builds an App from a validated configuration and opens its metrics
+// listener (so Addr is known before Run). Nothing talks to Kafka or Redis
+// yet.
+func New(cfg *config.Config, opts Options) (*App, error) {
+	if cfg == nil {
+		return nil, errors.New("app: nil config")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	a := &App{cfg: cfg, log: log, reg: reg}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = a.Close()
+		}
+	}()
+
+	var err error
+	if a.rdb, err = newRedis(cfg.Redis); err != nil {
+		return nil, err
+	}
+	if a.lua, err = lua.New(a.rdb, reg); err != nil {
+		return nil, err
+	}
+	notifier := opts.Notifier
+	if notifier == nil {
+		if notifier, err = NewNotifier(cfg.Slack, log); err != nil {
+			return nil, err
+		}
+	}
+	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.rdb, log.With("component", "alert"), reg); err != nil {
+		return nil, err
+	}
+	for _, r := range cfg.Rules {
+		a.disp.Track(r.Name)
+	}
+	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.disp,
+		log.With("component", "rules"), reg); err != nil {
+		return nil, err
+	}
+	ccfg, err := consumerConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Consumer != nil {
+		opts.Consumer(&ccfg)
+	}
+	if a.cons, err = consumer.New(ccfg, a.eng, log.With("component", "consumer"), reg); err != nil {
+		return nil, err
+	}
+
+	if a.listener, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+		return nil, fmt.Errorf("app: listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	a.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ok = true
+	return a, nil
+}
+
+// Addr is the metrics listener's address (useful with listen ":0").
+func (a *App) Addr() string { return a.listener.Addr().String() }
+
+// Registry holds the App's metrics.
+func (a *App) Registry() *prometheus.Registry { return a.reg }
+
+// Run serves until ctx is done, then shuts down in order: stop fetching,
+// drain in-flight events, commit, deliver queued alerts, close clients,
+// stop the HTTP server; the whole shutdown is bounded by
+// shutdown_timeout. Run may be called once.
+func (a *App) Run(ctx context.Context) error {
+	err := errors.New("app: Run called twice")
+	a.runOnce.Do(func() { err = a.run(ctx) })
+	return err
+}
+
+func (a *App) run(parent context.Context) error {
+	ctx, stop := context.WithCancelCause(parent)
+	defer stop(nil)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := a.server.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
+			// Without metrics and health the process is blind: shut down
+			// as if signalled, and say why.
+			stop(fmt.Errorf("app: metrics server: %w", err))
+		}
+	}()
+	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
+		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic)
+
+	// Loading the scripts proves Redis is reachable. An outage is not fatal:
+	// events wait for Redis, /readyz reports it, and calls load the scripts
+	// when it is back.
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := a.lua.Load(lctx); err != nil && ctx.Err() == nil {
+		a.log.Warn("redis not reachable at start; events will wait for it", "err", err)
+	}
+	cancel()
+
+	// Returns once ctx is done and in-flight events are drained and
+	// committed.
+	var errs []error
+	if err := a.cons.Run(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if parent.Err() == nil {
+		errs = append(errs, context.Cause(ctx))
+	}
+	a.log.Info("consumer stopped; delivering queued alerts")
+	deadline, cancelDeadline := context.WithTimeout(context.WithoutCancel(parent), a.cfg.ShutdownTimeout)
+	defer cancelDeadline()
+	if err := a.disp.Close(deadline); err != nil {
+		errs = append(errs, err)
+	}
+	a.closeClients()
+	sctx, cancelServer := context.WithTimeout(deadline, 2*time.Second)
+	defer cancelServer()
+	if err := a.server.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("app: stop metrics server: %w", err))
+	}
+	<-served
+	a.log.Info("fraudwatch stopped")
+	return errors.Join(errs...)
+}
+
+// Close releases what New opened, for an App whose Run was never called.
+// It is idempotent; after Run it does nothing.
+func (a *App) Close() error {
+	a.runOnce.Do(func() {
+		if a.disp != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = a.disp.Close(ctx)
+		}
+		a.closeClients()
+		if a.listener != nil {
+			_ = a.listener.Close()
+		}
+	})
+	return nil
+}
+
+func (a *App) closeClients() {
+	if a.cons != nil {
+		if err := a.cons.Close(); err != nil {
+			a.log.Warn("closing consumer", "err", err)
+		}
+	}
+	if a.rdb != nil {
+		if err := a.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			a.log.Warn("closing redis client", "err", err)
+		}
+	}
+}
+
+func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	var problems []string
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := a.rdb.Ping(ctx).Err(); err != nil {
+		problems = append(problems, "redis: not answering")
+	}
+	if !a.cons.Ready() {
+		problems = append(problems, "kafka: no partition assignment in the consumer group")
+	}
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, p := range problems {
+			_, _ = fmt.Fprintln(w, p)
+		}
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
