@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -167,7 +168,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 		Mode:        string(r.Mode),
 		Channel:     r.Channel,
 		Metric:      string(r.Metric),
-		GroupBy:     r.GroupBy,
+		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
 		GroupValues: values,
 		Current:     res.Current,
 		Threshold:   r.Threshold,

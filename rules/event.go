@@ -189,7 +189,7 @@ func DecodeEvent(data []byte, topicType Type) (*Event, error) {
 		return nil, err
 	}
 	if ok {
-		if e.OccurredAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+		if e.OccurredAt, err = time.Parse(time.RFC3339Nano, upperTZ(at)); err != nil {
 			return nil, invalid(ReasonInvalidTime, "occurred_at", "must be an RFC 3339 time")
 		}
 	}
@@ -232,6 +232,24 @@ func amount(raw map[string]json.RawMessage) (int64, error) {
 		return 0, invalid(ReasonInvalidAmount, "amount", "must lie between 1 and 10^15")
 	}
 	return n, nil
+}
+
+// upperTZ upper-cases the ASCII letters t and z, which RFC 3339 (§5.6)
+// allows in lower case but time.Parse does not. No other letter can appear
+// in a valid time, so nothing invalid becomes valid.
+func upperTZ(s string) string {
+	if !strings.ContainsAny(s, "tz") {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case 't':
+			return 'T'
+		case 'z':
+			return 'Z'
+		}
+		return r
+	}, s)
 }
 
 func isNull(v json.RawMessage) bool { return string(v) == "null" }

@@ -1,9 +1,9 @@
 package rules
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // Metric is what a rule counts.
@@ -129,19 +129,29 @@ func LoadFile(path string) ([]Rule, error) {
 
 // Parse reads and validates rules from YAML; file names the source in
 // errors. Every problem found is reported, not just the first.
+//
+// The YAML is decoded as it is written, not through viper: viper folds keys
+// to lower case, so "window: 1m" next to "Window: 5m" would silently become
+// one of them, and it drops empty mappings, so "defaults: {}" would pass as
+// known. Keys here are exact and every unknown one is an error.
 func Parse(data []byte, file string) ([]Rule, error) {
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, &FieldError{File: file, Msg: fmt.Sprintf("not valid YAML: %v", err)}
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// yaml.v3 lists several problems on several lines; check prints one.
+		msg := strings.Join(strings.Fields(err.Error()), " ")
+		return nil, &FieldError{File: file, Msg: "not valid YAML: " + msg}
+	}
+	top, ok := doc.(map[string]any)
+	if doc != nil && !ok {
+		return nil, &FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
 	}
 	var errs []error
-	for _, k := range v.AllKeys() {
-		if top, _, _ := strings.Cut(k, "."); top != "rules" {
-			errs = append(errs, &FieldError{File: file, Field: top, Msg: "unknown key (the file holds a list under rules:)"})
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if k != "rules" {
+			errs = append(errs, &FieldError{File: file, Field: k, Msg: "unknown key (the file holds a list under rules:)"})
 		}
 	}
-	list, ok := v.Get("rules").([]any)
+	list, ok := top["rules"].([]any)
 	if !ok {
 		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
 		return nil, errors.Join(errs...)
@@ -182,17 +192,35 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 	}
 	var s spec
 	var md mapstructure.Metadata
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: &s, Metadata: &md})
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result:   &s,
+		Metadata: &md,
+		// mapstructure matches names case-insensitively by default: a rule
+		// holding both window: 1m and Window: 5m would silently get
+		// either. Exact names make Window an unknown field instead.
+		MatchName: func(key, field string) bool { return key == field },
+	})
 	if err != nil {
 		return Rule{}, err
 	}
-	if err := dec.Decode(m); err != nil {
-		return Rule{}, &FieldError{File: file, Rule: where, Msg: cleanDecodeError(err)}
-	}
 	var errs []error
+	// A field that failed to decode is reported once, as a type error; the
+	// checks below would only add "is required" for its zero value.
+	failed := map[string]bool{}
 	bad := func(field, format string, args ...any) {
+		if base, _, _ := strings.Cut(field, "["); failed[base] {
+			return
+		}
 		errs = append(errs, &FieldError{File: file, Rule: where, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
+	if err := dec.Decode(m); err != nil {
+		for _, f := range decodeFailures(err) {
+			errs = append(errs, &FieldError{File: file, Rule: where, Field: f.field, Msg: f.msg})
+			base, _, _ := strings.Cut(f.field, "[")
+			failed[base] = true
+		}
+	}
+	slices.Sort(md.Unused)
 	for _, k := range md.Unused {
 		bad(k, "unknown field")
 	}
@@ -238,8 +266,10 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 	} else if r.Window%time.Second != 0 {
 		bad("window", "must be a whole number of seconds, got %v", r.Window)
 	}
+	isInt := true
 	switch t := s.Threshold.(type) {
 	case nil:
+		isInt = false
 		bad("threshold", "is required (an integer > 0)")
 	case int:
 		r.Threshold = int64(t)
@@ -250,10 +280,16 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 		if t <= math.MaxInt64 {
 			r.Threshold = int64(t)
 		}
+	case string:
+		isInt = false
+		bad("threshold", "must be an integer, not the string %q", t)
 	default:
+		isInt = false
 		bad("threshold", "must be an integer, got %v", t)
 	}
-	if s.Threshold != nil && (r.Threshold <= 0 || r.Threshold > MaxThreshold) {
+	// Only an integer gets the range check: a float already has its error,
+	// and a second one about the range would only confuse.
+	if isInt && (r.Threshold <= 0 || r.Threshold > MaxThreshold) {
 		bad("threshold", "must be an integer between 1 and %d", int64(MaxThreshold))
 	}
 	r.Cooldown = r.Window
@@ -304,9 +340,29 @@ func duration(v any) (time.Duration, error) {
 	return 0, fmt.Errorf("%v needs a unit (such as 30s, 1m, 1h30m)", v)
 }
 
-// cleanDecodeError strips mapstructure's framing from a decode error.
-func cleanDecodeError(err error) string {
-	msg := err.Error()
-	msg = strings.TrimPrefix(msg, "decoding failed due to the following error(s):\n\n")
-	return strings.ReplaceAll(msg, "'", "")
+type decodeFailure struct{ field, msg string }
+
+// decodeFailures splits a mapstructure error, which joins one error per
+// field under a multi-line header, into one failure per field, so that each
+// becomes a one-line FieldError naming its field.
+func decodeFailures(err error) []decodeFailure {
+	if de, ok := err.(*mapstructure.DecodeError); ok {
+		if inner := de.Unwrap(); inner != nil {
+			if _, joined := inner.(interface{ Unwrap() []error }); joined {
+				return decodeFailures(inner)
+			}
+			return []decodeFailure{{field: de.Name(), msg: strings.ReplaceAll(inner.Error(), "'", "")}}
+		}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []decodeFailure
+		for _, e := range j.Unwrap() {
+			out = append(out, decodeFailures(e)...)
+		}
+		return out
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		return decodeFailures(inner)
+	}
+	return []decodeFailure{{msg: strings.ReplaceAll(err.Error(), "'", "")}}
 }

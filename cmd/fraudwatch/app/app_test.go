@@ -590,4 +590,3 @@ func TestProduceRoutesByType(t *testing.T) {
 		t.Fatalf("err = %v, want an InputError on line 2", err)
 	}
 }
-
