@@ -2,10 +2,8 @@ package app
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go/sasl"
@@ -19,7 +17,7 @@ import (
 
 // newRedis opens a client for one Redis, or for a Redis Cluster.
 func newRedis(c config.Redis) (redis.UniversalClient, error) {
-	tc, err := tlsConfig(c.TLS)
+	tc, err := c.TLS.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("app: redis tls: %w", err)
 	}
@@ -63,7 +61,7 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 // drain gets half the shutdown budget; queued alerts get the rest.
 func consumerConfig(c *config.Config) (consumer.Config, error) {
 	k := c.Kafka
-	tc, err := tlsConfig(k.TLS)
+	tc, err := k.TLS.ClientConfig()
 	if err != nil {
 		return consumer.Config{}, fmt.Errorf("app: kafka tls: %w", err)
 	}
@@ -93,7 +91,7 @@ func consumerConfig(c *config.Config) (consumer.Config, error) {
 // KafkaTransport returns TLS and SASL settings for other Kafka clients of
 // the same cluster (the produce command).
 func KafkaTransport(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
-	tc, err := tlsConfig(k.TLS)
+	tc, err := k.TLS.ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka tls: %w", err)
 	}
@@ -102,36 +100,6 @@ func KafkaTransport(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
 		return nil, nil, fmt.Errorf("kafka sasl: %w", err)
 	}
 	return tc, mech, nil
-}
-
-func tlsConfig(t config.TLS) (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // an explicit operator choice, off by default
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 func saslMechanism(s config.SASL) (sasl.Mechanism, error) {

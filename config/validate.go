@@ -1,0 +1,341 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// FieldError names the file and the dotted key at fault, and the
+// environment variable when the value came from one.
+type FieldError struct {
+	File  string // as the user named it; "" for a config built in code
+	Field string // kafka.brokers[1]
+	Env   string // FRAUDWATCH_KAFKA_BROKERS, when it set the value
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Env != "" {
+		b.WriteString(" (set by ")
+		b.WriteString(e.Env)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Kafka limits on a message size fraudwatch accepts.
+const (
+	MinEventBytes = 1 << 10
+	MaxEventBytes = 16 << 20
+)
+
+// Validate reports every problem of the configuration at once, each naming
+// the file and the dotted key. It never quotes a secret.
+func (c *Config) Validate() error {
+	errs := c.checkSettings()
+	if len(c.Rules) == 0 {
+		k := &checker{c: c}
+		if c.RulesFile == "" {
+			k.bad("rules_file", "is required")
+		} else {
+			k.bad("rules_file", "no rules loaded from %s", c.RulesFile)
+		}
+		errs = append(errs, k.errs...)
+	}
+	return errors.Join(errs...)
+}
+
+// checkSettings checks everything but the presence of rules.
+func (c *Config) checkSettings() []error {
+	k := &checker{c: c}
+
+	kc := &c.Kafka
+	k.hostPorts("kafka.brokers", kc.Brokers, "broker")
+	k.required("kafka.group_id", kc.GroupID)
+	k.topic("kafka.orders_topic", kc.OrdersTopic)
+	k.topic("kafka.refunds_topic", kc.RefundsTopic)
+	k.topic("kafka.dead_letter_topic", kc.DeadLetterTopic)
+	if dlq := kc.DeadLetterTopic; dlq != "" {
+		switch dlq {
+		case kc.OrdersTopic:
+			k.bad("kafka.dead_letter_topic", "must differ from kafka.orders_topic (%q)", dlq)
+		case kc.RefundsTopic:
+			k.bad("kafka.dead_letter_topic", "must differ from kafka.refunds_topic (%q)", dlq)
+		}
+	}
+	switch kc.StartOffset {
+	case StartEarliest, StartLatest:
+	default:
+		k.bad("kafka.start_offset", "must be %s or %s, not %q", StartEarliest, StartLatest, kc.StartOffset)
+	}
+	if kc.MaxEventBytes < MinEventBytes || kc.MaxEventBytes > MaxEventBytes {
+		k.bad("kafka.max_event_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d",
+			MinEventBytes, MaxEventBytes, kc.MaxEventBytes)
+	}
+	k.positive("kafka.commit_interval", kc.CommitInterval)
+	k.positive("kafka.session_timeout", kc.SessionTimeout)
+	k.positive("kafka.heartbeat_interval", kc.HeartbeatInterval)
+	k.positive("kafka.rebalance_timeout", kc.RebalanceTimeout)
+	if kc.HeartbeatInterval > 0 && kc.SessionTimeout > 0 && kc.HeartbeatInterval >= kc.SessionTimeout {
+		k.bad("kafka.heartbeat_interval", "must be shorter than kafka.session_timeout (%v), got %v",
+			kc.SessionTimeout, kc.HeartbeatInterval)
+	}
+	k.tls("kafka.tls", kc.TLS)
+	switch s := kc.SASL; s.Mechanism {
+	case "":
+		if s.Username != "" || s.Password != "" {
+			k.bad("kafka.sasl.mechanism", "is required when kafka.sasl.username or kafka.sasl.password is set (%s, %s or %s)",
+				SASLPlain, SASLScramSHA256, SASLScramSHA512)
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if s.Username == "" {
+			k.bad("kafka.sasl.username", "is required with SASL mechanism %s", s.Mechanism)
+		}
+		if s.Password == "" {
+			k.bad("kafka.sasl.password", "is required with SASL mechanism %s", s.Mechanism)
+		}
+	default:
+		k.bad("kafka.sasl.mechanism", "must be %s, %s or %s (or empty for no SASL), not %q",
+			SASLPlain, SASLScramSHA256, SASLScramSHA512, s.Mechanism)
+	}
+
+	r := &c.Redis
+	k.hostPorts("redis.addrs", r.Addrs, "address")
+	if !r.Cluster && len(r.Addrs) > 1 {
+		k.bad("redis.addrs", "%d addresses need redis.cluster: true (a single Redis takes one address)", len(r.Addrs))
+	}
+	if err := rules.ValidatePrefix(r.KeyPrefix); err != nil {
+		k.bad("redis.key_prefix", "%v", err)
+	}
+	if r.DB < 0 {
+		k.bad("redis.db", "must not be negative, got %d", r.DB)
+	} else if r.Cluster && r.DB != 0 {
+		k.bad("redis.db", "must be 0 with redis.cluster: Redis Cluster has only database 0")
+	}
+	k.positive("redis.dial_timeout", r.DialTimeout)
+	k.positive("redis.read_timeout", r.ReadTimeout)
+	k.positive("redis.write_timeout", r.WriteTimeout)
+	if r.PoolSize < 0 {
+		k.bad("redis.pool_size", "must not be negative (0 keeps the go-redis default), got %d", r.PoolSize)
+	}
+	k.tls("redis.tls", r.TLS)
+
+	s := &c.Slack
+	if s.WebhookURL != "" && s.Token != "" {
+		k.bad("slack.token", "slack.webhook_url and slack.token are both set: alerts go through one of them, remove the other")
+	}
+	// The webhook URL is itself a credential: say what is wrong, never
+	// what it is.
+	if s.WebhookURL != "" {
+		if trimmed(s.WebhookURL) {
+			k.bad("slack.webhook_url", "has leading or trailing white space")
+		} else if !httpURL(s.WebhookURL.Value()) {
+			k.bad("slack.webhook_url", "is not an http(s) URL")
+		}
+	}
+	if s.Token != "" {
+		if trimmed(s.Token) {
+			k.bad("slack.token", "has leading or trailing white space")
+		}
+		if s.Channel == "" {
+			k.bad("slack.channel", "is required with slack.token (bot-token mode posts to a channel)")
+		}
+	}
+	if s.APIURL != "" && !httpURL(s.APIURL) {
+		k.bad("slack.api_url", "%q is not an http(s) URL", s.APIURL)
+	}
+	k.positive("slack.timeout", s.Timeout)
+
+	if c.Metrics.Listen == "" {
+		k.bad("metrics.listen", "is required (host:port, or :port for every interface)")
+	} else if _, _, err := splitHostPort(c.Metrics.Listen, false); err != nil {
+		k.bad("metrics.listen", "%q is not host:port (or :port): %v", c.Metrics.Listen, err)
+	}
+	k.positive("shutdown_timeout", c.ShutdownTimeout)
+	return k.errs
+}
+
+// checker collects FieldErrors for one Config.
+type checker struct {
+	c    *Config
+	errs []error
+}
+
+func (k *checker) bad(field, format string, args ...any) {
+	base, _, _ := strings.Cut(field, "[")
+	k.errs = append(k.errs, &FieldError{
+		File:  k.c.displayName(),
+		Field: field,
+		Env:   k.c.env[base],
+		Msg:   fmt.Sprintf(format, args...),
+	})
+}
+
+func (k *checker) required(field, v string) {
+	if v == "" {
+		k.bad(field, "is required")
+	}
+}
+
+func (k *checker) positive(field string, d time.Duration) {
+	if d <= 0 {
+		k.bad(field, "must be a positive duration (such as 30s), got %v", d)
+	}
+}
+
+func (k *checker) hostPorts(field string, addrs []string, what string) {
+	if len(addrs) == 0 {
+		k.bad(field, "needs at least one %s (host:port)", what)
+	}
+	for i, a := range addrs {
+		if _, _, err := splitHostPort(a, true); err != nil {
+			k.bad(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: %v", a, err)
+		}
+	}
+}
+
+// topic checks a Kafka topic name as the broker would.
+func (k *checker) topic(field, name string) {
+	switch {
+	case name == "":
+		k.bad(field, "is required")
+	case len(name) > 249:
+		k.bad(field, "must be at most 249 characters, got %d", len(name))
+	case name == "." || name == "..":
+		k.bad(field, "%q is not a valid topic name", name)
+	case strings.ContainsFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}):
+		k.bad(field, "%q may only contain a-z, A-Z, 0-9, '.', '_' and '-'", name)
+	}
+}
+
+// tls checks that the files of a tls block are readable and hold what they
+// should, whether or not the block is enabled: files named but unusable
+// are a mistake either way.
+func (k *checker) tls(prefix string, t TLS) {
+	read := func(field, path string) []byte {
+		if path == "" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			k.bad(prefix+"."+field, "%v", err)
+			return nil
+		}
+		return b
+	}
+	ca := read("ca_file", t.CAFile)
+	cert := read("cert_file", t.CertFile)
+	key := read("key_file", t.KeyFile)
+	if ca != nil && !x509.NewCertPool().AppendCertsFromPEM(ca) {
+		k.bad(prefix+".ca_file", "%s holds no PEM certificate", t.CAFile)
+	}
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		k.bad(prefix+".key_file", "is required with %s.cert_file", prefix)
+	case t.CertFile == "" && t.KeyFile != "":
+		k.bad(prefix+".cert_file", "is required with %s.key_file", prefix)
+	case cert != nil && key != nil:
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			k.bad(prefix+".cert_file", "%s and %s are not a certificate and its key: %v", t.CertFile, t.KeyFile, err)
+		}
+	}
+}
+
+// ClientConfig builds the crypto/tls configuration of a tls block, or nil
+// when it is disabled.
+func (t TLS) ClientConfig() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: t.ServerName,
+		// Off unless the operator asks for it, for test clusters with
+		// throw-away certificates.
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// splitHostPort accepts host:port with a numeric port; needHost refuses
+// ":port" (fine for a listener, not for something to dial).
+func splitHostPort(addr string, needHost bool) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return "", 0, errors.New(ae.Err)
+		}
+		return "", 0, err
+	}
+	if needHost && host == "" {
+		return "", 0, errors.New("missing host")
+	}
+	if strings.ContainsAny(host, " \t\r\n") {
+		return "", 0, errors.New("white space in host")
+	}
+	lo := 0
+	if needHost {
+		lo = 1
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < lo || n > 65535 {
+		return "", 0, fmt.Errorf("port must be a number from %d to 65535", lo)
+	}
+	return host, n, nil
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func trimmed(s Secret) bool { return strings.TrimSpace(s.Value()) != s.Value() }
+
+// displayName is the config file as the user named it.
+func (c *Config) displayName() string {
+	if c.name != "" {
+		return c.name
+	}
+	return c.File
+}

@@ -1,0 +1,230 @@
+package config
+
+import (
+	"crypto/tls"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+const testFile = "/etc/fraudwatch/config.yaml"
+
+// validConfig is Default with a rule: the baseline every case breaks.
+func validConfig() Config {
+	c := Default()
+	c.File = testFile
+	c.RulesFile = "/etc/fraudwatch/rules.yaml"
+	c.Rules = []rules.Rule{{Name: "r", Metric: rules.Count, GroupBy: []string{"customer_id"},
+		Window: time.Minute, Threshold: 3, Cooldown: time.Minute, Severity: rules.High, Mode: rules.ModeAlert, Enabled: true}}
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	p := writePKI(t, t.TempDir())
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   []string // "field: message"; nil means valid
+	}{
+		{"defaults with a rule", func(c *Config) {}, nil},
+		{"no brokers", func(c *Config) { c.Kafka.Brokers = nil }, []string{"kafka.brokers: needs at least one broker (host:port)"}},
+		{"broker without port", func(c *Config) { c.Kafka.Brokers = []string{"k:9092", "kafka"} },
+			[]string{`kafka.brokers[1]: "kafka" is not host:port: missing port in address`}},
+		{"broker without host", func(c *Config) { c.Kafka.Brokers = []string{":9092"} },
+			[]string{`kafka.brokers[0]: ":9092" is not host:port: missing host`}},
+		{"broker bad port", func(c *Config) { c.Kafka.Brokers = []string{"k:0", "k:http", "k:70000"} }, []string{
+			`kafka.brokers[0]: "k:0" is not host:port: port must be a number from 1 to 65535`,
+			`kafka.brokers[1]: "k:http" is not host:port`, `kafka.brokers[2]: "k:70000" is not host:port`}},
+		{"ipv6 broker", func(c *Config) { c.Kafka.Brokers = []string{"[::1]:9092"} }, nil},
+		{"no group", func(c *Config) { c.Kafka.GroupID = "" }, []string{"kafka.group_id: is required"}},
+		{"no orders topic", func(c *Config) { c.Kafka.OrdersTopic = "" }, []string{"kafka.orders_topic: is required"}},
+		{"bad refunds topic", func(c *Config) { c.Kafka.RefundsTopic = "shop refunds" },
+			[]string{`kafka.refunds_topic: "shop refunds" may only contain a-z, A-Z, 0-9, '.', '_' and '-'`}},
+		{"long dlq", func(c *Config) { c.Kafka.DeadLetterTopic = strings.Repeat("d", 250) },
+			[]string{"kafka.dead_letter_topic: must be at most 249 characters, got 250"}},
+		{"dot topic", func(c *Config) { c.Kafka.OrdersTopic = ".." }, []string{`kafka.orders_topic: ".." is not a valid topic name`}},
+		{"one topic for both", func(c *Config) { c.Kafka.RefundsTopic = c.Kafka.OrdersTopic }, nil},
+		{"dlq is orders", func(c *Config) { c.Kafka.DeadLetterTopic = "orders" },
+			[]string{`kafka.dead_letter_topic: must differ from kafka.orders_topic ("orders")`}},
+		{"dlq is refunds", func(c *Config) { c.Kafka.DeadLetterTopic = "refunds" },
+			[]string{`kafka.dead_letter_topic: must differ from kafka.refunds_topic ("refunds")`}},
+		{"start offset", func(c *Config) { c.Kafka.StartOffset = "newest" },
+			[]string{`kafka.start_offset: must be earliest or latest, not "newest"`}},
+		{"earliest", func(c *Config) { c.Kafka.StartOffset = "earliest" }, nil},
+		{"event size too small", func(c *Config) { c.Kafka.MaxEventBytes = 1023 },
+			[]string{"kafka.max_event_bytes: must be between 1024 (1 KiB) and 16777216 (16 MiB), got 1023"}},
+		{"event size too large", func(c *Config) { c.Kafka.MaxEventBytes = 16<<20 + 1 },
+			[]string{"kafka.max_event_bytes: must be between 1024 (1 KiB) and 16777216 (16 MiB), got 16777217"}},
+		{"event size bounds", func(c *Config) { c.Kafka.MaxEventBytes = 1024 }, nil},
+		{"event size upper bound", func(c *Config) { c.Kafka.MaxEventBytes = 16 << 20 }, nil},
+		{"durations", func(c *Config) {
+			c.Kafka.CommitInterval = 0
+			c.Kafka.SessionTimeout = -time.Second
+			c.Kafka.RebalanceTimeout = 0
+			c.Redis.DialTimeout = 0
+			c.Redis.ReadTimeout = 0
+			c.Redis.WriteTimeout = -1
+			c.Slack.Timeout = 0
+			c.ShutdownTimeout = 0
+		}, []string{
+			"kafka.commit_interval: must be a positive duration (such as 30s), got 0s",
+			"kafka.session_timeout: must be a positive duration (such as 30s), got -1s",
+			"kafka.rebalance_timeout: must be a positive duration",
+			"redis.dial_timeout: must be a positive duration", "redis.read_timeout: must be a positive duration",
+			"redis.write_timeout: must be a positive duration", "slack.timeout: must be a positive duration",
+			"shutdown_timeout: must be a positive duration",
+		}},
+		{"heartbeat zero", func(c *Config) { c.Kafka.HeartbeatInterval = 0 },
+			[]string{"kafka.heartbeat_interval: must be a positive duration"}},
+		{"heartbeat not below session", func(c *Config) { c.Kafka.HeartbeatInterval = c.Kafka.SessionTimeout },
+			[]string{"kafka.heartbeat_interval: must be shorter than kafka.session_timeout (30s), got 30s"}},
+		{"unknown sasl", func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" },
+			[]string{`kafka.sasl.mechanism: must be plain, scram-sha-256 or scram-sha-512 (or empty for no SASL), not "gssapi"`}},
+		{"sasl without credentials", func(c *Config) { c.Kafka.SASL.Mechanism = "scram-sha-256" }, []string{
+			"kafka.sasl.username: is required with SASL mechanism scram-sha-256",
+			"kafka.sasl.password: is required with SASL mechanism scram-sha-256"}},
+		{"credentials without sasl", func(c *Config) { c.Kafka.SASL.Username = "fw" },
+			[]string{"kafka.sasl.mechanism: is required when kafka.sasl.username or kafka.sasl.password is set"}},
+		{"sasl plain", func(c *Config) { c.Kafka.SASL = SASL{Mechanism: "plain", Username: "u", Password: "p"} }, nil},
+		{"no redis", func(c *Config) { c.Redis.Addrs = []string{} }, []string{"redis.addrs: needs at least one address (host:port)"}},
+		{"bad redis addr", func(c *Config) { c.Redis.Addrs = []string{"redis"} },
+			[]string{`redis.addrs[0]: "redis" is not host:port: missing port in address`}},
+		{"seeds without cluster", func(c *Config) { c.Redis.Addrs = []string{"a:6379", "b:6379"} },
+			[]string{"redis.addrs: 2 addresses need redis.cluster: true"}},
+		{"cluster seeds", func(c *Config) { c.Redis.Cluster, c.Redis.Addrs = true, []string{"a:6379", "b:6379"} }, nil},
+		{"cluster db", func(c *Config) { c.Redis.Cluster, c.Redis.DB = true, 2 },
+			[]string{"redis.db: must be 0 with redis.cluster: Redis Cluster has only database 0"}},
+		{"negative db", func(c *Config) { c.Redis.DB = -1 }, []string{"redis.db: must not be negative, got -1"}},
+		{"db 5", func(c *Config) { c.Redis.DB = 5 }, nil},
+		{"empty prefix", func(c *Config) { c.Redis.KeyPrefix = "" }, []string{"redis.key_prefix: must not be empty"}},
+		{"brace prefix", func(c *Config) { c.Redis.KeyPrefix = "f{w}" },
+			[]string{`redis.key_prefix: "f{w}" must not contain braces or white space`}},
+		{"space prefix", func(c *Config) { c.Redis.KeyPrefix = "f w" },
+			[]string{`redis.key_prefix: "f w" must not contain braces or white space`}},
+		{"negative pool", func(c *Config) { c.Redis.PoolSize = -1 },
+			[]string{"redis.pool_size: must not be negative (0 keeps the go-redis default), got -1"}},
+		{"webhook and token", func(c *Config) { c.Slack.WebhookURL, c.Slack.Token = "https://hooks.slack.com/x", "xoxb-1" },
+			[]string{"slack.token: slack.webhook_url and slack.token are both set"}},
+		{"webhook not a url", func(c *Config) { c.Slack.WebhookURL = "hooks.slack.com/services/T0/B0/x" },
+			[]string{"slack.webhook_url: is not an http(s) URL"}},
+		{"webhook ftp", func(c *Config) { c.Slack.WebhookURL = "ftp://hooks.slack.com/x" },
+			[]string{"slack.webhook_url: is not an http(s) URL"}},
+		{"webhook newline", func(c *Config) { c.Slack.WebhookURL = "https://hooks.slack.com/x\n" },
+			[]string{"slack.webhook_url: has leading or trailing white space"}},
+		{"webhook", func(c *Config) { c.Slack.WebhookURL = "https://hooks.slack.com/services/T0/B0/x" }, nil},
+		{"token without channel", func(c *Config) { c.Slack.Token, c.Slack.Channel = "xoxb-1", "" },
+			[]string{"slack.channel: is required with slack.token"}},
+		{"token newline", func(c *Config) { c.Slack.Token = "xoxb-1\n" },
+			[]string{"slack.token: has leading or trailing white space"}},
+		{"token", func(c *Config) { c.Slack.Token = "xoxb-1" }, nil},
+		{"bad api url", func(c *Config) { c.Slack.APIURL = "localhost:8080/api" },
+			[]string{`slack.api_url: "localhost:8080/api" is not an http(s) URL`}},
+		{"api url", func(c *Config) { c.Slack.APIURL = "http://127.0.0.1:8080/api/" }, nil},
+		{"no listen", func(c *Config) { c.Metrics.Listen = "" }, []string{"metrics.listen: is required"}},
+		{"port only", func(c *Config) { c.Metrics.Listen = "9464" },
+			[]string{`metrics.listen: "9464" is not host:port (or :port): missing port in address`}},
+		{"listen port range", func(c *Config) { c.Metrics.Listen = "localhost:99999" },
+			[]string{`metrics.listen: "localhost:99999" is not host:port (or :port): port must be a number from 0 to 65535`}},
+		{"listen any port", func(c *Config) { c.Metrics.Listen = "127.0.0.1:0" }, nil},
+		{"no rules", func(c *Config) { c.Rules = nil }, []string{"rules_file: no rules loaded from /etc/fraudwatch/rules.yaml"}},
+		{"no rules file", func(c *Config) { c.Rules, c.RulesFile = nil, "" }, []string{"rules_file: is required"}},
+		{"rules from code", func(c *Config) { c.RulesFile = "" }, nil},
+		{"tls files", func(c *Config) {
+			c.Kafka.TLS = TLS{Enabled: true, CAFile: p.CA, CertFile: p.Cert, KeyFile: p.Key}
+			c.Redis.TLS = TLS{Enabled: true, CAFile: p.CA}
+		}, nil},
+		{"tls ca unreadable", func(c *Config) { c.Kafka.TLS.CAFile = missing },
+			[]string{"kafka.tls.ca_file: open " + missing + ": no such file or directory"}},
+		{"tls ca a directory", func(c *Config) { c.Redis.TLS.CAFile = filepath.Dir(p.CA) },
+			[]string{"redis.tls.ca_file: read " + filepath.Dir(p.CA) + ": is a directory"}},
+		{"tls ca not pem", func(c *Config) { c.Redis.TLS.CAFile = p.NotPEM },
+			[]string{"redis.tls.ca_file: " + p.NotPEM + " holds no PEM certificate"}},
+		{"tls cert without key", func(c *Config) { c.Kafka.TLS.CertFile = p.Cert },
+			[]string{"kafka.tls.key_file: is required with kafka.tls.cert_file"}},
+		{"tls key without cert", func(c *Config) { c.Redis.TLS.KeyFile = p.Key },
+			[]string{"redis.tls.cert_file: is required with redis.tls.key_file"}},
+		{"tls key unreadable", func(c *Config) { c.Kafka.TLS.CertFile, c.Kafka.TLS.KeyFile = p.Cert, missing },
+			[]string{"kafka.tls.key_file: open " + missing}},
+		{"tls mismatched key", func(c *Config) { c.Kafka.TLS.CertFile, c.Kafka.TLS.KeyFile = p.Cert, p.OtherKey },
+			[]string{"kafka.tls.cert_file: " + p.Cert + " and " + p.OtherKey + " are not a certificate and its key"}},
+		{"tls files checked while disabled", func(c *Config) { c.Kafka.TLS = TLS{Enabled: false, CAFile: missing} },
+			[]string{"kafka.tls.ca_file: open " + missing}},
+		{"everything at once", func(c *Config) {
+			c.Kafka.GroupID = ""
+			c.Redis.KeyPrefix = ""
+			c.Slack.Token, c.Slack.Channel = "xoxb-1", ""
+			c.Rules = nil
+		}, []string{"kafka.group_id: is required", "redis.key_prefix: must not be empty",
+			"slack.channel: is required with slack.token", "rules_file: no rules loaded"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			var want []string
+			for _, w := range tt.want {
+				// Every message names the file and the dotted field.
+				want = append(want, testFile+": "+w)
+			}
+			wantMessages(t, err, want...)
+		})
+	}
+}
+
+func TestValidateWithoutFile(t *testing.T) {
+	c := Default()
+	wantMessages(t, c.Validate(), "rules_file: no rules loaded from rules.yaml")
+	if msg := c.Validate().Error(); strings.HasPrefix(msg, ":") {
+		t.Errorf("message %q starts with an empty file name", msg)
+	}
+}
+
+func TestTLSClientConfig(t *testing.T) {
+	p := writePKI(t, t.TempDir())
+	tests := []struct {
+		name    string
+		tls     TLS
+		wantNil bool
+		wantErr string
+		check   func(t *testing.T, c *tls.Config)
+	}{
+		{name: "disabled", tls: TLS{CAFile: p.CA}, wantNil: true},
+		{name: "system roots", tls: TLS{Enabled: true, ServerName: "kafka.internal"}, check: func(t *testing.T, c *tls.Config) {
+			if c.RootCAs != nil || len(c.Certificates) != 0 || c.ServerName != "kafka.internal" || c.InsecureSkipVerify {
+				t.Errorf("got %+v", c)
+			}
+		}},
+		{name: "ca and client cert", tls: TLS{Enabled: true, CAFile: p.CA, CertFile: p.Cert, KeyFile: p.Key, InsecureSkipVerify: true},
+			check: func(t *testing.T, c *tls.Config) {
+				if c.RootCAs == nil || len(c.Certificates) != 1 || !c.InsecureSkipVerify || c.MinVersion != tls.VersionTLS12 {
+					t.Errorf("got %+v", c)
+				}
+			}},
+		{name: "bad ca", tls: TLS{Enabled: true, CAFile: p.NotPEM}, wantErr: "holds no PEM certificate"},
+		{name: "bad pair", tls: TLS{Enabled: true, CertFile: p.Cert, KeyFile: p.OtherKey}, wantErr: "tls cert_file/key_file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tt.tls.ClientConfig()
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tt.wantNil:
+				if c != nil {
+					t.Fatalf("got %+v, want nil", c)
+				}
+			default:
+				tt.check(t, c)
+			}
+		})
+	}
+}
