@@ -1,0 +1,638 @@
+package rules_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// fakeSink records what the engine hands off.
+type fakeSink struct {
+	mu     sync.Mutex
+	alerts []alert.Alert
+	err    error
+	// mutate, when set, changes each alert after recording it, as a careless
+	// receiver might.
+	mutate func(*alert.Alert)
+}
+
+func (s *fakeSink) Publish(_ context.Context, a alert.Alert) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := a
+	rec.GroupBy, rec.GroupValues = slices.Clone(a.GroupBy), slices.Clone(a.GroupValues)
+	s.alerts = append(s.alerts, rec)
+	if s.mutate != nil {
+		s.mutate(&a)
+	}
+	return s.err
+}
+
+func (s *fakeSink) got() []alert.Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]alert.Alert(nil), s.alerts...)
+}
+
+var testNow = time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t      *testing.T
+	engine *rules.Engine
+	rdb    *redis.Client
+	prefix string
+	keys   rules.Keys
+	sink   *fakeSink
+	reg    *prometheus.Registry
+}
+
+func newHarness(t *testing.T, rs ...rules.Rule) *harness {
+	t.Helper()
+	rdb := redistest.Client(t)
+	reg := prometheus.NewRegistry()
+	scripts, err := lua.New(rdb, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	sink := &fakeSink{}
+	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix, Now: func() time.Time { return testNow }},
+		rs, scripts, sink, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: mustKeys(t, prefix), sink: sink, reg: reg}
+}
+
+func rule(name string, m rules.Metric, threshold int64, groupBy ...string) rules.Rule {
+	return rules.Rule{
+		Name: name, Metric: m, GroupBy: groupBy, Window: time.Minute, Threshold: threshold,
+		Cooldown: time.Minute, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+	}
+}
+
+// ev decodes an event built from key/value pairs, as the consumer would.
+func ev(t *testing.T, typ rules.Type, kv ...any) *rules.Event {
+	t.Helper()
+	m := map[string]any{"order_id": "ord-1", "customer_id": "cust-1", "amount": 100}
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == remove {
+			delete(m, kv[i].(string))
+		} else {
+			m[kv[i].(string)] = kv[i+1]
+		}
+	}
+	if _, ok := m["event_id"]; !ok {
+		m["event_id"] = "evt-" + m["order_id"].(string)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := rules.DecodeEvent(data, typ)
+	if err != nil {
+		t.Fatalf("DecodeEvent(%s): %v", data, err)
+	}
+	return e
+}
+
+func (h *harness) handle(e *rules.Event) {
+	h.t.Helper()
+	if err := h.engine.Handle(h.t.Context(), e); err != nil {
+		h.t.Fatalf("Handle(%s): %v", e.EventID, err)
+	}
+}
+
+// counter reads a rule's window counter from Redis; ok is false when the
+// key does not exist.
+func (h *harness) counter(name string, m rules.Metric, values ...string) (int64, bool) {
+	h.t.Helper()
+	n, err := h.rdb.Get(h.t.Context(), h.keys.Counter(h.keys.Group(name, values), m)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n, true
+}
+
+func (h *harness) wantCounter(name string, m rules.Metric, want int64, values ...string) {
+	h.t.Helper()
+	got, ok := h.counter(name, m, values...)
+	if !ok || got != want {
+		h.t.Errorf("counter %s %s %q = %d (exists %v), want %d", name, m, values, got, ok, want)
+	}
+}
+
+// storedKeys lists every key under the harness's prefix.
+func (h *harness) storedKeys() []string {
+	h.t.Helper()
+	pattern := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(h.prefix) + ":*"
+	var keys []string
+	iter := h.rdb.Scan(h.t.Context(), 0, pattern, 100).Iterator()
+	for iter.Next(h.t.Context()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return keys
+}
+
+// metric reads a counter with a rule label; the label must be exported.
+func (h *harness) metric(name, label, value string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	h.t.Fatalf("metric %s{%s=%q} not exported", name, label, value)
+	return 0
+}
+
+// crossedBy lists the event ids of the recorded alerts of a rule.
+func (h *harness) crossedBy(name string) []string {
+	var ids []string
+	for _, a := range h.sink.got() {
+		if a.Rule == name {
+			ids = append(ids, a.EventID)
+		}
+	}
+	return ids
+}
+
+func TestEngineCountRuleCrossesOnce(t *testing.T) {
+	h := newHarness(t, rule("orders-3", rules.Count, 3, "customer_id"))
+	for i, cust := range []string{"c1", "c2", "c1", "c1", "c2", "c1", "c1"} {
+		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", cust))
+	}
+	// c1's third order is o3; c2 ordered twice and never crossed.
+	if got := h.crossedBy("orders-3"); !reflect.DeepEqual(got, []string{"evt-o3"}) {
+		t.Errorf("crossings by %v, want only evt-o3", got)
+	}
+	if a := h.sink.got(); len(a) == 1 && (a[0].Current != 3 || !reflect.DeepEqual(a[0].GroupValues, []string{"c1"})) {
+		t.Errorf("alert current %d group %q, want 3 [c1]", a[0].Current, a[0].GroupValues)
+	}
+	h.wantCounter("orders-3", rules.Count, 5, "c1")
+	h.wantCounter("orders-3", rules.Count, 2, "c2")
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("orders-3", []string{"c1"}), rules.Count)).Result()
+	if err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Errorf("counter TTL = %v, %v; want the 1m window", ttl, err)
+	}
+}
+
+func TestEngineAmountRuleSums(t *testing.T) {
+	h := newHarness(t, rule("amount-1000", rules.Amount, 1000, "card_fingerprint"))
+	steps := []struct {
+		amount int64
+		card   string
+	}{{400, "k1"}, {500, "k1"}, {900, "k2"}, {200, "k1"}, {50, "k1"}}
+	for i, s := range steps {
+		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "card_fingerprint", s.card,
+			"amount", s.amount, "currency", "krw"))
+	}
+	got := h.sink.got()
+	if len(got) != 1 || got[0].EventID != "evt-o3" || got[0].Current != 1100 || got[0].Currency != "KRW" || got[0].Metric != "amount" {
+		t.Fatalf("alerts %+v, want one on evt-o3 at 1100 KRW", got)
+	}
+	h.wantCounter("amount-1000", rules.Amount, 1150, "k1")
+	h.wantCounter("amount-1000", rules.Amount, 900, "k2")
+}
+
+func TestEngineCompositeGroupBy(t *testing.T) {
+	h := newHarness(t, rule("cust-card", rules.Count, 2, "customer_id", "card_fingerprint"))
+	for i, p := range [][2]string{{"c1", "k1"}, {"c1", "k2"}, {"c2", "k1"}, {"c1", "k1"}} {
+		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", p[0], "card_fingerprint", p[1]))
+	}
+	got := h.sink.got()
+	if len(got) != 1 || got[0].EventID != "evt-o3" {
+		t.Fatalf("alerts %+v, want one on evt-o3", got)
+	}
+	if !reflect.DeepEqual(got[0].GroupBy, []string{"customer_id", "card_fingerprint"}) ||
+		!reflect.DeepEqual(got[0].GroupValues, []string{"c1", "k1"}) {
+		t.Errorf("group %q = %q", got[0].GroupBy, got[0].GroupValues)
+	}
+	h.wantCounter("cust-card", rules.Count, 1, "c1", "k2")
+	h.wantCounter("cust-card", rules.Count, 1, "c2", "k1")
+}
+
+func TestEngineSkipsEventsLackingGroupBy(t *testing.T) {
+	h := newHarness(t,
+		rule("by-email", rules.Count, 1, "email"),
+		rule("by-merchant", rules.Count, 1, "merchant_id"),
+		rule("by-email-ip", rules.Amount, 1, "email", "ip"),
+	)
+	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	h.handle(ev(t, rules.Order, "order_id", "o2", "email", "", "merchant_id", nil, "ip", "203.0.113.9"))
+	h.handle(ev(t, rules.Order, "order_id", "o3", "merchant_id", map[string]any{"id": 7}))
+	h.handle(ev(t, rules.Refund, "order_id", "o4", "ip", "203.0.113.9"))
+	if got := h.sink.got(); len(got) != 0 {
+		t.Fatalf("events lacking the group_by fields raised %+v", got)
+	}
+	if keys := h.storedKeys(); len(keys) != 0 {
+		t.Fatalf("events lacking the group_by fields wrote %q", keys)
+	}
+
+	// An extra field the event does carry groups like any other.
+	h.handle(ev(t, rules.Order, "order_id", "o5", "merchant_id", 7))
+	got := h.sink.got()
+	if len(got) != 1 || got[0].Rule != "by-merchant" || !reflect.DeepEqual(got[0].GroupValues, []string{"7"}) {
+		t.Fatalf("alerts %+v, want by-merchant for merchant 7", got)
+	}
+}
+
+func TestEngineDisabledRulesNeverRun(t *testing.T) {
+	off := rule("off", rules.Count, 1, "customer_id")
+	off.Enabled = false
+	offAmount := rule("off-amount", rules.Amount, 1, "customer_id")
+	offAmount.Enabled = false
+	h := newHarness(t, off, offAmount)
+	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	h.handle(ev(t, rules.Refund, "order_id", "o1"))
+	if got := h.sink.got(); len(got) != 0 {
+		t.Errorf("disabled rules raised %+v", got)
+	}
+	if keys := h.storedKeys(); len(keys) != 0 {
+		t.Errorf("disabled rules wrote %q", keys)
+	}
+}
+
+func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
+	h := newHarness(t,
+		rule("amt", rules.Amount, 1_000_000, "customer_id"),
+		rule("cnt", rules.Count, 100, "customer_id"),
+		rule("amt-email", rules.Amount, 1_000_000, "email"),
+	)
+	h.handle(ev(t, rules.Order, "order_id", "o1", "amount", 300))
+	h.handle(ev(t, rules.Order, "order_id", "o2", "amount", 300))
+	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r1", "amount", 200, "email", "a@example.com"))
+
+	h.wantCounter("amt", rules.Amount, 400, "cust-1")
+	h.wantCounter("cnt", rules.Count, 2, "cust-1")
+	// No order ever counted this email: a refund must not create a counter.
+	if n, ok := h.counter("amt-email", rules.Amount, "a@example.com"); ok {
+		t.Errorf("refund created a counter of %d", n)
+	}
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), rules.Amount)).Result()
+	if err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Errorf("refunded counter TTL = %v, %v; want the window kept", ttl, err)
+	}
+	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 0 {
+		t.Errorf("refunds_clamped_total{amt} = %v after a refund that fit", got)
+	}
+	if got := h.sink.got(); len(got) != 0 {
+		t.Errorf("alerts %+v", got)
+	}
+}
+
+func TestEngineRefundClamps(t *testing.T) {
+	h := newHarness(t, rule("amt", rules.Amount, 1_000_000, "customer_id"), rule("other", rules.Amount, 1_000_000, "customer_id"))
+	h.handle(ev(t, rules.Order, "order_id", "o1", "amount", 500))
+	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r1", "amount", 800))
+	h.wantCounter("amt", rules.Amount, 0, "cust-1")
+	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 1 {
+		t.Errorf("refunds_clamped_total{amt} = %v, want 1", got)
+	}
+	// A refund against a counter already at 0 is nothing to clamp.
+	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r2", "amount", 800))
+	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 1 {
+		t.Errorf("refunds_clamped_total{amt} = %v after a refund on 0, want 1", got)
+	}
+	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "other"); got != 1 {
+		t.Errorf("refunds_clamped_total{other} = %v, want 1 (each rule counts its own)", got)
+	}
+}
+
+func TestEngineCrossingsMetric(t *testing.T) {
+	shadow := rule("r-shadow", rules.Count, 1, "customer_id")
+	shadow.Mode = rules.ModeShadow
+	h := newHarness(t,
+		rule("r-one", rules.Count, 1, "customer_id"),
+		rule("r-two", rules.Count, 2, "customer_id"),
+		rule("r-never", rules.Amount, 1_000_000, "customer_id"),
+		shadow,
+	)
+	for _, name := range []string{"r-one", "r-two", "r-never", "r-shadow"} {
+		if got := h.metric("fraudwatch_threshold_crossings_total", "rule", name); got != 0 {
+			t.Errorf("crossings{%s} = %v before any event, want an exported 0", name, got)
+		}
+	}
+	for i := range 3 {
+		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i))))
+	}
+	h.handle(ev(t, rules.Order, "order_id", "o9", "customer_id", "cust-2"))
+	for name, want := range map[string]float64{"r-one": 2, "r-two": 1, "r-never": 0, "r-shadow": 2} {
+		if got := h.metric("fraudwatch_threshold_crossings_total", "rule", name); got != want {
+			t.Errorf("crossings{%s} = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestEngineAlertCarriesEverything(t *testing.T) {
+	r := rules.Rule{
+		Name: "big-spender", Description: "Over 1,000,000 won by one customer and card", Metric: rules.Amount,
+		GroupBy: []string{"customer_id", "card_fingerprint"}, Window: 10 * time.Minute, Threshold: 1_000_000,
+		Cooldown: time.Hour, Severity: rules.Critical, Mode: rules.ModeAlert, Channel: "#fraud-risk", Enabled: true,
+	}
+	h := newHarness(t, r)
+	h.handle(ev(t, rules.Order, "order_id", "o1", "card_fingerprint", "fp{1}", "amount", 600_000, "currency", "KRW"))
+	h.handle(ev(t, rules.Order, "order_id", "o2", "card_fingerprint", "fp{1}", "amount", 700_000, "currency", "KRW",
+		"occurred_at", "2024-03-01T18:04:05+09:00"))
+	h.handle(ev(t, rules.Order, "order_id", "o3", "card_fingerprint", "fp{2}", "amount", 1_000_000))
+
+	values := []string{"cust-1", "fp{1}"}
+	g := h.keys.Group(r.Name, values)
+	want := []alert.Alert{
+		{
+			Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Current: 1_300_000, Threshold: 1_000_000,
+			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g),
+			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
+		},
+		{
+			Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Current: 1_000_000,
+			Threshold: 1_000_000, Window: 10 * time.Minute, Cooldown: time.Hour,
+			CooldownKey: h.keys.Cooldown(h.keys.Group(r.Name, []string{"cust-1", "fp{2}"})),
+			OrderID:     "o3", EventID: "evt-o3", At: testNow, // no occurred_at: the engine's clock
+		},
+	}
+	got := h.sink.got()
+	if len(got) != len(want) {
+		t.Fatalf("got %d alerts, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if !got[i].At.Equal(want[i].At) {
+			t.Errorf("alert %d At = %v, want %v", i, got[i].At, want[i].At)
+		}
+		got[i].At, want[i].At = time.Time{}, time.Time{}
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("alert %d:\ngot  %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+
+	// The cooldown key shares the counter's hash tag, so the dispatcher's
+	// SET NX lands in the same slot, and the counter really is there.
+	counterKey := h.keys.Counter(g, rules.Amount)
+	tagC, _ := hashTag(counterKey)
+	tagD, _ := hashTag(got[0].CooldownKey)
+	if tagC != tagD || slot(counterKey) != slot(got[0].CooldownKey) {
+		t.Errorf("cooldown key %q and counter %q have tags %q and %q", got[0].CooldownKey, counterKey, tagD, tagC)
+	}
+	h.wantCounter(r.Name, rules.Amount, 1_300_000, values...)
+}
+
+func TestEngineShadowRuleReachesSink(t *testing.T) {
+	shadow := rule("trial", rules.Count, 1, "customer_id")
+	shadow.Mode = rules.ModeShadow
+	h := newHarness(t, shadow)
+	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	got := h.sink.got()
+	if len(got) != 1 || got[0].Mode != "shadow" || !got[0].Shadow() {
+		t.Fatalf("alerts %+v, want one in shadow mode", got)
+	}
+}
+
+func TestEngineSinkError(t *testing.T) {
+	h := newHarness(t, rule("quiet", rules.Count, 5, "customer_id"), rule("loud", rules.Count, 1, "customer_id"))
+	boom := errors.New("queue closed")
+	h.sink.err = boom
+	err := h.engine.Handle(t.Context(), ev(t, rules.Order, "order_id", "o1"))
+	if !errors.Is(err, boom) {
+		t.Fatalf("Handle = %v, want it to wrap the sink's error", err)
+	}
+	if !strings.Contains(err.Error(), "loud") {
+		t.Errorf("error %q does not name the rule", err)
+	}
+}
+
+func TestEngineScriptErrors(t *testing.T) {
+	t.Run("incr_and_check rejects its arguments", func(t *testing.T) {
+		bad := rule("zero-threshold", rules.Count, 1, "customer_id")
+		bad.Threshold = 0 // Parse would refuse it; the script must too
+		h := newHarness(t, bad)
+		err := h.engine.Handle(t.Context(), ev(t, rules.Order, "order_id", "o1"))
+		if !errors.Is(err, lua.ErrInvalidArguments) {
+			t.Fatalf("Handle = %v, want lua.ErrInvalidArguments", err)
+		}
+		for _, s := range []string{"zero-threshold", lua.IncrAndCheckName} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not name %q", err, s)
+			}
+		}
+		if got := h.metric("fraudwatch_script_errors_total", "script", lua.IncrAndCheckName); got != 1 {
+			t.Errorf("script_errors_total = %v, want 1", got)
+		}
+		if len(h.sink.got()) != 0 {
+			t.Error("a failed script raised an alert")
+		}
+	})
+	t.Run("sales_decr meets a key of the wrong type", func(t *testing.T) {
+		h := newHarness(t, rule("amt", rules.Amount, 1000, "customer_id"))
+		key := h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), rules.Amount)
+		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		err := h.engine.Handle(t.Context(), ev(t, rules.Refund, "order_id", "o1"))
+		var rerr redis.Error
+		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "WRONGTYPE") {
+			t.Fatalf("Handle = %v, want the Redis WRONGTYPE error", err)
+		}
+		for _, s := range []string{"amt", lua.SalesDecrName} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not name %q", err, s)
+			}
+		}
+	})
+	t.Run("cancelled context", func(t *testing.T) {
+		h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		err := h.engine.Handle(ctx, ev(t, rules.Order, "order_id", "o1"))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Handle = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestEngineSetRules(t *testing.T) {
+	rs := []rules.Rule{rule("first", rules.Count, 1, "customer_id")}
+	h := newHarness(t, rs...)
+	rs[0].Enabled = false // the engine keeps its own copy
+	h.handle(ev(t, rules.Order, "order_id", "o1"))
+
+	next := []rules.Rule{rule("second", rules.Count, 1, "customer_id")}
+	h.engine.SetRules(next)
+	next[0].Threshold = 1000
+	h.handle(ev(t, rules.Order, "order_id", "o2", "customer_id", "cust-2"))
+
+	if got := h.crossedBy("first"); !reflect.DeepEqual(got, []string{"evt-o1"}) {
+		t.Errorf("first crossed on %v, want evt-o1 only", got)
+	}
+	if got := h.crossedBy("second"); !reflect.DeepEqual(got, []string{"evt-o2"}) {
+		t.Errorf("second crossed on %v, want evt-o2 only", got)
+	}
+	if _, ok := h.counter("first", rules.Count, "cust-2"); ok {
+		t.Error("a removed rule still counted")
+	}
+	if got := h.metric("fraudwatch_threshold_crossings_total", "rule", "second"); got != 1 {
+		t.Errorf("crossings{second} = %v, want 1", got)
+	}
+}
+
+// An alert is handed to another goroutine; changing it must not change the
+// rules the engine evaluates.
+func TestEngineAlertDoesNotShareRuleState(t *testing.T) {
+	h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
+	h.sink.mutate = func(a *alert.Alert) { a.GroupBy[0] = "email" }
+	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	h.handle(ev(t, rules.Order, "order_id", "o2", "customer_id", "cust-2"))
+	got := h.sink.got()
+	if len(got) != 2 || !reflect.DeepEqual(got[1].GroupBy, []string{"customer_id"}) ||
+		!reflect.DeepEqual(got[1].GroupValues, []string{"cust-2"}) {
+		t.Fatalf("after a receiver changed an alert, the next one is %+v", got)
+	}
+}
+
+func TestNewEngineValidates(t *testing.T) {
+	scripts, err := lua.New(redistest.Client(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	if _, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "fw{x}"}, nil, scripts, sink, nil, nil); err == nil {
+		t.Error("NewEngine accepted a prefix with braces")
+	}
+	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, nil, sink, nil, nil); err == nil {
+		t.Error("NewEngine accepted nil counters")
+	}
+	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, nil, nil, nil); err == nil {
+		t.Error("NewEngine accepted a nil sink")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, reg); err == nil {
+		t.Error("a second engine registered the same metrics on one registry")
+	}
+	// With no rules, an event is a no-op, not a panic.
+	e, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Handle(t.Context(), ev(t, rules.Order)); err != nil {
+		t.Error(err)
+	}
+}
+
+// Logs name the rule and where the event came from, never its values.
+func TestEngineLogsNoPersonalData(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t)},
+		[]rules.Rule{rule("amt", rules.Amount, 100, "email")}, scripts, &fakeSink{}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := ev(t, rules.Order, "order_id", "SECRET-order", "event_id", "SECRET-event", "email", "secret@example.com", "amount", 500)
+	order.Source = rules.Source{Topic: "orders", Partition: 3, Offset: 42}
+	refund := ev(t, rules.Refund, "order_id", "SECRET-order", "event_id", "SECRET-refund", "email", "secret@example.com", "amount", 900)
+	for _, x := range []*rules.Event{order, refund} {
+		if err := e.Handle(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := buf.String()
+	if !strings.Contains(out, `"rule":"amt"`) || !strings.Contains(out, `"offset":42`) || !strings.Contains(out, "clamped") {
+		t.Errorf("logs do not name the rule and the source of the crossing and the clamp:\n%s", out)
+	}
+	for _, secret := range []string{"SECRET", "secret@example.com", "cust-1"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("logs contain %q:\n%s", secret, out)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Events keep flowing while the rules are swapped; -race checks the swap.
+func TestEngineSetRulesWhileHandling(t *testing.T) {
+	a, b := rule("a", rules.Count, 1_000_000, "customer_id"), rule("b", rules.Count, 1_000_000, "customer_id")
+	h := newHarness(t, a)
+	var events [2][]*rules.Event
+	for w := range events {
+		for i := range 50 {
+			events[w] = append(events[w], ev(t, rules.Order, "order_id", fmt.Sprintf("o%d-%d", w, i)))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range events {
+		wg.Go(func() {
+			for _, e := range events[w] {
+				if err := h.engine.Handle(t.Context(), e); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		if i%2 == 0 {
+			h.engine.SetRules([]rules.Rule{a, b})
+		} else {
+			h.engine.SetRules([]rules.Rule{a})
+		}
+	}
+	wg.Wait()
+	h.wantCounter("a", rules.Count, 100, "cust-1")
+}

@@ -1,0 +1,108 @@
+package rules_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// specFields are the only field names an *InvalidError may carry: anything
+// else would mean a key from the payload leaked into logs and headers.
+var specFields = []string{
+	"", "event_id", "type", "order_id", "customer_id", "email", "phone", "card_fingerprint",
+	"ip", "device_id", "shipping_address", "amount", "currency", "occurred_at",
+}
+
+var topicTypes = []rules.Type{"", rules.Order, rules.Refund}
+
+// FuzzDecodeEvent checks that DecodeEvent never panics and that every input
+// ends as either an event that keeps SPEC §3's invariants or an
+// *InvalidError with a listed reason. The seeds run in the normal suite.
+func FuzzDecodeEvent(f *testing.F) {
+	seeds := []string{
+		`{"event_id":"e1","type":"order","order_id":"o1","customer_id":"c1","amount":15000}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"currency":"krw","occurred_at":"2024-03-01T03:30:45Z"}`,
+		`{"event_id":"e1","type":"refund","order_id":"o1","customer_id":"c1","amount":1000000000000000}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1000000000000001}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":-1}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1.0}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1e3}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":"100"}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":99999999999999999999999999}`,
+		`{"event_id":"","order_id":"o1","customer_id":"c1","amount":1}`,
+		`{"event_id":null,"order_id":"o1","customer_id":"c1","amount":1}`,
+		`{"event_id":7,"order_id":"o1","customer_id":"c1","amount":1}`,
+		`{"event_id":"` + strings.Repeat("한", 43) + `","order_id":"o1","customer_id":"c1","amount":1}`,
+		`{"event_id":"e1","type":"ORDER","order_id":"o1","customer_id":"c1","amount":1}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"email":{"a":1},"x":[1,{}]}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"event_id":"e2"}`,
+		`{"event_id":"\ud800","order_id":"o1","customer_id":"c1","amount":1}`,
+		"{\"event_id\":\"e\xff\",\"order_id\":\"o1\",\"customer_id\":\"c1\",\"amount\":1}",
+		`[1,2]`, `"s"`, `null`, `0`, ``, `{`, `{}`, ` {"a":1} `,
+	}
+	for i, s := range seeds {
+		f.Add([]byte(s), uint8(i%len(topicTypes)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, topic uint8) {
+		topicType := topicTypes[int(topic)%len(topicTypes)]
+		e, err := rules.DecodeEvent(data, topicType)
+		if err != nil {
+			if e != nil {
+				t.Fatalf("both an event and an error: %v", err)
+			}
+			var ie *rules.InvalidError
+			if !errors.As(err, &ie) {
+				t.Fatalf("error %v (%T) is not an *InvalidError", err, err)
+			}
+			if !slices.Contains(rules.Reasons, ie.Reason) {
+				t.Fatalf("reason %q not in rules.Reasons", ie.Reason)
+			}
+			if !slices.Contains(specFields, ie.Field) {
+				t.Fatalf("error names field %q, which SPEC does not define", ie.Field)
+			}
+			return
+		}
+		if e == nil {
+			t.Fatal("nil event and nil error")
+		}
+		if !utf8.Valid(data) {
+			t.Fatal("accepted invalid UTF-8")
+		}
+		if e.EventID == "" || e.OrderID == "" || e.CustomerID == "" {
+			t.Fatalf("a required field is empty: %+v", e)
+		}
+		if len(e.EventID) > rules.MaxEventIDBytes {
+			t.Fatalf("event_id of %d bytes", len(e.EventID))
+		}
+		if e.Amount < 1 || e.Amount > rules.MaxAmount {
+			t.Fatalf("amount %d out of range", e.Amount)
+		}
+		if e.Type != rules.Order && e.Type != rules.Refund {
+			t.Fatalf("type %q", e.Type)
+		}
+		if topicType != "" && e.Type != topicType {
+			t.Fatalf("type %q on a %q topic", e.Type, topicType)
+		}
+		if e.Currency != "" && (len(e.Currency) != 3 || strings.ToUpper(e.Currency) != e.Currency) {
+			t.Fatalf("currency %q not a normalised code", e.Currency)
+		}
+		for _, name := range specFields[1:] {
+			v, ok := e.Field(name)
+			if ok && v == "" {
+				t.Fatalf("Field(%q) present but empty", name)
+			}
+			if !utf8.ValidString(v) {
+				t.Fatalf("Field(%q) is not valid UTF-8", name)
+			}
+		}
+		for name, want := range map[string]string{"event_id": e.EventID, "order_id": e.OrderID, "customer_id": e.CustomerID} {
+			if v, ok := e.Field(name); !ok || v != want {
+				t.Fatalf("Field(%q) = %q, %v; struct holds %q", name, v, ok, want)
+			}
+		}
+	})
+}

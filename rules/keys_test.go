@@ -1,0 +1,273 @@
+package rules_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// hashTag returns the part of key Redis Cluster hashes: the text between
+// the first '{' and the next '}' when it is not empty, else the whole key;
+// and the index just past the closing '}' (or -1 when there is no tag).
+func hashTag(key string) (tag string, end int) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key, -1
+	}
+	close := strings.IndexByte(key[open+1:], '}')
+	if close <= 0 {
+		return key, -1
+	}
+	return key[open+1 : open+1+close], open + 1 + close + 1
+}
+
+// slot is the Redis Cluster slot of key: CRC16/XMODEM of its hash tag
+// modulo 16384, as in Redis's cluster.c keyHashSlot.
+func slot(key string) uint16 {
+	tag, _ := hashTag(key)
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}
+
+func TestSlotMatchesRedis(t *testing.T) {
+	// Answers of CLUSTER KEYSLOT from a redis-server in cluster mode.
+	for key, want := range map[string]uint16{
+		"somekey":              11058,
+		"foo":                  12182,
+		"123456789":            12739,
+		"foo{hash_tag}":        2515,
+		"{user1000}.following": 3443,
+		"foo{}{bar}":           8363, // an empty first tag hashes the whole key
+		"foo{{bar}}zap":        4015, // the tag is "{bar"
+	} {
+		if got := slot(key); got != want {
+			t.Errorf("slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func mustKeys(t *testing.T, prefix string) rules.Keys {
+	t.Helper()
+	k, err := rules.NewKeys(prefix)
+	if err != nil {
+		t.Fatalf("NewKeys(%q): %v", prefix, err)
+	}
+	return k
+}
+
+// tagOf checks that every key of (rule, values) keeps the whole group inside
+// one hash tag and returns that tag.
+func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) string {
+	t.Helper()
+	g := k.Group(rule, values)
+	keys := map[string]string{
+		k.Counter(g, rules.Count):  ":count",
+		k.Counter(g, rules.Amount): ":amount",
+		k.Cooldown(g):              ":cooldown",
+	}
+	var first string
+	for key, suffix := range keys {
+		tag, end := hashTag(key)
+		if end < 0 {
+			t.Fatalf("key %q has no hash tag", key)
+		}
+		// The tag must end where the group ends: had a value leaked a '}'
+		// into the key, Redis would stop early and leave text after it.
+		if key[end:] != suffix {
+			t.Errorf("key %q: after the tag {%s} comes %q, want %q", key, tag, key[end:], suffix)
+		}
+		if !strings.HasPrefix(key, prefix+":{") {
+			t.Errorf("key %q does not start with %q", key, prefix+":{")
+		}
+		if !strings.HasPrefix(tag, rule+":") {
+			t.Errorf("tag %q does not start with the rule %q", tag, rule)
+		}
+		if strings.ContainsAny(tag, "{} \t\r\n") {
+			t.Errorf("tag %q holds a brace or white space", tag)
+		}
+		if first == "" {
+			first = tag
+		} else if tag != first {
+			t.Errorf("keys of one group have tags %q and %q", first, tag)
+		}
+	}
+	c, cd := k.Counter(g, rules.Amount), k.Cooldown(g)
+	if slot(c) != slot(cd) || slot(k.Counter(g, rules.Count)) != slot(cd) {
+		t.Errorf("counter and cooldown keys hash to different slots")
+	}
+	return first
+}
+
+func TestKeysShareOneTag(t *testing.T) {
+	const prefix = "fw:prod"
+	k := mustKeys(t, prefix)
+	long := strings.Repeat("서울시 강남구 {테헤란로} 123: %7E~ \n", 10*1024/40)
+	tests := [][]string{
+		{"cust-42"},
+		{"a{b"}, {"a}b"}, {"}{"}, {"{}"}, {"{"}, {"}"},
+		{"a:b"}, {":"}, {"a b"}, {" "}, {"\t\r\n"}, {"line\nbreak"},
+		{"100%"}, {"%7B"}, {"%"}, {"~"}, {"~abc"},
+		{"김민준"}, {"😀"}, {"é"}, {"\x00"},
+		{""}, {"", ""},
+		{long}, {long, long}, {"a", long},
+		{"cust-42", "card{1}", "203.0.113.9"},
+	}
+	for _, values := range tests {
+		t.Run(fmt.Sprintf("%.30q", values), func(t *testing.T) {
+			tagOf(t, k, prefix, "orders-per-customer-1m", values)
+			for _, key := range []string{k.Counter(k.Group("r", values), rules.Count), k.Cooldown(k.Group("r", values))} {
+				// Bounded: 10 KB values must not make 10 KB keys.
+				if len(key) > len(prefix)+1+300 {
+					t.Errorf("key of %d bytes for values of %d bytes", len(key), len(strings.Join(values, "")))
+				}
+			}
+		})
+	}
+}
+
+func TestKeysApartByRuleAndMetric(t *testing.T) {
+	k := mustKeys(t, "fw")
+	g1, g2 := k.Group("rule-a", []string{"x"}), k.Group("rule-b", []string{"x"})
+	if k.Counter(g1, rules.Count) == k.Counter(g2, rules.Count) || k.Cooldown(g1) == k.Cooldown(g2) {
+		t.Error("two rules share a key")
+	}
+	if k.Counter(g1, rules.Count) == k.Counter(g1, rules.Amount) || k.Counter(g1, rules.Count) == k.Cooldown(g1) {
+		t.Error("counter and cooldown keys of one group collide")
+	}
+	if got, want := k.Counter(g1, rules.Count), "fw:{rule-a:x}:count"; got != want {
+		t.Errorf("Counter = %q, want %q (the documented form)", got, want)
+	}
+	if got, want := k.Cooldown(g1), "fw:{rule-a:x}:cooldown"; got != want {
+		t.Errorf("Cooldown = %q, want %q", got, want)
+	}
+	if k.Counter(k.Group("rule-a", []string{"x"}), rules.Count) != k.Counter(g1, rules.Count) {
+		t.Error("the same group derived twice gives different keys")
+	}
+}
+
+// groupPart is the group's encoding inside the tag, after "rule:".
+func groupPart(t *testing.T, k rules.Keys, rule string, values []string) string {
+	t.Helper()
+	tag, _ := hashTag(k.Cooldown(k.Group(rule, values)))
+	return strings.TrimPrefix(tag, rule+":")
+}
+
+func TestKeysInjective(t *testing.T) {
+	k := mustKeys(t, "fw")
+	long := strings.Repeat("x", 500)
+	pairs := [][2][]string{
+		{{"a:b", "c"}, {"a", "b:c"}},
+		{{"a%3Ab"}, {"a:b"}},
+		{{"a%3Ab", "c"}, {"a", "b%3Ac"}},
+		{{"a", ""}, {"a"}},
+		{{"", "a"}, {"a"}},
+		{{""}, {"", ""}},
+		{{"a b"}, {"a%20b"}},
+		{{"A"}, {"a"}},
+		{{"{a}"}, {"%7Ba%7D"}},
+		{{long}, {long + "x"}},
+		{{long, "a"}, {long, "b"}},
+		{{long[:250], long[:250]}, {long}},
+	}
+	for _, p := range pairs {
+		a, b := k.Counter(k.Group("r", p[0]), rules.Count), k.Counter(k.Group("r", p[1]), rules.Count)
+		if a == b {
+			t.Errorf("%q and %q share key %q", p[0], p[1], a)
+		}
+	}
+
+	// A value spelling out another tuple's encoding (its readable form or
+	// its hashed form) must not land in that tuple's group.
+	for _, values := range [][]string{{long}, {long, "a:b"}, {"a:b", "c"}, {"a b", "%"}, {"~x"}, {"한"}} {
+		enc := groupPart(t, k, "r", values)
+		forged := []string{enc}
+		if len(values) == 1 && values[0] == enc {
+			continue // a plain value encodes to itself: that is the same tuple
+		}
+		if k.Cooldown(k.Group("r", forged)) == k.Cooldown(k.Group("r", values)) {
+			t.Errorf("the value %.40q forges the group of %.40q", enc, values)
+		}
+	}
+}
+
+// TestKeysInjectiveRandom derives groups for many random tuples built from
+// the characters the encoding treats specially and checks that no two
+// different tuples share a group.
+func TestKeysInjectiveRandom(t *testing.T) {
+	k := mustKeys(t, "fw")
+	rng := rand.New(rand.NewPCG(20240301, 42))
+	alphabet := []string{"a", "b", "A", "3", "F", ":", "%", "%3A", "~", "{", "}", " ", "\n", "-", ".", "_", "@", "+", "한", "😀", "\x00"}
+	value := func() string {
+		n := rng.IntN(6)
+		if rng.IntN(20) == 0 {
+			n = 60 + rng.IntN(40) // long enough to be hashed once escaped
+		}
+		var b strings.Builder
+		for range n {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	seen := map[string]string{} // key -> the tuple that made it
+	for range 50_000 {
+		values := make([]string, 1+rng.IntN(3))
+		for i := range values {
+			values[i] = value()
+		}
+		id := fmt.Sprintf("%q", values)
+		key := k.Counter(k.Group("r", values), rules.Count)
+		if prev, ok := seen[key]; ok && prev != id {
+			t.Fatalf("tuples %s and %s share key %q", prev, id, key)
+		}
+		seen[key] = id
+		if _, end := hashTag(key); end < 0 || key[end:] != ":count" {
+			t.Fatalf("tuple %s broke the hash tag of %q", id, key)
+		}
+	}
+	if len(seen) < 10_000 {
+		t.Fatalf("only %d distinct tuples: the generator is too narrow to prove anything", len(seen))
+	}
+}
+
+func TestValidatePrefix(t *testing.T) {
+	tests := []struct {
+		prefix string
+		ok     bool
+	}{
+		{"fw", true},
+		{"fraudwatch:prod", true},
+		{"test:TestX:0a1b", true},
+		{"fw-eu.1", true},
+		{"", false},
+		{"fw{", false},
+		{"fw}", false},
+		{"{fw}", false},
+		{"fw prod", false},
+		{"fw\t", false},
+		{"fw\n", false},
+		{"fw\r", false},
+	}
+	for _, tt := range tests {
+		err := rules.ValidatePrefix(tt.prefix)
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidatePrefix(%q) = %v, want ok=%v", tt.prefix, err, tt.ok)
+		}
+		_, nerr := rules.NewKeys(tt.prefix)
+		if (nerr == nil) != tt.ok {
+			t.Errorf("NewKeys(%q) = %v, want ok=%v", tt.prefix, nerr, tt.ok)
+		}
+	}
+}

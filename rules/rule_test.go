@@ -1,0 +1,376 @@
+package rules_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// oneRule returns a rules file holding one valid count rule, changed by
+// edits: "field: value" sets a field (YAML as written), "field:" alone
+// removes it.
+func oneRule(edits ...string) string {
+	fields := [][2]string{
+		{"name", "orders-per-customer-1m"},
+		{"metric", "count"},
+		{"group_by", "[customer_id]"},
+		{"window", "1m"},
+		{"threshold", "3"},
+	}
+	for _, e := range edits {
+		k, v, _ := strings.Cut(e, ":")
+		v = strings.TrimSpace(v)
+		i := -1
+		for j, f := range fields {
+			if f[0] == k {
+				i = j
+			}
+		}
+		switch {
+		case v == "" && i >= 0:
+			fields = append(fields[:i], fields[i+1:]...)
+		case i >= 0:
+			fields[i][1] = v
+		default:
+			fields = append(fields, [2]string{k, v})
+		}
+	}
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i, f := range fields {
+		if i == 0 {
+			b.WriteString("  - ")
+		} else {
+			b.WriteString("    ")
+		}
+		b.WriteString(f[0] + ": " + f[1] + "\n")
+	}
+	return b.String()
+}
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []rules.Rule
+	}{
+		{
+			name: "defaults",
+			yaml: oneRule(),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
+				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "every field",
+			yaml: `rules:
+  - name: card-amount-10m
+    description: More than 1,000,000 won paid by one card within 10 minutes
+    metric: amount
+    group_by: [card_fingerprint, currency]
+    window: 10m
+    threshold: 1000000
+    cooldown: 1h
+    severity: critical
+    mode: shadow
+    channel: "#fraud-risk"
+    enabled: false
+`,
+			want: []rules.Rule{{
+				Name: "card-amount-10m", Description: "More than 1,000,000 won paid by one card within 10 minutes",
+				Metric: rules.Amount, GroupBy: []string{"card_fingerprint", "currency"},
+				Window: 10 * time.Minute, Threshold: 1_000_000, Cooldown: time.Hour,
+				Severity: rules.Critical, Mode: rules.ModeShadow, Channel: "#fraud-risk", Enabled: false,
+			}},
+		},
+		{
+			name: "cooldown 0 disables, as an integer",
+			yaml: oneRule("cooldown: 0"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Window: time.Minute, Threshold: 3, Cooldown: 0,
+				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "cooldown 0s disables",
+			yaml: oneRule("cooldown: 0s", "severity: info", "mode: alert", "enabled: true"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Window: time.Minute, Threshold: 3, Cooldown: 0,
+				Severity: rules.Info, Mode: rules.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "cooldown null takes the window",
+			yaml: oneRule("cooldown: ~", "window: 1h30m", "severity: high", "threshold: 9007199254740991"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Window: 90 * time.Minute, Threshold: rules.MaxThreshold, Cooldown: 90 * time.Minute,
+				Severity: rules.High, Mode: rules.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "window 1s, threshold 1, extra group_by field, 64-character name",
+			yaml: oneRule("name: "+strings.Repeat("a", 62)+"_9", "window: 1s", "threshold: 1", "group_by: [merchant_id, ip]"),
+			want: []rules.Rule{{
+				Name: strings.Repeat("a", 62) + "_9", Metric: rules.Count, GroupBy: []string{"merchant_id", "ip"},
+				Window: time.Second, Threshold: 1, Cooldown: time.Second,
+				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "several rules keep their order",
+			yaml: `rules:
+  - {name: b, metric: count, group_by: [email], window: 30s, threshold: 2}
+  - {name: a, metric: amount, group_by: [ip], window: 2m, threshold: 500, cooldown: 5m}
+`,
+			want: []rules.Rule{
+				{Name: "b", Metric: rules.Count, GroupBy: []string{"email"}, Window: 30 * time.Second, Threshold: 2,
+					Cooldown: 30 * time.Second, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true},
+				{Name: "a", Metric: rules.Amount, GroupBy: []string{"ip"}, Window: 2 * time.Minute, Threshold: 500,
+					Cooldown: 5 * time.Minute, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := rules.Parse([]byte(tt.yaml), "rules.yaml")
+			if err != nil {
+				t.Fatalf("Parse:\n%s\nerror: %v", tt.yaml, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse:\n%s\ngot  %+v\nwant %+v", tt.yaml, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	const rule = `"orders-per-customer-1m"`
+	tests := []struct {
+		name string
+		yaml string
+		// want are substrings the error must hold: the rule and the field
+		// at fault (the file is checked for every case).
+		want []string
+	}{
+		{"not YAML", "rules: [\n", []string{"not valid YAML"}},
+		{"empty file", "", []string{"rules", "must be a list"}},
+		{"rules not a list", "rules: {name: a}\n", []string{"rules", "must be a list"}},
+		{"no rules", "rules: []\n", []string{"rules", "no rules"}},
+		{"unknown top-level key", oneRule() + "settings: 1\n", []string{"settings", "unknown key"}},
+		{"unknown top-level nested key", oneRule() + "defaults:\n  window: 1m\n", []string{"defaults", "unknown key"}},
+		{"empty unknown top-level mapping", oneRule() + "defaults: {}\n", []string{"defaults", "unknown key"}},
+		{"top-level keys are exact", strings.Replace(oneRule(), "rules:", "Rules:", 1), []string{"Rules", "unknown key"}},
+		{"top level a list", "- name: a\n", []string{"must be a mapping"}},
+		{"duplicate key in a rule", oneRule() + "    window: 5m\n", []string{"not valid YAML", "window"}},
+		{"rule not a mapping", "rules:\n  - just-a-name\n", []string{"rule #1", "mapping"}},
+		{"unknown field", oneRule("windw: 1m"), []string{rule, "windw", "unknown field"}},
+		{"field names are exact", oneRule("Window: 5m"), []string{rule, "Window", "unknown field"}},
+		{"name field is exact", oneRule("Name: other"), []string{rule, "Name", "unknown field"}},
+		{"name missing", oneRule("name:"), []string{"rule #1", "name", "required"}},
+		{"name empty", oneRule(`name: ""`), []string{"rule #1", "name", "required"}},
+		{"name upper case", oneRule("name: Orders"), []string{`"Orders"`, "name", "a-z"}},
+		{"name with a space", oneRule(`name: "orders 1m"`), []string{`"orders 1m"`, "name"}},
+		{"name with a dot", oneRule("name: orders.1m"), []string{`"orders.1m"`, "name"}},
+		{"name with a colon", oneRule(`name: "orders:1m"`), []string{`"orders:1m"`, "name"}},
+		{"name with a brace", oneRule(`name: "orders{1m}"`), []string{`"orders{1m}"`, "name"}},
+		{"name with a newline", oneRule(`name: "orders\n"`), []string{`"orders\n"`, "name"}},
+		{"name not ASCII", oneRule("name: 주문"), []string{"name"}},
+		{"name 65 characters", oneRule("name: " + strings.Repeat("a", 65)), []string{"name", "64"}},
+		{"name a number", oneRule("name: 5"), []string{"rule #1", "name", "string"}},
+		{"metric missing", oneRule("metric:"), []string{rule, "metric", "required"}},
+		{"metric unknown", oneRule("metric: sum"), []string{rule, "metric", `"sum"`}},
+		{"metric upper case", oneRule("metric: Count"), []string{rule, "metric", `"Count"`}},
+		{"group_by missing", oneRule("group_by:"), []string{rule, "group_by", "at least one"}},
+		{"group_by empty list", oneRule("group_by: []"), []string{rule, "group_by", "at least one"}},
+		{"group_by a string", oneRule("group_by: customer_id"), []string{rule, "group_by"}},
+		{"group_by empty entry", oneRule(`group_by: [customer_id, ""]`), []string{rule, "group_by[1]", "empty"}},
+		{"group_by blank entry", oneRule(`group_by: [" "]`), []string{rule, "group_by[0]", "empty"}},
+		{"group_by repeated entry", oneRule("group_by: [customer_id, ip, customer_id]"), []string{rule, "group_by[2]", "repeats"}},
+		{"group_by a number", oneRule("group_by: [customer_id, 5]"), []string{rule, "group_by[1]"}},
+		{"window missing", oneRule("window:"), []string{rule, "window", "required"}},
+		{"window bare number", oneRule("window: 60"), []string{rule, "window", "unit"}},
+		{"window bare zero", oneRule("window: 0"), []string{rule, "window", "at least 1s"}},
+		{"window float", oneRule("window: 1.5"), []string{rule, "window", "unit"}},
+		{"window not a duration", oneRule("window: a minute"), []string{rule, "window", "not a Go duration"}},
+		{"window days", oneRule("window: 1d"), []string{rule, "window", "not a Go duration"}},
+		{"window sub-second", oneRule("window: 500ms"), []string{rule, "window", "at least 1s"}},
+		{"window fractional seconds", oneRule("window: 1.5s"), []string{rule, "window", "whole number of seconds"}},
+		{"window 1m0.5s", oneRule("window: 1m0.5s"), []string{rule, "window", "whole number of seconds"}},
+		{"window negative", oneRule("window: -1m"), []string{rule, "window", "at least 1s"}},
+		{"threshold missing", oneRule("threshold:"), []string{rule, "threshold", "required"}},
+		{"threshold zero", oneRule("threshold: 0"), []string{rule, "threshold", "between 1 and"}},
+		{"threshold negative", oneRule("threshold: -3"), []string{rule, "threshold", "between 1 and"}},
+		{"threshold float", oneRule("threshold: 3.5"), []string{rule, "threshold", "integer"}},
+		{"threshold float with zero fraction", oneRule("threshold: 3.0"), []string{rule, "threshold", "integer"}},
+		{"threshold string", oneRule(`threshold: "3"`), []string{rule, "threshold", `string "3"`}},
+		{"threshold 2^53", oneRule("threshold: 9007199254740992"), []string{rule, "threshold", "between 1 and 9007199254740991"}},
+		{"threshold beyond int64", oneRule("threshold: 18446744073709551615"), []string{rule, "threshold", "between 1 and"}},
+		{"threshold beyond uint64", oneRule("threshold: 99999999999999999999999"), []string{rule, "threshold", "integer"}},
+		{"cooldown bare number", oneRule("cooldown: 600"), []string{rule, "cooldown", "unit"}},
+		{"cooldown negative", oneRule("cooldown: -1m"), []string{rule, "cooldown", "negative"}},
+		{"cooldown fractional seconds", oneRule("cooldown: 2500ms"), []string{rule, "cooldown", "whole number of seconds"}},
+		{"cooldown not a duration", oneRule("cooldown: soon"), []string{rule, "cooldown", "not a Go duration"}},
+		{"severity unknown", oneRule("severity: urgent"), []string{rule, "severity", `"urgent"`}},
+		{"severity upper case", oneRule("severity: HIGH"), []string{rule, "severity", `"HIGH"`}},
+		{"mode unknown", oneRule("mode: notify"), []string{rule, "mode", `"notify"`}},
+		{"enabled not a bool", oneRule(`enabled: "no"`), []string{rule, "enabled"}},
+		{"description not a string", oneRule("description: [a]"), []string{rule, "description"}},
+		{"duplicate names", oneRule() + "  - {name: orders-per-customer-1m, metric: amount, group_by: [ip], window: 1m, threshold: 1}\n",
+			[]string{`"orders-per-customer-1m" (#2)`, "name", "duplicate of rule #1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := rules.Parse([]byte(tt.yaml), "conf/rules.yaml")
+			if err == nil {
+				t.Fatalf("Parse:\n%s\n= %+v, want an error", tt.yaml, got)
+			}
+			if got != nil {
+				t.Errorf("Parse returned rules with its error: %+v", got)
+			}
+			msg := err.Error()
+			for _, line := range strings.Split(msg, "\n") {
+				if !strings.HasPrefix(line, "conf/rules.yaml: ") {
+					t.Errorf("error line %q does not start with the file", line)
+					break
+				}
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// fieldErrors flattens the errors Parse joined.
+func fieldErrors(t *testing.T, err error) []*rules.FieldError {
+	t.Helper()
+	var out []*rules.FieldError
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *rules.FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("error %v (%T) is not a *FieldError", err, err)
+		}
+		out = append(out, fe)
+	}
+	walk(err)
+	return out
+}
+
+func TestParseReportsEveryError(t *testing.T) {
+	yaml := `rules:
+  - name: ok-rule
+    metric: count
+    group_by: [customer_id]
+    window: 1m
+    threshold: 3
+  - metric: volume
+    group_by: [ip, ip]
+    window: 60
+    threshold: 0
+    severity: loud
+    mode: maybe
+    colour: red
+  - name: second-bad
+    metric: amount
+    group_by: [email]
+    window: 500ms
+    threshold: 2.5
+    cooldown: -1s
+  - name: 5
+    metric: count
+    group_by: [ip, 7]
+    enabled: "no"
+    window: 1h
+    threshold: 0
+extra: true
+`
+	_, err := rules.Parse([]byte(yaml), "r.yaml")
+	if err == nil {
+		t.Fatal("Parse accepted a file with errors")
+	}
+	type key struct{ rule, field string }
+	// Each problem is reported exactly once: a float threshold is not also
+	// out of range, and a name of the wrong type is not also missing.
+	got := map[key]int{}
+	for _, fe := range fieldErrors(t, err) {
+		if fe.File != "r.yaml" {
+			t.Errorf("FieldError.File = %q", fe.File)
+		}
+		if strings.Contains(fe.Error(), "\n") {
+			t.Errorf("FieldError spans lines: %q", fe.Error())
+		}
+		got[key{fe.Rule, fe.Field}]++
+	}
+	want := map[key]int{
+		{"", "extra"}:  1,
+		{"#2", "name"}: 1, {"#2", "metric"}: 1, {"#2", "group_by[1]"}: 1, {"#2", "window"}: 1,
+		{"#2", "threshold"}: 1, {"#2", "severity"}: 1, {"#2", "mode"}: 1, {"#2", "colour"}: 1,
+		{`"second-bad"`, "window"}: 1, {`"second-bad"`, "threshold"}: 1, {`"second-bad"`, "cooldown"}: 1,
+		{"#4", "name"}: 1, {"#4", "group_by[1]"}: 1, {"#4", "enabled"}: 1, {"#4", "threshold"}: 1,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors by (rule, field):\ngot  %v\nwant %v\n%v", got, want, err)
+	}
+}
+
+func TestFieldErrorText(t *testing.T) {
+	tests := []struct {
+		err  rules.FieldError
+		want string
+	}{
+		{rules.FieldError{File: "r.yaml", Rule: `"a"`, Field: "window", Msg: "bad"}, `r.yaml: rule "a": window: bad`},
+		{rules.FieldError{File: "r.yaml", Field: "rules", Msg: "bad"}, "r.yaml: rules: bad"},
+		{rules.FieldError{Rule: "#2", Msg: "bad"}, "rule #2: bad"},
+		{rules.FieldError{Msg: "bad"}, "bad"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte(oneRule()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := rules.LoadFile(path)
+	if err != nil || len(rs) != 1 || rs[0].Name != "orders-per-customer-1m" {
+		t.Fatalf("LoadFile = %+v, %v", rs, err)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(oneRule("threshold: 0")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules.LoadFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("LoadFile(bad) error %v does not name %s", err, bad)
+	}
+
+	_, err = rules.LoadFile(filepath.Join(dir, "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadFile(missing) = %v, want os.ErrNotExist", err)
+	}
+}
