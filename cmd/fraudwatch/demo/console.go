@@ -1,0 +1,160 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+)
+
+// ANSI styles. Only the severity tag and the rule name are coloured, so the
+// output stays readable when colours are off.
+const (
+	ansiReset = "\x1b[0m"
+	ansiBold  = "\x1b[1m"
+	ansiDim   = "\x1b[2m"
+)
+
+var severityStyle = map[string]string{
+	"info":     "\x1b[36m",      // cyan
+	"warning":  "\x1b[33m",      // yellow
+	"high":     "\x1b[1;31m",    // bold red
+	"critical": "\x1b[1;97;41m", // bold white on red
+}
+
+// output serialises writes to the demo's Out: the header and summary come
+// from Run, alerts from the dispatcher's goroutine, progress from a ticker.
+type output struct {
+	mu    sync.Mutex
+	w     io.Writer
+	color bool
+}
+
+func (o *output) print(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = io.WriteString(o.w, s)
+}
+
+// style wraps s in an ANSI style when colours are on.
+func (o *output) style(code, s string) string {
+	if !o.color || code == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// console is the demo's Notifier: it prints each alert as it is delivered.
+type console struct {
+	out *output
+}
+
+// Notify prints one alert. It never fails: the terminal is always there.
+func (c *console) Notify(_ context.Context, a alert.Alert) error {
+	c.out.print(c.format(a))
+	return nil
+}
+
+// format renders an alert as a two-line block:
+//
+//	14:03:07  ALERT  HIGH      orders-per-customer-1m: Three or more orders by …
+//	          customer_id=cust-482913 · 3 orders within 1m, threshold 3 · order ord-100245
+func (c *console) format(a alert.Alert) string {
+	sev := strings.ToUpper(a.Severity)
+	if sev == "" {
+		sev = "UNKNOWN"
+	}
+	sev = clean(sev)
+	tag := c.out.style(severityStyle[a.Severity], " "+sev+" ") + strings.Repeat(" ", max(0, 8-len([]rune(sev))))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  ALERT %s %s", a.At.Local().Format("15:04:05"), tag, c.out.style(ansiBold, clean(a.Rule)))
+	if a.Description != "" {
+		b.WriteString(": " + clean(a.Description))
+	}
+	b.WriteString("\n          ")
+
+	groups := make([]string, len(a.GroupBy))
+	for i, f := range a.GroupBy {
+		v := "(missing)"
+		if i < len(a.GroupValues) {
+			v = a.GroupValues[i]
+		}
+		groups[i] = clean(f) + "=" + clean(v)
+	}
+	b.WriteString(strings.Join(groups, ", "))
+
+	current := alert.FormatValue(a.Metric, a.Current, a.Currency)
+	threshold := alert.FormatValue(a.Metric, a.Threshold, a.Currency)
+	if a.Metric == "count" {
+		current += " orders"
+	}
+	fmt.Fprintf(&b, " · %s within %s, threshold %s", current, alert.FormatDuration(a.Window), threshold)
+	if a.OrderID != "" {
+		b.WriteString(" · order " + clean(a.OrderID))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// clean keeps event values from moving the cursor or changing colours:
+// group values come from events, and an event could carry escape codes.
+func clean(s string) string {
+	const maxLen = 120
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > maxLen {
+		s = string(r[:maxLen-1]) + "…"
+	}
+	return s
+}
+
+// withSlack delivers to the console first and then to Slack. The console
+// line is printed once even when the dispatcher retries a failed Slack
+// delivery, and a Slack failure is shown under it instead of hiding it.
+type withSlack struct {
+	console *console
+	slack   alert.Notifier
+
+	mu      sync.Mutex
+	printed map[string]bool // rule and event id of alerts printed but not yet in Slack
+}
+
+func (n *withSlack) Notify(ctx context.Context, a alert.Alert) error {
+	id := a.Rule + "\x00" + a.EventID
+	n.mu.Lock()
+	first := !n.printed[id]
+	n.printed[id] = true
+	n.mu.Unlock()
+	if first {
+		_ = n.console.Notify(ctx, a)
+	}
+	if err := n.slack.Notify(ctx, a); err != nil {
+		// The Slack notifier's errors name no secret.
+		n.console.out.print(n.console.out.style(ansiDim, fmt.Sprintf("          (Slack delivery failed, the pipeline retries it: %v)", err)) + "\n")
+		return err
+	}
+	n.mu.Lock()
+	delete(n.printed, id)
+	n.mu.Unlock()
+	return nil
+}
+
+// IsTerminal reports whether w is a terminal (a character device), where
+// colours are welcome. Pipes, files and buffers are not.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,286 @@
+// Package demo runs the whole fraudwatch pipeline with nothing installed: an
+// in-process Kafka (kfake) and Redis (miniredis), a traffic generator that
+// mixes ordinary shoppers with fraud, and a console that prints alerts as
+// they fire. The pipeline itself is the one `fraudwatch run` uses (package
+// app); only its endpoints differ.
+package demo
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+//go:embed rules.yaml
+var builtinRules []byte
+
+// builtinRulesName is how the header names the embedded rules.
+const builtinRulesName = "built-in demo rules"
+
+// The demo's topology.
+const (
+	partitions      = 4
+	groupID         = "fraudwatch-demo"
+	shutdownTimeout = 10 * time.Second
+	// clockStep is how often miniredis's clock is moved on: its TTLs only
+	// advance through FastForward.
+	clockStep = 100 * time.Millisecond
+	// catchUp bounds the wait, once traffic stops, for the pipeline to
+	// process what was sent, so that the summary adds up.
+	catchUp       = 3 * time.Second
+	progressEvery = 5 * time.Second
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Config, when set, supplies the Slack section and the rules (the
+	// built-in demo rules when it has none); Kafka, Redis and metrics are
+	// always the demo's own. Nil uses config.Default() and the built-in
+	// rules.
+	Config *config.Config
+	// Out receives the header, the alerts and the summary (default
+	// os.Stdout).
+	Out io.Writer
+	// Color adds ANSI colours by severity.
+	Color bool
+	// Seed makes the traffic repeatable; 0 picks a random one.
+	Seed int64
+	// Logger receives the pipeline's logs (default: discarded).
+	Logger *slog.Logger
+}
+
+// Run runs the demo until ctx ends, then stops the traffic, lets the
+// pipeline drain and shut down in order, and prints a summary. It returns
+// nil after a clean run.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Out == nil {
+		opts.Out = os.Stdout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seed := uint64(opts.Seed)
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	out := &output{w: opts.Out, color: opts.Color}
+	started := time.Now()
+
+	cfg, rulesFrom, err := buildConfig(opts.Config)
+	if err != nil {
+		return err
+	}
+
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
+		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic))
+	if err != nil {
+		return fmt.Errorf("demo: start in-process kafka: %w", err)
+	}
+	defer kc.Close()
+	cfg.Kafka.Brokers = kc.ListenAddrs()
+
+	mr, err := miniredis.Run()
+	if err != nil {
+		return fmt.Errorf("demo: start in-process redis: %w", err)
+	}
+	defer mr.Close()
+	stopClock := driveClock(mr)
+	defer stopClock()
+	cfg.Redis.Addrs = []string{mr.Addr()}
+
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("demo: configuration: %w", err)
+	}
+
+	con := &console{out: out}
+	var notifier alert.Notifier = con
+	if cfg.Slack.Mode() != config.SlackOff {
+		slack, err := app.NewNotifier(cfg.Slack, log)
+		if err != nil {
+			return fmt.Errorf("demo: slack: %w", err)
+		}
+		notifier = &withSlack{console: con, slack: slack, printed: map[string]bool{}}
+	}
+
+	a, err := app.New(&cfg, app.Options{Logger: log, Notifier: notifier})
+	if err != nil {
+		return fmt.Errorf("demo: start pipeline: %w", err)
+	}
+	out.print(header(ctx, &cfg, rulesFrom, kc.ListenAddrs()[0], mr.Addr(), a.Addr(), out))
+
+	// The App runs on its own context: it stops only once the traffic has
+	// stopped and the pipeline has caught up.
+	appCtx, stopApp := context.WithCancel(context.Background())
+	defer stopApp()
+	appDone := make(chan error, 1)
+	go func() { appDone <- a.Run(appCtx) }()
+
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(cfg.Kafka.Brokers...),
+		Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id: a customer's events stay in order
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 5 * time.Millisecond,
+	}
+	defer w.Close()
+	var (
+		mu   sync.Mutex
+		sent produced
+	)
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	trafficDone := make(chan error, 1)
+	go func() {
+		_, err := send(trafficCtx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
+			mu.Lock()
+			sent = p
+			mu.Unlock()
+		})
+		trafficDone <- err
+	}()
+	sentSoFar := func() produced {
+		mu.Lock()
+		defer mu.Unlock()
+		return sent
+	}
+
+	var failure error
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err := <-trafficDone:
+			// It only returns early when it failed; the error is
+			// reported below.
+			trafficDone <- err
+			break wait
+		case err := <-appDone:
+			// The pipeline stopped by itself (its metrics server failed).
+			appDone <- err
+			failure = fmt.Errorf("demo: pipeline stopped early: %w", err)
+			break wait
+		case <-progress.C:
+			out.print(progressLine(time.Since(started), sentSoFar(), gather(a), out))
+		}
+	}
+
+	stopTraffic()
+	if err := <-trafficDone; err != nil && failure == nil {
+		failure = fmt.Errorf("demo: traffic generator: %w", err)
+	}
+	if err := w.Close(); err != nil && failure == nil {
+		failure = fmt.Errorf("demo: close traffic writer: %w", err)
+	}
+	final := sentSoFar()
+	if failure == nil {
+		waitCaughtUp(a, final.total())
+	}
+
+	stopApp()
+	var runErr error
+	select {
+	case runErr = <-appDone:
+	case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
+		runErr = errors.New("did not stop within its shutdown timeout")
+	}
+	elapsed := time.Since(started)
+	stopClock()
+	mr.Close()
+	kc.Close()
+
+	out.print(summary(elapsed, seed, final, gather(a), &cfg, out))
+	if runErr != nil && failure == nil {
+		failure = fmt.Errorf("demo: pipeline shutdown: %w", runErr)
+	}
+	return failure
+}
+
+// buildConfig is the configuration of `fraudwatch run` pointed at the
+// in-process Kafka and Redis. From a given configuration only the Slack
+// section and the rules are kept. rulesFrom says where the rules came from.
+func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err error) {
+	def := config.Default()
+	cfg = def
+	if given != nil {
+		cfg = *given
+	}
+	cfg.Kafka = def.Kafka
+	cfg.Kafka.GroupID = groupID
+	cfg.Kafka.StartOffset = config.StartEarliest
+	cfg.Redis = def.Redis
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	cfg.ShutdownTimeout = shutdownTimeout
+
+	rulesFrom = "from " + cfg.RulesFile
+	if len(cfg.Rules) == 0 {
+		rs, err := rules.Parse(builtinRules, "cmd/fraudwatch/demo/rules.yaml")
+		if err != nil {
+			return config.Config{}, "", fmt.Errorf("demo: built-in rules: %w", err)
+		}
+		cfg.Rules = rs
+		rulesFrom = builtinRulesName
+	}
+	return cfg, rulesFrom, nil
+}
+
+// driveClock moves miniredis's clock along with the real one, so that
+// windows and cooldowns end. The returned function stops it; it is
+// idempotent.
+func driveClock(mr *miniredis.Miniredis) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(clockStep)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-stopped
+		})
+	}
+}
+
+// waitCaughtUp waits, for a bounded time, until the pipeline has processed
+// as many events as were sent.
+func waitCaughtUp(a *app.App, sent int) {
+	deadline := time.Now().Add(catchUp)
+	for time.Now().Before(deadline) {
+		if gather(a).processed() >= float64(sent) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,425 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// alertLine matches the first line of a printed alert and captures the
+// severity and the rule.
+var alertLine = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  ALERT\s+(\S+)\s+([a-z0-9_-]+):`)
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// number extracts the integer captured by re's first group, failing the
+// test when the output has no such line.
+func number(t *testing.T, out string, re string) int {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("output has no line matching %q", re)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRunCatchesFraud(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var buf bytes.Buffer
+	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t)})
+	out := buf.String()
+	t.Logf("demo output:\n%s", out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	for _, want := range []string{"fraudwatch demo", "kfake at 127.0.0.1:", "miniredis at 127.0.0.1:",
+		"http://127.0.0.1:", "built-in demo rules", "orders-per-customer-1m", "amount-per-card-10m",
+		"orders-per-ip-1m", "orders-per-device-1m"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("header lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Error("output has ANSI codes although Color is false")
+	}
+
+	alerts := alertLine.FindAllStringSubmatch(out, -1)
+	fired := map[string]bool{}
+	for _, a := range alerts {
+		fired[a[2]] = true
+	}
+	if len(fired) < 2 {
+		t.Errorf("alerts fired for rules %v; want at least two different rules", slices.Sorted(maps.Keys(fired)))
+	}
+	if fired["orders-per-device-1m"] {
+		t.Error("the shadow rule orders-per-device-1m was printed as an alert")
+	}
+
+	summary, ok := strings.CutPrefix(out[strings.Index(out, "\nSummary"):], "\n")
+	if !ok {
+		t.Fatal("output has no summary")
+	}
+	if n := number(t, summary, `events consumed\s+(\d+) orders`); n == 0 {
+		t.Error("summary: no orders consumed")
+	}
+	if n := number(t, summary, `dead-lettered\s+(\d+)`); n == 0 {
+		t.Error("summary: no invalid event dead-lettered")
+	}
+	sent := number(t, summary, `alerts sent\s+(\d+)`)
+	if sent == 0 {
+		t.Error("summary: no alert sent")
+	}
+	if sent != len(alerts) {
+		t.Errorf("summary says %d alerts sent, the console printed %d", sent, len(alerts))
+	}
+	crossings := 0
+	for _, r := range []string{"orders-per-customer-1m", "amount-per-card-10m", "orders-per-ip-1m", "orders-per-device-1m"} {
+		crossings += number(t, summary, `(?m)^  `+r+`\s+(\d+)`)
+	}
+	if crossings == 0 {
+		t.Error("summary: no threshold crossings")
+	}
+	if n := number(t, summary, `suppressed\s+(\d+) shadow`); n == 0 {
+		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
+	}
+}
+
+// With a configuration, its rules and its Slack section are used; its Kafka
+// and Redis are not (they point nowhere here).
+func TestRunWithConfig(t *testing.T) {
+	var posts atomic.Int32
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts.Add(1)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer slack.Close()
+
+	rs, err := rules.Parse([]byte(`
+rules:
+  - name: orders-per-email-1m
+    description: Three orders from one email address within a minute
+    metric: count
+    group_by: [email]
+    window: 1m
+    threshold: 3
+    severity: high
+`), "custom-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Kafka.Brokers = []string{"192.0.2.1:9092"}
+	cfg.Redis.Addrs = []string{"192.0.2.1:6379"}
+	cfg.RulesFile = "/etc/fraudwatch/custom-rules.yaml"
+	cfg.Rules = rs
+	cfg.Slack.WebhookURL = config.Secret(slack.URL + "/hook")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+	defer cancel()
+	var buf bytes.Buffer
+	err = Run(ctx, Options{Config: &cfg, Out: &buf, Seed: 11, Logger: testLogger(t)})
+	out := buf.String()
+	t.Logf("demo output:\n%s", out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(out, "from /etc/fraudwatch/custom-rules.yaml") || !strings.Contains(out, "sent to Slack (incoming webhook)") {
+		t.Error("header does not name the configured rules file and Slack")
+	}
+	if strings.Contains(out, "orders-per-customer-1m") {
+		t.Error("the built-in rules were used although the configuration has rules")
+	}
+	alerts := alertLine.FindAllStringSubmatch(out, -1)
+	if len(alerts) == 0 {
+		t.Fatal("no alert printed")
+	}
+	for _, a := range alerts {
+		if a[2] != "orders-per-email-1m" {
+			t.Errorf("alert for rule %s, want only orders-per-email-1m", a[2])
+		}
+	}
+	if got := int(posts.Load()); got != len(alerts) {
+		t.Errorf("Slack received %d posts for %d printed alerts", got, len(alerts))
+	}
+	if cfg.Kafka.Brokers[0] != "192.0.2.1:9092" || cfg.Kafka.GroupID != "fraudwatch" {
+		t.Error("Run changed the caller's configuration")
+	}
+}
+
+func TestBuildConfig(t *testing.T) {
+	custom := []rules.Rule{{Name: "r", Metric: rules.Count, GroupBy: []string{"ip"}, Window: time.Minute,
+		Threshold: 1, Severity: rules.Info, Mode: rules.ModeAlert, Enabled: true}}
+	given := config.Default()
+	given.Kafka.Brokers = []string{"kafka.example:9092"}
+	given.Kafka.GroupID = "prod"
+	given.Kafka.OrdersTopic = "prod-orders"
+	given.Kafka.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"}
+	given.Redis.Addrs = []string{"redis.example:6379"}
+	given.Redis.Password = "secret"
+	given.Metrics.Listen = ":9464"
+	given.Slack.Token = "xoxb-test"
+	given.Slack.Channel = "#fraud"
+	given.RulesFile = "/etc/fw/rules.yaml"
+
+	tests := []struct {
+		name      string
+		given     func() *config.Config
+		wantRules []string
+		wantFrom  string
+		wantSlack config.SlackMode
+	}{
+		{"no config", func() *config.Config { return nil }, builtinNames(t), "built-in demo rules", config.SlackOff},
+		{"config without rules", func() *config.Config { c := given; return &c }, builtinNames(t), "built-in demo rules", config.SlackToken},
+		{"config with rules", func() *config.Config { c := given; c.Rules = custom; return &c }, []string{"r"}, "from /etc/fw/rules.yaml", config.SlackToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, from, err := buildConfig(tt.given())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range cfg.Rules {
+				names = append(names, r.Name)
+			}
+			if !slices.Equal(names, tt.wantRules) || from != tt.wantFrom {
+				t.Errorf("rules %v from %q, want %v from %q", names, from, tt.wantRules, tt.wantFrom)
+			}
+			if cfg.Slack.Mode() != tt.wantSlack {
+				t.Errorf("slack mode %s, want %s", cfg.Slack.Mode(), tt.wantSlack)
+			}
+			def := config.Default()
+			k := cfg.Kafka
+			if k.GroupID != groupID || k.StartOffset != config.StartEarliest || k.OrdersTopic != def.Kafka.OrdersTopic ||
+				k.SASL.Mechanism != "" || cfg.Redis.Password != "" || cfg.Metrics.Listen != "127.0.0.1:0" ||
+				cfg.ShutdownTimeout != shutdownTimeout {
+				t.Errorf("kafka, redis or metrics settings not the demo's own: %+v %+v %+v", k, cfg.Redis, cfg.Metrics)
+			}
+		})
+	}
+}
+
+func builtinNames(t *testing.T) []string {
+	t.Helper()
+	rs, err := rules.Parse(builtinRules, "rules.yaml")
+	if err != nil {
+		t.Fatalf("built-in rules: %v", err)
+	}
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+func sampleAlert() alert.Alert {
+	return alert.Alert{
+		Rule:        "amount-per-card-10m",
+		Description: "A lot of money on one card",
+		Severity:    "critical",
+		Mode:        "alert",
+		Metric:      "amount",
+		GroupBy:     []string{"card_fingerprint"},
+		GroupValues: []string{"card-1234"},
+		Current:     1_250_000,
+		Threshold:   1_000_000,
+		Currency:    "KRW",
+		Window:      10 * time.Minute,
+		OrderID:     "ord-100042",
+		EventID:     "ev-000042",
+		At:          time.Date(2026, 3, 1, 14, 3, 7, 0, time.Local),
+	}
+}
+
+func TestConsoleFormat(t *testing.T) {
+	count := sampleAlert()
+	count.Rule, count.Severity, count.Metric = "orders-per-customer-1m", "high", "count"
+	count.GroupBy, count.GroupValues = []string{"customer_id"}, []string{"cust-1"}
+	count.Current, count.Threshold, count.Window = 3, 3, time.Minute
+
+	usd := sampleAlert()
+	usd.Currency, usd.Current, usd.Threshold = "USD", 125_050, 100_000
+
+	hostile := sampleAlert()
+	hostile.GroupBy = []string{"email", "ip"}
+	hostile.GroupValues = []string{"a\x1b[2Jb\n@example.com", "10.0.0.1"}
+
+	tests := []struct {
+		name  string
+		a     alert.Alert
+		color bool
+		want  []string
+		not   []string
+	}{
+		{"amount as money", sampleAlert(), false,
+			[]string{"14:03:07  ALERT", "CRITICAL", "amount-per-card-10m: A lot of money on one card",
+				"card_fingerprint=card-1234", "KRW 1,250,000 within 10m, threshold KRW 1,000,000", "order ord-100042"},
+			[]string{"\x1b"}},
+		{"count as orders", count, false,
+			[]string{"HIGH", "customer_id=cust-1", "3 orders within 1m, threshold 3"}, []string{"\x1b", "KRW"}},
+		{"currency scale", usd, false, []string{"USD 1,250.50 within 10m, threshold USD 1,000.00"}, nil},
+		{"control characters in values", hostile, false,
+			[]string{"email=a?[2Jb?@example.com, ip=10.0.0.1"}, []string{"\x1b", "b\n@"}},
+		{"colour by severity", sampleAlert(), true,
+			[]string{severityStyle["critical"] + " CRITICAL ", ansiReset, ansiBold + "amount-per-card-10m" + ansiReset}, nil},
+		{"colour for high", count, true, []string{severityStyle["high"] + " HIGH "}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			c := &console{out: &output{w: &buf, color: tt.color}}
+			if err := c.Notify(t.Context(), tt.a); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.String()
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q:\n%q", w, got)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(got, n) {
+					t.Errorf("output has %q:\n%q", n, got)
+				}
+			}
+			if !strings.HasSuffix(got, "\n") || strings.Count(got, "\n") != 2 {
+				t.Errorf("want a two-line block, got %q", got)
+			}
+			if !tt.color && !alertLine.MatchString(got) {
+				t.Errorf("first line does not match the alert pattern: %q", got)
+			}
+		})
+	}
+}
+
+// flakySlack fails the first n deliveries.
+type flakySlack struct {
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *flakySlack) Notify(context.Context, alert.Alert) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls <= f.fails {
+		return errors.New("slack: 503 service unavailable")
+	}
+	return nil
+}
+
+func TestConsoleWithSlackPrintsOnceAndShowsFailures(t *testing.T) {
+	var buf bytes.Buffer
+	slack := &flakySlack{fails: 2}
+	n := &withSlack{console: &console{out: &output{w: &buf}}, slack: slack, printed: map[string]bool{}}
+	a := sampleAlert()
+	for attempt := 1; attempt <= 3; attempt++ { // as the dispatcher retries
+		err := n.Notify(t.Context(), a)
+		if (err != nil) != (attempt <= 2) {
+			t.Fatalf("attempt %d: err = %v", attempt, err)
+		}
+	}
+	out := buf.String()
+	if got := len(alertLine.FindAllString(out, -1)); got != 1 {
+		t.Errorf("alert printed %d times over the retries, want once:\n%s", got, out)
+	}
+	if got := strings.Count(out, "Slack delivery failed"); got != 2 {
+		t.Errorf("%d Slack failures shown, want 2:\n%s", got, out)
+	}
+	// A later alert of the same rule with another event is printed again.
+	b := sampleAlert()
+	b.EventID = "ev-000043"
+	if err := n.Notify(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(alertLine.FindAllString(buf.String(), -1)); got != 2 {
+		t.Errorf("%d alerts printed, want 2", got)
+	}
+}
+
+func TestIsTerminal(t *testing.T) {
+	regular, err := os.Create(filepath.Join(t.TempDir(), "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regular.Close()
+	tests := []struct {
+		name string
+		w    io.Writer
+		want bool
+	}{
+		{"buffer", &bytes.Buffer{}, false},
+		{"regular file", regular, false},
+		{"nil file", (*os.File)(nil), false},
+	}
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		defer null.Close()
+		// A character device, like a terminal.
+		tests = append(tests, struct {
+			name string
+			w    io.Writer
+			want bool
+		}{"character device", null, true})
+	}
+	for _, tt := range tests {
+		if got := IsTerminal(tt.w); got != tt.want {
+			t.Errorf("%s: IsTerminal = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// miniredis only ages keys through FastForward: without driveClock, windows
+// and cooldowns would never end.
+func TestDriveClockExpiresKeys(t *testing.T) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	stop := driveClock(mr)
+	defer stop()
+	if err := mr.Set("window", "1"); err != nil {
+		t.Fatal(err)
+	}
+	mr.SetTTL("window", time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for mr.Exists("window") {
+		if time.Now().After(deadline) {
+			t.Fatal("a key with a 1s TTL still exists after 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	stop() // idempotent
+}

@@ -1,0 +1,221 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// The metrics the summary reads (SPEC §7).
+const (
+	metricConsumed   = "fraudwatch_events_consumed_total"
+	metricInvalid    = "fraudwatch_events_invalid_total"
+	metricCrossings  = "fraudwatch_threshold_crossings_total"
+	metricSent       = "fraudwatch_alerts_sent_total"
+	metricSuppressed = "fraudwatch_alerts_suppressed_total"
+	metricFailures   = "fraudwatch_alert_failures_total"
+	metricClamped    = "fraudwatch_refunds_clamped_total"
+)
+
+// snapshot holds the counters of one Gather: metric name, then the label
+// values joined by ",", in label-name order.
+type snapshot map[string]map[string]float64
+
+// gather reads the App's counters. A failed Gather gives an empty snapshot:
+// the demo's report is not worth failing for.
+func gather(a *app.App) snapshot {
+	s := snapshot{}
+	mfs, err := a.Registry().Gather()
+	if err != nil {
+		return s
+	}
+	for _, mf := range mfs {
+		series := map[string]float64{}
+		for _, m := range mf.GetMetric() {
+			if m.GetCounter() == nil {
+				continue
+			}
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetValue())
+			}
+			series[strings.Join(labels, ",")] += m.GetCounter().GetValue()
+		}
+		s[mf.GetName()] = series
+	}
+	return s
+}
+
+// get is one series; labels are the values in label-name order.
+func (s snapshot) get(name string, labels ...string) int64 {
+	return int64(s[name][strings.Join(labels, ",")])
+}
+
+// total sums every series of a metric.
+func (s snapshot) total(name string) int64 {
+	var sum float64
+	for _, v := range s[name] {
+		sum += v
+	}
+	return int64(sum)
+}
+
+// processed counts events the pipeline is done with, valid or not.
+func (s snapshot) processed() float64 {
+	return float64(s.total(metricConsumed) + s.total(metricInvalid))
+}
+
+// header tells a newcomer what is running and what to expect.
+func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redisAddr, metricsAddr string, out *output) string {
+	var b strings.Builder
+	k := &cfg.Kafka
+	b.WriteString(out.style(ansiBold, "fraudwatch demo") +
+		": the pipeline of `fraudwatch run`, on a Kafka and a Redis inside this process\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  kafka\tkfake at %s: topics %s and %s (%d partitions), dead letters to %s\n",
+		kafkaAddr, k.OrdersTopic, k.RefundsTopic, partitions, k.DeadLetterTopic)
+	fmt.Fprintf(tw, "  redis\tminiredis at %s: window counters and cooldowns, kept by Lua scripts\n", redisAddr)
+	fmt.Fprintf(tw, "  metrics\thttp://%s/metrics (also /healthz, /readyz)\n", metricsAddr)
+	switch cfg.Slack.Mode() {
+	case config.SlackWebhook:
+		fmt.Fprintf(tw, "  alerts\tprinted below as they fire, and sent to Slack (incoming webhook)\n")
+	case config.SlackToken:
+		fmt.Fprintf(tw, "  alerts\tprinted below as they fire, and sent to Slack (%s)\n", cfg.Slack.Channel)
+	default:
+		fmt.Fprintf(tw, "  alerts\tprinted below as they fire (with a slack: section in --config, also to Slack)\n")
+	}
+	fmt.Fprintf(tw, "  logs\ton stderr; WARN lines about invalid events and clamped refunds are expected:\n")
+	fmt.Fprintf(tw, "\tthe traffic includes both on purpose (--log-level info shows every step)\n")
+	fmt.Fprintf(tw, "  traffic\t%d-%d orders/s by ordinary shoppers, %s to %s each, mixed with fraud:\n", minRate, maxRate,
+		alert.FormatValue("amount", 5_000, demoCurrency), alert.FormatValue("count", 150_000, ""))
+	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a bot IP, refunds, malformed events\n")
+	if dl, ok := ctx.Deadline(); ok {
+		fmt.Fprintf(tw, "  runs\tfor %s (Ctrl-C stops it sooner), then prints a summary\n", time.Until(dl).Round(time.Second))
+	} else {
+		fmt.Fprintf(tw, "  runs\tuntil Ctrl-C, then prints a summary\n")
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(&b, "\n  rules (%s): an alert fires the first time a group reaches a threshold in a window\n", rulesFrom)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range cfg.Rules {
+		fmt.Fprintf(tw, "    %s\t%s\t%s\n", r.Name, strings.ToUpper(string(r.Severity)), describeRule(r))
+	}
+	_ = tw.Flush()
+	b.WriteString("\nWatching. Alerts appear as they fire:\n")
+	return b.String()
+}
+
+// describeRule says what a rule counts, e.g. "3 orders per customer_id in
+// 1m" or "KRW 1,000,000 per card_fingerprint in 10m, cooldown 5m".
+func describeRule(r rules.Rule) string {
+	var what string
+	if r.Metric == rules.Amount {
+		// Thresholds carry no currency; the demo's traffic is in KRW.
+		what = alert.FormatValue(string(r.Metric), r.Threshold, demoCurrency) + " paid"
+	} else {
+		what = alert.FormatValue(string(r.Metric), r.Threshold, "") + " orders"
+	}
+	s := fmt.Sprintf("%s per %s in %s", what, strings.Join(r.GroupBy, "+"), alert.FormatDuration(r.Window))
+	if r.Cooldown != r.Window {
+		s += ", cooldown " + alert.FormatDuration(r.Cooldown)
+	}
+	switch {
+	case !r.Enabled:
+		s += " (disabled)"
+	case r.Mode == rules.ModeShadow:
+		s += " (shadow: counted, never alerted)"
+	}
+	return s
+}
+
+// progressLine is printed every few seconds, so that quiet stretches show
+// that traffic still flows.
+func progressLine(elapsed time.Duration, sent produced, s snapshot, out *output) string {
+	line := fmt.Sprintf("  · %s  sent %s · processed %d · %s so far",
+		clock(elapsed), sent, int64(s.processed()), plural(s.total(metricSent), "alert"))
+	return out.style(ansiDim, line) + "\n"
+}
+
+func clock(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// summary reports the run from the App's own metrics.
+func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg *config.Config, out *output) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s after %s (--seed %d repeats this traffic)\n", out.style(ansiBold, "Summary"),
+		elapsed.Round(100*time.Millisecond), int64(seed))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  events sent\t%s\n", sent)
+	fmt.Fprintf(tw, "  events consumed\t%s, %s\n",
+		plural(s.get(metricConsumed, string(rules.Order)), "order"), plural(s.get(metricConsumed, string(rules.Refund)), "refund"))
+	fmt.Fprintf(tw, "  dead-lettered\t%d%s, to %s\n", s.total(metricInvalid), breakdown(s[metricInvalid]), cfg.Kafka.DeadLetterTopic)
+	// Labels are reason, rule (label-name order).
+	shadow, cooldown := int64(0), int64(0)
+	for labels, v := range s[metricSuppressed] {
+		switch reason, _, _ := strings.Cut(labels, ","); reason {
+		case "shadow":
+			shadow += int64(v)
+		case "cooldown":
+			cooldown += int64(v)
+		}
+	}
+	fmt.Fprintf(tw, "  alerts sent\t%d\n", s.total(metricSent))
+	fmt.Fprintf(tw, "  suppressed\t%d shadow, %d cooldown\n", shadow, cooldown)
+	if f := s.total(metricFailures); f > 0 {
+		fmt.Fprintf(tw, "  not delivered\t%d\n", f)
+	}
+	if n := s.total(metricClamped); n > 0 {
+		fmt.Fprintf(tw, "  refunds clamped\t%d%s: larger than the window's total, which stopped at 0\n",
+			n, breakdown(s[metricClamped]))
+	} else {
+		fmt.Fprintf(tw, "  refunds clamped\t0\n")
+	}
+	_ = tw.Flush()
+
+	width := len("rule")
+	for _, r := range cfg.Rules {
+		width = max(width, len(r.Name))
+	}
+	fmt.Fprintf(&b, "\n  %-*s  %9s  %7s  %6s  %8s\n", width, "rule", "crossings", "alerted", "shadow", "cooldown")
+	for _, r := range cfg.Rules {
+		fmt.Fprintf(&b, "  %-*s  %9d  %7d  %6d  %8d\n", width, r.Name,
+			s.get(metricCrossings, r.Name), s.get(metricSent, r.Name),
+			s.get(metricSuppressed, "shadow", r.Name), s.get(metricSuppressed, "cooldown", r.Name))
+	}
+	b.WriteString("  crossings: first times a group reached the rule's threshold in a window;\n" +
+		"  shadow, cooldown: crossings not alerted, because the rule is in shadow mode or the group was alerted recently\n")
+	return b.String()
+}
+
+// breakdown lists the non-zero series of a one-label counter: " (a 2, b 1)".
+func breakdown(series map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(series)) {
+		if v := int64(series[k]); v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func plural(n int64, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}

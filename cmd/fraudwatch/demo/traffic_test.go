@@ -1,0 +1,269 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// sent is one generated message, decoded as the consumer would.
+type sent struct {
+	at    time.Duration
+	p     planned
+	msg   kafka.Message
+	ev    *rules.Event // nil when invalid
+	inval *rules.InvalidError
+}
+
+// simulate runs a generator for d of simulated time, in ticks, and decodes
+// what it sends.
+func simulate(t *testing.T, seed uint64, d time.Duration) []sent {
+	t.Helper()
+	g := newGenerator(seed)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var out []sent
+	for el := time.Duration(0); el <= d; el += tick {
+		for _, p := range g.step(el) {
+			msg, err := p.message("orders", "refunds", now.Add(el))
+			if err != nil {
+				t.Fatal(err)
+			}
+			topicType := rules.Order
+			if msg.Topic == "refunds" {
+				topicType = rules.Refund
+			}
+			s := sent{at: el, p: p, msg: msg}
+			ev, err := rules.DecodeEvent(msg.Value, topicType)
+			if err != nil {
+				if !errors.As(err, &s.inval) {
+					t.Fatalf("DecodeEvent: %v", err)
+				}
+			} else {
+				s.ev = ev
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestTrafficIsRepeatable(t *testing.T) {
+	a, b, c := simulate(t, 5, 5*time.Second), simulate(t, 5, 5*time.Second), simulate(t, 6, 5*time.Second)
+	same := func(x, y []sent) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !bytes.Equal(x[i].msg.Value, y[i].msg.Value) || x[i].at != y[i].at {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(a, b) {
+		t.Error("the same seed gave different traffic")
+	}
+	if same(a, c) {
+		t.Error("different seeds gave the same traffic")
+	}
+}
+
+// groupState follows one (rule, group) over a simulated cycle, which is
+// shorter than every built-in window, so that windows never end.
+type groupState struct {
+	value   int64
+	crossed bool
+	fraud   bool // some event of the group came from a fraudster
+	at      time.Duration
+}
+
+func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
+	rs, err := rules.Parse(builtinRules, "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	traffic := simulate(t, 42, cycle-tick)
+
+	var orders, ordinary, refunds, clamps int
+	reasons := map[string]bool{}
+	state := map[string]*groupState{}
+	firstCross := map[string]time.Duration{}
+	for _, s := range traffic {
+		if string(s.msg.Key) != s.p.key {
+			t.Fatalf("message key %q, want %q", s.msg.Key, s.p.key)
+		}
+		if s.p.kind == kindInvalid {
+			if s.inval == nil {
+				t.Errorf("an invalid event decoded: %s", s.msg.Value)
+				continue
+			}
+			reasons[s.inval.Reason] = true
+			continue
+		}
+		if s.ev == nil {
+			t.Fatalf("a generated event is invalid (%v): %s", s.inval, s.msg.Value)
+		}
+		ev := s.ev
+		if string(s.msg.Key) != ev.CustomerID || ev.Currency != demoCurrency || ev.OccurredAt.IsZero() {
+			t.Errorf("event %s: key %q, currency %q, occurred_at %v", ev.EventID, s.msg.Key, ev.Currency, ev.OccurredAt)
+		}
+		fraud := strings.HasPrefix(ev.CustomerID, "cust-f")
+		if ev.Type == rules.Order {
+			orders++
+			if !fraud {
+				ordinary++
+			}
+		} else {
+			refunds++
+		}
+		for _, r := range rs {
+			var vals []string
+			for _, f := range r.GroupBy {
+				v, ok := ev.Field(f)
+				if !ok {
+					t.Fatalf("event %s lacks %s", ev.EventID, f)
+				}
+				vals = append(vals, v)
+			}
+			key := r.Name + "/" + strings.Join(vals, ",")
+			g := state[key]
+			if g == nil {
+				g = &groupState{}
+				state[key] = g
+			}
+			g.fraud = g.fraud || fraud
+			switch {
+			case ev.Type == rules.Order && r.Metric == rules.Count:
+				g.value++
+			case ev.Type == rules.Order:
+				g.value += ev.Amount
+			case r.Metric == rules.Amount && g.value > 0:
+				if ev.Amount > g.value {
+					clamps++
+				}
+				g.value = max(0, g.value-ev.Amount)
+			}
+			if !g.crossed && g.value >= r.Threshold {
+				g.crossed, g.at = true, s.at
+				if _, ok := firstCross[r.Name]; !ok {
+					firstCross[r.Name] = s.at
+				}
+				if !g.fraud {
+					t.Errorf("rule %s crossed by ordinary shoppers (%s)", r.Name, key)
+				}
+			}
+		}
+	}
+
+	secs := (cycle - tick).Seconds()
+	if lo, hi := int(minRate*(secs-1)), int(maxRate*(secs+1)); ordinary < lo || ordinary > hi {
+		t.Errorf("%d ordinary orders in %.1fs, want %d-%d", ordinary, secs, lo, hi)
+	}
+	if refunds == 0 || clamps == 0 {
+		t.Errorf("%d refunds, %d of them clamped; want both", refunds, clamps)
+	}
+	if len(reasons) < 2 {
+		t.Errorf("invalid events only for reasons %v", reasons)
+	}
+	for _, r := range rs {
+		at, ok := firstCross[r.Name]
+		if !ok {
+			t.Errorf("rule %s never crossed in a cycle", r.Name)
+			continue
+		}
+		t.Logf("rule %s first crossed at %v", r.Name, at)
+	}
+	if at, ok := firstCross["orders-per-customer-1m"]; ok && at > 3*time.Second {
+		t.Errorf("the first burst crosses at %v, want within 3s so that a short run shows it", at)
+	}
+}
+
+func TestTrafficAmountsAndIdentities(t *testing.T) {
+	for _, s := range simulate(t, 9, 10*time.Second) {
+		ev := s.ev
+		if ev == nil || ev.Type != rules.Order || strings.HasPrefix(ev.CustomerID, "cust-f") {
+			continue
+		}
+		if ev.Amount < 5_000 || ev.Amount > 150_000 {
+			t.Errorf("ordinary order of %d KRW, want 5,000-150,000", ev.Amount)
+		}
+		// A shopper keeps their card, IP and device.
+		if again := shopper(mustAtoi(t, strings.TrimPrefix(ev.CustomerID, "cust-"))); again.card != ev.CardFingerprint ||
+			again.ip != ev.IP || again.device != ev.DeviceID || again.email != ev.Email {
+			t.Errorf("customer %s has a different identity in a new order", ev.CustomerID)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// recordingWriter stands in for kafka.Writer.
+type recordingWriter struct {
+	mu    sync.Mutex
+	msgs  []kafka.Message
+	fail  error
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (w *recordingWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.fail != nil {
+		return w.fail
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, msgs...)
+	if len(w.msgs) >= 50 {
+		w.once.Do(func() { close(w.ready) })
+	}
+	return nil
+}
+
+func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
+	w := &recordingWriter{ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan produced, 1)
+	var reports int
+	go func() {
+		p, err := send(ctx, newGenerator(3), w, "o", "r", func(produced) { reports++ })
+		if err != nil {
+			t.Errorf("send: %v", err)
+		}
+		done <- p
+	}()
+	<-w.ready
+	cancel()
+	p := <-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.total() != len(w.msgs) || reports == 0 {
+		t.Errorf("send counted %+v (%d), the writer got %d messages", p, p.total(), len(w.msgs))
+	}
+	for _, m := range w.msgs {
+		if m.Topic != "o" && m.Topic != "r" {
+			t.Errorf("message to topic %q", m.Topic)
+		}
+	}
+
+	broken := &recordingWriter{fail: errors.New("broker gone")}
+	if _, err := send(t.Context(), newGenerator(3), broken, "o", "r", func(produced) {}); err == nil ||
+		!strings.Contains(err.Error(), "broker gone") {
+		t.Errorf("send with a failing writer: err = %v", err)
+	}
+}

@@ -1,0 +1,306 @@
+// Command fraudwatch is the real-time order fraud monitor. See README.md.
+//
+//	fraudwatch run --config FILE        consume, evaluate, alert, serve metrics
+//	fraudwatch demo [--duration 30s]    the whole pipeline in-process
+//	fraudwatch check --config FILE      validate config and rules
+//	fraudwatch produce --config FILE --input events.jsonl
+//	fraudwatch version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/demo"
+	"github.com/fraudwatch/fraudwatch/config"
+)
+
+// Set with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = ""
+	commit  = ""
+)
+
+// Exit codes (SPEC §1).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `fraudwatch: real-time order fraud monitor
+
+usage:
+  fraudwatch run --config FILE        consume events, evaluate rules, alert, serve metrics
+  fraudwatch demo [--duration 30s]    the whole pipeline in-process, nothing to install
+  fraudwatch check --config FILE      validate the configuration and rules
+  fraudwatch produce --config FILE --input events.jsonl
+                                      send JSON-lines events to the configured topics
+  fraudwatch version                  version, commit and Go version
+
+Run "fraudwatch COMMAND -h" for the flags of a command.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(args, stderr)
+	case "demo":
+		return cmdDemo(args, stdout, stderr)
+	case "check":
+		return cmdCheck(args, stdout, stderr)
+	case "produce":
+		return cmdProduce(args, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "fraudwatch: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// logFlags are shared by the commands that log.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet, format string) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", format, "log format: json or text")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not json or text", l.format)
+}
+
+// parse parses a command's flags; it returns false (and the exit code)
+// when the command should stop.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fraudwatch %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func loadConfig(name, path string, stderr io.Writer) (*config.Config, bool) {
+	if path == "" {
+		fmt.Fprintf(stderr, "fraudwatch %s: --config is required\n", name)
+		return nil, false
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch %s: invalid configuration:\n%v\n", name, err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML)")
+	var lf logFlags
+	lf.register(fs, "json")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch run: %v\n", err)
+		return exitUsage
+	}
+	cfg, ok := loadConfig("run", *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	// go-redis logs through a package-level logger; route it to ours.
+	redis.SetLogger(redisLogger{log})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	a, err := app.New(cfg, app.Options{Logger: log})
+	if err != nil {
+		log.Error("fraudwatch could not start", "err", err)
+		return exitFailure
+	}
+	if err := a.Run(ctx); err != nil {
+		log.Error("fraudwatch stopped with an error", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// redisLogger adapts slog to go-redis's logging interface.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn("redis client: " + fmt.Sprintf(format, v...))
+}
+
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	duration := fs.Duration("duration", 0, "stop by itself after this long (0: run until Ctrl-C)")
+	path := fs.String("config", "", "optional configuration: its slack section and rules are used")
+	seed := fs.Int64("seed", 0, "traffic generator seed (0: a random one)")
+	noColor := fs.Bool("no-color", false, "never colour the output")
+	var lf logFlags
+	lf.register(fs, "text")
+	lf.level = "warn"
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
+		return exitUsage
+	}
+	var cfg *config.Config
+	if *path != "" {
+		var ok bool
+		if cfg, ok = loadConfig("demo", *path, stderr); !ok {
+			return exitUsage
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	err = demo.Run(ctx, demo.Options{
+		Config: cfg,
+		Out:    stdout,
+		Color:  !*noColor && demo.IsTerminal(stdout),
+		Seed:   *seed,
+		Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML)")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	cfg, ok := loadConfig("check", *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, cfg.Summary())
+	return exitOK
+}
+
+func cmdProduce(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML): brokers and topics")
+	input := fs.String("input", "", `JSON-lines file of events, or "-" for standard input`)
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if *input == "" {
+		fmt.Fprintln(stderr, "fraudwatch produce: --input is required")
+		return exitUsage
+	}
+	cfg, ok := loadConfig("produce", *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	in := io.Reader(os.Stdin)
+	if *input != "-" {
+		f, err := os.Open(*input)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch produce: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		in = f
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	stats, err := app.Produce(ctx, cfg.Kafka, in)
+	if err != nil {
+		var bad *app.InputError
+		if errors.As(err, &bad) {
+			fmt.Fprintf(stderr, "fraudwatch produce: %s: %v\n", *input, err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "fraudwatch produce: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "produced %d orders to %s and %d refunds to %s\n",
+		stats.Orders, cfg.Kafka.OrdersTopic, stats.Refunds, cfg.Kafka.RefundsTopic)
+	return exitOK
+}
+
+func versionString() string {
+	v, c := version, commit
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && c == "" {
+				c = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return fmt.Sprintf("fraudwatch %s (commit %s, %s %s/%s)", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

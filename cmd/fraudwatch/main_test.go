@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+// The test binary doubles as the fraudwatch binary: with this variable set
+// it runs main's command line instead of the tests, so that signal and
+// exit-code behaviour is tested on a real process.
+const envRunMain = "FRAUDWATCH_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	return cmd
+}
+
+const testRules = `rules:
+  - name: orders-per-customer
+    description: Three orders by one customer within a minute
+    metric: count
+    group_by: [customer_id]
+    window: 1m
+    threshold: 3
+  - name: amount-per-card
+    metric: amount
+    group_by: [card_fingerprint]
+    window: 10m
+    threshold: 1000000
+    mode: shadow
+`
+
+// writeConfig writes a config and rules file into a fresh directory and
+// returns the config's path.
+func writeConfig(t *testing.T, body, rulesBody string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesBody), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fraudwatch.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCommandLine(t *testing.T) {
+	good := writeConfig(t, "rules_file: rules.yaml\n", testRules)
+	badRule := writeConfig(t, "rules_file: rules.yaml\n", strings.Replace(testRules, "window: 1m", "window: 500ms", 1))
+	unknownKey := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  brokerz: [x]\n", testRules)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		out, err []string // substrings of stdout / stderr
+	}{
+		{"no command", nil, 2, nil, []string{"usage"}},
+		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`}},
+		{"version", []string{"version"}, 0, []string{"fraudwatch ", "go1."}, nil},
+		{"help", []string{"help"}, 0, []string{"fraudwatch run --config FILE"}, nil},
+		{"check ok", []string{"check", "--config", good}, 0, []string{"2 rules"}, nil},
+		{"check without config", []string{"check"}, 2, nil, []string{"--config is required"}},
+		{"check missing file", []string{"check", "--config", "/nonexistent/fw.yaml"}, 2, nil, []string{"/nonexistent/fw.yaml"}},
+		{"check bad rule names file, rule and field", []string{"check", "--config", badRule}, 2, nil,
+			[]string{"rules.yaml", "orders-per-customer", "window"}},
+		{"check unknown key", []string{"check", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
+		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
+		{"stray argument", []string{"check", "--config", good, "extra"}, 2, nil, []string{"unexpected arguments"}},
+		{"run with a bad log level", []string{"run", "--config", good, "--log-level", "loud"}, 2, nil, []string{"--log-level"}},
+		{"produce without input", []string{"produce", "--config", good}, 2, nil, []string{"--input is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Fatalf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("stdout lacks %q: %s", want, stdout.String())
+				}
+			}
+			for _, want := range tt.err {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q: %s", want, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+func TestCheckNeverPrintsSecrets(t *testing.T) {
+	path := writeConfig(t, `rules_file: rules.yaml
+slack:
+  token: xoxb-very-secret-token
+  channel: "#fraud"
+redis:
+  password: redis-secret-pw
+`, testRules)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"check", "--config", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, secret := range []string{"xoxb-very-secret-token", "redis-secret-pw"} {
+		if strings.Contains(stdout.String()+stderr.String(), secret) {
+			t.Fatalf("check printed a secret: %s", stdout.String())
+		}
+	}
+}
+
+// webhook is a Slack incoming-webhook stand-in that records posts.
+type webhook struct {
+	mu    sync.Mutex
+	posts []string
+}
+
+func (w *webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.mu.Lock()
+	w.posts = append(w.posts, string(b))
+	w.mu.Unlock()
+	_, _ = rw.Write([]byte("ok"))
+}
+
+func (w *webhook) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.posts)
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSIGTERMDrainsCommitsAndExitsZero runs the real command as a process:
+// it alerts, gets SIGTERM, exits 0 in bounded time, and a restart consumes
+// nothing it already processed, so it alerts nothing again.
+func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
+	k := kafkatest.New(t)
+	orders, refunds, dlq := k.Topic(t, "orders", 3), k.Topic(t, "refunds", 3), k.Topic(t, "dlq", 1)
+	hook := &webhook{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	metrics := freeAddr(t)
+	path := writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  start_offset: earliest
+  heartbeat_interval: 200ms
+  session_timeout: 6s
+  commit_interval: 1h
+redis:
+  addrs: [%q]
+  key_prefix: %q
+slack:
+  webhook_url: %q
+metrics:
+  listen: %q
+shutdown_timeout: 15s
+rules_file: rules.yaml
+`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, redistest.Addr(t), redistest.Prefix(t),
+		srv.URL+"/hook", metrics), testRules)
+
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := command("run", "--config", path, "--log-format", "text")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		waitFor(t, 30*time.Second, "/readyz", func() bool {
+			resp, err := http.Get("http://" + metrics + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		return cmd, &logs
+	}
+	stop := func(cmd *exec.Cmd, logs *bytes.Buffer) {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no exit within 30s of SIGTERM\n%s", logs.String())
+		}
+	}
+	consumed := func() string {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, `fraudwatch_events_consumed_total{type="order"}`) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return ""
+	}
+	order := func(id, customer string) []byte {
+		return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":%q,"amount":1000}`, id, id, customer)
+	}
+
+	cmd, logs := start()
+	k.ProduceTo(t, orders, 0, order("1", "c"), order("2", "c"))
+	k.ProduceTo(t, orders, 1, order("3", "c"), order("4", "c"))
+	waitFor(t, 30*time.Second, "four orders", func() bool { return consumed() == "4" })
+	waitFor(t, 30*time.Second, "the Slack post", func() bool { return hook.count() == 1 })
+	// commit_interval is an hour: only the shutdown commit records progress.
+	stop(cmd, logs)
+
+	cmd, logs = start()
+	k.ProduceTo(t, orders, 2, order("5", "someone-else"))
+	waitFor(t, 30*time.Second, "the new order", func() bool { return consumed() != "" && consumed() != "0" })
+	if got := consumed(); got != "1" {
+		t.Fatalf("restarted process consumed %s orders, want only the new one", got)
+	}
+	stop(cmd, logs)
+	if got := hook.count(); got != 1 {
+		t.Fatalf("Slack posts = %d, want 1", got)
+	}
+}
