@@ -83,6 +83,7 @@ func TestCommandLine(t *testing.T) {
 		{"version", []string{"version"}, 0, []string{"fraudwatch ", "go1."}, nil},
 		{"help", []string{"help"}, 0, []string{"fraudwatch run --config FILE"}, nil},
 		{"check ok", []string{"check", "--config", good}, 0, []string{"2 rules"}, nil},
+		{"shipped example config", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0, []string{"4 rules"}, nil},
 		{"check without config", []string{"check"}, 2, nil, []string{"--config is required"}},
 		{"check missing file", []string{"check", "--config", "/nonexistent/fw.yaml"}, 2, nil, []string{"/nonexistent/fw.yaml"}},
 		{"check bad rule names file, rule and field", []string{"check", "--config", badRule}, 2, nil,
