@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,13 +94,13 @@ type Dispatcher struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+	abandoned atomic.Int64 // deliveries cut short by Close's deadline
 }
 
 type dispatcherMetrics struct {
 	sent       *prometheus.CounterVec
 	suppressed *prometheus.CounterVec
 	failures   *prometheus.CounterVec
-	queued     prometheus.Gauge
 }
 
 // NewDispatcher starts a dispatcher that delivers through n and takes
@@ -128,13 +129,14 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, store cooldownStore, log *s
 			Name: "fraudwatch_alert_failures_total",
 			Help: "Alerts given up on after every delivery attempt failed.",
 		}, []string{"rule"}),
-		queued: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fraudwatch_alert_queue_length",
-			Help: "Alerts waiting for delivery.",
-		}),
 	}
+	queue := make(chan Alert, cfg.QueueSize)
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fraudwatch_alert_queue_length",
+		Help: "Alerts waiting for delivery.",
+	}, func() float64 { return float64(len(queue)) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.queued} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, queued} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("alert: register metrics: %w", err)
 			}
@@ -147,7 +149,7 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, store cooldownStore, log *s
 		store:    store,
 		log:      log,
 		m:        m,
-		queue:    make(chan Alert, cfg.QueueSize),
+		queue:    queue,
 		closing:  make(chan struct{}),
 		stop:     stop,
 		done:     make(chan struct{}),
@@ -173,7 +175,6 @@ func (d *Dispatcher) Publish(ctx context.Context, a Alert) error {
 	}
 	select {
 	case d.queue <- a:
-		d.m.queued.Inc()
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("alert: publish %s: %w", a.Rule, ctx.Err())
@@ -197,7 +198,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			d.stop()
 			<-d.done
-			d.closeErr = fmt.Errorf("alert: close: queue not drained: %w", ctx.Err())
+			if n := d.abandoned.Load(); n > 0 {
+				d.closeErr = fmt.Errorf("alert: close: %d alerts abandoned undelivered: %w", n, ctx.Err())
+			}
 		}
 		d.stop()
 	})
@@ -207,7 +210,6 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 func (d *Dispatcher) run(ctx context.Context) {
 	defer close(d.done)
 	for a := range d.queue {
-		d.m.queued.Dec()
 		d.deliver(ctx, a)
 	}
 }
@@ -261,6 +263,11 @@ func (d *Dispatcher) deliver(ctx context.Context, a Alert) {
 		}
 	}
 	d.m.failures.WithLabelValues(a.Rule).Inc()
+	if ctx.Err() != nil {
+		d.abandoned.Add(1)
+		log.Error("alert not delivered: shutdown deadline reached", "err", err)
+		return
+	}
 	log.Error("alert not delivered", "err", err)
 }
 

@@ -1,0 +1,311 @@
+package alert
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+
+	"github.com/slack-go/slack"
+	"golang.org/x/text/currency"
+)
+
+// Slack's limits (Block Kit reference), counted in UTF-16 code units
+// below, which is never less than Slack's count of characters.
+const (
+	maxSectionText = 3000
+	maxFieldText   = 2000
+	maxHeaderText  = 150
+)
+
+// Budgets for user-controlled values. They keep one long value (a 10 KB
+// shipping address) from pushing the rest of the alert out of the message.
+const (
+	maxDescription    = 1500
+	maxIDText         = 300 // order_id, event_id in a field
+	maxGroupSection   = maxSectionText - 100
+	maxGroupFieldName = 100
+	maxFallbackDesc   = 300
+	maxFallbackID     = 128
+	maxFallbackGroup  = 1000 // the whole group line of the fallback
+	minFallbackValue  = 16
+)
+
+var severityEmoji = map[string]string{
+	"info":     ":information_source:",
+	"warning":  ":warning:",
+	"high":     ":red_circle:",
+	"critical": ":rotating_light:",
+}
+
+// Format renders an alert as a Block Kit message and the plain-text fallback
+// Slack shows in notifications and clients without blocks. Every value that
+// came from an event is escaped for mrkdwn (so "<!channel>" cannot ping
+// anyone) and cut to fit Slack's limits.
+func Format(a Alert) (fallback string, blocks []slack.Block) {
+	emoji, ok := severityEmoji[a.Severity]
+	if !ok {
+		emoji = ":grey_question:"
+	}
+	sev := strings.ToUpper(a.Severity)
+	if sev == "" {
+		sev = "UNKNOWN"
+	}
+	current := formatValue(a.Metric, a.Current, a.Currency)
+	threshold := formatValue(a.Metric, a.Threshold, a.Currency)
+	at := a.At.UTC().Format(time.RFC3339)
+	metric := a.Metric
+	if metric == "" {
+		metric = "value"
+	}
+
+	// Header: plain_text is never parsed for mentions, so it needs no
+	// escaping, only a length cap.
+	header := emoji + " " + clipPlain(sev, 20) + " · " + clipPlain(a.Rule, maxHeaderText)
+	blocks = append(blocks, slack.NewHeaderBlock(
+		slack.NewTextBlockObject(slack.PlainTextType, clipPlain(header, maxHeaderText), true, false)))
+
+	intro := "*Rule* " + clipMrkdwn(a.Rule, 200)
+	if a.Description != "" {
+		intro += "\n" + clipMrkdwn(a.Description, maxDescription)
+	}
+	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(intro), nil, nil))
+
+	fields := []*slack.TextBlockObject{
+		mrkdwn("*Severity*\n" + emoji + " " + clipMrkdwn(sev, 20)),
+		mrkdwn("*Current " + clipMrkdwn(metric, 20) + "*\n" + clipMrkdwn(current, maxFieldText-50)),
+		mrkdwn("*Threshold*\n" + clipMrkdwn(threshold, maxFieldText-50)),
+		mrkdwn("*Window*\n" + formatDuration(a.Window)),
+		mrkdwn("*Cooldown*\n" + formatCooldown(a.Cooldown)),
+		mrkdwn("*Crossed at*\n" + at),
+		mrkdwn("*Order*\n" + clipMrkdwn(orNone(a.OrderID), maxIDText)),
+		mrkdwn("*Event*\n" + clipMrkdwn(orNone(a.EventID), maxIDText)),
+	}
+	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
+	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(groupSection(a.GroupBy, a.GroupValues)), nil, nil))
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(
+		"fraudwatch · "+clipMrkdwn(metric, 20)+" rule "+clipMrkdwn(a.Rule, 200)+" · "+at)))
+
+	var fb strings.Builder
+	fb.WriteString(emoji + " [" + clipMrkdwn(sev, 20) + "] " + clipMrkdwn(a.Rule, 200))
+	if a.Description != "" {
+		fb.WriteString(": " + clipMrkdwn(a.Description, maxFallbackDesc))
+	}
+	fb.WriteString("\n" + groupLine(a.GroupBy, a.GroupValues))
+	fb.WriteString("\ncurrent " + clipMrkdwn(current, 200) + ", threshold " + clipMrkdwn(threshold, 200) +
+		", window " + formatDuration(a.Window) + ", cooldown " + formatCooldown(a.Cooldown))
+	fb.WriteString("\norder " + clipMrkdwn(orNone(a.OrderID), maxFallbackID) +
+		", event " + clipMrkdwn(orNone(a.EventID), maxFallbackID) + ", at " + at)
+	return fb.String(), blocks
+}
+
+// mrkdwn builds a verbatim mrkdwn text object: verbatim stops Slack from
+// turning bare URLs, #channels and @mentions in user values into links.
+func mrkdwn(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, text, false, true)
+}
+
+// groupSection lists every group_by field with its value. Whole lines are
+// dropped (never half an escape sequence) if they would exceed the limit.
+func groupSection(fields, values []string) string {
+	const head = "*Group*"
+	n := max(len(fields), 1)
+	perValue := max(64, (maxGroupSection-len(head))/n-maxGroupFieldName)
+	var b strings.Builder
+	b.WriteString(head)
+	width := utf16Len(head)
+	for i, f := range fields {
+		line := "\n• *" + clipMrkdwn(f, maxGroupFieldName) + "*: " + clipMrkdwn(groupValue(values, i), perValue)
+		if w := utf16Len(line); width+w <= maxGroupSection {
+			b.WriteString(line)
+			width += w
+			continue
+		}
+		b.WriteString("\n… " + strconv.Itoa(len(fields)-i) + " more")
+		break
+	}
+	if len(fields) == 0 {
+		b.WriteString("\n(none)")
+	}
+	return b.String()
+}
+
+func groupLine(fields, values []string) string {
+	if len(fields) == 0 {
+		return "group (none)"
+	}
+	perValue := max(minFallbackValue, maxFallbackGroup/len(fields)-32)
+	parts := make([]string, 0, len(fields))
+	for i, f := range fields {
+		parts = append(parts, clipMrkdwn(f, 32)+"="+clipMrkdwn(groupValue(values, i), perValue))
+	}
+	line := "group " + strings.Join(parts, ", ")
+	if utf16Len(line) > maxFallbackGroup+64 {
+		// Many fields: name them and leave the values to the blocks.
+		names := make([]string, 0, len(fields))
+		for _, f := range fields {
+			names = append(names, clipMrkdwn(f, 32))
+		}
+		line = "group by " + clipMrkdwn(strings.Join(names, ", "), maxFallbackGroup)
+	}
+	return line
+}
+
+func groupValue(values []string, i int) string {
+	if i < len(values) {
+		return values[i]
+	}
+	return "(missing)"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func formatCooldown(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return formatDuration(d)
+}
+
+// formatDuration prints 10m rather than 10m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// formatValue renders a counter: amounts as money, anything else as a
+// grouped integer.
+func formatValue(metric string, v int64, code string) string {
+	if metric == "amount" {
+		return formatMoney(v, code)
+	}
+	return groupDigits(v)
+}
+
+// formatMoney renders minor units with the ISO 4217 scale of the currency:
+// KRW 1250000 -> "KRW 1,250,000", USD 1250 -> "USD 12.50". Without a known
+// currency the scale is unknown, so it prints the minor units as they are.
+func formatMoney(minor int64, code string) string {
+	code = strings.TrimSpace(code)
+	if code == "" {
+		return groupDigits(minor) + " minor units"
+	}
+	u, err := currency.ParseISO(code)
+	if err != nil || u == (currency.Unit{}) { // the zero Unit is XXX, "no currency"
+		return groupDigits(minor) + " minor units (unknown currency " + clipPlain(code, 16) + ")"
+	}
+	scale, _ := currency.Standard.Rounding(u)
+	neg, abs := minor < 0, uint64(minor)
+	if neg {
+		abs = -abs
+	}
+	div := uint64(1)
+	for range scale {
+		div *= 10
+	}
+	s := groupUint(abs / div)
+	if scale > 0 {
+		frac := strconv.FormatUint(abs%div, 10)
+		s += "." + strings.Repeat("0", scale-len(frac)) + frac
+	}
+	if neg {
+		s = "-" + s
+	}
+	return u.String() + " " + s
+}
+
+func groupDigits(v int64) string {
+	if v < 0 {
+		return "-" + groupUint(-uint64(v))
+	}
+	return groupUint(uint64(v))
+}
+
+func groupUint(v uint64) string {
+	s := strconv.FormatUint(v, 10)
+	if len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	lead := len(s) % 3
+	if lead > 0 {
+		b.WriteString(s[:lead])
+	}
+	for i := lead; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}
+
+// clipMrkdwn escapes s for Slack mrkdwn and cuts it on a rune boundary so
+// that the escaped result, ellipsis included, is at most limit UTF-16
+// units. Escaping first and cutting by the escaped width means an entity
+// like &lt; is never split and the limit holds after escaping.
+func clipMrkdwn(s string, limit int) string { return clip(s, limit, true) }
+
+// clipPlain is clipMrkdwn for plain_text objects, which are not escaped.
+func clipPlain(s string, limit int) string { return clip(s, limit, false) }
+
+func clip(s string, limit int, escape bool) string {
+	piece := func(r rune) string {
+		switch {
+		case escape && r == '&':
+			return "&amp;"
+		case escape && r == '<':
+			return "&lt;"
+		case escape && r == '>':
+			return "&gt;"
+		case unicode.IsControl(r):
+			// A newline in a value would break the layout of the message.
+			return " "
+		}
+		return string(r)
+	}
+	total := 0
+	for _, r := range s {
+		total += utf16Len(piece(r))
+	}
+	fits := total <= limit
+	budget := limit
+	if !fits {
+		budget = limit - 1 // room for the ellipsis
+	}
+	var b strings.Builder
+	w := 0
+	for _, r := range s {
+		p := piece(r)
+		pw := utf16Len(p)
+		if w+pw > budget {
+			break
+		}
+		b.WriteString(p)
+		w += pw
+	}
+	if !fits {
+		b.WriteString("…")
+	}
+	return b.String()
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

@@ -1,0 +1,448 @@
+package alert
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+)
+
+// textObject is one Block Kit text object of a formatted message.
+type textObject struct {
+	block string // header, section, section.field, context
+	typ   string // plain_text, mrkdwn
+	text  string
+	raw   map[string]any
+}
+
+// textObjects walks the JSON Slack would receive, so that the checks see
+// exactly what is sent.
+func textObjects(t *testing.T, blocks []slack.Block) []textObject {
+	t.Helper()
+	raw, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatalf("marshal blocks: %v", err)
+	}
+	var decoded []map[string]any
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatalf("unmarshal blocks: %v", err)
+	}
+	var out []textObject
+	add := func(block string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		typ, _ := m["type"].(string)
+		text, _ := m["text"].(string)
+		out = append(out, textObject{block: block, typ: typ, text: text, raw: m})
+	}
+	for _, b := range decoded {
+		switch b["type"] {
+		case "header":
+			add("header", b["text"])
+		case "section":
+			add("section", b["text"])
+			fields, _ := b["fields"].([]any)
+			if len(fields) > 10 {
+				t.Errorf("section has %d fields, Slack allows 10", len(fields))
+			}
+			for _, f := range fields {
+				add("section.field", f)
+			}
+		case "context":
+			elems, _ := b["elements"].([]any)
+			for _, e := range elems {
+				add("context", e)
+			}
+		default:
+			t.Errorf("unexpected block type %v", b["type"])
+		}
+	}
+	return out
+}
+
+func allText(objs []textObject) string {
+	var parts []string
+	for _, o := range objs {
+		parts = append(parts, o.text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// checkLimits asserts Slack's size limits, counted both in characters and
+// in UTF-16 units, and that every mrkdwn object is verbatim.
+func checkLimits(t *testing.T, fallback string, objs []textObject) {
+	t.Helper()
+	limits := map[string]int{"header": 150, "section": 3000, "section.field": 2000, "context": 3000}
+	for _, o := range objs {
+		limit := limits[o.block]
+		if n := len(utf16.Encode([]rune(o.text))); n > limit {
+			t.Errorf("%s text is %d UTF-16 units, limit %d", o.block, n, limit)
+		}
+		if n := utf8.RuneCountInString(o.text); n > limit {
+			t.Errorf("%s text is %d characters, limit %d", o.block, n, limit)
+		}
+		if o.text == "" {
+			t.Errorf("%s text is empty; Slack rejects empty text objects", o.block)
+		}
+		if !utf8.ValidString(o.text) {
+			t.Errorf("%s text is not valid UTF-8", o.block)
+		}
+		if o.typ == "mrkdwn" && o.raw["verbatim"] != true {
+			t.Errorf("%s mrkdwn text is not verbatim: %q", o.block, o.text)
+		}
+	}
+	if n := utf8.RuneCountInString(fallback); n > 4000 {
+		t.Errorf("fallback is %d characters; want a few thousand at most", n)
+	}
+	if !utf8.ValidString(fallback) {
+		t.Error("fallback is not valid UTF-8")
+	}
+}
+
+// checkEscaped asserts that mrkdwn text and the fallback carry no raw
+// control characters of Slack markup: no < or >, and every & starts an
+// entity.
+func checkEscaped(t *testing.T, where, s string) {
+	t.Helper()
+	if strings.ContainsAny(s, "<>") {
+		t.Errorf("%s contains a raw < or >: %q", where, s)
+	}
+	for i := strings.IndexByte(s, '&'); i >= 0; i = next(s, i) {
+		rest := s[i:]
+		if !strings.HasPrefix(rest, "&amp;") && !strings.HasPrefix(rest, "&lt;") && !strings.HasPrefix(rest, "&gt;") {
+			t.Errorf("%s has a bare or cut & at %d: %q", where, i, rest[:min(len(rest), 12)])
+		}
+	}
+}
+
+func next(s string, i int) int {
+	j := strings.IndexByte(s[i+1:], '&')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+func sampleAlert() Alert {
+	return Alert{
+		Rule:        "amount-per-card-10m",
+		Description: "More than 1,000,000 won paid by one card within 10 minutes",
+		Severity:    "critical",
+		Mode:        "alert",
+		Metric:      "amount",
+		GroupBy:     []string{"card_fingerprint", "email"},
+		GroupValues: []string{"fp_9f8e7d", "kim@example.com"},
+		Current:     1_250_000,
+		Threshold:   1_000_000,
+		Currency:    "KRW",
+		Window:      10 * time.Minute,
+		Cooldown:    30 * time.Minute,
+		CooldownKey: "fw:{amount-per-card-10m:x}:cooldown",
+		OrderID:     "ord-77",
+		EventID:     "evt-991",
+		// 14:05:06 in Seoul: the message must say 05:05:06Z.
+		At: time.Date(2025, 3, 4, 14, 5, 6, 0, time.FixedZone("KST", 9*3600)),
+	}
+}
+
+func TestFormatNamesEverything(t *testing.T) {
+	count := sampleAlert()
+	count.Rule = "orders-per-customer-1m"
+	count.Description = "Three or more orders by one customer within a minute"
+	count.Severity = "high"
+	count.Metric = "count"
+	count.GroupBy = []string{"customer_id"}
+	count.GroupValues = []string{"cust-42"}
+	count.Current, count.Threshold = 3, 3
+	count.Currency = ""
+	count.Window = time.Minute
+	count.Cooldown = 0
+
+	tests := []struct {
+		name string
+		a    Alert
+		want []string
+	}{
+		{
+			name: "amount rule",
+			a:    sampleAlert(),
+			want: []string{
+				"amount-per-card-10m",
+				"More than 1,000,000 won paid by one card within 10 minutes",
+				"CRITICAL", ":rotating_light:",
+				"card_fingerprint", "fp_9f8e7d", "email", "kim@example.com",
+				"KRW 1,250,000", "KRW 1,000,000",
+				"10m", "30m",
+				"ord-77", "evt-991",
+				"2025-03-04T05:05:06Z",
+			},
+		},
+		{
+			name: "count rule without cooldown",
+			a:    count,
+			want: []string{
+				"orders-per-customer-1m",
+				"Three or more orders by one customer within a minute",
+				"HIGH", ":red_circle:",
+				"customer_id", "cust-42",
+				"current 3", "threshold 3",
+				"window 1m", "cooldown none",
+				"ord-77", "evt-991",
+				"2025-03-04T05:05:06Z",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fallback, blocks := Format(tt.a)
+			objs := textObjects(t, blocks)
+			text := allText(objs)
+			for _, w := range tt.want {
+				if !strings.Contains(fallback, w) {
+					t.Errorf("fallback lacks %q:\n%s", w, fallback)
+				}
+				// The blocks lay values out in fields, not in the
+				// fallback's "current 3" phrasing.
+				bw := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(w,
+					"current "), "threshold "), "window "), "cooldown ")
+				if !strings.Contains(text, bw) {
+					t.Errorf("blocks lack %q:\n%s", bw, text)
+				}
+			}
+			checkLimits(t, fallback, objs)
+			for _, o := range objs {
+				if o.typ == "mrkdwn" {
+					checkEscaped(t, o.block, o.text)
+				}
+			}
+			checkEscaped(t, "fallback", fallback)
+		})
+	}
+}
+
+func TestFormatSeverity(t *testing.T) {
+	tests := []struct{ severity, emoji, label string }{
+		{"info", ":information_source:", "INFO"},
+		{"warning", ":warning:", "WARNING"},
+		{"high", ":red_circle:", "HIGH"},
+		{"critical", ":rotating_light:", "CRITICAL"},
+		{"", ":grey_question:", "UNKNOWN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.label, func(t *testing.T) {
+			a := sampleAlert()
+			a.Severity = tt.severity
+			fallback, blocks := Format(a)
+			if want := tt.emoji + " [" + tt.label + "]"; !strings.HasPrefix(fallback, want) {
+				t.Errorf("fallback starts %q, want prefix %q", fallback[:min(len(fallback), 40)], want)
+			}
+			header := textObjects(t, blocks)[0]
+			if header.block != "header" || !strings.HasPrefix(header.text, tt.emoji+" "+tt.label) {
+				t.Errorf("first block = %s %q, want a header starting %q", header.block, header.text, tt.emoji+" "+tt.label)
+			}
+		})
+	}
+}
+
+func TestFormatMoney(t *testing.T) {
+	tests := []struct {
+		name     string
+		metric   string
+		v        int64
+		currency string
+		want     string
+	}{
+		{"KRW has no minor unit", "amount", 1_250_000, "KRW", "KRW 1,250,000"},
+		{"JPY has no minor unit", "amount", 1000, "JPY", "JPY 1,000"},
+		{"USD cents", "amount", 1250, "USD", "USD 12.50"},
+		{"USD below one", "amount", 5, "USD", "USD 0.05"},
+		{"USD large", "amount", 100_000_000_00, "USD", "USD 100,000,000.00"},
+		{"BHD has three decimals", "amount", 1250, "BHD", "BHD 1.250"},
+		{"lowercase code", "amount", 1250, "usd", "USD 12.50"},
+		{"unknown code", "amount", 1250, "ZZZ", "1,250 minor units (unknown currency ZZZ)"},
+		{"XXX is no currency", "amount", 1250, "XXX", "1,250 minor units (unknown currency XXX)"},
+		{"malformed code", "amount", 1250, "dollars", "1,250 minor units (unknown currency dollars)"},
+		{"no currency", "amount", 1250, "", "1,250 minor units"},
+		{"negative", "amount", -1250, "USD", "USD -12.50"},
+		{"count ignores currency", "count", 1_234_567, "KRW", "1,234,567"},
+		{"small count", "count", 3, "", "3"},
+		{"max int64", "amount", 9_223_372_036_854_775_807, "USD", "USD 92,233,720,368,547,758.07"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := formatValue(tt.metric, tt.v, tt.currency); got != tt.want {
+				t.Errorf("formatValue(%q, %d, %q) = %q, want %q", tt.metric, tt.v, tt.currency, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Second, "1s"},
+		{90 * time.Second, "1m30s"},
+		{10 * time.Minute, "10m"},
+		{time.Hour, "1h"},
+		{90 * time.Minute, "1h30m"},
+		{24 * time.Hour, "24h"},
+	}
+	for _, tt := range tests {
+		if got := formatDuration(tt.d); got != tt.want {
+			t.Errorf("formatDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestFormatEscapes(t *testing.T) {
+	hostile := []string{"<!channel>", "<!here|here>", "<@U012AB3CD>", "<https://evil.example|click me>", "a & b", "&lt;!channel&gt;"}
+	for _, v := range hostile {
+		t.Run(v, func(t *testing.T) {
+			a := sampleAlert()
+			a.Description = "desc " + v
+			a.GroupValues = []string{v, v}
+			a.OrderID = v
+			a.EventID = v
+			a.Currency = v // an unknown code is printed as given
+			fallback, blocks := Format(a)
+			objs := textObjects(t, blocks)
+			checkEscaped(t, "fallback", fallback)
+			for _, o := range objs {
+				if o.typ == "mrkdwn" {
+					checkEscaped(t, o.block, o.text)
+				}
+			}
+			escaped := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(v)
+			if !strings.Contains(fallback, escaped) {
+				t.Errorf("fallback lacks the escaped value %q:\n%s", escaped, fallback)
+			}
+			if !strings.Contains(allText(objs), escaped) {
+				t.Errorf("blocks lack the escaped value %q", escaped)
+			}
+		})
+	}
+}
+
+func TestFormatTruncatesLongValues(t *testing.T) {
+	// 10 KB of a shipping address mixing Hangul (3 bytes in UTF-8), an
+	// emoji (2 UTF-16 units) and characters that grow when escaped.
+	unit := "서울특별시 강남구 테헤란로 & <1>층 🏠 "
+	long := strings.Repeat(unit, 10*1024/len(unit)+1)
+	many := make([]string, 40)
+	manyValues := make([]string, 40)
+	for i := range many {
+		many[i] = "field_" + strings.Repeat("x", 200)
+		manyValues[i] = long
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Alert)
+	}{
+		{"long group value", func(a *Alert) {
+			a.GroupBy = []string{"shipping_address"}
+			a.GroupValues = []string{long}
+		}},
+		{"long value among several", func(a *Alert) {
+			a.GroupBy = []string{"email", "shipping_address", "phone"}
+			a.GroupValues = []string{"kim@example.com", long, "+82-10-1234-5678"}
+		}},
+		{"long description and ids", func(a *Alert) {
+			a.Description = long
+			a.OrderID = long
+			a.EventID = long
+		}},
+		{"forty long fields", func(a *Alert) {
+			a.GroupBy = many
+			a.GroupValues = manyValues
+		}},
+		{"long currency code", func(a *Alert) { a.Currency = long }},
+		{"newlines in values", func(a *Alert) {
+			a.GroupValues = []string{"line1\nline2\r\n\tline3", "x"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := sampleAlert()
+			tt.mutate(&a)
+			fallback, blocks := Format(a)
+			objs := textObjects(t, blocks)
+			checkLimits(t, fallback, objs)
+			checkEscaped(t, "fallback", fallback)
+			for _, o := range objs {
+				if o.typ == "mrkdwn" {
+					checkEscaped(t, o.block, o.text)
+				}
+				if o.block != "section.field" && strings.Count(o.text, "\n") > 60 {
+					t.Errorf("%s has %d lines", o.block, strings.Count(o.text, "\n"))
+				}
+			}
+			// The parts that are not long must survive whatever is cut.
+			for _, w := range []string{"amount-per-card-10m", "KRW 1,250,000", "2025-03-04T05:05:06Z"} {
+				if a.Currency != "KRW" && strings.HasPrefix(w, "KRW") {
+					continue
+				}
+				if !strings.Contains(fallback, w) || !strings.Contains(allText(objs), w) {
+					t.Errorf("%q lost to truncation", w)
+				}
+			}
+		})
+	}
+
+	t.Run("long value is cut with an ellipsis", func(t *testing.T) {
+		a := sampleAlert()
+		a.GroupBy = []string{"shipping_address"}
+		a.GroupValues = []string{long}
+		fallback, blocks := Format(a)
+		head := "서울특별시 강남구 테헤란로 &amp; &lt;1&gt;층 🏠"
+		if !strings.Contains(fallback, head) || !strings.Contains(fallback, "…") {
+			t.Errorf("fallback lacks the start of the value or the ellipsis:\n%s", fallback)
+		}
+		if !strings.Contains(allText(textObjects(t, blocks)), head) {
+			t.Error("blocks lack the start of the value")
+		}
+	})
+
+	t.Run("newlines become spaces", func(t *testing.T) {
+		a := sampleAlert()
+		a.GroupValues = []string{"line1\nline2", "x"}
+		fallback, _ := Format(a)
+		if !strings.Contains(fallback, "line1 line2") {
+			t.Errorf("fallback = %q, want the value on one line", fallback)
+		}
+	})
+}
+
+func TestClip(t *testing.T) {
+	tests := []struct {
+		s      string
+		limit  int
+		escape bool
+		want   string
+	}{
+		{"abc", 5, true, "abc"},
+		{"abc", 3, true, "abc"},
+		{"abcdef", 4, true, "abc…"},
+		{"a&b", 7, true, "a&amp;b"},
+		{"a&b", 6, true, "a…"}, // never half an entity
+		{"<<<", 9, true, "&lt;&lt;…"},
+		{"<<<", 9, false, "<<<"},
+		{"한국어", 2, true, "한…"},
+		{"😀😀", 3, true, "😀…"}, // an emoji is two UTF-16 units
+		{"a\nb\tc", 10, true, "a b c"},
+		{"", 5, true, ""},
+		{"\xff\xfe", 5, true, "\ufffd\ufffd"}, // invalid UTF-8 comes out valid
+	}
+	for _, tt := range tests {
+		if got := clip(tt.s, tt.limit, tt.escape); got != tt.want {
+			t.Errorf("clip(%q, %d, %v) = %q, want %q", tt.s, tt.limit, tt.escape, got, tt.want)
+		}
+	}
+}

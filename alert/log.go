@@ -1,0 +1,35 @@
+package alert
+
+import (
+	"context"
+	"log/slog"
+)
+
+// NewLogNotifier returns a Notifier that writes each alert as one WARN
+// record: the fallback when Slack is not configured. A nil logger means
+// slog.Default(), since discarding would lose the alerts themselves.
+//
+// The record names the group_by fields but never their values: those are
+// personal data (emails, phones, IPs) and logs are kept and shipped far
+// more widely than a Slack channel.
+func NewLogNotifier(log *slog.Logger) Notifier {
+	if log == nil {
+		log = slog.Default()
+	}
+	return NotifierFunc(func(ctx context.Context, a Alert) error {
+		attrs := []slog.Attr{
+			slog.String("rule", a.Rule),
+			slog.String("severity", a.Severity),
+			slog.String("metric", a.Metric),
+			slog.Int64("current", a.Current),
+			slog.Int64("threshold", a.Threshold),
+			slog.Duration("window", a.Window),
+			slog.Any("group_by", a.GroupBy),
+			slog.String("order_id", a.OrderID),
+			slog.String("event_id", a.EventID),
+			slog.Time("at", a.At.UTC()),
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "fraud alert: threshold crossed", attrs...)
+		return nil
+	})
+}
