@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,7 +139,8 @@ type Consumer struct {
 	client    *kafka.Client
 	dlq       *kafka.Writer
 
-	ready atomic.Bool
+	ready  atomic.Bool
+	status atomic.Pointer[string] // why not ready, for /readyz
 
 	closeOnce sync.Once
 	closeErr  error
@@ -203,10 +205,32 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 // than partitions).
 func (c *Consumer) Ready() bool { return c.ready.Load() }
 
+// Status says what the consumer is doing while it is not ready ("" when
+// it is), for /readyz.
+func (c *Consumer) Status() string {
+	if c.ready.Load() {
+		return ""
+	}
+	if s := c.status.Load(); s != nil {
+		return *s
+	}
+	return "not started"
+}
+
+func (c *Consumer) setStatus(s string) { c.status.Store(&s) }
+
 // Run joins the group and consumes until ctx is done. Then it stops
 // fetching, lets in-flight events finish (up to DrainTimeout), commits, and
 // leaves the group. It returns nil after a clean shutdown.
 func (c *Consumer) Run(ctx context.Context) error {
+	defer c.setStatus("stopped")
+	if err := c.waitForTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down while waiting: nothing was consumed
+		}
+		return err
+	}
+	c.setStatus("joining the consumer group")
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                c.cfg.GroupID,
 		Brokers:           c.cfg.Brokers,
@@ -253,6 +277,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				break
 			}
+			c.setStatus("joining the consumer group failed; retrying")
 			c.log.Warn("joining consumer group failed; retrying", "group", c.cfg.GroupID, "err", err)
 			continue
 		}
@@ -330,6 +355,7 @@ func (c *Consumer) runGeneration(work context.Context, gen *kafka.Generation) {
 			case <-t.C:
 				c.commit(gen, offsets)
 			case <-ctx.Done():
+				c.setStatus("rebalancing")
 				c.ready.Store(false)
 				// The generation's connection stays open until every
 				// function started on it has returned, so this last commit
@@ -497,6 +523,47 @@ func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *rules
 		return fmt.Errorf("consumer: write dead letter: %w", err)
 	}
 	return nil
+}
+
+// waitForTopics returns once the source and dead-letter topics exist,
+// checking with backoff meanwhile. fraudwatch never creates topics (its
+// metadata requests do not ask for auto-creation): a typo in a topic name
+// must surface, not quietly create an empty topic that nobody writes to.
+func (c *Consumer) waitForTopics(ctx context.Context) error {
+	topics := append(c.topics(), c.cfg.DeadLetterTopic)
+	backoff := 500 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		var missing []string
+		if err == nil {
+			for _, t := range md.Topics {
+				if t.Error != nil || len(t.Partitions) == 0 {
+					missing = append(missing, t.Name)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		status := "kafka brokers not answering"
+		if err == nil {
+			status = "waiting for missing topics: " + strings.Join(missing, ", ")
+		}
+		c.setStatus(status)
+		if attempt%10 == 0 { // not every few seconds for ever
+			if err != nil {
+				c.log.Error("kafka metadata request failed; retrying", "err", err)
+			} else {
+				c.log.Error("topics missing: create them (fraudwatch does not); waiting", "topics", strings.Join(missing, ","))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
 }
 
 // resolveOffset turns kafka.FirstOffset/LastOffset into an absolute offset.

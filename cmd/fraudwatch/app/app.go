@@ -237,7 +237,7 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 		problems = append(problems, "redis: not answering")
 	}
 	if !a.cons.Ready() {
-		problems = append(problems, "kafka: no partition assignment in the consumer group")
+		problems = append(problems, "kafka: "+a.cons.Status())
 	}
 	if len(problems) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
