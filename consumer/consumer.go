@@ -532,7 +532,8 @@ func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *rules
 func (c *Consumer) waitForTopics(ctx context.Context) error {
 	topics := append(c.topics(), c.cfg.DeadLetterTopic)
 	backoff := 500 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	var logged time.Time
+	for {
 		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 		var missing []string
 		if err == nil {
@@ -550,7 +551,8 @@ func (c *Consumer) waitForTopics(ctx context.Context) error {
 			status = "waiting for missing topics: " + strings.Join(missing, ", ")
 		}
 		c.setStatus(status)
-		if attempt%10 == 0 { // not every few seconds for ever
+		if time.Since(logged) >= time.Minute { // not every few seconds for ever
+			logged = time.Now()
 			if err != nil {
 				c.log.Error("kafka metadata request failed; retrying", "err", err)
 			} else {
