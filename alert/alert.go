@@ -1,6 +1,9 @@
-// Package alert turns threshold crossings into notifications: it takes the
-// cooldown of a (rule, group) in Redis, delivers through a Notifier (Slack,
-// the log, the demo's console) and retries what can be retried.
+// Package alert turns threshold crossings into notifications. Crossings are
+// written to a Kafka alerts topic (a durable hand-off, and a feed for other
+// systems); the Dispatcher reads them back, claims each alert in Redis
+// (taking the cooldown of its (rule, group)), delivers it through a
+// Notifier (Slack, the log, the demo's console) and records the outcome,
+// so that each alert is posted once however often it is delivered.
 package alert
 
 import (
@@ -11,8 +14,12 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// Alert is one first crossing of a rule's threshold by one group.
+// Alert is one first crossing of a rule's threshold by one group. Its JSON
+// form is the alerts topic's message value.
 type Alert struct {
+	// ID names the crossing: the rule and the event that crossed. Every
+	// redelivery of the crossing event yields the same ID.
+	ID          string `json:"id"`
 	Rule        string `json:"rule"`
 	Description string `json:"description,omitempty"`
 	Severity    string `json:"severity"`
@@ -32,11 +39,13 @@ type Alert struct {
 	Current   int64         `json:"current"`
 	Threshold int64         `json:"threshold"`
 	Currency  string        `json:"currency,omitempty"`
-	Window    time.Duration `json:"window"`
-	Cooldown  time.Duration `json:"cooldown"`
-	// CooldownKey is the Redis key that holds the cooldown; it shares the
-	// hash tag of the rule's counter.
+	Window    time.Duration `json:"window_ns"`
+	Cooldown  time.Duration `json:"cooldown_ns"`
+	// CooldownKey is the Redis key that holds the cooldown and RecordKey
+	// the alert's delivery record; both share the hash tag of the rule's
+	// counter.
 	CooldownKey string `json:"cooldown_key"`
+	RecordKey   string `json:"record_key"`
 	// OrderID and EventID identify the event that crossed.
 	OrderID string `json:"order_id"`
 	EventID string `json:"event_id"`

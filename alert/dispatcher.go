@@ -5,23 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("alert: dispatcher closed")
+// ErrNotDelivered is returned by Deliver when every attempt failed with an
+// error worth retrying (Slack down, 429s, timeouts). The alert is not lost:
+// its caller keeps it (the alerts topic offset is not committed) and
+// delivers it again later.
+var ErrNotDelivered = errors.New("alert: not delivered yet")
 
 // DispatcherConfig tunes delivery. Zero values take the defaults.
 type DispatcherConfig struct {
-	// QueueSize bounds the alerts waiting for delivery. A full queue makes
-	// Publish wait, which holds back the consumer instead of dropping.
-	QueueSize int
-	// MaxAttempts bounds the deliveries of one alert, 429s included.
+	// MaxAttempts bounds the attempts of one Deliver call, 429s included.
 	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the exponential wait between failed
 	// attempts that carry no Retry-After.
@@ -31,14 +30,14 @@ type DispatcherConfig struct {
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one delivery attempt.
 	AttemptTimeout time.Duration
+	// RecordTTL is how long an alert's delivery record lives: redeliveries
+	// of the alert within it get the recorded outcome.
+	RecordTTL time.Duration
 }
 
 func (c *DispatcherConfig) setDefaults() {
-	if c.QueueSize == 0 {
-		c.QueueSize = 1024
-	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = 5
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = 500 * time.Millisecond
@@ -52,66 +51,62 @@ func (c *DispatcherConfig) setDefaults() {
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 15 * time.Second
 	}
+	if c.RecordTTL == 0 {
+		c.RecordTTL = 7 * 24 * time.Hour
+	}
 }
 
 // Validate reports settings that cannot work.
 func (c *DispatcherConfig) Validate() error {
 	switch {
-	case c.QueueSize < 1:
-		return errors.New("alert: queue size must be at least 1")
 	case c.MaxAttempts < 1:
 		return errors.New("alert: max attempts must be at least 1")
 	case c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff:
 		return errors.New("alert: backoff must satisfy 0 < min <= max")
 	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0:
 		return errors.New("alert: max retry-after and attempt timeout must be positive")
+	case c.RecordTTL < time.Second:
+		return errors.New("alert: record TTL must be at least a second")
 	}
 	return nil
 }
 
-// cooldownStore is the part of a Redis client the dispatcher needs.
-type cooldownStore interface {
-	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
+// claims is what the dispatcher needs from the Redis scripts: a decision
+// per alert that every redelivery of it gets again, and its outcome.
+type claims interface {
+	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown, recordTTL time.Duration) (lua.Claim, error)
+	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool, recordTTL time.Duration) error
 }
 
-// Dispatcher delivers alerts one at a time, in the order they were
-// published, after taking each (rule, group)'s cooldown.
+// Dispatcher delivers alerts through a Notifier, once each: it claims each
+// alert in Redis (taking the (rule, group)'s cooldown), sends it, and
+// records the outcome, so that an alert delivered again (the alerts topic
+// is at least once) is neither posted twice nor suppressed by its own
+// cooldown. It is safe for concurrent use.
 type Dispatcher struct {
 	cfg      DispatcherConfig
 	notifier Notifier
-	store    cooldownStore
+	claims   claims
 	log      *slog.Logger
 	m        dispatcherMetrics
-
-	mu     sync.RWMutex // guards closed against Publish
-	closed bool
-	queue  chan Alert
-	// closing is closed when Close starts, to release Publish calls
-	// waiting on a full queue: they hold mu.RLock, which Close needs.
-	closing chan struct{}
-
-	stop      context.CancelFunc // aborts deliveries when Close runs out of time
-	done      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	abandoned atomic.Int64 // deliveries cut short by Close's deadline
 }
 
 type dispatcherMetrics struct {
 	sent       *prometheus.CounterVec
 	suppressed *prometheus.CounterVec
 	failures   *prometheus.CounterVec
+	retries    *prometheus.CounterVec
 }
 
-// NewDispatcher starts a dispatcher that delivers through n and takes
-// cooldowns in store.
-func NewDispatcher(cfg DispatcherConfig, n Notifier, store cooldownStore, log *slog.Logger, reg prometheus.Registerer) (*Dispatcher, error) {
+// NewDispatcher returns a dispatcher that delivers through n and claims
+// alerts with c.
+func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger, reg prometheus.Registerer) (*Dispatcher, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if n == nil || store == nil {
-		return nil, errors.New("alert: dispatcher needs a notifier and a cooldown store")
+	if n == nil || c == nil {
+		return nil, errors.New("alert: dispatcher needs a notifier and the claim scripts")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -127,128 +122,91 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, store cooldownStore, log *s
 		}, []string{"rule", "reason"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alert_failures_total",
-			Help: "Alerts given up on after every delivery attempt failed.",
+			Help: "Alerts given up on: the notifier refused them for good (bad token, unknown channel).",
+		}, []string{"rule"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_delivery_errors_total",
+			Help: "Failed delivery attempts that will be retried (Slack down, rate limited, timeouts).",
 		}, []string{"rule"}),
 	}
-	queue := make(chan Alert, cfg.QueueSize)
-	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "fraudwatch_alert_queue_length",
-		Help: "Alerts waiting for delivery.",
-	}, func() float64 { return float64(len(queue)) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, queued} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("alert: register metrics: %w", err)
 			}
 		}
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	d := &Dispatcher{
-		cfg:      cfg,
-		notifier: n,
-		store:    store,
-		log:      log,
-		m:        m,
-		queue:    queue,
-		closing:  make(chan struct{}),
-		stop:     stop,
-		done:     make(chan struct{}),
-	}
-	go d.run(ctx)
-	return d, nil
+	return &Dispatcher{cfg: cfg, notifier: n, claims: c, log: log, m: m}, nil
 }
 
-// Publish hands an alert over for delivery. It returns once the alert is
-// queued (or, for a shadow rule, counted and logged): delivery happens in
-// the background. It waits while the queue is full.
-func (d *Dispatcher) Publish(ctx context.Context, a Alert) error {
+// Track exports zero-valued series for a rule, so that dashboards and
+// rate() see it before its first alert.
+func (d *Dispatcher) Track(rule string) {
+	d.m.sent.WithLabelValues(rule)
+	d.m.failures.WithLabelValues(rule)
+	d.m.retries.WithLabelValues(rule)
+	d.m.suppressed.WithLabelValues(rule, "cooldown")
+	d.m.suppressed.WithLabelValues(rule, "shadow")
+}
+
+// Deliver settles one alert: it is sent, suppressed (cooldown or shadow),
+// recognised as sent before, or given up on for good; then Deliver returns
+// nil and the alert may be acknowledged. It returns an error, wrapping
+// ErrNotDelivered when Slack kept failing, when the alert must be delivered
+// again later.
+func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
+	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	if a.Shadow() {
 		d.m.suppressed.WithLabelValues(a.Rule, "shadow").Inc()
-		d.log.Info("shadow rule crossed its threshold; not notifying",
-			"rule", a.Rule, "current", a.Current, "threshold", a.Threshold, "event_id", a.EventID)
+		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
 		return nil
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.closed {
-		return ErrClosed
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, d.cfg.RecordTTL)
+	if err != nil {
+		return fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
-	select {
-	case d.queue <- a:
+	switch claim {
+	case lua.ClaimSuppressed:
+		d.m.suppressed.WithLabelValues(a.Rule, "cooldown").Inc()
+		log.Info("alert suppressed: the cooldown is held by an earlier alert")
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("alert: publish %s: %w", a.Rule, ctx.Err())
-	case <-d.closing:
-		return ErrClosed
+	case lua.ClaimSent:
+		log.Info("alert already delivered; not posting it again")
+		return nil
+	case lua.ClaimFailed:
+		log.Info("alert given up on before; not retrying it")
+		return nil
 	}
-}
 
-// Close stops taking alerts and delivers those already queued. When ctx
-// ends first, the rest are abandoned: each is logged and counted as a
-// failure. Close is idempotent; later calls return the first result.
-func (d *Dispatcher) Close(ctx context.Context) error {
-	d.closeOnce.Do(func() {
-		close(d.closing)
-		d.mu.Lock()
-		d.closed = true
-		close(d.queue)
-		d.mu.Unlock()
-		select {
-		case <-d.done:
-		case <-ctx.Done():
-			d.stop()
-			<-d.done
-			if n := d.abandoned.Load(); n > 0 {
-				d.closeErr = fmt.Errorf("alert: close: %d alerts abandoned undelivered: %w", n, ctx.Err())
-			}
-		}
-		d.stop()
-	})
-	return d.closeErr
-}
-
-func (d *Dispatcher) run(ctx context.Context) {
-	defer close(d.done)
-	for a := range d.queue {
-		d.deliver(ctx, a)
-	}
-}
-
-// deliver takes the cooldown and notifies, retrying both within the
-// attempt budget.
-func (d *Dispatcher) deliver(ctx context.Context, a Alert) {
-	log := d.log.With("rule", a.Rule, "event_id", a.EventID)
 	backoff := d.cfg.MinBackoff
-	cooldownHeld := false
-	var err error
-	for attempt := 1; attempt <= d.cfg.MaxAttempts; attempt++ {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
+		err = d.notifier.Notify(actx, a)
+		cancel()
+		if err == nil {
+			if err := d.settle(ctx, a, true); err != nil {
+				return err
+			}
+			d.m.sent.WithLabelValues(a.Rule).Inc()
+			log.Info("alert sent", "attempt", attempt)
+			return nil
+		}
 		if ctx.Err() != nil {
-			err = ctx.Err()
-			break
-		}
-		if !cooldownHeld {
-			var took bool
-			took, err = d.takeCooldown(ctx, a)
-			if err == nil && !took {
-				d.m.suppressed.WithLabelValues(a.Rule, "cooldown").Inc()
-				log.Info("alert suppressed: cooldown held")
-				return
-			}
-			cooldownHeld = err == nil
-		}
-		if cooldownHeld {
-			actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
-			err = d.notifier.Notify(actx, a)
-			cancel()
-			if err == nil {
-				d.m.sent.WithLabelValues(a.Rule).Inc()
-				log.Info("alert sent", "attempt", attempt)
-				return
-			}
+			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
 		retry, wait := retryPolicy(err)
-		if !retry || attempt == d.cfg.MaxAttempts {
-			break
+		if !retry {
+			if err := d.settle(ctx, a, false); err != nil {
+				return err
+			}
+			d.m.failures.WithLabelValues(a.Rule).Inc()
+			log.Error("alert refused for good; given up, cooldown released", "err", err)
+			return nil
+		}
+		d.m.retries.WithLabelValues(a.Rule).Inc()
+		if attempt == d.cfg.MaxAttempts {
+			log.Warn("alert not delivered yet; it stays queued", "attempts", attempt, "err", err)
+			return fmt.Errorf("%w: %s: %d attempts, last: %w", ErrNotDelivered, a.ID, attempt, err)
 		}
 		if wait > 0 {
 			wait = min(wait, d.cfg.MaxRetryAfter)
@@ -260,35 +218,27 @@ func (d *Dispatcher) deliver(ctx context.Context, a Alert) {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
+			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
 	}
-	d.m.failures.WithLabelValues(a.Rule).Inc()
-	if ctx.Err() != nil {
-		d.abandoned.Add(1)
-		log.Error("alert not delivered: shutdown deadline reached", "err", err)
-		return
-	}
-	log.Error("alert not delivered", "err", err)
 }
 
-// takeCooldown claims the (rule, group)'s cooldown with SET NX EX. The
-// event id is the token, so that the holder can be told apart later.
-func (d *Dispatcher) takeCooldown(ctx context.Context, a Alert) (bool, error) {
-	if a.Cooldown <= 0 {
-		return true, nil
+// settle records the outcome of a claimed alert. It insists: an alert sent
+// but not recorded as sent would be posted again by a redelivery, so a
+// Redis hiccup here is waited out (until ctx ends).
+func (d *Dispatcher) settle(ctx context.Context, a Alert, sent bool) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := d.claims.SettleAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, sent, d.cfg.RecordTTL)
+		if err == nil {
+			return nil
+		}
+		d.log.Warn("recording the alert's outcome failed; retrying", "rule", a.Rule, "alert_id", a.ID, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return fmt.Errorf("alert: record outcome of %s: %w", a.ID, err)
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
-	took, err := d.store.SetNX(ctx, a.CooldownKey, a.EventID, a.Cooldown).Result()
-	if err != nil {
-		return false, fmt.Errorf("alert: take cooldown: %w", err)
-	}
-	return took, nil
-}
-
-// Track exports zero-valued series for a rule, so that dashboards and
-// rate() see it before its first alert.
-func (d *Dispatcher) Track(rule string) {
-	d.m.sent.WithLabelValues(rule)
-	d.m.failures.WithLabelValues(rule)
-	d.m.suppressed.WithLabelValues(rule, "cooldown")
-	d.m.suppressed.WithLabelValues(rule, "shadow")
 }

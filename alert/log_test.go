@@ -70,8 +70,9 @@ func TestLogNotifierThroughDispatcher(t *testing.T) {
 	var buf bytes.Buffer
 	env := testDispatcher(t, NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil))), DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
-	env.publish(t, a)
-	env.close(t)
+	if err := env.deliver(t, a); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(buf.String(), `"event_id":"evt-1"`) {
 		t.Errorf("log lacks the alert: %s", buf.String())
 	}

@@ -75,6 +75,10 @@ type Kafka struct {
 	RefundsTopic string   `mapstructure:"refunds_topic"`
 	// DeadLetterTopic receives invalid events with their reason.
 	DeadLetterTopic string `mapstructure:"dead_letter_topic"`
+	// AlertsTopic carries every first crossing from the events consumer to
+	// the alert dispatchers (group GroupID + ".alerts"); a feed for other
+	// systems too.
+	AlertsTopic string `mapstructure:"alerts_topic"`
 	// StartOffset is where a new consumer group starts: earliest | latest.
 	StartOffset string `mapstructure:"start_offset"`
 	ClientID    string `mapstructure:"client_id"`
@@ -180,6 +184,7 @@ func Default() Config {
 			OrdersTopic:       "orders",
 			RefundsTopic:      "refunds",
 			DeadLetterTopic:   "fraudwatch.dlq",
+			AlertsTopic:       "fraudwatch.alerts",
 			StartOffset:       StartLatest,
 			ClientID:          "fraudwatch",
 			MaxEventBytes:     64 << 10,
@@ -208,6 +213,9 @@ func Default() Config {
 // StartOffsetEarliest reports whether a new consumer group starts at the
 // earliest offset rather than the latest.
 func (c *Config) StartOffsetEarliest() bool { return c.Kafka.StartOffset == StartEarliest }
+
+// AlertsGroupID is the consumer group of the alert dispatchers.
+func (k *Kafka) AlertsGroupID() string { return k.GroupID + ".alerts" }
 
 // Load reads the config file at path, applies the environment overrides,
 // loads the rules file and validates the result. Errors name the file and

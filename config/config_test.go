@@ -112,6 +112,7 @@ func TestLoadFullFile(t *testing.T) {
 			OrdersTopic:       "shop.orders",
 			RefundsTopic:      "shop.refunds",
 			DeadLetterTopic:   "shop.fraudwatch.dlq",
+			AlertsTopic:       "shop.fraudwatch.alerts",
 			StartOffset:       "earliest",
 			ClientID:          "fraudwatch-eu",
 			MaxEventBytes:     131072,

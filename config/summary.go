@@ -48,7 +48,7 @@ func (c *Config) Summary() string {
 	} else {
 		fmt.Fprintf(&b, ", topics %s/%s", k.OrdersTopic, k.RefundsTopic)
 	}
-	fmt.Fprintf(&b, ", dlq %s", k.DeadLetterTopic)
+	fmt.Fprintf(&b, ", dlq %s, alerts %s", k.DeadLetterTopic, k.AlertsTopic)
 
 	r := &c.Redis
 	b.WriteString("; redis ")

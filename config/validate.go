@@ -75,12 +75,23 @@ func (c *Config) checkSettings() []error {
 	k.topic("kafka.orders_topic", kc.OrdersTopic)
 	k.topic("kafka.refunds_topic", kc.RefundsTopic)
 	k.topic("kafka.dead_letter_topic", kc.DeadLetterTopic)
+	k.topic("kafka.alerts_topic", kc.AlertsTopic)
 	if dlq := kc.DeadLetterTopic; dlq != "" {
 		switch dlq {
 		case kc.OrdersTopic:
 			k.bad("kafka.dead_letter_topic", "must differ from kafka.orders_topic (%q)", dlq)
 		case kc.RefundsTopic:
 			k.bad("kafka.dead_letter_topic", "must differ from kafka.refunds_topic (%q)", dlq)
+		}
+	}
+	if at := kc.AlertsTopic; at != "" {
+		switch at {
+		case kc.OrdersTopic:
+			k.bad("kafka.alerts_topic", "must differ from kafka.orders_topic (%q)", at)
+		case kc.RefundsTopic:
+			k.bad("kafka.alerts_topic", "must differ from kafka.refunds_topic (%q)", at)
+		case kc.DeadLetterTopic:
+			k.bad("kafka.alerts_topic", "must differ from kafka.dead_letter_topic (%q)", at)
 		}
 	}
 	switch kc.StartOffset {

@@ -389,7 +389,7 @@ func TestLagIsReportedPerPartition(t *testing.T) {
 	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
 	<-entered
 	// e1 is done, e2 and e3 are not: two behind the high-water mark.
-	lag := func() float64 { return testutil.ToFloat64(r.c.m.lag.WithLabelValues(e.orders, "0")) }
+	lag := func() float64 { return testutil.ToFloat64(r.c.lag.WithLabelValues(e.orders, "0")) }
 	if got := lag(); got != 2 {
 		t.Fatalf("lag while e2 is in flight = %v, want 2", got)
 	}
@@ -399,7 +399,7 @@ func TestLagIsReportedPerPartition(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(r.c.m.lag); n != 0 {
+	if n := testutil.CollectAndCount(r.c.lag); n != 0 {
 		t.Fatalf("%d lag series left for partitions no longer held", n)
 	}
 }

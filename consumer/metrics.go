@@ -8,11 +8,11 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
+// metrics are the events consumer's; the lag gauge belongs to Group.
 type metrics struct {
 	consumed   *prometheus.CounterVec
 	invalid    *prometheus.CounterVec
 	processing prometheus.Histogram
-	lag        *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (metrics, error) {
@@ -27,13 +27,9 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"reason"}),
 		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fraudwatch_event_processing_seconds",
-			Help:    "Time from fetching an event to finishing it (rules, scripts, alert hand-off or dead letter), retries included.",
+			Help:    "Time one attempt at an event takes: rules, scripts and alert hand-off, or the dead-letter write.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fraudwatch_consumer_lag",
-			Help: "Events behind the partition's high-water mark, for partitions this member holds.",
-		}, []string{"topic", "partition"}),
 	}
 	for _, t := range []rules.Type{rules.Order, rules.Refund} {
 		m.consumed.WithLabelValues(string(t))
@@ -42,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		m.invalid.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing, m.lag} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}

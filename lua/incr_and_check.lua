@@ -1,31 +1,48 @@
--- incr_and_check: count one event into a fixed window and tell whether this
--- event is the one that crossed the threshold first.
+-- incr_and_check: count one event into a fixed window, at most once, and
+-- tell whether it is the event that crossed the threshold first.
 --
--- KEYS[1]  the window counter
--- ARGV[1]  increment, a positive integer
--- ARGV[2]  window length in seconds, a positive integer
--- ARGV[3]  threshold, a positive integer
+-- KEYS[1]  the window counter (a string holding an integer)
+-- KEYS[2]  the window's record of counted events (a hash: event -> answer)
+-- ARGV[1]  increment        } positive integers
+-- ARGV[2]  window, seconds  }
+-- ARGV[3]  threshold        }
+-- ARGV[4]  event id, 1 to 128 bytes
+-- ARGV[5]  how many events one window may remember, a positive integer
 --
 -- Reply: {current, 1} when prev < threshold <= current (this event crossed
 -- first), {current, 0} otherwise, {-1, -1} when an argument is unusable; in
 -- that case nothing has been written.
 --
--- Arguments must be digit strings without leading zeros (Redis refuses
--- "007" as an integer) and are passed on to Redis as the strings they
--- arrived as: a Lua number handed to redis.call is formatted by Redis, and
--- large values (1e15) come out in exponent form, which INCRBY and EXPIRE
--- refuse. At most 18 digits keeps every value inside int64.
+-- An event already counted in this window gets its original reply again and
+-- changes nothing. Kafka redelivers after crashes and rebalances, and the
+-- event that crossed must see 1 again so that its alert is handed off again
+-- if the first hand-off was lost.
+--
+-- Numbers must be digit strings without leading zeros (Redis refuses "007"
+-- as an integer) and are passed on to Redis as the strings they arrived as:
+-- a Lua number handed to redis.call is formatted by Redis, and large values
+-- (1e15) come out in exponent form, which INCRBY and EXPIRE refuse. At most
+-- 18 digits keeps every value inside int64.
 local function positive(s)
   return type(s) == 'string' and #s <= 18 and string.match(s, '^[1-9]%d*$') ~= nil
 end
 
-if not (positive(ARGV[1]) and positive(ARGV[2]) and positive(ARGV[3])) then
+local id = ARGV[4]
+if not (positive(ARGV[1]) and positive(ARGV[2]) and positive(ARGV[3]) and positive(ARGV[5])
+    and type(id) == 'string' and #id >= 1 and #id <= 128) then
   return {-1, -1}
 end
-local threshold = tonumber(ARGV[3])
+
+local field = 'o:' .. id
+local prior = redis.call('HGET', KEYS[2], field)
+if prior then
+  local first, current = string.match(prior, '^(%d):(%d+)$')
+  return {tonumber(current), tonumber(first)}
+end
 
 -- GET and INCRBY run back to back inside the script, so prev is exactly the
 -- value this event found; no other client can run in between.
+local threshold = tonumber(ARGV[3])
 local prev = tonumber(redis.call('GET', KEYS[1])) or 0
 local current = redis.call('INCRBY', KEYS[1], ARGV[1])
 
@@ -37,7 +54,16 @@ if redis.call('TTL', KEYS[1]) == -1 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
 
+local first = 0
 if prev < threshold and current >= threshold then
-  return {current, 1}
+  first = 1
 end
-return {current, 0}
+
+-- The record ends with the window. Past its cap an event is still counted
+-- but not remembered: memory stays bounded whatever a bot sends, at the
+-- price of at-least-once counting for that window's overflow.
+if redis.call('HLEN', KEYS[2]) < tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[2], field, string.format('%d:%d', first, current))
+  redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))
+end
+return {current, first}

@@ -24,6 +24,8 @@ import (
 const (
 	IncrAndCheckName = "incr_and_check"
 	SalesDecrName    = "sales_decr"
+	AlertClaimName   = "alert_claim"
+	AlertSettleName  = "alert_settle"
 )
 
 var (
@@ -31,9 +33,26 @@ var (
 	incrAndCheckSrc string
 	//go:embed sales_decr.lua
 	salesDecrSrc string
+	//go:embed alert_claim.lua
+	alertClaimSrc string
+	//go:embed alert_settle.lua
+	alertSettleSrc string
 
 	incrAndCheck = redis.NewScript(incrAndCheckSrc)
 	salesDecr    = redis.NewScript(salesDecrSrc)
+	alertClaim   = redis.NewScript(alertClaimSrc)
+	alertSettle  = redis.NewScript(alertSettleSrc)
+
+	// all lists every script with its name, for Load and the metric.
+	all = []struct {
+		name   string
+		script *redis.Script
+	}{
+		{IncrAndCheckName, incrAndCheck},
+		{SalesDecrName, salesDecr},
+		{AlertClaimName, alertClaim},
+		{AlertSettleName, alertSettle},
+	}
 )
 
 // ErrInvalidArguments is returned when a script answered with its error
@@ -55,16 +74,43 @@ type scripter interface {
 	ScriptLoad(ctx context.Context, script string) *redis.StringCmd
 }
 
+// Config tunes the scripts. Zero values take the defaults.
+type Config struct {
+	// MaxSeen bounds how many events one window remembers for
+	// idempotency (default 10000). Events past it are still counted, but
+	// a redelivery of one of them would be counted again.
+	MaxSeen int
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxSeen == 0 {
+		c.MaxSeen = 10000
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c *Config) Validate() error {
+	if c.MaxSeen < 1 {
+		return errors.New("lua: MaxSeen must be positive")
+	}
+	return nil
+}
+
 // Scripts runs fraudwatch's scripts against one Redis (or Redis Cluster).
 // It is safe for concurrent use.
 type Scripts struct {
+	cfg    Config
 	rdb    scripter
 	errors *prometheus.CounterVec
 }
 
 // New returns Scripts that run against rdb and count failures in
 // fraudwatch_script_errors_total{script} on reg (nil reg: not registered).
-func New(rdb scripter, reg prometheus.Registerer) (*Scripts, error) {
+func New(cfg Config, rdb scripter, reg prometheus.Registerer) (*Scripts, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if rdb == nil {
 		return nil, errors.New("lua: nil redis client")
 	}
@@ -72,28 +118,37 @@ func New(rdb scripter, reg prometheus.Registerer) (*Scripts, error) {
 		Name: "fraudwatch_script_errors_total",
 		Help: "Script calls that failed: Redis errors, or the script's own error contract.",
 	}, []string{"script"})
-	for _, name := range []string{IncrAndCheckName, SalesDecrName} {
-		errs.WithLabelValues(name) // export zeroes, so rate() works from the start
+	for _, sc := range all {
+		errs.WithLabelValues(sc.name) // export zeroes, so rate() works from the start
 	}
 	if reg != nil {
 		if err := reg.Register(errs); err != nil {
 			return nil, fmt.Errorf("lua: register metrics: %w", err)
 		}
 	}
-	return &Scripts{rdb: rdb, errors: errs}, nil
+	return &Scripts{cfg: cfg, rdb: rdb, errors: errs}, nil
 }
 
-// Load sends both scripts to Redis (SCRIPT LOAD; on a cluster, to every
+// Load sends every script to Redis (SCRIPT LOAD; on a cluster, to every
 // primary). It is not required, since calls fall back to EVAL, but at
 // start-up it proves that Redis answers and accepts the scripts.
 func (s *Scripts) Load(ctx context.Context) error {
-	if err := incrAndCheck.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("lua: load %s: %w", IncrAndCheckName, err)
-	}
-	if err := salesDecr.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("lua: load %s: %w", SalesDecrName, err)
+	for _, sc := range all {
+		if err := sc.script.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("lua: load %s: %w", sc.name, err)
+		}
 	}
 	return nil
+}
+
+// Window names the keys of one (rule, group) window. Both must share one
+// Redis Cluster hash tag.
+type Window struct {
+	// Counter holds the window's count or amount.
+	Counter string
+	// Seen remembers which events the window has counted, and what each
+	// was answered, so that a redelivered event changes nothing.
+	Seen string
 }
 
 // Cross is the answer of incr_and_check.
@@ -105,11 +160,14 @@ type Cross struct {
 	First bool
 }
 
-// IncrAndCheck adds inc to the window counter at key, starting a window of
-// length ttl (whole seconds) when the key has no expiry, and reports whether
-// this call crossed threshold first.
-func (s *Scripts) IncrAndCheck(ctx context.Context, key string, inc int64, ttl time.Duration, threshold int64) (Cross, error) {
-	pair, err := s.run(ctx, incrAndCheck, IncrAndCheckName, key, inc, seconds(ttl), threshold)
+// IncrAndCheck adds inc to the window's counter for event eventID,
+// starting a window of length ttl (whole seconds) when the counter has no
+// expiry, and reports whether this event crossed threshold first. An event
+// the window has counted before changes nothing and gets its original
+// answer.
+func (s *Scripts) IncrAndCheck(ctx context.Context, w Window, eventID string, inc int64, ttl time.Duration, threshold int64) (Cross, error) {
+	pair, err := s.pair(ctx, incrAndCheck, IncrAndCheckName, []string{w.Counter, w.Seen},
+		inc, seconds(ttl), threshold, eventID, s.cfg.MaxSeen)
 	if err != nil {
 		return Cross{}, err
 	}
@@ -128,10 +186,12 @@ type Decr struct {
 	Clamped bool
 }
 
-// SalesDecr subtracts amount from the amount counter at key, keeping its
-// TTL and clamping at zero. A missing counter is left alone.
-func (s *Scripts) SalesDecr(ctx context.Context, key string, amount int64) (Decr, error) {
-	pair, err := s.run(ctx, salesDecr, SalesDecrName, key, amount)
+// SalesDecr subtracts refund eventID's amount from the window's amount
+// counter, keeping its TTL and clamping at zero. A missing counter is left
+// alone; a refund the window has applied before changes nothing and gets
+// its original answer.
+func (s *Scripts) SalesDecr(ctx context.Context, w Window, eventID string, amount int64) (Decr, error) {
+	pair, err := s.pair(ctx, salesDecr, SalesDecrName, []string{w.Counter, w.Seen}, amount, eventID, s.cfg.MaxSeen)
 	if err != nil {
 		return Decr{}, err
 	}
@@ -141,16 +201,79 @@ func (s *Scripts) SalesDecr(ctx context.Context, key string, amount int64) (Decr
 	return Decr{Remaining: pair[0], Clamped: pair[1] == 1}, nil
 }
 
-// run executes a script that answers with a pair of integers and turns the
-// {-1, -1} error contract into ErrInvalidArguments.
-func (s *Scripts) run(ctx context.Context, script *redis.Script, name, key string, args ...any) ([2]int64, error) {
-	reply, err := script.Run(ctx, s.rdb, []string{key}, args...).Int64Slice()
+// Claim is alert_claim's decision about one alert.
+type Claim int
+
+// Claims.
+const (
+	// ClaimSuppressed: another alert holds the (rule, group)'s cooldown.
+	ClaimSuppressed Claim = 0
+	// ClaimSend: send it; the cooldown is this alert's.
+	ClaimSend Claim = 1
+	// ClaimSent: this alert was delivered before; do not post it again.
+	ClaimSent Claim = 2
+	// ClaimFailed: this alert was given up on before.
+	ClaimFailed Claim = 3
+)
+
+// ClaimAlert decides whether alert id may be sent, taking the cooldown
+// (cooldown 0: none) for it when free. Every redelivery of one alert gets
+// the same decision for as long as its record lives (recordTTL).
+func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown, recordTTL time.Duration) (Claim, error) {
+	n, err := s.single(ctx, alertClaim, AlertClaimName, []string{cooldownKey, recordKey}, id, seconds(cooldown), seconds(recordTTL))
 	if err != nil {
-		if ctx.Err() != nil {
-			// Shutting down, not a script failure.
-			return [2]int64{}, fmt.Errorf("lua: %s: %w", name, err)
-		}
-		return [2]int64{}, s.fail(name, err)
+		return 0, err
+	}
+	if n < 0 || n > 3 {
+		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+	}
+	return Claim(n), nil
+}
+
+// SettleAlert records that a claimed alert was sent, or failed for good;
+// a failed alert gives the cooldown back if it still holds it.
+func (s *Scripts) SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool, recordTTL time.Duration) error {
+	outcome := "failed"
+	if sent {
+		outcome = "sent"
+	}
+	n, err := s.single(ctx, alertSettle, AlertSettleName, []string{cooldownKey, recordKey}, id, outcome, seconds(recordTTL))
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return s.fail(AlertSettleName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+	}
+	return nil
+}
+
+// single executes a script that answers one integer, -1 meaning the error
+// contract.
+func (s *Scripts) single(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) (int64, error) {
+	n, err := script.Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, s.redisError(ctx, name, err)
+	}
+	if n == -1 {
+		return 0, s.fail(name, ErrInvalidArguments)
+	}
+	return n, nil
+}
+
+func (s *Scripts) redisError(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		// Shutting down, not a script failure.
+		return fmt.Errorf("lua: %s: %w", name, err)
+	}
+	return s.fail(name, err)
+}
+
+// pair executes a script that answers with a pair of integers and turns
+// the {-1, -1} error contract into ErrInvalidArguments.
+func (s *Scripts) pair(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) ([2]int64, error) {
+	reply, err := script.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return [2]int64{}, s.redisError(ctx, name, err)
 	}
 	if len(reply) != 2 {
 		return [2]int64{}, s.fail(name, fmt.Errorf("%w: %v", ErrUnexpectedReply, reply))

@@ -3,6 +3,8 @@ package lua
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,12 +19,23 @@ import (
 func newScripts(t *testing.T) (*Scripts, *redis.Client, string) {
 	t.Helper()
 	rdb := redistest.Client(t)
-	s, err := New(rdb, prometheus.NewRegistry())
+	s, err := New(Config{}, rdb, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, rdb, redistest.Prefix(t)
 }
+
+// window returns the keys of a test window; they share the prefix, which
+// is all a single Redis needs.
+func window(prefix string) Window {
+	return Window{Counter: prefix + ":count", Seen: prefix + ":seen"}
+}
+
+// ids hands out event ids unique within a test.
+type ids struct{ n int }
+
+func (i *ids) next() string { i.n++; return fmt.Sprint("ev-", i.n) }
 
 func TestIncrAndCheckFirstCross(t *testing.T) {
 	type step struct {
@@ -44,9 +57,9 @@ func TestIncrAndCheckFirstCross(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _, prefix := newScripts(t)
-			key := prefix + ":count"
+			w, id := window(prefix), &ids{}
 			for i, st := range tt.steps {
-				got, err := s.IncrAndCheck(t.Context(), key, st.inc, time.Minute, tt.threshold)
+				got, err := s.IncrAndCheck(t.Context(), w, id.next(), st.inc, time.Minute, tt.threshold)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -60,7 +73,7 @@ func TestIncrAndCheckFirstCross(t *testing.T) {
 
 func TestIncrAndCheckExactlyOneFirstCrossUnderRace(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
-	key := prefix + ":count"
+	w := window(prefix)
 	const racers, threshold = 100, 37
 	var (
 		wg     sync.WaitGroup
@@ -68,10 +81,10 @@ func TestIncrAndCheckExactlyOneFirstCrossUnderRace(t *testing.T) {
 		firsts []int64
 		start  = make(chan struct{})
 	)
-	for range racers {
+	for i := range racers {
 		wg.Go(func() {
 			<-start
-			got, err := s.IncrAndCheck(context.Background(), key, 1, time.Minute, threshold)
+			got, err := s.IncrAndCheck(context.Background(), w, fmt.Sprint("racer-", i), 1, time.Minute, threshold)
 			if err != nil {
 				t.Error(err)
 				return
@@ -88,13 +101,13 @@ func TestIncrAndCheckExactlyOneFirstCrossUnderRace(t *testing.T) {
 	if len(firsts) != 1 || firsts[0] != threshold {
 		t.Fatalf("first crossings = %v, want exactly one at %d", firsts, threshold)
 	}
-	if n, _ := rdb.Get(t.Context(), key).Int64(); n != racers {
+	if n, _ := rdb.Get(t.Context(), w.Counter).Int64(); n != racers {
 		t.Fatalf("counter = %d, want %d", n, racers)
 	}
 }
 
 func TestIncrAndCheckTTL(t *testing.T) {
-	const window = 60 * time.Second
+	const length = 60 * time.Second
 	tests := []struct {
 		name    string
 		prepare func(ctx context.Context, rdb *redis.Client, key string)
@@ -104,7 +117,7 @@ func TestIncrAndCheckTTL(t *testing.T) {
 		{
 			name:    "new key gets the window",
 			prepare: func(context.Context, *redis.Client, string) {},
-			min:     window - 2*time.Second, max: window,
+			min:     length - 2*time.Second, max: length,
 		},
 		{
 			name: "running window is not extended",
@@ -118,21 +131,25 @@ func TestIncrAndCheckTTL(t *testing.T) {
 			prepare: func(ctx context.Context, rdb *redis.Client, key string) {
 				rdb.Set(ctx, key, 2, 0) // e.g. a plain SET by someone else
 			},
-			min: window - 2*time.Second, max: window,
+			min: length - 2*time.Second, max: length,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, rdb, prefix := newScripts(t)
 			ctx := t.Context()
-			key := prefix + ":count"
-			tt.prepare(ctx, rdb, key)
-			if _, err := s.IncrAndCheck(ctx, key, 1, window, 100); err != nil {
+			w := window(prefix)
+			tt.prepare(ctx, rdb, w.Counter)
+			if _, err := s.IncrAndCheck(ctx, w, "e1", 1, length, 100); err != nil {
 				t.Fatal(err)
 			}
-			ttl := rdb.PTTL(ctx, key).Val()
+			ttl := rdb.PTTL(ctx, w.Counter).Val()
 			if ttl < tt.min || ttl > tt.max {
 				t.Fatalf("TTL = %v, want within [%v, %v]", ttl, tt.min, tt.max)
+			}
+			// The record of counted events ends with the window.
+			if seen := rdb.PTTL(ctx, w.Seen).Val(); seen <= 0 || seen > ttl+10*time.Millisecond || seen < ttl-time.Second {
+				t.Fatalf("seen TTL = %v, want the counter's %v", seen, ttl)
 			}
 		})
 	}
@@ -141,9 +158,10 @@ func TestIncrAndCheckTTL(t *testing.T) {
 func TestIncrAndCheckWindowEnds(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	key := prefix + ":count"
+	w, id := window(prefix), &ids{}
+	key := w.Counter
 	for i := range 3 {
-		if _, err := s.IncrAndCheck(ctx, key, 1, time.Second, 3); err != nil {
+		if _, err := s.IncrAndCheck(ctx, w, id.next(), 1, time.Second, 3); err != nil {
 			t.Fatal(i, err)
 		}
 	}
@@ -159,7 +177,7 @@ func TestIncrAndCheckWindowEnds(t *testing.T) {
 	var got Cross
 	for range 3 {
 		var err error
-		if got, err = s.IncrAndCheck(ctx, key, 1, time.Second, 3); err != nil {
+		if got, err = s.IncrAndCheck(ctx, w, id.next(), 1, time.Second, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,11 +205,12 @@ func TestSalesDecr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, rdb, prefix := newScripts(t)
 			ctx := t.Context()
-			key := prefix + ":amount"
+			w := window(prefix)
+			key := w.Counter
 			if tt.initial != "" {
 				rdb.Set(ctx, key, tt.initial, 30*time.Second)
 			}
-			got, err := s.SalesDecr(ctx, key, tt.amount)
+			got, err := s.SalesDecr(ctx, w, "refund-1", tt.amount)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,67 +230,80 @@ func TestSalesDecr(t *testing.T) {
 					t.Fatalf("TTL = %v, want the remaining (0, 30s]", ttl)
 				}
 			}
+			if tt.wantVal == "" || tt.initial == "0" {
+				if rdb.Exists(ctx, w.Seen).Val() != 0 {
+					t.Fatal("a refund that changed nothing left a record")
+				}
+			}
 		})
 	}
 }
 
 func TestInvalidArgumentsWriteNothing(t *testing.T) {
+	long := strings.Repeat("x", 129)
 	tests := []struct {
 		name   string
 		script *redis.Script
 		label  string
 		args   []any
 	}{
-		{"incr zero increment", incrAndCheck, IncrAndCheckName, []any{0, 60, 3}},
-		{"incr negative increment", incrAndCheck, IncrAndCheckName, []any{-1, 60, 3}},
-		{"incr zero ttl", incrAndCheck, IncrAndCheckName, []any{1, 0, 3}},
-		{"incr negative ttl", incrAndCheck, IncrAndCheckName, []any{1, -60, 3}},
-		{"incr zero threshold", incrAndCheck, IncrAndCheckName, []any{1, 60, 0}},
-		{"incr non-numeric", incrAndCheck, IncrAndCheckName, []any{"abc", 60, 3}},
-		{"incr fractional", incrAndCheck, IncrAndCheckName, []any{"1.5", 60, 3}},
-		{"incr exponent", incrAndCheck, IncrAndCheckName, []any{"1e3", 60, 3}},
-		{"incr leading zero", incrAndCheck, IncrAndCheckName, []any{"007", 60, 3}},
-		{"incr beyond int64", incrAndCheck, IncrAndCheckName, []any{"99999999999999999999", 60, 3}},
-		{"incr empty", incrAndCheck, IncrAndCheckName, []any{"", 60, 3}},
-		{"incr missing threshold", incrAndCheck, IncrAndCheckName, []any{1, 60}},
+		{"incr zero increment", incrAndCheck, IncrAndCheckName, []any{0, 60, 3, "e", 100}},
+		{"incr negative increment", incrAndCheck, IncrAndCheckName, []any{-1, 60, 3, "e", 100}},
+		{"incr zero ttl", incrAndCheck, IncrAndCheckName, []any{1, 0, 3, "e", 100}},
+		{"incr negative ttl", incrAndCheck, IncrAndCheckName, []any{1, -60, 3, "e", 100}},
+		{"incr zero threshold", incrAndCheck, IncrAndCheckName, []any{1, 60, 0, "e", 100}},
+		{"incr non-numeric", incrAndCheck, IncrAndCheckName, []any{"abc", 60, 3, "e", 100}},
+		{"incr fractional", incrAndCheck, IncrAndCheckName, []any{"1.5", 60, 3, "e", 100}},
+		{"incr exponent", incrAndCheck, IncrAndCheckName, []any{"1e3", 60, 3, "e", 100}},
+		{"incr leading zero", incrAndCheck, IncrAndCheckName, []any{"007", 60, 3, "e", 100}},
+		{"incr beyond int64", incrAndCheck, IncrAndCheckName, []any{"99999999999999999999", 60, 3, "e", 100}},
+		{"incr empty", incrAndCheck, IncrAndCheckName, []any{"", 60, 3, "e", 100}},
+		{"incr empty event id", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "", 100}},
+		{"incr event id too long", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, long, 100}},
+		{"incr zero memory", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 0}},
+		{"incr missing event id", incrAndCheck, IncrAndCheckName, []any{1, 60, 3}},
 		{"incr no arguments", incrAndCheck, IncrAndCheckName, nil},
-		{"decr zero", salesDecr, SalesDecrName, []any{0}},
-		{"decr negative", salesDecr, SalesDecrName, []any{-100}},
-		{"decr non-numeric", salesDecr, SalesDecrName, []any{"ten"}},
-		{"decr fractional", salesDecr, SalesDecrName, []any{"10.5"}},
+		{"decr zero", salesDecr, SalesDecrName, []any{0, "r", 100}},
+		{"decr negative", salesDecr, SalesDecrName, []any{-100, "r", 100}},
+		{"decr non-numeric", salesDecr, SalesDecrName, []any{"ten", "r", 100}},
+		{"decr fractional", salesDecr, SalesDecrName, []any{"10.5", "r", 100}},
+		{"decr empty event id", salesDecr, SalesDecrName, []any{10, "", 100}},
+		{"decr missing event id", salesDecr, SalesDecrName, []any{10}},
 		{"decr missing", salesDecr, SalesDecrName, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rdb := redistest.Client(t)
-			reg := prometheus.NewRegistry()
-			s, err := New(rdb, reg)
+			s, err := New(Config{}, rdb, prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx := t.Context()
-			key := redistest.Prefix(t) + ":counter"
-			rdb.Set(ctx, key, 500, 30*time.Second)
-			_, err = s.run(ctx, tt.script, tt.label, key, tt.args...)
+			w := window(redistest.Prefix(t))
+			rdb.Set(ctx, w.Counter, 500, 30*time.Second)
+			_, err = s.pair(ctx, tt.script, tt.label, []string{w.Counter, w.Seen}, tt.args...)
 			if !errors.Is(err, ErrInvalidArguments) {
 				t.Fatalf("err = %v, want ErrInvalidArguments", err)
 			}
-			if v := rdb.Get(ctx, key).Val(); v != "500" {
+			if v := rdb.Get(ctx, w.Counter).Val(); v != "500" {
 				t.Fatalf("counter = %q, want it untouched at 500", v)
 			}
-			if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 30*time.Second {
+			if ttl := rdb.PTTL(ctx, w.Counter).Val(); ttl <= 0 || ttl > 30*time.Second {
 				t.Fatalf("TTL = %v, want it untouched", ttl)
+			}
+			if rdb.Exists(ctx, w.Seen).Val() != 0 {
+				t.Fatal("rejected call wrote a record")
 			}
 			if n := testutil.ToFloat64(s.errors.WithLabelValues(tt.label)); n != 1 {
 				t.Fatalf("fraudwatch_script_errors_total{script=%q} = %v, want 1", tt.label, n)
 			}
 			// A rejected call on a missing key must not create it.
-			missing := key + ":missing"
-			if _, err := s.run(ctx, tt.script, tt.label, missing, tt.args...); !errors.Is(err, ErrInvalidArguments) {
+			missing := Window{Counter: w.Counter + ":missing", Seen: w.Seen + ":missing"}
+			if _, err := s.pair(ctx, tt.script, tt.label, []string{missing.Counter, missing.Seen}, tt.args...); !errors.Is(err, ErrInvalidArguments) {
 				t.Fatalf("missing key: err = %v", err)
 			}
-			if rdb.Exists(ctx, missing).Val() != 0 {
-				t.Fatal("rejected call created the key")
+			if rdb.Exists(ctx, missing.Counter, missing.Seen).Val() != 0 {
+				t.Fatal("rejected call created a key")
 			}
 		})
 	}
@@ -280,15 +312,100 @@ func TestInvalidArgumentsWriteNothing(t *testing.T) {
 func TestTypedCallsRejectNonPositiveArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	key := prefix + ":c"
-	if _, err := s.IncrAndCheck(ctx, key, 1, 0, 3); !errors.Is(err, ErrInvalidArguments) {
+	w := window(prefix)
+	if _, err := s.IncrAndCheck(ctx, w, "e", 1, 0, 3); !errors.Is(err, ErrInvalidArguments) {
 		t.Fatalf("zero window: err = %v", err)
 	}
-	if _, err := s.SalesDecr(ctx, key, 0); !errors.Is(err, ErrInvalidArguments) {
+	if _, err := s.SalesDecr(ctx, w, "r", 0); !errors.Is(err, ErrInvalidArguments) {
 		t.Fatalf("zero refund: err = %v", err)
 	}
-	if rdb.Exists(ctx, key).Val() != 0 {
-		t.Fatal("rejected call wrote the key")
+	if rdb.Exists(ctx, w.Counter, w.Seen).Val() != 0 {
+		t.Fatal("rejected call wrote a key")
+	}
+}
+
+func TestRedeliveredEventsCountOnce(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := window(prefix)
+	const threshold = 3
+	var answers []Cross
+	// e2 arrives three times, e3 (the crossing event) three times.
+	for _, id := range []string{"e1", "e2", "e2", "e3", "e2", "e3", "e3", "e4"} {
+		got, err := s.IncrAndCheck(ctx, w, id, 1, time.Minute, threshold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, got)
+	}
+	want := []Cross{{1, false}, {2, false}, {2, false}, {3, true}, {2, false}, {3, true}, {3, true}, {4, false}}
+	if fmt.Sprint(answers) != fmt.Sprint(want) {
+		t.Fatalf("answers = %v, want %v (a redelivery gets its original answer)", answers, want)
+	}
+	if n, _ := rdb.Get(ctx, w.Counter).Int64(); n != 4 {
+		t.Fatalf("counter = %d, want 4 distinct events", n)
+	}
+}
+
+func TestRedeliveredRefundSubtractsOnce(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := window(prefix)
+	for _, id := range []string{"o1", "o2"} {
+		if _, err := s.IncrAndCheck(ctx, w, id, 1000, time.Minute, 1_000_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		got, err := s.SalesDecr(ctx, w, "r1", 700)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != (Decr{Remaining: 1300}) {
+			t.Fatalf("refund r1 = %+v, want remaining 1300 both times", got)
+		}
+	}
+	// A clamped refund, redelivered, keeps saying it clamped.
+	for range 2 {
+		got, err := s.SalesDecr(ctx, w, "r2", 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != (Decr{Remaining: 0, Clamped: true}) {
+			t.Fatalf("refund r2 = %+v, want a clamp both times", got)
+		}
+	}
+	if v := rdb.Get(ctx, w.Counter).Val(); v != "0" {
+		t.Fatalf("amount = %s, want 0", v)
+	}
+	// An order with the id of a refund is a different event.
+	if got, err := s.IncrAndCheck(ctx, w, "r1", 10, time.Minute, 1_000_000); err != nil || got.Current != 10 {
+		t.Fatalf("order r1 = %+v, %v; want it counted", got, err)
+	}
+}
+
+func TestMemoryOfAWindowIsBounded(t *testing.T) {
+	rdb := redistest.Client(t)
+	s, err := New(Config{MaxSeen: 3}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	w := window(redistest.Prefix(t))
+	for i := range 5 {
+		if _, err := s.IncrAndCheck(ctx, w, fmt.Sprint("e", i), 1, time.Minute, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rdb.HLen(ctx, w.Seen).Val(); n != 3 {
+		t.Fatalf("remembered %d events, want the cap of 3", n)
+	}
+	if n, _ := rdb.Get(ctx, w.Counter).Int64(); n != 5 {
+		t.Fatalf("counter = %d, want 5: events past the cap still count", n)
+	}
+	// Remembered events stay idempotent.
+	if got, _ := s.IncrAndCheck(ctx, w, "e0", 1, time.Minute, 100); got.Current != 1 {
+		t.Fatalf("redelivered e0 = %+v, want its original answer", got)
 	}
 }
 
@@ -298,14 +415,14 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	if err := s.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	countKey, amountKey := prefix+":count", prefix+":amount"
+	count, amount := window(prefix+":c"), window(prefix+":a")
 	for i := range 4 {
 		// Other packages' tests share this server; their scripts come back
 		// through the same NOSCRIPT fallback.
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.IncrAndCheck(ctx, countKey, 100, time.Minute, 250)
+		got, err := s.IncrAndCheck(ctx, count, fmt.Sprint("c", i), 100, time.Minute, 250)
 		if err != nil {
 			t.Fatalf("incr after flush %d: %v", i, err)
 		}
@@ -313,15 +430,23 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 			t.Fatalf("incr after flush %d: got %+v", i, got)
 		}
 		rdb.ScriptFlush(ctx)
-		if _, err := s.IncrAndCheck(ctx, amountKey, 100, time.Minute, 1_000_000); err != nil {
+		if _, err := s.IncrAndCheck(ctx, amount, fmt.Sprint("o", i), 100, time.Minute, 1_000_000); err != nil {
 			t.Fatal(err)
 		}
 		rdb.ScriptFlush(ctx)
-		if _, err := s.SalesDecr(ctx, amountKey, 50); err != nil {
+		if _, err := s.SalesDecr(ctx, amount, fmt.Sprint("r", i), 50); err != nil {
 			t.Fatalf("decr after flush %d: %v", i, err)
 		}
+		rdb.ScriptFlush(ctx)
+		if _, err := s.ClaimAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), 0, time.Hour); err != nil {
+			t.Fatalf("claim after flush %d: %v", i, err)
+		}
+		rdb.ScriptFlush(ctx)
+		if err := s.SettleAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), true, time.Hour); err != nil {
+			t.Fatalf("settle after flush %d: %v", i, err)
+		}
 	}
-	if v := rdb.Get(ctx, amountKey).Val(); v != "200" {
+	if v := rdb.Get(ctx, amount.Counter).Val(); v != "200" {
 		t.Fatalf("amount = %s, want 200", v)
 	}
 }
@@ -329,13 +454,119 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 func TestRedisErrorsAreCounted(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	key := prefix + ":hash"
-	rdb.HSet(ctx, key, "f", "v") // WRONGTYPE for GET inside the script
-	if _, err := s.IncrAndCheck(ctx, key, 1, time.Minute, 3); err == nil {
+	w := window(prefix)
+	rdb.HSet(ctx, w.Counter, "f", "v") // WRONGTYPE for GET inside the script
+	if _, err := s.IncrAndCheck(ctx, w, "e", 1, time.Minute, 3); err == nil {
 		t.Fatal("want an error for a key of the wrong type")
 	}
 	if n := testutil.ToFloat64(s.errors.WithLabelValues(IncrAndCheckName)); n != 1 {
 		t.Fatalf("script errors = %v, want 1", n)
+	}
+}
+
+func TestAlertClaimAndSettle(t *testing.T) {
+	type step struct {
+		do     string // claim | sent | failed
+		id     string
+		want   Claim
+		holder string // cooldown value after the step ("" = none)
+	}
+	tests := []struct {
+		name     string
+		cooldown time.Duration
+		steps    []step
+	}{
+		{"first alert takes the cooldown, the next is suppressed", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"sent", "a1", 0, "a1"},
+			{"claim", "a2", ClaimSuppressed, "a1"},
+		}},
+		{"a redelivered claim before sending is still ours", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"claim", "a1", ClaimSend, "a1"},
+		}},
+		{"a redelivery after sending is not posted again", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"sent", "a1", 0, "a1"},
+			{"claim", "a1", ClaimSent, "a1"},
+		}},
+		{"a suppressed alert stays suppressed", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"claim", "a2", ClaimSuppressed, "a1"},
+			{"failed", "a1", 0, ""}, // a1 gives the cooldown back
+			{"claim", "a2", ClaimSuppressed, ""},
+		}},
+		{"a failed alert gives its cooldown back", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"failed", "a1", 0, ""},
+			{"claim", "a1", ClaimFailed, ""},
+			{"claim", "a3", ClaimSend, "a3"},
+		}},
+		{"failing never takes another alert's cooldown away", time.Hour, []step{
+			{"claim", "a1", ClaimSend, "a1"},
+			{"failed", "a9", 0, "a1"},
+		}},
+		{"without a cooldown every alert is sent, once", 0, []step{
+			{"claim", "a1", ClaimSend, ""},
+			{"sent", "a1", 0, ""},
+			{"claim", "a2", ClaimSend, ""},
+			{"claim", "a1", ClaimSent, ""},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rdb, prefix := newScripts(t)
+			ctx := t.Context()
+			cooldown := prefix + ":cooldown"
+			record := func(id string) string { return prefix + ":alert:" + id }
+			for i, st := range tt.steps {
+				switch st.do {
+				case "claim":
+					got, err := s.ClaimAlert(ctx, cooldown, record(st.id), st.id, tt.cooldown, time.Hour)
+					if err != nil || got != st.want {
+						t.Fatalf("step %d: claim %s = %v, %v; want %v", i, st.id, got, err, st.want)
+					}
+				default:
+					if err := s.SettleAlert(ctx, cooldown, record(st.id), st.id, st.do == "sent", time.Hour); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+				}
+				if holder := rdb.Get(ctx, cooldown).Val(); holder != st.holder {
+					t.Fatalf("step %d: cooldown held by %q, want %q", i, holder, st.holder)
+				}
+			}
+			if tt.cooldown > 0 && rdb.Exists(ctx, cooldown).Val() == 1 {
+				if ttl := rdb.TTL(ctx, cooldown).Val(); ttl <= 0 || ttl > tt.cooldown {
+					t.Fatalf("cooldown TTL = %v, want (0, %v]", ttl, tt.cooldown)
+				}
+			}
+		})
+	}
+}
+
+func TestAlertScriptsRejectBadArguments(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	keys := []string{prefix + ":cd", prefix + ":rec"}
+	for _, tc := range []struct {
+		script *redis.Script
+		name   string
+		args   []any
+	}{
+		{alertClaim, AlertClaimName, []any{"", 60, 3600}},
+		{alertClaim, AlertClaimName, []any{"a", -1, 3600}},
+		{alertClaim, AlertClaimName, []any{"a", 60, 0}},
+		{alertClaim, AlertClaimName, []any{"a", "x", 3600}},
+		{alertSettle, AlertSettleName, []any{"a", "maybe", 3600}},
+		{alertSettle, AlertSettleName, []any{"", "sent", 3600}},
+		{alertSettle, AlertSettleName, []any{"a", "sent", 0}},
+	} {
+		if _, err := s.single(ctx, tc.script, tc.name, keys, tc.args...); !errors.Is(err, ErrInvalidArguments) {
+			t.Errorf("%s %v: err = %v, want ErrInvalidArguments", tc.name, tc.args, err)
+		}
+	}
+	if rdb.Exists(ctx, keys...).Val() != 0 {
+		t.Fatal("a rejected call wrote a key")
 	}
 }
 

@@ -17,8 +17,8 @@ import (
 
 // counters is what the engine needs from the Redis scripts.
 type counters interface {
-	IncrAndCheck(ctx context.Context, key string, inc int64, ttl time.Duration, threshold int64) (lua.Cross, error)
-	SalesDecr(ctx context.Context, key string, amount int64) (lua.Decr, error)
+	IncrAndCheck(ctx context.Context, w lua.Window, eventID string, inc int64, ttl time.Duration, threshold int64) (lua.Cross, error)
+	SalesDecr(ctx context.Context, w lua.Window, eventID string, amount int64) (lua.Decr, error)
 }
 
 // sink takes crossings for notification; it returns once the alert is
@@ -149,7 +149,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 		inc = ev.Amount
 	}
 	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.IncrAndCheck(ctx, e.keys.Counter(g, r.Metric), inc, r.Window, r.Threshold)
+	res, err := e.counters.IncrAndCheck(ctx, e.keys.Window(g, r.Metric), ev.EventID, inc, r.Window, r.Threshold)
 	if err != nil {
 		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.IncrAndCheckName, r.Name, err)
 	}
@@ -175,7 +175,9 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 		Currency:    ev.Currency,
 		Window:      r.Window,
 		Cooldown:    r.Cooldown,
+		ID:          r.Name + "/" + ev.EventID,
 		CooldownKey: e.keys.Cooldown(g),
+		RecordKey:   e.keys.AlertRecord(g, ev.EventID),
 		OrderID:     ev.OrderID,
 		EventID:     ev.EventID,
 		At:          at,
@@ -190,7 +192,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 
 func (e *Engine) refund(ctx context.Context, r *Rule, ev *Event, values []string) error {
 	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.SalesDecr(ctx, e.keys.Counter(g, r.Metric), ev.Amount)
+	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, r.Metric), ev.EventID, ev.Amount)
 	if err != nil {
 		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.SalesDecrName, r.Name, err)
 	}

@@ -66,7 +66,7 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 	t.Helper()
 	rdb := redistest.Client(t)
 	reg := prometheus.NewRegistry()
-	scripts, err := lua.New(rdb, reg)
+	scripts, err := lua.New(lua.Config{}, rdb, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,16 +373,18 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	g := h.keys.Group(r.Name, values)
 	want := []alert.Alert{
 		{
-			Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			ID: "big-spender/evt-o2", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
 			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Current: 1_300_000, Threshold: 1_000_000,
 			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g),
-			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
+			RecordKey: h.keys.AlertRecord(g, "evt-o2"),
+			OrderID:   "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
 		},
 		{
-			Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			ID: "big-spender/evt-o3", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
 			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Current: 1_000_000,
 			Threshold: 1_000_000, Window: 10 * time.Minute, Cooldown: time.Hour,
 			CooldownKey: h.keys.Cooldown(h.keys.Group(r.Name, []string{"cust-1", "fp{2}"})),
+			RecordKey:   h.keys.AlertRecord(h.keys.Group(r.Name, []string{"cust-1", "fp{2}"}), "evt-o3"),
 			OrderID:     "o3", EventID: "evt-o3", At: testNow, // no occurred_at: the engine's clock
 		},
 	}
@@ -407,6 +409,9 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	tagD, _ := hashTag(got[0].CooldownKey)
 	if tagC != tagD || slot(counterKey) != slot(got[0].CooldownKey) {
 		t.Errorf("cooldown key %q and counter %q have tags %q and %q", got[0].CooldownKey, counterKey, tagD, tagC)
+	}
+	if tagR, _ := hashTag(got[0].RecordKey); tagR != tagC {
+		t.Errorf("record key %q has tag %q, want the counter's %q", got[0].RecordKey, tagR, tagC)
 	}
 	h.wantCounter(r.Name, rules.Amount, 1_300_000, values...)
 }
@@ -524,7 +529,7 @@ func TestEngineAlertDoesNotShareRuleState(t *testing.T) {
 }
 
 func TestNewEngineValidates(t *testing.T) {
-	scripts, err := lua.New(redistest.Client(t), nil)
+	scripts, err := lua.New(lua.Config{}, redistest.Client(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +563,7 @@ func TestNewEngineValidates(t *testing.T) {
 // Logs name the rule and where the event came from, never its values.
 func TestEngineLogsNoPersonalData(t *testing.T) {
 	rdb := redistest.Client(t)
-	scripts, err := lua.New(rdb, nil)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // Keys derives the Redis keys of a (rule, group). All keys of one
 // (rule, group) share one Redis Cluster hash tag, {rule:group}, so that a
 // script never touches two slots:
 //
-//	fw:{orders-per-customer-1m:cust-42}:count
-//	fw:{orders-per-customer-1m:cust-42}:cooldown
+//	fw:{orders-per-customer-1m:cust-42}:count     the window counter
+//	fw:{orders-per-customer-1m:cust-42}:seen      events the window counted
+//	fw:{orders-per-customer-1m:cust-42}:cooldown  the alert cooldown
+//	fw:{orders-per-customer-1m:cust-42}:alert:…   one alert's delivery record
 type Keys struct {
 	prefix string
 }
@@ -53,9 +57,28 @@ func (k Keys) Counter(g Group, m Metric) string {
 	return k.prefix + ":" + g.tag + ":" + string(m)
 }
 
+// Seen is the key of the window's record of counted events, which makes
+// the scripts idempotent on event id.
+func (k Keys) Seen(g Group) string {
+	return k.prefix + ":" + g.tag + ":seen"
+}
+
+// Window returns the keys the scripts need for a rule's window.
+func (k Keys) Window(g Group, m Metric) lua.Window {
+	return lua.Window{Counter: k.Counter(g, m), Seen: k.Seen(g)}
+}
+
 // Cooldown is the key of the alert cooldown.
 func (k Keys) Cooldown(g Group) string {
 	return k.prefix + ":" + g.tag + ":cooldown"
+}
+
+// AlertRecord is the key of one alert's delivery record. The event id is
+// hashed: it may hold any bytes, and the record only needs to tell alerts
+// apart.
+func (k Keys) AlertRecord(g Group, eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return k.prefix + ":" + g.tag + ":alert:" + hex.EncodeToString(sum[:16])
 }
 
 // maxPlainGroup bounds the readable form of a group; longer groups are

@@ -1,6 +1,8 @@
 package rules_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -59,6 +61,12 @@ func TestSlotMatchesRedis(t *testing.T) {
 	}
 }
 
+// recordSuffix is the hashed event id that ends an alert record key.
+func recordSuffix(eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return hex.EncodeToString(sum[:16])
+}
+
 func mustKeys(t *testing.T, prefix string) rules.Keys {
 	t.Helper()
 	k, err := rules.NewKeys(prefix)
@@ -76,7 +84,10 @@ func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) str
 	keys := map[string]string{
 		k.Counter(g, rules.Count):  ":count",
 		k.Counter(g, rules.Amount): ":amount",
+		k.Seen(g):                  ":seen",
 		k.Cooldown(g):              ":cooldown",
+		// The event id is hashed into the record key: any bytes are fine.
+		k.AlertRecord(g, "evt}{:1"): ":alert:" + recordSuffix("evt}{:1"),
 	}
 	var first string
 	for key, suffix := range keys {
@@ -105,8 +116,11 @@ func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) str
 		}
 	}
 	c, cd := k.Counter(g, rules.Amount), k.Cooldown(g)
-	if slot(c) != slot(cd) || slot(k.Counter(g, rules.Count)) != slot(cd) {
-		t.Errorf("counter and cooldown keys hash to different slots")
+	if slot(c) != slot(cd) || slot(k.Counter(g, rules.Count)) != slot(cd) || slot(k.Seen(g)) != slot(cd) {
+		t.Errorf("counter, record and cooldown keys hash to different slots")
+	}
+	if w := k.Window(g, rules.Amount); w.Counter != c || w.Seen != k.Seen(g) {
+		t.Errorf("Window = %+v, want the counter and seen keys", w)
 	}
 	return first
 }

@@ -180,6 +180,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 	k := kafkatest.New(t)
 	orders, refunds, dlq := k.Topic(t, "orders", 3), k.Topic(t, "refunds", 3), k.Topic(t, "dlq", 1)
+	alerts := k.Topic(t, "alerts", 2)
 	hook := &webhook{}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
@@ -190,6 +191,7 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
   orders_topic: %q
   refunds_topic: %q
   dead_letter_topic: %q
+  alerts_topic: %q
   start_offset: earliest
   heartbeat_interval: 200ms
   session_timeout: 6s
@@ -203,7 +205,7 @@ metrics:
   listen: %q
 shutdown_timeout: 15s
 rules_file: rules.yaml
-`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, redistest.Addr(t), redistest.Prefix(t),
+`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redistest.Addr(t), redistest.Prefix(t),
 		srv.URL+"/hook", metrics), testRules)
 
 	start := func() (*exec.Cmd, *bytes.Buffer) {

@@ -1,8 +1,16 @@
-// Package app wires fraudwatch together: the Kafka consumer feeds the rules
-// engine, the engine runs the Redis scripts and hands crossings to the alert
-// dispatcher, and an HTTP server exposes metrics and health. Tests and the
-// demo start and stop an App in-process; cmd/fraudwatch only adds flags and
-// signals.
+// Package app wires fraudwatch together. Two consumer groups run in every
+// process:
+//
+//	orders, refunds ─▶ events group ─▶ rules engine ─▶ Redis scripts
+//	                                        │ first crossings (acks=all)
+//	                                        ▼
+//	                                   alerts topic ─▶ alerts group ─▶ dispatcher ─▶ Slack
+//
+// An event's offset is committed once its counters are updated and its
+// crossings are in the alerts topic; an alert's offset once it is settled
+// (sent, suppressed, or refused for good). An HTTP server exposes metrics
+// and health. Tests and the demo start and stop an App in-process;
+// cmd/fraudwatch only adds flags and signals.
 package app
 
 import (
@@ -19,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/config"
@@ -39,21 +48,26 @@ type Options struct {
 	Notifier alert.Notifier
 	// Dispatcher tunes alert delivery (tests shorten the backoff).
 	Dispatcher alert.DispatcherConfig
-	// Consumer adjusts the consumer's settings after they are taken from
-	// the configuration (tests shorten heartbeats and commit intervals).
+	// Consumer and Alerts adjust the two groups' settings after they are
+	// taken from the configuration (tests shorten heartbeats and commit
+	// intervals).
 	Consumer func(*consumer.Config)
+	Alerts   func(*consumer.GroupConfig)
 }
 
 // App is one fraudwatch process.
 type App struct {
-	cfg  *config.Config
-	log  *slog.Logger
-	reg  *prometheus.Registry
-	rdb  redis.UniversalClient
-	lua  *lua.Scripts
-	disp *alert.Dispatcher
-	eng  *rules.Engine
-	cons *consumer.Consumer
+	cfg       *config.Config
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	rdb       redis.UniversalClient
+	lua       *lua.Scripts
+	topic     *alert.Topic
+	disp      *alert.Dispatcher
+	eng       *rules.Engine
+	events    *consumer.Consumer
+	alerts    *consumer.Group
+	recordTTL time.Duration
 
 	listener net.Listener
 	server   *http.Server
@@ -89,7 +103,7 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if a.rdb, err = newRedis(cfg.Redis); err != nil {
 		return nil, err
 	}
-	if a.lua, err = lua.New(a.rdb, reg); err != nil {
+	if a.lua, err = lua.New(lua.Config{}, a.rdb, reg); err != nil {
 		return nil, err
 	}
 	notifier := opts.Notifier
@@ -98,16 +112,17 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 			return nil, err
 		}
 	}
-	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.rdb, log.With("component", "alert"), reg); err != nil {
+	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.lua, log.With("component", "alert"), reg); err != nil {
 		return nil, err
+	}
+	a.recordTTL = opts.Dispatcher.RecordTTL
+	if a.recordTTL == 0 {
+		a.recordTTL = 7 * 24 * time.Hour // the dispatcher's default
 	}
 	for _, r := range cfg.Rules {
 		a.disp.Track(r.Name)
 	}
-	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.disp,
-		log.With("component", "rules"), reg); err != nil {
-		return nil, err
-	}
+
 	ccfg, err := consumerConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -115,7 +130,26 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if opts.Consumer != nil {
 		opts.Consumer(&ccfg)
 	}
-	if a.cons, err = consumer.New(ccfg, a.eng, log.With("component", "consumer"), reg); err != nil {
+	if a.topic, err = alert.NewTopic(alert.TopicConfig{
+		Brokers:   cfg.Kafka.Brokers,
+		Topic:     cfg.Kafka.AlertsTopic,
+		Transport: &kafka.Transport{ClientID: ccfg.ClientID, TLS: ccfg.TLS, SASL: ccfg.SASL},
+	}); err != nil {
+		return nil, err
+	}
+	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.topic,
+		log.With("component", "rules"), reg); err != nil {
+		return nil, err
+	}
+	if a.events, err = consumer.New(ccfg, a.eng, log.With("component", "consumer"), reg); err != nil {
+		return nil, err
+	}
+	acfg := alertsGroupConfig(cfg, ccfg)
+	if opts.Alerts != nil {
+		opts.Alerts(&acfg)
+	}
+	if a.alerts, err = consumer.NewGroup(acfg, consumer.MessageHandlerFunc(a.deliver),
+		log.With("component", "alerts"), reg); err != nil {
 		return nil, err
 	}
 
@@ -139,10 +173,10 @@ func (a *App) Addr() string { return a.listener.Addr().String() }
 // Registry holds the App's metrics.
 func (a *App) Registry() *prometheus.Registry { return a.reg }
 
-// Run serves until ctx is done, then shuts down in order: stop fetching,
-// drain in-flight events, commit, deliver queued alerts, close clients,
-// stop the HTTP server; the whole shutdown is bounded by
-// shutdown_timeout. Run may be called once.
+// Run serves until ctx is done, then shuts down in order: both groups stop
+// fetching, drain in-flight work and commit; then the clients close and the
+// HTTP server stops; the whole shutdown is bounded by shutdown_timeout.
+// Run may be called once.
 func (a *App) Run(ctx context.Context) error {
 	err := errors.New("app: Run called twice")
 	a.runOnce.Do(func() { err = a.run(ctx) })
@@ -162,7 +196,8 @@ func (a *App) run(parent context.Context) error {
 		}
 	}()
 	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
-		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic)
+		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic,
+		"alerts_topic", a.cfg.Kafka.AlertsTopic)
 
 	// Loading the scripts proves Redis is reachable. An outage is not fatal:
 	// events wait for Redis, /readyz reports it, and calls load the scripts
@@ -173,23 +208,20 @@ func (a *App) run(parent context.Context) error {
 	}
 	cancel()
 
-	// Returns once ctx is done and in-flight events are drained and
+	// Each returns once ctx is done and its in-flight work is drained and
 	// committed.
-	var errs []error
-	if err := a.cons.Run(ctx); err != nil {
-		errs = append(errs, err)
-	}
+	var wg sync.WaitGroup
+	var eventsErr, alertsErr error
+	wg.Go(func() { eventsErr = a.events.Run(ctx) })
+	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })
+	wg.Wait()
+
+	errs := []error{eventsErr, alertsErr}
 	if parent.Err() == nil {
 		errs = append(errs, context.Cause(ctx))
 	}
-	a.log.Info("consumer stopped; delivering queued alerts")
-	deadline, cancelDeadline := context.WithTimeout(context.WithoutCancel(parent), a.cfg.ShutdownTimeout)
-	defer cancelDeadline()
-	if err := a.disp.Close(deadline); err != nil {
-		errs = append(errs, err)
-	}
 	a.closeClients()
-	sctx, cancelServer := context.WithTimeout(deadline, 2*time.Second)
+	sctx, cancelServer := context.WithTimeout(context.WithoutCancel(parent), 2*time.Second)
 	defer cancelServer()
 	if err := a.server.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("app: stop metrics server: %w", err))
@@ -199,15 +231,28 @@ func (a *App) run(parent context.Context) error {
 	return errors.Join(errs...)
 }
 
+// deliver settles one message of the alerts topic.
+func (a *App) deliver(ctx context.Context, msg kafka.Message) error {
+	al, err := alert.Decode(msg.Value)
+	if err != nil {
+		// Only fraudwatch writes this topic; a message it cannot read is
+		// a bug or a foreign writer, and no retry will make it readable.
+		a.log.Error("unreadable alert skipped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
+		return nil
+	}
+	if age := time.Since(msg.Time); age > a.recordTTL {
+		// Its delivery record may have expired: sending it now could post
+		// it a second time, and days late it is news to nobody.
+		a.log.Warn("stale alert skipped", "rule", al.Rule, "alert_id", al.ID, "age", age.Round(time.Second))
+		return nil
+	}
+	return a.disp.Deliver(ctx, al)
+}
+
 // Close releases what New opened, for an App whose Run was never called.
 // It is idempotent; after Run it does nothing.
 func (a *App) Close() error {
 	a.runOnce.Do(func() {
-		if a.disp != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = a.disp.Close(ctx)
-		}
 		a.closeClients()
 		if a.listener != nil {
 			_ = a.listener.Close()
@@ -217,9 +262,14 @@ func (a *App) Close() error {
 }
 
 func (a *App) closeClients() {
-	if a.cons != nil {
-		if err := a.cons.Close(); err != nil {
+	if a.events != nil {
+		if err := a.events.Close(); err != nil {
 			a.log.Warn("closing consumer", "err", err)
+		}
+	}
+	if a.topic != nil {
+		if err := a.topic.Close(); err != nil {
+			a.log.Warn("closing alerts topic writer", "err", err)
 		}
 	}
 	if a.rdb != nil {
@@ -236,8 +286,11 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
 		problems = append(problems, "redis: not answering")
 	}
-	if !a.cons.Ready() {
-		problems = append(problems, "kafka: "+a.cons.Status())
+	if !a.events.Ready() {
+		problems = append(problems, "kafka events group: "+a.events.Status())
+	}
+	if !a.alerts.Ready() {
+		problems = append(problems, "kafka alerts group: "+a.alerts.Status())
 	}
 	if len(problems) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)

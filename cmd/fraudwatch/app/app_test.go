@@ -72,6 +72,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	cfg.Kafka.OrdersTopic = k.Topic(t, "orders", partitions)
 	cfg.Kafka.RefundsTopic = k.Topic(t, "refunds", partitions)
 	cfg.Kafka.DeadLetterTopic = k.Topic(t, "dlq", 1)
+	cfg.Kafka.AlertsTopic = k.Topic(t, "alerts", 2)
 	cfg.Kafka.StartOffset = config.StartEarliest
 	cfg.Redis.Addrs = []string{redistest.Addr(t)}
 	cfg.Redis.KeyPrefix = redistest.Prefix(t)
@@ -90,6 +91,14 @@ func (p *pipeline) options() Options {
 		Notifier:   p.notes,
 		Dispatcher: alert.DispatcherConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		Consumer: func(c *consumer.Config) {
+			c.CommitInterval = 50 * time.Millisecond
+			c.HeartbeatInterval = 200 * time.Millisecond
+			c.SessionTimeout = 6 * time.Second
+			c.RebalanceTimeout = 5 * time.Second
+			c.RetryMin = 10 * time.Millisecond
+			c.RetryMax = 100 * time.Millisecond
+		},
+		Alerts: func(c *consumer.GroupConfig) {
 			c.CommitInterval = 50 * time.Millisecond
 			c.HeartbeatInterval = 200 * time.Millisecond
 			c.SessionTimeout = 6 * time.Second

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go/sasl"
@@ -57,8 +58,8 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 	return s, nil
 }
 
-// consumerConfig maps the kafka section onto the consumer's settings. The
-// drain gets half the shutdown budget; queued alerts get the rest.
+// consumerConfig maps the kafka section onto the events consumer's
+// settings.
 func consumerConfig(c *config.Config) (consumer.Config, error) {
 	k := c.Kafka
 	tc, err := k.TLS.ClientConfig()
@@ -82,10 +83,38 @@ func consumerConfig(c *config.Config) (consumer.Config, error) {
 		SessionTimeout:    k.SessionTimeout,
 		HeartbeatInterval: k.HeartbeatInterval,
 		RebalanceTimeout:  k.RebalanceTimeout,
-		DrainTimeout:      c.ShutdownTimeout / 2,
-		TLS:               tc,
-		SASL:              mech,
+		// The drain may take most of the shutdown budget; closing clients
+		// and the HTTP server take the rest.
+		DrainTimeout:   c.ShutdownTimeout * 3 / 4,
+		RequiredTopics: []string{k.AlertsTopic},
+		TLS:            tc,
+		SASL:           mech,
 	}, nil
+}
+
+// alertsGroupConfig sets up the alert dispatchers' group from the events
+// consumer's settings.
+func alertsGroupConfig(c *config.Config, events consumer.Config) consumer.GroupConfig {
+	return consumer.GroupConfig{
+		Brokers: events.Brokers,
+		GroupID: c.Kafka.AlertsGroupID(),
+		Topics:  []string{c.Kafka.AlertsTopic},
+		// A new alerts group must not skip alerts already handed off;
+		// delivery records make replaying them harmless.
+		StartEarliest:     true,
+		ClientID:          events.ClientID,
+		CommitInterval:    events.CommitInterval,
+		SessionTimeout:    events.SessionTimeout,
+		HeartbeatInterval: events.HeartbeatInterval,
+		RebalanceTimeout:  events.RebalanceTimeout,
+		DrainTimeout:      events.DrainTimeout,
+		// The dispatcher has already retried within the call: Slack is
+		// down, so wait longer before the next round.
+		RetryMin: time.Second,
+		RetryMax: 30 * time.Second,
+		TLS:      events.TLS,
+		SASL:     events.SASL,
+	}
 }
 
 // KafkaTransport returns TLS and SASL settings for other Kafka clients of

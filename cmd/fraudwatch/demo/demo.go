@@ -90,7 +90,8 @@ func Run(ctx context.Context, opts Options) error {
 
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
-		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic))
+		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic),
+		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic))
 	if err != nil {
 		return fmt.Errorf("demo: start in-process kafka: %w", err)
 	}

@@ -81,8 +81,8 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 	b.WriteString(out.style(ansiBold, "fraudwatch demo") +
 		": the pipeline of `fraudwatch run`, on a Kafka and a Redis inside this process\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  kafka\tkfake at %s: topics %s and %s (%d partitions), dead letters to %s\n",
-		kafkaAddr, k.OrdersTopic, k.RefundsTopic, partitions, k.DeadLetterTopic)
+	fmt.Fprintf(tw, "  kafka\tkfake at %s: topics %s and %s (%d partitions), dead letters to %s, crossings through %s\n",
+		kafkaAddr, k.OrdersTopic, k.RefundsTopic, partitions, k.DeadLetterTopic, k.AlertsTopic)
 	fmt.Fprintf(tw, "  redis\tminiredis at %s: window counters and cooldowns, kept by Lua scripts\n", redisAddr)
 	fmt.Fprintf(tw, "  metrics\thttp://%s/metrics (also /healthz, /readyz)\n", metricsAddr)
 	switch cfg.Slack.Mode() {

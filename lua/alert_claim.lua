@@ -1,0 +1,46 @@
+-- alert_claim: decide, once per alert, whether the dispatcher may send it.
+--
+-- KEYS[1]  the (rule, group) cooldown: holds the id of the alert that took it
+-- KEYS[2]  this alert's delivery record: pending | sent | suppressed | failed
+-- ARGV[1]  alert id, 1 to 256 bytes
+-- ARGV[2]  cooldown, seconds (0: no cooldown)
+-- ARGV[3]  how long the delivery record lives, seconds (positive)
+--
+-- Reply:
+--   1   send it: the cooldown is this alert's (taken now, or by an earlier
+--       attempt at this same alert, which may have crashed before sending)
+--   0   suppressed: another alert holds the cooldown
+--   2   already sent: acknowledge it, do not post again
+--   3   given up before (a permanent failure): acknowledge it
+--  -1   an argument is unusable; nothing written
+--
+-- Redeliveries of one alert (the alerts topic is at least once) all get the
+-- same decision, so a crossing is posted once and a suppressed one stays
+-- suppressed even after the cooldown that suppressed it has ended.
+local id = ARGV[1]
+if not (type(id) == 'string' and #id >= 1 and #id <= 256
+    and type(ARGV[2]) == 'string' and #ARGV[2] <= 18 and string.match(ARGV[2], '^%d+$')
+    and type(ARGV[3]) == 'string' and #ARGV[3] <= 18 and string.match(ARGV[3], '^[1-9]%d*$')) then
+  return -1
+end
+
+local state = redis.call('GET', KEYS[2])
+if state == 'sent' then
+  return 2
+elseif state == 'failed' then
+  return 3
+elseif state == 'suppressed' then
+  return 0
+end
+
+if ARGV[2] ~= '0' then
+  local holder = redis.call('GET', KEYS[1])
+  if not holder then
+    redis.call('SET', KEYS[1], id, 'EX', ARGV[2])
+  elseif holder ~= id then
+    redis.call('SET', KEYS[2], 'suppressed', 'EX', ARGV[3])
+    return 0
+  end
+end
+redis.call('SET', KEYS[2], 'pending', 'EX', ARGV[3])
+return 1
