@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what is missing, starts a
-# real redis-server on a free loopback port, runs gofmt, go vet and
-# go test -race over every package, and stops the server again, also when
-# something fails. CI runs exactly this (.ci/run).
+# real redis-server and a real Apache Kafka broker (scripts/kafka.sh) on free
+# loopback ports, runs gofmt, go vet and go test -race over every package, and
+# stops both again, also when something fails. CI runs exactly this (.ci/run).
+#
+#   scripts/test.sh              the whole suite
+#   scripts/test.sh PACKAGE...   only go test -race -count=1 PACKAGE..., with the
+#                                same servers (what make test-compat runs)
+#
+# FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest,
+# scripts/kafka.sh default-version). A broker that does not start fails the
+# run. FRAUDWATCH_TEST_KAFKA=fake is the developer's quick run: Kafka tests
+# then use the in-process kfake broker, and no real Kafka is tested.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,13 +25,37 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 
+kafka_mode=${FRAUDWATCH_TEST_KAFKA:-real}
+case "$kafka_mode" in
+  real | fake) ;;
+  *)
+    log "FRAUDWATCH_TEST_KAFKA is '$kafka_mode'; it must be 'real' (the default) or 'fake'"
+    exit 2
+    ;;
+esac
+
+not_real_kafka() {
+  log "*************************************************************************"
+  log "FRAUDWATCH_TEST_KAFKA=fake: Kafka tests use the in-process kfake broker,"
+  log "NOT a real Apache Kafka. Run without it before you push."
+  log "*************************************************************************"
+}
+
 log "downloading Go modules"
 go mod download
 
 work=$(mktemp -d)
 redis_pid=""
+kafka_state="$work/kafka"
+kafka_version=""
 cleanup() {
   status=$?
+  # The broker's log first, before stopping it adds its shutdown to the end.
+  if [ "$status" -ne 0 ] && [ -s "$kafka_state/kafka.log" ]; then
+    log "Kafka broker log (last 40 lines; all of it in $kafka_state/kafka.log, kept):"
+    tail -n 40 "$kafka_state/kafka.log" >&2 || true
+  fi
+  scripts/kafka.sh stop "$kafka_state" || true
   if [ -n "$redis_pid" ]; then
     kill "$redis_pid" 2>/dev/null || true
     wait "$redis_pid" 2>/dev/null || true
@@ -31,7 +64,20 @@ cleanup() {
     log "redis-server log (last 20 lines):"
     tail -n 20 "$work/redis.log" >&2 || true
   fi
-  rm -rf "$work"
+  if [ "$status" -ne 0 ] && [ -s "$kafka_state/kafka.log" ]; then
+    rm -rf "$kafka_state/data"
+  else
+    rm -rf "$work"
+  fi
+  if [ "$kafka_mode" = fake ]; then
+    not_real_kafka
+  elif [ -n "$kafka_version" ]; then
+    if [ "$status" -eq 0 ]; then
+      log "passed against Kafka $kafka_version"
+    else
+      log "FAILED (exit $status) against Kafka $kafka_version"
+    fi
+  fi
   exit "$status"
 }
 trap cleanup EXIT
@@ -65,6 +111,28 @@ start_redis() {
 start_redis
 export FRAUDWATCH_TEST_REDIS_ADDR="$REDIS_ADDR"
 log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR"
+
+if [ "$kafka_mode" = real ]; then
+  if [ -n "${FRAUDWATCH_TEST_KAFKA_BROKERS:-}" ]; then
+    log "ignoring FRAUDWATCH_TEST_KAFKA_BROKERS=$FRAUDWATCH_TEST_KAFKA_BROKERS: this script tests against a broker it starts (run go test directly to use yours)"
+  fi
+  want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
+  if ! kafka_addr=$(scripts/kafka.sh start "$want" "$kafka_state"); then
+    log "Kafka $want did not start, so the run fails (FRAUDWATCH_TEST_KAFKA=fake tests against the in-process fake instead)"
+    exit 1
+  fi
+  kafka_version=$(cat "$kafka_state/version")
+  export FRAUDWATCH_TEST_KAFKA_BROKERS="$kafka_addr"
+  log "Kafka $kafka_version on $kafka_addr"
+else
+  unset FRAUDWATCH_TEST_KAFKA_BROKERS
+  not_real_kafka
+fi
+
+if [ $# -gt 0 ]; then
+  go test -race -count=1 "$@"
+  exit 0
+fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

@@ -1,0 +1,28 @@
+# make test          the whole suite, as CI runs it: scripts/test.sh (real Kafka
+#                    and Redis, gofmt, go vet, go test -race ./...)
+# make test-compat   the Kafka-dependent packages against each Kafka version we
+#                    support (scripts/kafka.sh versions), one broker per version;
+#                    KAFKA_VERSIONS="3.9.2" narrows it
+SHELL := /bin/bash
+
+KAFKA_VERSIONS ?= $(shell scripts/kafka.sh versions)
+COMPAT_PACKAGES ?= ./consumer/... ./cmd/...
+
+.PHONY: test test-compat
+
+test:
+	./scripts/test.sh
+
+# Every version runs even when one fails, so one run tells which versions
+# break; an interrupt stops it at once.
+test-compat:
+	@failed=""; \
+	for v in $(KAFKA_VERSIONS); do \
+		echo "make test-compat: Kafka $$v"; \
+		rc=0; \
+		FRAUDWATCH_TEST_KAFKA=real FRAUDWATCH_KAFKA_VERSION=$$v ./scripts/test.sh $(COMPAT_PACKAGES) || rc=$$?; \
+		if [ $$rc -ge 128 ]; then exit $$rc; fi; \
+		if [ $$rc -ne 0 ]; then failed="$$failed $$v"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test-compat: FAILED against Kafka$$failed"; exit 1; fi; \
+	echo "make test-compat: passed against Kafka $(KAFKA_VERSIONS)"
