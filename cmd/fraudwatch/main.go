@@ -142,6 +142,9 @@ func loadConfig(name, path string, stderr io.Writer) (*config.Config, bool) {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
+	// First of all, so that a SIGTERM during start-up is a clean stop too.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	var lf logFlags
@@ -160,8 +163,6 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	// go-redis logs through a package-level logger; route it to ours.
 	redis.SetLogger(redisLogger{log})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	a, err := app.New(cfg, app.Options{Logger: log})
 	if err != nil {
 		log.Error("fraudwatch could not start", "err", err)

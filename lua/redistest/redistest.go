@@ -70,6 +70,14 @@ func Client(t testing.TB) *redis.Client {
 	return rdb
 }
 
+// Connect returns a client of the Redis at addr (a private Server), closed
+// when t ends. It does not check that the server answers.
+func Connect(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
 // Prefix returns a key prefix no other test uses.
 func Prefix(t testing.TB) string {
 	var b [6]byte

@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/config"
@@ -44,13 +45,14 @@ func (n *notes) list() []alert.Alert {
 // pipeline is one test's Kafka topics, Redis key space and rules; any
 // number of App replicas can be started on it.
 type pipeline struct {
-	t       *testing.T
-	kafka   *kafkatest.Cluster
-	cfg     config.Config
-	rdb     *redis.Client
-	notes   *notes
-	keys    rules.Keys
-	started []*replica
+	t          *testing.T
+	partitions int
+	kafka      *kafkatest.Cluster
+	cfg        config.Config
+	rdb        *redis.Client
+	notes      *notes
+	keys       rules.Keys
+	started    []*replica
 }
 
 type replica struct {
@@ -83,7 +85,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pipeline{t: t, kafka: k, cfg: cfg, rdb: redistest.Client(t), notes: &notes{}, keys: keys}
+	return &pipeline{t: t, partitions: partitions, kafka: k, cfg: cfg, rdb: redistest.Client(t), notes: &notes{}, keys: keys}
 }
 
 func (p *pipeline) options() Options {
@@ -268,6 +270,30 @@ func (p *pipeline) counter(rule string, m rules.Metric, values ...string) int64 
 		p.t.Fatalf("read %s: %v", key, err)
 	}
 	return n
+}
+
+// committed sums the events group's committed offsets on the orders topic:
+// with offsets starting at 0, the number of orders committed.
+func (p *pipeline) committed(t *testing.T) int64 {
+	t.Helper()
+	parts := make([]int, p.partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	client := &kafka.Client{Addr: kafka.TCP(p.kafka.Brokers...), Timeout: 5 * time.Second}
+	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
+		GroupID: p.cfg.Kafka.GroupID, Topics: map[string][]int{p.cfg.Kafka.OrdersTopic: parts},
+	})
+	if err != nil {
+		t.Fatalf("offset fetch: %v", err)
+	}
+	var sum int64
+	for _, po := range resp.Topics[p.cfg.Kafka.OrdersTopic] {
+		if po.Error == nil && po.CommittedOffset > 0 {
+			sum += po.CommittedOffset
+		}
+	}
+	return sum
 }
 
 const countRule = `

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+const crashRules = `rules:
+  - name: orders-per-customer
+    metric: count
+    group_by: [customer_id]
+    window: 1h
+    threshold: 40
+    severity: high
+  - name: amount-per-card
+    metric: amount
+    group_by: [card_fingerprint]
+    window: 1h
+    threshold: 2300000
+    severity: critical
+`
+
+// slackLog is an incoming webhook that records which (rule, group) each
+// post is about, and when it arrived.
+type slackLog struct {
+	mu    sync.Mutex
+	posts map[string][]time.Time
+	other []string
+}
+
+var groupRE = regexp.MustCompile(`(orders-per-customer|amount-per-card)[\s\S]*?((?:cust|card)-\d{4})`)
+
+func (s *slackLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Text string `json:"text"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &msg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := groupRE.FindStringSubmatch(msg.Text); m != nil {
+		key := m[1] + " " + m[2]
+		s.posts[key] = append(s.posts[key], time.Now())
+	} else {
+		s.other = append(s.other, msg.Text)
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// crashWorld is the input of the crash test and the truth it implies.
+type crashWorld struct {
+	orders, refunds []kafka.Message
+	count           map[string]int64 // customer -> orders
+	amount          map[string]int64 // card -> paid - refunded
+	alerts          map[string]bool  // "rule group" expected to alert, once
+}
+
+func newCrashWorld(seed uint64, customers, orders, refunds int) *crashWorld {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	w := &crashWorld{count: map[string]int64{}, amount: map[string]int64{}, alerts: map[string]bool{}}
+	paid := map[string]int64{}
+	type placed struct {
+		customer, card string
+		amount         int64
+	}
+	var all []placed
+	for i := range orders {
+		c := rng.IntN(customers)
+		customer, card := fmt.Sprintf("cust-%04d", c), fmt.Sprintf("card-%04d", c)
+		amount := int64(10_000 + rng.IntN(90_000))
+		w.count[customer]++
+		paid[card] += amount
+		all = append(all, placed{customer, card, amount})
+		w.orders = append(w.orders, kafka.Message{Key: []byte(customer), Value: fmt.Appendf(nil,
+			`{"event_id":"o-%d","order_id":"ord-%d","customer_id":%q,"card_fingerprint":%q,"amount":%d,"currency":"KRW"}`,
+			i, i, customer, card, amount)})
+	}
+	for customer, n := range w.count {
+		if n >= 40 {
+			w.alerts["orders-per-customer "+customer] = true
+		}
+	}
+	for card, total := range paid {
+		w.amount[card] = total
+		if total >= 2_300_000 {
+			w.alerts["amount-per-card "+card] = true
+		}
+	}
+	// Refunds come after every order is counted, so that no refund finds
+	// its window empty; each refunds a distinct order in full.
+	for i, j := range rng.Perm(len(all))[:refunds] {
+		o := all[j]
+		w.amount[o.card] -= o.amount
+		w.refunds = append(w.refunds, kafka.Message{Key: []byte(o.customer), Value: fmt.Appendf(nil,
+			`{"event_id":"r-%d","order_id":"ord-%d","customer_id":%q,"card_fingerprint":%q,"amount":%d}`,
+			i, j, o.customer, o.card, o.amount)})
+	}
+	return w
+}
+
+// replica is one fraudwatch process of the crash test.
+type replica struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan error
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestKilledAtRandomCountsOnceAndAlertsOnce is the fault-injection test:
+// two replicas consume 12,000 orders and refunds for 300 customers while
+// one of them is killed with SIGKILL at a random moment, six times over,
+// and restarted. Afterwards every counter must equal the truth computed
+// from the input, and Slack must have received each expected alert once.
+func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long fault-injection test")
+	}
+	k := kafkatest.New(t)
+	if !k.Real {
+		// kfake restarts its rebalance timer whenever a member joins or
+		// leaves (groups.go, rebalance()); a real coordinator does not.
+		// Crashed members that rejoin with new ids then keep its groups
+		// rebalancing for minutes. The suite runs this against a real
+		// broker (scripts/test.sh); only a quick developer run skips it.
+		if os.Getenv("CI") != "" {
+			t.Fatal("the crash test needs a real Kafka broker (" + kafkatest.EnvBrokers + ")")
+		}
+		t.Skip("needs a real Kafka broker: set " + kafkatest.EnvBrokers + " or run scripts/test.sh")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	world := newCrashWorld(seed, 300, 10_000, 2_000)
+	rng := rand.New(rand.NewPCG(seed, 1))
+
+	orders, refunds := k.Topic(t, "orders", 4), k.Topic(t, "refunds", 4)
+	dlq, alertsTopic := k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
+	slack := &slackLog{posts: map[string][]time.Time{}}
+	srv := httptest.NewServer(slack)
+	defer srv.Close()
+	prefix := redistest.Prefix(t)
+	group := kafkatest.Group(t, "fw")
+
+	configs, metrics := make([]string, 2), make([]string, 2)
+	for i := range configs {
+		metrics[i] = freeAddr(t)
+		configs[i] = writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  alerts_topic: %q
+  start_offset: earliest
+  heartbeat_interval: 200ms
+  session_timeout: 6s
+  rebalance_timeout: 10s
+  commit_interval: 200ms
+redis:
+  addrs: [%q]
+  key_prefix: %q
+slack:
+  webhook_url: %q
+metrics:
+  listen: %q
+shutdown_timeout: 20s
+rules_file: rules.yaml
+`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redistest.Addr(t), prefix, srv.URL+"/hook", metrics[i]), crashRules)
+	}
+	start := func(i int) *replica {
+		cmd := command("run", "--config", configs[i], "--log-format", "text", "--log-level", "debug")
+		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+		cmd.Stdout, cmd.Stderr = r.logs, r.logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { r.done <- cmd.Wait() }()
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		return r
+	}
+	replicas := []*replica{start(0), start(1)}
+	var kills []time.Time
+	killOne := func() {
+		i := rng.IntN(len(replicas))
+		time.Sleep(time.Duration(300+rng.IntN(1700)) * time.Millisecond) // a random moment, not a wait for a condition
+		_ = replicas[i].cmd.Process.Signal(syscall.SIGKILL)
+		<-replicas[i].done
+		kills = append(kills, time.Now())
+		replicas[i] = start(i)
+	}
+
+	rdb := redistest.Client(t)
+	keys, err := rules.NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := func(rule string, m rules.Metric, value string) int64 {
+		n, err := rdb.Get(context.Background(), keys.Counter(keys.Group(rule, []string{value}), m)).Int64()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Below the truth: not there yet. Above it: counted twice, and no
+	// amount of waiting will mend that.
+	countsMatch := func() bool {
+		ok := true
+		for customer, want := range world.count {
+			got := counter("orders-per-customer", rules.Count, customer)
+			if got > want {
+				t.Fatalf("%s counted %d orders, truth %d: an event counted twice", customer, got, want)
+			}
+			ok = ok && got == want
+		}
+		return ok
+	}
+	amountsMatch := func() bool {
+		for card, want := range world.amount {
+			if counter("amount-per-card", rules.Amount, card) != want {
+				return false
+			}
+		}
+		return true
+	}
+
+	// On a timeout, say how far it got and what the replicas said.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var counted, want int64
+		for customer, n := range world.count {
+			counted += counter("orders-per-customer", rules.Count, customer)
+			want += n
+		}
+		t.Logf("orders counted %d of %d; kills at %v", counted, want, kills)
+		for i, r := range replicas {
+			// SIGQUIT makes a Go process print every goroutine's stack.
+			_ = r.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-r.done:
+			case <-time.After(10 * time.Second):
+			}
+			path := filepath.Join(os.TempDir(), fmt.Sprintf("fraudwatch-crash-replica-%d.log", i))
+			_ = os.WriteFile(path, []byte(r.logs.String()), 0o600)
+			t.Logf("replica %d: full log with goroutine dump in %s; its end:\n%s", i, path, tail(r.logs))
+		}
+	})
+
+	k.Produce(t, orders, world.orders...)
+	for range 4 {
+		killOne()
+	}
+	waitFor(t, 3*time.Minute, "every order counted once", countsMatch)
+	k.Produce(t, refunds, world.refunds...)
+	for range 2 {
+		killOne()
+	}
+	waitFor(t, 3*time.Minute, "every refund applied once", amountsMatch)
+	waitFor(t, 2*time.Minute, "every expected alert", func() bool {
+		slack.mu.Lock()
+		defer slack.mu.Unlock()
+		return len(slack.posts) >= len(world.alerts)
+	})
+	// A clean stop drains and settles whatever is still in flight: any
+	// duplicate would have been posted by the time both have exited. A
+	// replica restarted a moment ago is first let reach its HTTP server, so
+	// that the signal finds its handler installed.
+	for i, r := range replicas {
+		waitFor(t, 30*time.Second, "the replica's /healthz", func() bool {
+			resp, err := http.Get("http://" + metrics[i] + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("replica exit after SIGTERM: %v\n%s", err, tail(r.logs))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("replica did not stop\n%s", tail(r.logs))
+		}
+	}
+	if len(kills) != 6 {
+		t.Fatalf("%d kills, want 6", len(kills))
+	}
+
+	// Counters: exactly the truth (checked above, and still so).
+	if !countsMatch() || !amountsMatch() {
+		t.Fatal("counters drifted from the truth after the replicas stopped")
+	}
+	slack.mu.Lock()
+	defer slack.mu.Unlock()
+	if len(slack.other) > 0 {
+		t.Fatalf("posts about nothing expected: %q", slack.other)
+	}
+	var missing, unexpected, doubled []string
+	for key := range world.alerts {
+		if len(slack.posts[key]) == 0 {
+			missing = append(missing, key)
+		}
+	}
+	for key, at := range slack.posts {
+		if !world.alerts[key] {
+			unexpected = append(unexpected, key)
+		}
+		if len(at) > 1 {
+			// The one duplicate a crash can still cause: killed after
+			// Slack took the post and before its outcome was recorded.
+			// Then the first post lies just before a kill.
+			if !justBeforeAKill(at[0], kills) {
+				doubled = append(doubled, key)
+			} else {
+				t.Logf("%s posted %d times: the process was killed right after posting it", key, len(at))
+			}
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(unexpected)
+	sort.Strings(doubled)
+	if len(missing)+len(unexpected)+len(doubled) > 0 {
+		t.Fatalf("of %d expected alerts: lost %v, unexpected %v, doubled %v", len(world.alerts), missing, unexpected, doubled)
+	}
+	t.Logf("%d orders, %d refunds, 6 kills: %d alerts, each posted once; every counter exact",
+		len(world.orders), len(world.refunds), len(world.alerts))
+}
+
+func justBeforeAKill(post time.Time, kills []time.Time) bool {
+	for _, k := range kills {
+		if d := k.Sub(post); d >= 0 && d < time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+func tail(b interface{ String() string }) string {
+	s := b.String()
+	if len(s) > 4000 {
+		s = "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
