@@ -383,4 +383,3 @@ func tail(b interface{ String() string }) string {
 	}
 	return s
 }
-
