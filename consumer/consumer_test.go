@@ -431,3 +431,44 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A handler stuck when a rebalance starts (Slack down, say) is cut short
+// after half the rebalance timeout, so that its member can rejoin; the
+// event is not committed and is handled again.
+func TestRebalanceCutsStuckWorkShort(t *testing.T) {
+	e := newEnv(t, 1)
+	cfg := e.config()
+	cfg.RebalanceTimeout = 4 * time.Second
+	var mu sync.Mutex
+	var cut error
+	first := true
+	stuck := newRecorder()
+	h := HandlerFunc(func(ctx context.Context, ev *rules.Event) error {
+		mu.Lock()
+		block := first
+		first = false
+		mu.Unlock()
+		if block {
+			<-ctx.Done() // stuck until the consumer gives up on it
+			mu.Lock()
+			cut = ctx.Err()
+			mu.Unlock()
+			return ctx.Err()
+		}
+		return stuck.Handle(ctx, ev)
+	})
+	a := start(t, cfg, h)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1))
+	waitFor(t, 20*time.Second, "e1 in flight", func() bool { mu.Lock(); defer mu.Unlock(); return !first })
+	other := newRecorder()
+	b := start(t, cfg, other) // joins: a rebalance while e1 is stuck
+	waitFor(t, 30*time.Second, "e1 handled after the rebalance", func() bool {
+		return len(stuck.ids())+len(other.ids()) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if cut == nil {
+		t.Fatal("the stuck handler's context was never cancelled")
+	}
+	waitFor(t, 20*time.Second, "both members ready", func() bool { return a.c.Ready() && b.c.Ready() })
+}

@@ -299,6 +299,11 @@ func (c *Group) startOffset() int64 {
 // (a rebalance, or the group closing) and all loops have returned.
 func (c *Group) runGeneration(work context.Context, gen *kafka.Generation) {
 	offsets := newOffsets()
+	// In-flight work outlives the generation's end by at most half the
+	// rebalance timeout: the member must rejoin within it, or the group
+	// moves on without it while it still works on partitions that are no
+	// longer its own. Work cut short is not committed and is redelivered.
+	work, cutShort := context.WithCancel(work)
 	var loops sync.WaitGroup
 	n := 0
 	for topic, parts := range gen.Assignments {
@@ -323,10 +328,13 @@ func (c *Group) runGeneration(work context.Context, gen *kafka.Generation) {
 			case <-ctx.Done():
 				c.setStatus("rebalancing")
 				c.ready.Store(false)
+				grace := time.AfterFunc(c.cfg.RebalanceTimeout/2, cutShort)
 				// The generation's connection stays open until every
 				// function started on it has returned, so this last commit
 				// still reaches the coordinator.
 				loops.Wait()
+				grace.Stop()
+				cutShort()
 				c.commit(gen, offsets)
 				c.log.Info("left consumer group generation", "group", c.cfg.GroupID, "generation", gen.ID)
 				return
