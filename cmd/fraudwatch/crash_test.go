@@ -148,7 +148,7 @@ func (b *syncBuffer) String() string {
 // TestKilledAtRandomCountsOnceAndAlertsOnce is the fault-injection test:
 // two replicas consume 12,000 orders and refunds for 300 customers while
 // one of them is killed with SIGKILL at a random moment, six times over,
-// and restarted. Afterwards every counter must equal the truth computed
+// and restarted; once, one also leaves gracefully and joins again. Afterwards every counter must equal the truth computed
 // from the input, and Slack must have received each expected alert once.
 func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	if testing.Short() {
@@ -227,6 +227,31 @@ rules_file: rules.yaml
 		replicas[i] = start(i)
 	}
 
+	// stop ends replica i with SIGTERM and waits for a clean exit. A
+	// replica restarted a moment ago is first let reach its HTTP server, so
+	// that the signal finds its handler installed.
+	stop := func(i int) {
+		t.Helper()
+		r := replicas[i]
+		waitFor(t, 30*time.Second, "the replica's /healthz", func() bool {
+			resp, err := http.Get("http://" + metrics[i] + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("replica exit after SIGTERM: %v\n%s", err, tail(r.logs))
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("replica did not stop\n%s", tail(r.logs))
+		}
+	}
+
 	rdb := redistest.Client(t)
 	keys, err := rules.NewKeys(prefix)
 	if err != nil {
@@ -286,9 +311,14 @@ rules_file: rules.yaml
 	})
 
 	k.Produce(t, orders, world.orders...)
-	for range 4 {
+	for range 3 {
 		killOne()
 	}
+	// A graceful leave and a join under load, then a crash again.
+	leaver := rng.IntN(len(replicas))
+	stop(leaver)
+	replicas[leaver] = start(leaver)
+	killOne()
 	waitFor(t, 3*time.Minute, "every order counted once", countsMatch)
 	k.Produce(t, refunds, world.refunds...)
 	for range 2 {
@@ -301,27 +331,9 @@ rules_file: rules.yaml
 		return len(slack.posts) >= len(world.alerts)
 	})
 	// A clean stop drains and settles whatever is still in flight: any
-	// duplicate would have been posted by the time both have exited. A
-	// replica restarted a moment ago is first let reach its HTTP server, so
-	// that the signal finds its handler installed.
-	for i, r := range replicas {
-		waitFor(t, 30*time.Second, "the replica's /healthz", func() bool {
-			resp, err := http.Get("http://" + metrics[i] + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("replica exit after SIGTERM: %v\n%s", err, tail(r.logs))
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("replica did not stop\n%s", tail(r.logs))
-		}
+	// duplicate would have been posted by the time both have exited.
+	for i := range replicas {
+		stop(i)
 	}
 	if len(kills) != 6 {
 		t.Fatalf("%d kills, want 6", len(kills))
