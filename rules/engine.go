@@ -15,6 +15,11 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
+// ErrUnprocessable marks an event that no retry can process: a script
+// refused the arguments it derived from the event. The consumer sends such
+// an event to the dead-letter topic instead of retrying it for ever.
+var ErrUnprocessable = errors.New("rules: event cannot be processed")
+
 // counters is what the engine needs from the Redis scripts.
 type counters interface {
 	IncrAndCheck(ctx context.Context, w lua.Window, eventID string, inc int64, ttl time.Duration, threshold int64) (lua.Cross, error)

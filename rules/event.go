@@ -39,13 +39,16 @@ const (
 	ReasonInvalidAmount  = "invalid_amount"
 	ReasonInvalidTime    = "invalid_occurred_at"
 	ReasonInvalidCurr    = "invalid_currency"
+	// ReasonUnprocessable: a valid event that the rules engine cannot
+	// process, and never will (see ErrUnprocessable).
+	ReasonUnprocessable = "unprocessable"
 )
 
 // Reasons lists every reason an event can be invalid for.
 var Reasons = []string{
 	ReasonOversized, ReasonInvalidUTF8, ReasonMalformedJSON, ReasonMissingField,
 	ReasonWrongType, ReasonInvalidEventID, ReasonInvalidType, ReasonTypeMismatch,
-	ReasonInvalidAmount, ReasonInvalidTime, ReasonInvalidCurr,
+	ReasonInvalidAmount, ReasonInvalidTime, ReasonInvalidCurr, ReasonUnprocessable,
 }
 
 // InvalidError says why an event cannot be processed. Its text never
