@@ -17,10 +17,17 @@
 -- Redeliveries of one alert (the alerts topic is at least once) all get the
 -- same decision, so a crossing is posted once and a suppressed one stays
 -- suppressed even after the cooldown that suppressed it has ended.
+-- Seconds: 0 or a positive integer without leading zeros (Redis refuses
+-- "05"), at most 10 digits, so that no SET ... EX can fail after another
+-- write.
+local function seconds(s, zero)
+  return type(s) == 'string' and ((zero and s == '0')
+    or (#s <= 10 and string.match(s, '^[1-9]%d*$') ~= nil))
+end
+
 local id = ARGV[1]
 if not (type(id) == 'string' and #id >= 1 and #id <= 256
-    and type(ARGV[2]) == 'string' and #ARGV[2] <= 18 and string.match(ARGV[2], '^%d+$')
-    and type(ARGV[3]) == 'string' and #ARGV[3] <= 18 and string.match(ARGV[3], '^[1-9]%d*$')) then
+    and seconds(ARGV[2], true) and seconds(ARGV[3], false)) then
   return -1
 end
 

@@ -15,7 +15,7 @@
 local id = ARGV[1]
 if not (type(id) == 'string' and #id >= 1 and #id <= 256
     and (ARGV[2] == 'sent' or ARGV[2] == 'failed')
-    and type(ARGV[3]) == 'string' and #ARGV[3] <= 18 and string.match(ARGV[3], '^[1-9]%d*$')) then
+    and type(ARGV[3]) == 'string' and #ARGV[3] <= 10 and string.match(ARGV[3], '^[1-9]%d*$')) then
   return -1
 end
 if ARGV[2] == 'failed' and redis.call('GET', KEYS[1]) == id then

@@ -80,11 +80,18 @@ type Config struct {
 	// idempotency (default 10000). Events past it are still counted, but
 	// a redelivery of one of them would be counted again.
 	MaxSeen int
+	// CrossingTTL is how long the mark of an event that crossed a
+	// threshold lives (default 7 days): a redelivery of that event within
+	// it is answered "crossed first" again, even after its window ended.
+	CrossingTTL time.Duration
 }
 
 func (c *Config) setDefaults() {
 	if c.MaxSeen == 0 {
 		c.MaxSeen = 10000
+	}
+	if c.CrossingTTL == 0 {
+		c.CrossingTTL = 7 * 24 * time.Hour
 	}
 }
 
@@ -92,6 +99,9 @@ func (c *Config) setDefaults() {
 func (c *Config) Validate() error {
 	if c.MaxSeen < 1 {
 		return errors.New("lua: MaxSeen must be positive")
+	}
+	if c.CrossingTTL < time.Second {
+		return errors.New("lua: CrossingTTL must be at least a second")
 	}
 	return nil
 }
@@ -160,14 +170,27 @@ type Cross struct {
 	First bool
 }
 
-// IncrAndCheck adds inc to the window's counter for event eventID,
-// starting a window of length ttl (whole seconds) when the counter has no
-// expiry, and reports whether this event crossed threshold first. An event
-// the window has counted before changes nothing and gets its original
-// answer.
-func (s *Scripts) IncrAndCheck(ctx context.Context, w Window, eventID string, inc int64, ttl time.Duration, threshold int64) (Cross, error) {
-	pair, err := s.pair(ctx, incrAndCheck, IncrAndCheckName, []string{w.Counter, w.Seen},
-		inc, seconds(ttl), threshold, eventID, s.cfg.MaxSeen)
+// Count is one event counted into one rule's window.
+type Count struct {
+	Window  Window
+	EventID string
+	// Crossing is the key that remembers that this event crossed, should
+	// it cross; it shares the window's hash tag.
+	Crossing  string
+	Increment int64
+	// Length is the window's length (whole seconds).
+	Length    time.Duration
+	Threshold int64
+}
+
+// IncrAndCheck adds c.Increment to the window's counter, starting a window
+// of c.Length when the counter has no expiry, and reports whether this
+// event crossed the threshold first. An event counted before changes
+// nothing and gets its original answer; one that crossed is answered
+// "crossed first" again for as long as its crossing mark lives.
+func (s *Scripts) IncrAndCheck(ctx context.Context, c Count) (Cross, error) {
+	pair, err := s.pair(ctx, incrAndCheck, IncrAndCheckName, []string{c.Window.Counter, c.Window.Seen, c.Crossing},
+		c.Increment, seconds(c.Length), c.Threshold, c.EventID, s.cfg.MaxSeen, seconds(s.cfg.CrossingTTL))
 	if err != nil {
 		return Cross{}, err
 	}

@@ -32,6 +32,13 @@ func window(prefix string) Window {
 	return Window{Counter: prefix + ":count", Seen: prefix + ":seen"}
 }
 
+// incr counts an event the way the engine does, its crossing mark next to
+// the window's keys.
+func incr(s *Scripts, ctx context.Context, w Window, id string, inc int64, length time.Duration, threshold int64) (Cross, error) {
+	return s.IncrAndCheck(ctx, Count{Window: w, EventID: id, Crossing: w.Counter + ":crossed:" + id,
+		Increment: inc, Length: length, Threshold: threshold})
+}
+
 // ids hands out event ids unique within a test.
 type ids struct{ n int }
 
@@ -59,7 +66,7 @@ func TestIncrAndCheckFirstCross(t *testing.T) {
 			s, _, prefix := newScripts(t)
 			w, id := window(prefix), &ids{}
 			for i, st := range tt.steps {
-				got, err := s.IncrAndCheck(t.Context(), w, id.next(), st.inc, time.Minute, tt.threshold)
+				got, err := incr(s, t.Context(), w, id.next(), st.inc, time.Minute, tt.threshold)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -84,7 +91,7 @@ func TestIncrAndCheckExactlyOneFirstCrossUnderRace(t *testing.T) {
 	for i := range racers {
 		wg.Go(func() {
 			<-start
-			got, err := s.IncrAndCheck(context.Background(), w, fmt.Sprint("racer-", i), 1, time.Minute, threshold)
+			got, err := incr(s, context.Background(), w, fmt.Sprint("racer-", i), 1, time.Minute, threshold)
 			if err != nil {
 				t.Error(err)
 				return
@@ -140,7 +147,7 @@ func TestIncrAndCheckTTL(t *testing.T) {
 			ctx := t.Context()
 			w := window(prefix)
 			tt.prepare(ctx, rdb, w.Counter)
-			if _, err := s.IncrAndCheck(ctx, w, "e1", 1, length, 100); err != nil {
+			if _, err := incr(s, ctx, w, "e1", 1, length, 100); err != nil {
 				t.Fatal(err)
 			}
 			ttl := rdb.PTTL(ctx, w.Counter).Val()
@@ -161,7 +168,7 @@ func TestIncrAndCheckWindowEnds(t *testing.T) {
 	w, id := window(prefix), &ids{}
 	key := w.Counter
 	for i := range 3 {
-		if _, err := s.IncrAndCheck(ctx, w, id.next(), 1, time.Second, 3); err != nil {
+		if _, err := incr(s, ctx, w, id.next(), 1, time.Second, 3); err != nil {
 			t.Fatal(i, err)
 		}
 	}
@@ -177,7 +184,7 @@ func TestIncrAndCheckWindowEnds(t *testing.T) {
 	var got Cross
 	for range 3 {
 		var err error
-		if got, err = s.IncrAndCheck(ctx, w, id.next(), 1, time.Second, 3); err != nil {
+		if got, err = incr(s, ctx, w, id.next(), 1, time.Second, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,21 +254,25 @@ func TestInvalidArgumentsWriteNothing(t *testing.T) {
 		label  string
 		args   []any
 	}{
-		{"incr zero increment", incrAndCheck, IncrAndCheckName, []any{0, 60, 3, "e", 100}},
-		{"incr negative increment", incrAndCheck, IncrAndCheckName, []any{-1, 60, 3, "e", 100}},
-		{"incr zero ttl", incrAndCheck, IncrAndCheckName, []any{1, 0, 3, "e", 100}},
-		{"incr negative ttl", incrAndCheck, IncrAndCheckName, []any{1, -60, 3, "e", 100}},
-		{"incr zero threshold", incrAndCheck, IncrAndCheckName, []any{1, 60, 0, "e", 100}},
-		{"incr non-numeric", incrAndCheck, IncrAndCheckName, []any{"abc", 60, 3, "e", 100}},
-		{"incr fractional", incrAndCheck, IncrAndCheckName, []any{"1.5", 60, 3, "e", 100}},
-		{"incr exponent", incrAndCheck, IncrAndCheckName, []any{"1e3", 60, 3, "e", 100}},
-		{"incr leading zero", incrAndCheck, IncrAndCheckName, []any{"007", 60, 3, "e", 100}},
-		{"incr beyond int64", incrAndCheck, IncrAndCheckName, []any{"99999999999999999999", 60, 3, "e", 100}},
-		{"incr empty", incrAndCheck, IncrAndCheckName, []any{"", 60, 3, "e", 100}},
-		{"incr empty event id", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "", 100}},
-		{"incr event id too long", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, long, 100}},
-		{"incr zero memory", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 0}},
+		{"incr zero increment", incrAndCheck, IncrAndCheckName, []any{0, 60, 3, "e", 100, 3600}},
+		{"incr negative increment", incrAndCheck, IncrAndCheckName, []any{-1, 60, 3, "e", 100, 3600}},
+		{"incr zero ttl", incrAndCheck, IncrAndCheckName, []any{1, 0, 3, "e", 100, 3600}},
+		{"incr negative ttl", incrAndCheck, IncrAndCheckName, []any{1, -60, 3, "e", 100, 3600}},
+		{"incr zero threshold", incrAndCheck, IncrAndCheckName, []any{1, 60, 0, "e", 100, 3600}},
+		{"incr non-numeric", incrAndCheck, IncrAndCheckName, []any{"abc", 60, 3, "e", 100, 3600}},
+		{"incr fractional", incrAndCheck, IncrAndCheckName, []any{"1.5", 60, 3, "e", 100, 3600}},
+		{"incr exponent", incrAndCheck, IncrAndCheckName, []any{"1e3", 60, 3, "e", 100, 3600}},
+		{"incr leading zero", incrAndCheck, IncrAndCheckName, []any{"007", 60, 3, "e", 100, 3600}},
+		{"incr beyond int64", incrAndCheck, IncrAndCheckName, []any{"99999999999999999999", 60, 3, "e", 100, 3600}},
+		{"incr empty", incrAndCheck, IncrAndCheckName, []any{"", 60, 3, "e", 100, 3600}},
+		{"incr empty event id", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "", 100, 3600}},
+		{"incr event id too long", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, long, 100, 3600}},
+		{"incr zero memory", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 0, 3600}},
 		{"incr missing event id", incrAndCheck, IncrAndCheckName, []any{1, 60, 3}},
+		{"incr window past 10 digits", incrAndCheck, IncrAndCheckName, []any{1, "99999999999", 3, "e", 100, 3600}},
+		{"incr zero crossing mark lifetime", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 100, 0}},
+		{"incr crossing mark lifetime past 10 digits", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 100, "99999999999"}},
+		{"incr missing crossing mark lifetime", incrAndCheck, IncrAndCheckName, []any{1, 60, 3, "e", 100}},
 		{"incr no arguments", incrAndCheck, IncrAndCheckName, nil},
 		{"decr zero", salesDecr, SalesDecrName, []any{0, "r", 100}},
 		{"decr negative", salesDecr, SalesDecrName, []any{-100, "r", 100}},
@@ -281,7 +292,8 @@ func TestInvalidArgumentsWriteNothing(t *testing.T) {
 			ctx := t.Context()
 			w := window(redistest.Prefix(t))
 			rdb.Set(ctx, w.Counter, 500, 30*time.Second)
-			_, err = s.pair(ctx, tt.script, tt.label, []string{w.Counter, w.Seen}, tt.args...)
+			crossing := w.Counter + ":crossed"
+			_, err = s.pair(ctx, tt.script, tt.label, []string{w.Counter, w.Seen, crossing}, tt.args...)
 			if !errors.Is(err, ErrInvalidArguments) {
 				t.Fatalf("err = %v, want ErrInvalidArguments", err)
 			}
@@ -291,15 +303,15 @@ func TestInvalidArgumentsWriteNothing(t *testing.T) {
 			if ttl := rdb.PTTL(ctx, w.Counter).Val(); ttl <= 0 || ttl > 30*time.Second {
 				t.Fatalf("TTL = %v, want it untouched", ttl)
 			}
-			if rdb.Exists(ctx, w.Seen).Val() != 0 {
-				t.Fatal("rejected call wrote a record")
+			if rdb.Exists(ctx, w.Seen, crossing).Val() != 0 {
+				t.Fatal("rejected call wrote a record or a crossing mark")
 			}
 			if n := testutil.ToFloat64(s.errors.WithLabelValues(tt.label)); n != 1 {
 				t.Fatalf("fraudwatch_script_errors_total{script=%q} = %v, want 1", tt.label, n)
 			}
 			// A rejected call on a missing key must not create it.
 			missing := Window{Counter: w.Counter + ":missing", Seen: w.Seen + ":missing"}
-			if _, err := s.pair(ctx, tt.script, tt.label, []string{missing.Counter, missing.Seen}, tt.args...); !errors.Is(err, ErrInvalidArguments) {
+			if _, err := s.pair(ctx, tt.script, tt.label, []string{missing.Counter, missing.Seen, crossing}, tt.args...); !errors.Is(err, ErrInvalidArguments) {
 				t.Fatalf("missing key: err = %v", err)
 			}
 			if rdb.Exists(ctx, missing.Counter, missing.Seen).Val() != 0 {
@@ -313,7 +325,7 @@ func TestTypedCallsRejectNonPositiveArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
 	w := window(prefix)
-	if _, err := s.IncrAndCheck(ctx, w, "e", 1, 0, 3); !errors.Is(err, ErrInvalidArguments) {
+	if _, err := incr(s, ctx, w, "e", 1, 0, 3); !errors.Is(err, ErrInvalidArguments) {
 		t.Fatalf("zero window: err = %v", err)
 	}
 	if _, err := s.SalesDecr(ctx, w, "r", 0); !errors.Is(err, ErrInvalidArguments) {
@@ -332,7 +344,7 @@ func TestRedeliveredEventsCountOnce(t *testing.T) {
 	var answers []Cross
 	// e2 arrives three times, e3 (the crossing event) three times.
 	for _, id := range []string{"e1", "e2", "e2", "e3", "e2", "e3", "e3", "e4"} {
-		got, err := s.IncrAndCheck(ctx, w, id, 1, time.Minute, threshold)
+		got, err := incr(s, ctx, w, id, 1, time.Minute, threshold)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +364,7 @@ func TestRedeliveredRefundSubtractsOnce(t *testing.T) {
 	ctx := t.Context()
 	w := window(prefix)
 	for _, id := range []string{"o1", "o2"} {
-		if _, err := s.IncrAndCheck(ctx, w, id, 1000, time.Minute, 1_000_000); err != nil {
+		if _, err := incr(s, ctx, w, id, 1000, time.Minute, 1_000_000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -379,8 +391,77 @@ func TestRedeliveredRefundSubtractsOnce(t *testing.T) {
 		t.Fatalf("amount = %s, want 0", v)
 	}
 	// An order with the id of a refund is a different event.
-	if got, err := s.IncrAndCheck(ctx, w, "r1", 10, time.Minute, 1_000_000); err != nil || got.Current != 10 {
+	if got, err := incr(s, ctx, w, "r1", 10, time.Minute, 1_000_000); err != nil || got.Current != 10 {
 		t.Fatalf("order r1 = %+v, %v; want it counted", got, err)
+	}
+}
+
+func TestACrossingIsRememberedPastItsWindowAndTheCap(t *testing.T) {
+	rdb := redistest.Client(t)
+	// A record that remembers one event: the crossing event is not in it.
+	s, err := New(Config{MaxSeen: 1}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	w := window(redistest.Prefix(t))
+	for _, step := range []struct {
+		id   string
+		want Cross
+	}{{"e1", Cross{1, false}}, {"e2", Cross{2, true}}, {"e2", Cross{2, true}}} {
+		got, err := incr(s, ctx, w, step.id, 1, time.Second, 2)
+		if err != nil || got != step.want {
+			t.Fatalf("%s: %+v, %v; want %+v", step.id, got, err, step.want)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(ctx, w.Counter).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("window never ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Redelivered after its window ended: still the crossing event, and it
+	// is not counted into a new window.
+	got, err := incr(s, ctx, w, "e2", 1, time.Second, 2)
+	if err != nil || got != (Cross{2, true}) {
+		t.Fatalf("e2 after the window: %+v, %v; want the original crossing", got, err)
+	}
+	if rdb.Exists(ctx, w.Counter).Val() != 0 {
+		t.Fatal("the redelivered crossing event started a new window")
+	}
+	if ttl := rdb.TTL(ctx, w.Counter+":crossed:e2").Val(); ttl < 6*24*time.Hour {
+		t.Fatalf("crossing mark TTL = %v, want the configured week", ttl)
+	}
+}
+
+func TestCounterSaturatesInsteadOfOverflowing(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := window(prefix)
+	rdb.Set(ctx, w.Counter, "4611686018427380000", 30*time.Second)
+	got, err := incr(s, ctx, w, "big", 1_000_000_000_000_000, time.Minute, 1000)
+	if err != nil {
+		t.Fatalf("err = %v, want the counter to saturate, not fail", err)
+	}
+	if got.Current != 1<<62 || rdb.Get(ctx, w.Counter).Val() != "4611686018427387904" {
+		t.Fatalf("current = %d, stored %s; want 2^62", got.Current, rdb.Get(ctx, w.Counter).Val())
+	}
+	if ttl := rdb.PTTL(ctx, w.Counter).Val(); ttl <= 0 || ttl > 30*time.Second {
+		t.Fatalf("TTL = %v, want the window's remaining", ttl)
+	}
+}
+
+func TestRefundsStayExactPast2To53(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := window(prefix)
+	rdb.Set(ctx, w.Counter, "9007199254740993", 30*time.Second) // 2^53 + 1
+	if _, err := s.SalesDecr(ctx, w, "r", 1); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, w.Counter).Val(); v != "9007199254740992" {
+		t.Fatalf("counter = %s, want 9007199254740992: doubles would have rounded", v)
 	}
 }
 
@@ -393,7 +474,7 @@ func TestMemoryOfAWindowIsBounded(t *testing.T) {
 	ctx := t.Context()
 	w := window(redistest.Prefix(t))
 	for i := range 5 {
-		if _, err := s.IncrAndCheck(ctx, w, fmt.Sprint("e", i), 1, time.Minute, 100); err != nil {
+		if _, err := incr(s, ctx, w, fmt.Sprint("e", i), 1, time.Minute, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -404,7 +485,7 @@ func TestMemoryOfAWindowIsBounded(t *testing.T) {
 		t.Fatalf("counter = %d, want 5: events past the cap still count", n)
 	}
 	// Remembered events stay idempotent.
-	if got, _ := s.IncrAndCheck(ctx, w, "e0", 1, time.Minute, 100); got.Current != 1 {
+	if got, _ := incr(s, ctx, w, "e0", 1, time.Minute, 100); got.Current != 1 {
 		t.Fatalf("redelivered e0 = %+v, want its original answer", got)
 	}
 }
@@ -422,7 +503,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.IncrAndCheck(ctx, count, fmt.Sprint("c", i), 100, time.Minute, 250)
+		got, err := incr(s, ctx, count, fmt.Sprint("c", i), 100, time.Minute, 250)
 		if err != nil {
 			t.Fatalf("incr after flush %d: %v", i, err)
 		}
@@ -430,7 +511,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 			t.Fatalf("incr after flush %d: got %+v", i, got)
 		}
 		rdb.ScriptFlush(ctx)
-		if _, err := s.IncrAndCheck(ctx, amount, fmt.Sprint("o", i), 100, time.Minute, 1_000_000); err != nil {
+		if _, err := incr(s, ctx, amount, fmt.Sprint("o", i), 100, time.Minute, 1_000_000); err != nil {
 			t.Fatal(err)
 		}
 		rdb.ScriptFlush(ctx)
@@ -456,7 +537,7 @@ func TestRedisErrorsAreCounted(t *testing.T) {
 	ctx := t.Context()
 	w := window(prefix)
 	rdb.HSet(ctx, w.Counter, "f", "v") // WRONGTYPE for GET inside the script
-	if _, err := s.IncrAndCheck(ctx, w, "e", 1, time.Minute, 3); err == nil {
+	if _, err := incr(s, ctx, w, "e", 1, time.Minute, 3); err == nil {
 		t.Fatal("want an error for a key of the wrong type")
 	}
 	if n := testutil.ToFloat64(s.errors.WithLabelValues(IncrAndCheckName)); n != 1 {
@@ -557,6 +638,9 @@ func TestAlertScriptsRejectBadArguments(t *testing.T) {
 		{alertClaim, AlertClaimName, []any{"a", -1, 3600}},
 		{alertClaim, AlertClaimName, []any{"a", 60, 0}},
 		{alertClaim, AlertClaimName, []any{"a", "x", 3600}},
+		{alertClaim, AlertClaimName, []any{"a", "05", 3600}},
+		{alertClaim, AlertClaimName, []any{"a", 60, "99999999999"}},
+		{alertClaim, AlertClaimName, []any{"a", "99999999999", 3600}},
 		{alertSettle, AlertSettleName, []any{"a", "maybe", 3600}},
 		{alertSettle, AlertSettleName, []any{"", "sent", 3600}},
 		{alertSettle, AlertSettleName, []any{"a", "sent", 0}},

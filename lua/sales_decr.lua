@@ -38,16 +38,17 @@ if not current or current <= 0 then
   return {0, 0}
 end
 
-local remaining = current - tonumber(ARGV[1])
+-- DECRBY keeps the TTL (the window keeps its end) and subtracts in int64:
+-- Lua's doubles would round counters past 2^53. Past zero, the counter is
+-- set back to 0 with KEEPTTL; a plain SET would drop the TTL and turn the
+-- window counter into a permanent key.
+local remaining = redis.call('DECRBY', KEYS[1], ARGV[1])
 local clamped = 0
 if remaining < 0 then
+  redis.call('SET', KEYS[1], '0', 'KEEPTTL')
   remaining = 0
   clamped = 1
 end
--- SET would drop the TTL and turn the window counter into a permanent key;
--- KEEPTTL keeps the window's end. string.format keeps large values out of
--- exponent notation.
-redis.call('SET', KEYS[1], string.format('%d', remaining), 'KEEPTTL')
 
 -- Remembered only while the counter has a window to end with, so that the
 -- record can never outlive it.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +23,7 @@ var ErrUnprocessable = errors.New("rules: event cannot be processed")
 
 // counters is what the engine needs from the Redis scripts.
 type counters interface {
-	IncrAndCheck(ctx context.Context, w lua.Window, eventID string, inc int64, ttl time.Duration, threshold int64) (lua.Cross, error)
+	IncrAndCheck(ctx context.Context, c lua.Count) (lua.Cross, error)
 	SalesDecr(ctx context.Context, w lua.Window, eventID string, amount int64) (lua.Decr, error)
 }
 
@@ -154,9 +155,16 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 		inc = ev.Amount
 	}
 	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.IncrAndCheck(ctx, e.keys.Window(g, r.Metric), ev.EventID, inc, r.Window, r.Threshold)
+	res, err := e.counters.IncrAndCheck(ctx, lua.Count{
+		Window:    e.keys.Window(g, r.Metric),
+		EventID:   ev.EventID,
+		Crossing:  e.keys.Crossing(g, ev.EventID),
+		Increment: inc,
+		Length:    r.Window,
+		Threshold: r.Threshold,
+	})
 	if err != nil {
-		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.IncrAndCheckName, r.Name, err)
+		return scriptError(lua.IncrAndCheckName, r.Name, err)
 	}
 	if !res.First {
 		return nil
@@ -174,7 +182,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 		Channel:     r.Channel,
 		Metric:      string(r.Metric),
 		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
-		GroupValues: values,
+		GroupValues: displayValues(values),
 		Current:     res.Current,
 		Threshold:   r.Threshold,
 		Currency:    ev.Currency,
@@ -199,7 +207,7 @@ func (e *Engine) refund(ctx context.Context, r *Rule, ev *Event, values []string
 	g := e.keys.Group(r.Name, values)
 	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, r.Metric), ev.EventID, ev.Amount)
 	if err != nil {
-		return fmt.Errorf("rules: eval %s for rule %s: %w", lua.SalesDecrName, r.Name, err)
+		return scriptError(lua.SalesDecrName, r.Name, err)
 	}
 	if res.Clamped {
 		e.clamped.WithLabelValues(r.Name).Inc()
@@ -207,6 +215,39 @@ func (e *Engine) refund(ctx context.Context, r *Rule, ev *Event, values []string
 			"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 	}
 	return nil
+}
+
+// maxDisplayValue bounds each group value an alert carries: the alert
+// travels through a Kafka topic and into Slack, where a 10 KB address helps
+// nobody and could make the alert too large to publish.
+const maxDisplayValue = 1024
+
+// displayValues returns the group values an alert shows, each cut to
+// maxDisplayValue bytes on a rune boundary.
+func displayValues(values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		if len(v) <= maxDisplayValue {
+			out[i] = v
+			continue
+		}
+		cut := maxDisplayValue
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		out[i] = v[:cut] + "…"
+	}
+	return out
+}
+
+// scriptError wraps a failed script call. A script that refused its
+// arguments will refuse them again: that makes the event unprocessable,
+// not worth retrying.
+func scriptError(script, rule string, err error) error {
+	if errors.Is(err, lua.ErrInvalidArguments) {
+		return fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, rule, ErrUnprocessable, err)
+	}
+	return fmt.Errorf("rules: eval %s for rule %s: %w", script, rule, err)
 }
 
 // groupValues collects the rule's group_by values from the event; false

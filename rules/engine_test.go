@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -440,14 +441,32 @@ func TestEngineSinkError(t *testing.T) {
 	}
 }
 
+func TestAlertsCarryBoundedGroupValues(t *testing.T) {
+	h := newHarness(t, rule("addr", rules.Count, 1, "shipping_address"))
+	long := strings.Repeat("서울시 강남구 테헤란로 ", 500) // ~16 KB, multi-byte runes
+	h.handle(ev(t, rules.Order, "order_id", "o1", "shipping_address", long))
+	got := h.sink.got()
+	if len(got) != 1 {
+		t.Fatalf("alerts = %d, want 1", len(got))
+	}
+	v := got[0].GroupValues[0]
+	if len(v) > 1024+len("…") || !utf8.ValidString(v) || !strings.HasSuffix(v, "…") || !strings.HasPrefix(long, strings.TrimSuffix(v, "…")) {
+		t.Fatalf("group value of %d bytes (valid UTF-8: %v), want the start of the address cut to 1 KB", len(v), utf8.ValidString(v))
+	}
+	// The key is still derived from the whole value.
+	if got[0].CooldownKey != h.keys.Cooldown(h.keys.Group("addr", []string{long})) {
+		t.Fatal("the cooldown key was derived from the cut value")
+	}
+}
+
 func TestEngineScriptErrors(t *testing.T) {
 	t.Run("incr_and_check rejects its arguments", func(t *testing.T) {
 		bad := rule("zero-threshold", rules.Count, 1, "customer_id")
 		bad.Threshold = 0 // Parse would refuse it; the script must too
 		h := newHarness(t, bad)
 		err := h.engine.Handle(t.Context(), ev(t, rules.Order, "order_id", "o1"))
-		if !errors.Is(err, lua.ErrInvalidArguments) {
-			t.Fatalf("Handle = %v, want lua.ErrInvalidArguments", err)
+		if !errors.Is(err, lua.ErrInvalidArguments) || !errors.Is(err, rules.ErrUnprocessable) {
+			t.Fatalf("Handle = %v, want lua.ErrInvalidArguments marked rules.ErrUnprocessable", err)
 		}
 		for _, s := range []string{"zero-threshold", lua.IncrAndCheckName} {
 			if !strings.Contains(err.Error(), s) {
@@ -471,6 +490,9 @@ func TestEngineScriptErrors(t *testing.T) {
 		var rerr redis.Error
 		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "WRONGTYPE") {
 			t.Fatalf("Handle = %v, want the Redis WRONGTYPE error", err)
+		}
+		if errors.Is(err, rules.ErrUnprocessable) {
+			t.Fatal("a Redis error was marked unprocessable: it is worth retrying")
 		}
 		for _, s := range []string{"amt", lua.SalesDecrName} {
 			if !strings.Contains(err.Error(), s) {

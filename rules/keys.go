@@ -16,6 +16,7 @@ import (
 //
 //	fw:{orders-per-customer-1m:cust-42}:count     the window counter
 //	fw:{orders-per-customer-1m:cust-42}:seen      events the window counted
+//	fw:{orders-per-customer-1m:cust-42}:crossed:… an event that crossed
 //	fw:{orders-per-customer-1m:cust-42}:cooldown  the alert cooldown
 //	fw:{orders-per-customer-1m:cust-42}:alert:…   one alert's delivery record
 type Keys struct {
@@ -73,12 +74,23 @@ func (k Keys) Cooldown(g Group) string {
 	return k.prefix + ":" + g.tag + ":cooldown"
 }
 
+// Crossing is the key that remembers that an event crossed a rule's
+// threshold, so that its redelivery still hands the alert off after the
+// window (and its record of events) is gone.
+func (k Keys) Crossing(g Group, eventID string) string {
+	return k.prefix + ":" + g.tag + ":crossed:" + eventHash(eventID)
+}
+
 // AlertRecord is the key of one alert's delivery record. The event id is
 // hashed: it may hold any bytes, and the record only needs to tell alerts
 // apart.
 func (k Keys) AlertRecord(g Group, eventID string) string {
+	return k.prefix + ":" + g.tag + ":alert:" + eventHash(eventID)
+}
+
+func eventHash(eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
-	return k.prefix + ":" + g.tag + ":alert:" + hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
 }
 
 // maxPlainGroup bounds the readable form of a group; longer groups are

@@ -85,6 +85,7 @@ func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) str
 		k.Counter(g, rules.Count):  ":count",
 		k.Counter(g, rules.Amount): ":amount",
 		k.Seen(g):                  ":seen",
+		k.Crossing(g, "evt}{:1"):   ":crossed:" + recordSuffix("evt}{:1"),
 		k.Cooldown(g):              ":cooldown",
 		// The event id is hashed into the record key: any bytes are fine.
 		k.AlertRecord(g, "evt}{:1"): ":alert:" + recordSuffix("evt}{:1"),
