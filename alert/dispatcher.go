@@ -224,21 +224,29 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 }
 
 // settle records the outcome of a claimed alert. It insists: an alert sent
-// but not recorded as sent would be posted again by a redelivery, so a
-// Redis hiccup here is waited out (until ctx ends).
+// but not recorded as sent would be posted again by a redelivery. So it
+// does not give up when ctx ends (a shutdown, a rebalance cutting work
+// short, right after Slack took the post) but keeps trying for a bounded
+// while on its own.
 func (d *Dispatcher) settle(ctx context.Context, a Alert, sent bool) error {
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(settleFor)
 	backoff := 50 * time.Millisecond
 	for {
-		err := d.claims.SettleAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, sent, d.cfg.RecordTTL)
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := d.claims.SettleAlert(actx, a.CooldownKey, a.RecordKey, a.ID, sent, d.cfg.RecordTTL)
+		cancel()
 		if err == nil {
 			return nil
 		}
-		d.log.Warn("recording the alert's outcome failed; retrying", "rule", a.Rule, "alert_id", a.ID, "err", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		if time.Now().Add(backoff).After(deadline) {
 			return fmt.Errorf("alert: record outcome of %s: %w", a.ID, err)
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		d.log.Warn("recording the alert's outcome failed; retrying", "rule", a.Rule, "alert_id", a.ID, "err", err)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// settleFor bounds how long settle keeps trying.
+const settleFor = 10 * time.Second

@@ -253,11 +253,13 @@ func TestDispatcherDelivery(t *testing.T) {
 		{"5xx twice then 200", false, seq(reply{status: 503}, reply{status: 500}, reply{}), false, 3, 1, 0, true},
 		{"429 without Retry-After then 200", false, seq(reply{status: 429}, reply{}), false, 2, 1, 0, true},
 		{"5xx forever is kept for later", false, always(reply{status: 502}), true, 4, 0, 0, true},
-		{"permanent 404", false, always(reply{status: 404, body: "no_service"}), false, 1, 0, 1, false},
-		{"permanent 403", false, always(reply{status: 403, body: "action_prohibited"}), false, 1, 0, 1, false},
+		{"400 invalid_payload is refused for good", false, always(reply{status: 400, body: "invalid_payload"}), false, 1, 0, 1, false},
+		{"404 no_service is kept until fixed", false, always(reply{status: 404, body: "no_service"}), true, 4, 0, 0, true},
+		{"403 action_prohibited is kept until fixed", false, always(reply{status: 403, body: "action_prohibited"}), true, 4, 0, 0, true},
 		{"token ok", true, always(reply{body: okJSON}), false, 1, 1, 0, true},
-		{"token ok:false channel_not_found", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), false, 1, 0, 1, false},
-		{"token ok:false invalid_auth", true, always(reply{body: `{"ok":false,"error":"invalid_auth"}`}), false, 1, 0, 1, false},
+		{"token ok:false channel_not_found is kept until fixed", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), true, 4, 0, 0, true},
+		{"token ok:false invalid_auth is kept until fixed", true, always(reply{body: `{"ok":false,"error":"invalid_auth"}`}), true, 4, 0, 0, true},
+		{"token ok:false invalid_blocks is refused for good", true, always(reply{body: `{"ok":false,"error":"invalid_blocks"}`}), false, 1, 0, 1, false},
 		{"token ok:false internal_error then ok", true, seq(reply{body: `{"ok":false,"error":"internal_error"}`}, reply{body: okJSON}), false, 2, 1, 0, true},
 		{"token ok:false ratelimited forever is kept for later", true, always(reply{body: `{"ok":false,"error":"ratelimited"}`}), true, 4, 0, 0, true},
 	}
@@ -455,5 +457,31 @@ func TestTrackExportsZeroSeries(t *testing.T) {
 		if n := env.series(t, name); n == 0 {
 			t.Errorf("%s: no series, want the rule's zero series", name)
 		}
+	}
+}
+
+// The outcome of a post Slack took is recorded even when the caller's
+// context ends right then (a shutdown, or a rebalance cutting work short):
+// otherwise the redelivered alert would be posted again.
+func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFakeSlack(t, func(int) reply { return reply{} })
+	slackN := f.webhook(t)
+	n := NotifierFunc(func(c context.Context, a Alert) error {
+		err := slackN.Notify(c, a)
+		cancel() // the context ends just after Slack took the post
+		return err
+	})
+	env := testDispatcher(t, n, DispatcherConfig{})
+	a := env.alert("g1", "evt-1")
+	if err := env.d.Deliver(ctx, a); err != nil {
+		t.Fatalf("Deliver = %v", err)
+	}
+	if err := env.deliver(t, a); err != nil { // the redelivery
+		t.Fatal(err)
+	}
+	if got := f.deliveredCount(); got != 1 {
+		t.Fatalf("Slack accepted %d posts, want 1", got)
 	}
 }

@@ -119,8 +119,9 @@ func NewSlack(cfg SlackConfig) (*Slack, error) {
 	return s, nil
 }
 
-// Notify posts the alert. Failures that no retry can fix (a revoked token,
-// an unknown channel, a message Slack refuses) are marked Permanent.
+// Notify posts the alert. A message Slack refuses as such (bad blocks, too
+// long, a bad payload) is marked Permanent; every other failure is worth
+// retrying, a revoked token or an unknown channel included (see refused).
 func (s *Slack) Notify(ctx context.Context, a Alert) error {
 	fallback, blocks := Format(a)
 	var err error
@@ -146,26 +147,51 @@ func (s *Slack) Notify(ctx context.Context, a Alert) error {
 	if permanent {
 		return Permanent(err)
 	}
-	return err
+	return &transientError{err: err}
 }
 
-// retryableSlackErrors are the ok:false answers worth another attempt.
-var retryableSlackErrors = map[string]bool{
-	"ratelimited":         true,
-	"internal_error":      true,
-	"fatal_error":         true,
-	"service_unavailable": true,
-	"request_timeout":     true,
+// transientError marks a failure worth another attempt, overriding what
+// the error inside says: slack-go calls every HTTP 4xx final, but a 403 or
+// 404 from a webhook is a configuration problem that an operator fixes.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string   { return e.err.Error() }
+func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Retryable() bool { return true }
+
+// messageErrors are the ok:false answers about the message itself: sent
+// again, it would be refused again.
+var messageErrors = map[string]bool{
+	"invalid_blocks":          true,
+	"invalid_blocks_format":   true,
+	"msg_too_long":            true,
+	"too_many_attachments":    true,
+	"invalid_attachments":     true,
+	"no_text":                 true,
+	"invalid_arguments":       true,
+	"markdown_text_conflict":  true,
+	"invalid_metadata_format": true,
+	"metadata_too_large":      true,
 }
 
-// refused reports an ok:false answer that no retry can fix (invalid_auth,
-// channel_not_found, not_in_channel, invalid_blocks, msg_too_long, …).
-// HTTP statuses need nothing here: slack.StatusCodeError says Retryable()
-// itself (5xx and 429 yes, other 4xx no) and *slack.RateLimitedError
-// carries Retry-After for retryPolicy.
+// refused reports a failure that no retry can fix: a message Slack
+// refuses as such. A refusal of the sender (invalid_auth, token_revoked,
+// channel_not_found, not_in_channel, a webhook's 403, 404 or 410) is a
+// configuration problem: the alert is kept and retried with backoff until
+// an operator fixes it, rather than given up while nobody is watching; the
+// errors show in fraudwatch_alert_delivery_errors_total and the log.
+// Unknown answers are retried too: a late alert beats a lost one.
 func refused(err error) bool {
-	se, ok := errors.AsType[slack.SlackErrorResponse](err)
-	return ok && !retryableSlackErrors[se.Err]
+	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
+		return messageErrors[se.Err]
+	}
+	if sc, ok := errors.AsType[slack.StatusCodeError](err); ok {
+		switch sc.Code {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+			return true // the webhook refused the payload
+		}
+	}
+	return false
 }
 
 // redact removes the webhook URL and the token from err. Go's HTTP client

@@ -183,9 +183,11 @@ func TestSlackWebhookErrors(t *testing.T) {
 		{"500", 500, nil, true, 0},
 		{"503", 503, nil, true, 0},
 		{"400 invalid_payload", 400, nil, false, 0},
-		{"403 action_prohibited", 403, nil, false, 0},
-		{"404 no_service", 404, nil, false, 0},
-		{"410 channel_is_archived", 410, nil, false, 0},
+		{"413 too large", 413, nil, false, 0},
+		// Configuration problems: kept and retried until fixed.
+		{"403 action_prohibited", 403, nil, true, 0},
+		{"404 no_service", 404, nil, true, 0},
+		{"410 channel_is_archived", 410, nil, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -406,12 +408,15 @@ func TestSlackTokenErrors(t *testing.T) {
 		wantWait  time.Duration
 		permanent bool
 	}{
-		{"invalid_auth", 200, nil, `{"ok":false,"error":"invalid_auth"}`, false, 0, true},
-		{"channel_not_found", 200, nil, `{"ok":false,"error":"channel_not_found"}`, false, 0, true},
-		{"not_in_channel", 200, nil, `{"ok":false,"error":"not_in_channel"}`, false, 0, true},
+		// Configuration problems: kept and retried until an operator fixes them.
+		{"invalid_auth", 200, nil, `{"ok":false,"error":"invalid_auth"}`, true, 0, false},
+		{"token_revoked", 200, nil, `{"ok":false,"error":"token_revoked"}`, true, 0, false},
+		{"channel_not_found", 200, nil, `{"ok":false,"error":"channel_not_found"}`, true, 0, false},
+		{"not_in_channel", 200, nil, `{"ok":false,"error":"not_in_channel"}`, true, 0, false},
+		{"an error Slack adds later", 200, nil, `{"ok":false,"error":"something_new"}`, true, 0, false},
+		// The message itself: refused however often it is sent.
 		{"invalid_blocks", 200, nil, `{"ok":false,"error":"invalid_blocks"}`, false, 0, true},
 		{"msg_too_long", 200, nil, `{"ok":false,"error":"msg_too_long"}`, false, 0, true},
-		{"an error Slack adds later", 200, nil, `{"ok":false,"error":"something_new"}`, false, 0, true},
 		{"ratelimited", 200, nil, `{"ok":false,"error":"ratelimited"}`, true, 0, false},
 		{"internal_error", 200, nil, `{"ok":false,"error":"internal_error"}`, true, 0, false},
 		{"fatal_error", 200, nil, `{"ok":false,"error":"fatal_error"}`, true, 0, false},
@@ -419,7 +424,8 @@ func TestSlackTokenErrors(t *testing.T) {
 		{"request_timeout", 200, nil, `{"ok":false,"error":"request_timeout"}`, true, 0, false},
 		{"HTTP 429 with Retry-After", 429, map[string]string{"Retry-After": "3"}, `{"ok":false,"error":"ratelimited"}`, true, 3 * time.Second, false},
 		{"HTTP 503", 503, nil, `<html>busy</html>`, true, 0, false},
-		{"HTTP 404", 404, nil, `nope`, false, 0, false},
+		{"HTTP 404", 404, nil, `nope`, true, 0, false},
+		{"HTTP 400", 400, nil, `nope`, false, 0, true},
 		{"not JSON", 200, nil, `<html>proxy</html>`, true, 0, false},
 	}
 	for _, tt := range tests {
