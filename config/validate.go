@@ -173,7 +173,8 @@ func (c *Config) checkSettings() []error {
 		}
 	}
 	if s.APIURL != "" && !httpURL(s.APIURL) {
-		k.bad("slack.api_url", "%q is not an http(s) URL", s.APIURL)
+		// Not quoted: the URL may carry credentials for a proxy.
+		k.bad("slack.api_url", "is not an http(s) URL")
 	}
 	k.positive("slack.timeout", s.Timeout)
 

@@ -145,6 +145,9 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// First of all, so that a SIGTERM during start-up is a clean stop too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, the default action is back: a second Ctrl-C
+	// ends the process at once.
+	context.AfterFunc(ctx, stop)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	var lf logFlags
@@ -168,11 +171,23 @@ func cmdRun(args []string, stderr io.Writer) int {
 		log.Error("fraudwatch could not start", "err", err)
 		return exitFailure
 	}
+	// The shutdown is ordered and each step has its own deadline; this is
+	// the backstop for a step that ignores its deadline (kafka-go waits out
+	// a JoinGroup in progress before it leaves the group).
+	backstop(ctx, cfg.ShutdownTimeout, func() {
+		log.Error("shutdown took longer than shutdown_timeout; exiting now", "shutdown_timeout", cfg.ShutdownTimeout)
+		os.Exit(exitFailure)
+	})
 	if err := a.Run(ctx); err != nil {
 		log.Error("fraudwatch stopped with an error", "err", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// backstop calls fn when d has passed since ctx ended.
+func backstop(ctx context.Context, d time.Duration, fn func()) {
+	context.AfterFunc(ctx, func() { time.AfterFunc(d, fn) })
 }
 
 // redisLogger adapts slog to go-redis's logging interface.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -277,5 +278,26 @@ rules_file: rules.yaml
 	stop(cmd, logs)
 	if got := hook.count(); got != 1 {
 		t.Fatalf("Slack posts = %d, want 1", got)
+	}
+}
+
+func TestBackstopFiresOnlyAfterShutdownBegins(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	fired := make(chan time.Time, 1)
+	backstop(ctx, 50*time.Millisecond, func() { fired <- time.Now() })
+	select {
+	case <-fired:
+		t.Fatal("fired before the shutdown began")
+	case <-time.After(100 * time.Millisecond):
+	}
+	began := time.Now()
+	cancel()
+	select {
+	case at := <-fired:
+		if at.Sub(began) < 50*time.Millisecond {
+			t.Fatalf("fired %v after the shutdown began, want at least 50ms", at.Sub(began))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never fired")
 	}
 }

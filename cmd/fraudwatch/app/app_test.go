@@ -619,9 +619,17 @@ func TestProduceRoutesByType(t *testing.T) {
 		t.Fatalf("orders %d, refunds %d, key %q", len(orders), len(refunds), orders[0].Key)
 	}
 
-	_, err = Produce(t.Context(), p.cfg.Kafka, strings.NewReader("{\"type\":\"order\"}\n{\"no\":\"type\"}\n"))
+	stats, err = Produce(t.Context(), p.cfg.Kafka, strings.NewReader("{\"type\":\"order\",\"event_id\":\"before-the-bad-line\"}\n{\"no\":\"type\"}\n"))
 	bad, ok := err.(*InputError)
-	if !ok || bad.Line != 2 {
-		t.Fatalf("err = %v, want an InputError on line 2", err)
+	if !ok || bad.Line != 2 || bad.Sent != 1 || stats.Orders != 1 {
+		t.Fatalf("err = %v, stats %+v; want an InputError on line 2 after the line before it was sent", err, stats)
+	}
+	// The line before the bad one really is on the topic.
+	var all strings.Builder
+	for _, m := range p.kafka.ReadAll(t, p.cfg.Kafka.OrdersTopic, 3, 10*time.Second) {
+		all.Write(m.Value)
+	}
+	if !strings.Contains(all.String(), "before-the-bad-line") {
+		t.Fatal("the line before the bad one was not sent")
 	}
 }

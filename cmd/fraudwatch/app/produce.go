@@ -76,6 +76,15 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 		return nil
 	}
 
+	// A bad line ends the run; the lines before it are sent first, so that
+	// the count the error reports is what the topics hold.
+	badLine := func(line int, msg string) error {
+		if err := flush(); err != nil {
+			return err
+		}
+		return &InputError{Line: line, Msg: msg, Sent: sent}
+	}
+
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	line := 0
@@ -90,7 +99,8 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 			CustomerID any `json:"customer_id"`
 		}
 		if err := json.Unmarshal(value, &head); err != nil {
-			return stats, &InputError{Line: line, Msg: "not a JSON object", Sent: sent}
+			err := badLine(line, "not a JSON object")
+			return stats, err
 		}
 		var topic string
 		switch head.Type {
@@ -101,7 +111,8 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 			topic = k.RefundsTopic
 			pending.Refunds++
 		default:
-			return stats, &InputError{Line: line, Msg: `"type" must be "order" or "refund"`, Sent: sent}
+			err := badLine(line, `"type" must be "order" or "refund"`)
+			return stats, err
 		}
 		msg := kafka.Message{Topic: topic, Value: append([]byte(nil), value...)}
 		if id, ok := head.CustomerID.(string); ok && id != "" {
@@ -115,7 +126,8 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return stats, &InputError{Line: line + 1, Msg: err.Error(), Sent: sent}
+		err := badLine(line+1, err.Error())
+		return stats, err
 	}
 	return stats, flush()
 }
