@@ -26,7 +26,9 @@ import (
 
 // Handler evaluates one valid event. It returns nil once the event's
 // effects are done (counters updated, alerts handed off); an error is
-// retried with backoff, and the offset is not committed past the event.
+// retried with backoff, and the offset is not committed past the event,
+// unless it wraps rules.ErrUnprocessable: such an event goes to the
+// dead-letter topic instead.
 type Handler interface {
 	Handle(ctx context.Context, ev *rules.Event) error
 }
@@ -64,8 +66,11 @@ type Config struct {
 	// whose handling failed (Redis down, say).
 	RetryMin time.Duration
 	RetryMax time.Duration
-	TLS      *tls.Config
-	SASL     sasl.Mechanism
+	// LagInterval is how often fraudwatch_consumer_lag is refreshed from
+	// the partitions' high-water marks (default 5s).
+	LagInterval time.Duration
+	TLS         *tls.Config
+	SASL        sasl.Mechanism
 }
 
 // group returns the settings of the underlying Group.
@@ -89,6 +94,7 @@ func (c *Config) group() GroupConfig {
 		DrainTimeout:      c.DrainTimeout,
 		RetryMin:          c.RetryMin,
 		RetryMax:          c.RetryMax,
+		LagInterval:       c.LagInterval,
 		TLS:               c.TLS,
 		SASL:              c.SASL,
 	}
@@ -162,7 +168,11 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 			// Each dead letter is written on its own and waited for; a
 			// batch timeout would only add latency.
 			BatchSize: 1,
-			Transport: transport(cfg.ClientID, cfg.TLS, cfg.SASL),
+			// kafka-go's default (1 MiB) would refuse, client side, events
+			// we read and must dead-letter; room for every message a fetch
+			// can bring, plus the headers we add.
+			BatchBytes: int64(cfg.group().MaxMessageBytes) + deadLetterHeaderRoom,
+			Transport:  transport(cfg.ClientID, cfg.TLS, cfg.SASL),
 			ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 				log.Warn("kafka dead-letter writer: "+fmt.Sprintf(msg, args...), "topic", cfg.DeadLetterTopic)
 			}),
@@ -204,18 +214,31 @@ func (c *Consumer) handleMessage(ctx context.Context, msg kafka.Message) error {
 	defer func() { c.m.processing.Observe(time.Since(start).Seconds()) }()
 	ev, invalid := c.decode(msg)
 	if invalid != nil {
-		if err := c.deadLetter(ctx, msg, invalid); err != nil {
-			return err
-		}
-		c.m.invalid.WithLabelValues(invalid.Reason).Inc()
-		c.log.Warn("invalid event sent to the dead-letter topic", "topic", msg.Topic, "partition", msg.Partition,
-			"offset", msg.Offset, "reason", invalid.Reason, "err", invalid.Error())
-		return nil
+		return c.reject(ctx, msg, invalid, "invalid event sent to the dead-letter topic")
 	}
 	if err := c.handler.Handle(ctx, ev); err != nil {
-		return err
+		if !errors.Is(err, rules.ErrUnprocessable) {
+			return err
+		}
+		// No retry can succeed, and retrying for ever would stop the
+		// partition: it is dead-lettered like an invalid event. The
+		// engine's error text names rules and scripts, never payload
+		// values, so it may travel in the header and the log.
+		why := &rules.InvalidError{Reason: rules.ReasonUnprocessable, Detail: err.Error()}
+		return c.reject(ctx, msg, why, "unprocessable event sent to the dead-letter topic")
 	}
 	c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
+	return nil
+}
+
+// reject dead-letters msg, then counts and logs it.
+func (c *Consumer) reject(ctx context.Context, msg kafka.Message, why *rules.InvalidError, logMsg string) error {
+	if err := c.deadLetter(ctx, msg, why); err != nil {
+		return err
+	}
+	c.m.invalid.WithLabelValues(why.Reason).Inc()
+	c.log.Warn(logMsg, "topic", msg.Topic, "partition", msg.Partition,
+		"offset", msg.Offset, "reason", why.Reason, "err", why.Error())
 	return nil
 }
 
@@ -242,7 +265,15 @@ const (
 	HeaderSourceTopic     = "fraudwatch-source-topic"
 	HeaderSourcePartition = "fraudwatch-source-partition"
 	HeaderSourceOffset    = "fraudwatch-source-offset"
+	// HeaderValueDropped is set, to the original value's size in bytes, on
+	// a dead letter written without its value because the dead-letter
+	// writer or topic would not take it whole.
+	HeaderValueDropped = "fraudwatch-value-dropped"
 )
+
+// deadLetterHeaderRoom is what the dead-letter writer allows beyond the
+// largest fetched message, for the headers deadLetter adds.
+const deadLetterHeaderRoom = 64 << 10
 
 // deadLetter writes the original key, value and headers to the dead-letter
 // topic, adding why and where from.
@@ -256,8 +287,43 @@ func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *rules
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
 	err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
-	if err != nil {
+	if err == nil {
+		return nil
+	}
+	if !tooLarge(err) {
 		return fmt.Errorf("consumer: write dead letter: %w", err)
 	}
+	// Too large for the writer or for the dead-letter topic: no retry can
+	// help, and an invalid event must never stop the partition. The key,
+	// headers and source still let an operator find the original.
+	headers = append(headers, kafka.Header{Key: HeaderValueDropped, Value: []byte(strconv.Itoa(len(msg.Value)))})
+	if err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Headers: headers}); err != nil {
+		return fmt.Errorf("consumer: write dead letter without its value: %w", err)
+	}
+	c.log.Warn("dead letter too large for the dead-letter topic; written without its value",
+		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+		"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value), "err", err)
 	return nil
+}
+
+// tooLarge reports whether a write failed because a message is too large:
+// refused by the writer (kafka.MessageTooLargeError, which unwraps to
+// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
+// which does not unwrap).
+func tooLarge(err error) bool {
+	permanent := func(err error) bool {
+		// RecordListTooLarge: the batch exceeds the topic's segment size.
+		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
+	}
+	if permanent(err) {
+		return true
+	}
+	if we, ok := errors.AsType[kafka.WriteErrors](err); ok {
+		for _, e := range we {
+			if e != nil && permanent(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,10 +113,19 @@ type running struct {
 
 func start(t *testing.T, cfg Config, h Handler) *running {
 	t.Helper()
+	return startWith(t, cfg, h, nil)
+}
+
+// startWith is start with a chance to adjust the consumer before it runs.
+func startWith(t *testing.T, cfg Config, h Handler, prepare func(*Consumer)) *running {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	c, err := New(cfg, h, nil, reg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{c: c, reg: reg, cancel: cancel, done: make(chan error, 1)}
@@ -389,7 +400,7 @@ func TestLagIsReportedPerPartition(t *testing.T) {
 	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
 	<-entered
 	// e1 is done, e2 and e3 are not: two behind the high-water mark.
-	lag := func() float64 { return testutil.ToFloat64(r.c.lag.WithLabelValues(e.orders, "0")) }
+	lag := func() float64 { v, _ := r.lag(t, e.orders, 0); return v }
 	if got := lag(); got != 2 {
 		t.Fatalf("lag while e2 is in flight = %v, want 2", got)
 	}
@@ -401,6 +412,111 @@ func TestLagIsReportedPerPartition(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(r.c.lag); n != 0 {
 		t.Fatalf("%d lag series left for partitions no longer held", n)
+	}
+}
+
+// lag reads a partition's lag series from the registry; ok is false when
+// there is none. (Reading it through the GaugeVec would create it.)
+func (r *running) lag(t *testing.T, topic string, partition int) (v float64, ok bool) {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fraudwatch_consumer_lag" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["topic"] == topic && labels["partition"] == strconv.Itoa(partition) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// While the first message is retried for ever (Redis down), the lag must
+// exist and keep growing with new events, not freeze or stay absent until
+// a message succeeds.
+func TestLagGrowsWhileProcessingIsStalled(t *testing.T) {
+	e := newEnv(t, 1)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1), order("e2", "c", 1), order("e3", "c", 1))
+	var down atomic.Bool
+	down.Store(true)
+	rec := newRecorder()
+	rec.fail = func(*rules.Event) error {
+		if down.Load() {
+			return errors.New("redis down")
+		}
+		return nil
+	}
+	cfg := e.config()
+	cfg.LagInterval = 50 * time.Millisecond
+	r := start(t, cfg, rec)
+	lagIs := func(want float64) func() bool {
+		return func() bool { v, ok := r.lag(t, e.orders, 0); return ok && v == want }
+	}
+	waitFor(t, 20*time.Second, "lag 3 before any event succeeded", lagIs(3))
+	e.cluster.ProduceTo(t, e.orders, 0, order("e4", "c", 1), order("e5", "c", 1))
+	waitFor(t, 20*time.Second, "lag 5 once two more events arrived", lagIs(5))
+	if n := len(rec.ids()); n != 0 {
+		t.Fatalf("%d events handled while Redis was down", n)
+	}
+	down.Store(false)
+	waitFor(t, 20*time.Second, "all events", func() bool { return len(rec.ids()) == 5 })
+	waitFor(t, 20*time.Second, "lag 0", lagIs(0))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.lag(t, e.orders, 0); ok {
+		t.Fatal("lag series left for a partition no longer held")
+	}
+}
+
+// Run reports a drain timeout only when a message was actually given up,
+// not whenever the drain timer fired.
+func TestDrainTimeoutIsReportedOnlyForAbortedMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		// finish is what the in-flight handler returns once its context
+		// is cancelled.
+		finish        func(ctx context.Context) error
+		wantErr       bool
+		wantCommitted int64
+	}{
+		{"work finished after the timer", func(context.Context) error { return nil }, false, 1},
+		{"work aborted", func(ctx context.Context) error { return ctx.Err() }, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			cfg := e.config()
+			cfg.DrainTimeout = 200 * time.Millisecond
+			entered := make(chan struct{})
+			h := HandlerFunc(func(ctx context.Context, ev *rules.Event) error {
+				close(entered)
+				<-ctx.Done() // outlives the drain timeout
+				return tt.finish(ctx)
+			})
+			r := start(t, cfg, h)
+			e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1))
+			<-entered
+			err := r.stop(t)
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Fatalf("Run = %v, want error: %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "1 in-flight messages were aborted") {
+				t.Fatalf("Run = %v, want it to count the one aborted message", err)
+			}
+			if got := committed(t, e, e.orders, 0); got != tt.wantCommitted {
+				t.Fatalf("committed offset = %d, want %d", got, tt.wantCommitted)
+			}
+		})
 	}
 }
 

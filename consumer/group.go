@@ -57,8 +57,12 @@ type GroupConfig struct {
 	// message whose handling failed.
 	RetryMin time.Duration
 	RetryMax time.Duration
-	TLS      *tls.Config
-	SASL     sasl.Mechanism
+	// LagInterval is how often the lag gauge is refreshed from the held
+	// partitions' high-water marks (default 5s), besides after each
+	// message.
+	LagInterval time.Duration
+	TLS         *tls.Config
+	SASL        sasl.Mechanism
 }
 
 func (c *GroupConfig) setDefaults() {
@@ -89,6 +93,9 @@ func (c *GroupConfig) setDefaults() {
 	if c.RetryMax == 0 {
 		c.RetryMax = 5 * time.Second
 	}
+	if c.LagInterval == 0 {
+		c.LagInterval = 5 * time.Second
+	}
 }
 
 // Validate reports settings that cannot work.
@@ -111,6 +118,9 @@ func (c *GroupConfig) Validate() error {
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, errors.New("retry backoff must satisfy 0 < min <= max"))
+	}
+	if c.LagInterval < 0 {
+		errs = append(errs, errors.New("lag interval must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumer: %w", err)
@@ -267,6 +277,7 @@ func (c *Group) Run(ctx context.Context) error {
 		close(closed)
 	}()
 
+	rs := &runState{stopping: ctx}
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -277,14 +288,26 @@ func (c *Group) Run(ctx context.Context) error {
 			c.log.Warn("joining consumer group failed; retrying", "group", c.cfg.GroupID, "err", err)
 			continue
 		}
-		c.runGeneration(work, gen)
+		c.runGeneration(rs, work, gen)
 	}
 	<-closed
 	c.ready.Store(false)
-	if work.Err() != nil {
-		return errors.New("consumer: drain timeout: in-flight messages were aborted uncommitted")
+	// The drain timer may fire with nothing in flight (group.Close waiting
+	// on a JoinGroup, say): only messages actually given up make this an
+	// unclean shutdown.
+	if n := rs.aborted.Load(); n > 0 {
+		return fmt.Errorf("consumer: drain timeout: %d in-flight messages were aborted uncommitted", n)
 	}
 	return nil
+}
+
+// runState is shared by the generations of one Run.
+type runState struct {
+	// stopping is Run's context: done once shutdown has begun.
+	stopping context.Context
+	// aborted counts messages given up during shutdown because their work
+	// was cancelled.
+	aborted atomic.Int64
 }
 
 func (c *Group) startOffset() int64 {
@@ -294,11 +317,13 @@ func (c *Group) startOffset() int64 {
 	return kafka.LastOffset
 }
 
-// runGeneration starts one loop per assigned partition and a committer.
+// runGeneration starts one loop per assigned partition, a lag refresher
+// and a committer.
 // It returns at once; the generation ends when kafka-go closes its context
 // (a rebalance, or the group closing) and all loops have returned.
-func (c *Group) runGeneration(work context.Context, gen *kafka.Generation) {
+func (c *Group) runGeneration(rs *runState, work context.Context, gen *kafka.Generation) {
 	offsets := newOffsets()
+	held := newHeld(c.lag)
 	// In-flight work outlives the generation's end by at most half the
 	// rebalance timeout: the member must rejoin within it, or the group
 	// moves on without it while it still works on partitions that are no
@@ -312,12 +337,29 @@ func (c *Group) runGeneration(work context.Context, gen *kafka.Generation) {
 			loops.Add(1)
 			gen.Start(func(ctx context.Context) {
 				defer loops.Done()
-				c.consumePartition(ctx, work, gen, topic, p, offsets)
+				c.consumePartition(ctx, work, rs, gen, topic, p, offsets, held)
 			})
 		}
 	}
 	c.ready.Store(true)
 	c.log.Info("joined consumer group", "group", c.cfg.GroupID, "generation", gen.ID, "partitions", n)
+	// Lag is refreshed from the high-water marks on a timer too, not only
+	// after a message succeeds: while a message is retried (Redis down) the
+	// gauge must keep growing with new events, and a partition whose first
+	// message is still pending must have a series. It runs apart from the
+	// committer so that a slow broker answer never delays a commit.
+	gen.Start(func(ctx context.Context) {
+		t := time.NewTicker(c.cfg.LagInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				c.refreshLag(ctx, held)
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
 	gen.Start(func(ctx context.Context) {
 		t := time.NewTicker(c.cfg.CommitInterval)
 		defer t.Stop()
@@ -360,10 +402,9 @@ func (c *Group) commit(gen *kafka.Generation, o *offsets) {
 
 // consumePartition fetches and handles one partition's events in order
 // until the generation ends.
-func (c *Group) consumePartition(ctx, work context.Context, gen *kafka.Generation, topic string, p kafka.PartitionAssignment, o *offsets) {
+func (c *Group) consumePartition(ctx, work context.Context, rs *runState, gen *kafka.Generation, topic string, p kafka.PartitionAssignment, o *offsets, h *held) {
 	log := c.log.With("topic", topic, "partition", p.ID)
-	lag := c.lag.WithLabelValues(topic, strconv.Itoa(p.ID))
-	defer c.lag.DeleteLabelValues(topic, strconv.Itoa(p.ID))
+	defer h.release(topic, p.ID)
 
 	start := p.Offset
 	if start < 0 {
@@ -399,6 +440,7 @@ func (c *Group) consumePartition(ctx, work context.Context, gen *kafka.Generatio
 		log.Error("setting the reader offset failed", "offset", start, "err", err)
 		return
 	}
+	h.assign(topic, p.ID, start)
 	log.Debug("consuming partition", "offset", start)
 	for {
 		msg, err := r.FetchMessage(ctx)
@@ -408,28 +450,53 @@ func (c *Group) consumePartition(ctx, work context.Context, gen *kafka.Generatio
 			}
 			return
 		}
-		if !c.process(ctx, work, msg) {
-			return // aborted: not committed, redelivered later
+		switch c.process(ctx, work, msg) {
+		case aborted:
+			// A rebalance cutting work short while running is routine (the
+			// next owner redelivers); during shutdown it makes Run fail.
+			if rs.stopping.Err() != nil {
+				rs.aborted.Add(1)
+			}
+			return // not committed, redelivered later
+		case givenUp:
+			return // not committed, redelivered later
 		}
 		o.mark(topic, p.ID, msg.Offset+1)
-		lag.Set(float64(max(0, msg.HighWaterMark-msg.Offset-1)))
+		h.advance(topic, p.ID, msg.Offset+1, msg.HighWaterMark)
 	}
 }
 
-// process handles one message until it succeeds. It gives up, returning
-// false, when work is aborted or when an attempt failed and the generation
-// has ended (the partition's next owner will retry it).
-func (c *Group) process(gen, work context.Context, msg kafka.Message) bool {
+// outcome is how process left a message.
+type outcome int
+
+const (
+	succeeded outcome = iota
+	// givenUp: an attempt failed and the generation has ended; the
+	// partition's next owner retries the message.
+	givenUp
+	// aborted: the work context was cancelled (drain timeout, or work cut
+	// short after a rebalance) and the last attempt failed.
+	aborted
+)
+
+// process handles one message until it succeeds, or gives up on it
+// uncommitted when work is aborted or when an attempt failed and the
+// generation has ended.
+func (c *Group) process(gen, work context.Context, msg kafka.Message) outcome {
 	backoff := c.cfg.RetryMin
 	for {
 		err := c.handler.HandleMessage(work, msg)
 		if err == nil {
-			return true
+			return succeeded
 		}
 		log := c.log.With("topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
-		if work.Err() != nil || gen.Err() != nil {
+		if work.Err() != nil {
+			log.Warn("message aborted uncommitted", "err", err)
+			return aborted
+		}
+		if gen.Err() != nil {
 			log.Warn("message abandoned uncommitted", "err", err)
-			return false
+			return givenUp
 		}
 		log.Warn("processing failed; retrying", "retry_in", backoff, "err", err)
 		select {
@@ -509,6 +576,101 @@ func (c *Group) resolveOffset(ctx context.Context, topic string, partition int, 
 		return po.LastOffset, nil
 	}
 	return 0, fmt.Errorf("consumer: list offsets: no answer for %s/%d", topic, partition)
+}
+
+// refreshLag sets the lag of every held partition from its high-water
+// mark, asked for all of them in one ListOffsets request.
+func (c *Group) refreshLag(ctx context.Context, h *held) {
+	req := h.request()
+	if req == nil {
+		return
+	}
+	resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
+	if err != nil {
+		// The fetches fail too and say so; the next tick tries again.
+		if ctx.Err() == nil {
+			c.log.Debug("listing high-water marks for lag failed", "group", c.cfg.GroupID, "err", err)
+		}
+		return
+	}
+	h.refresh(resp)
+}
+
+type topicPartition struct {
+	topic     string
+	partition int
+}
+
+// held tracks, per partition a generation's loops hold, the next offset
+// to process, and owns those partitions' lag series. One mutex covers the
+// positions and the gauge, so that a refresh racing a loop's exit cannot
+// bring back the series of a partition no longer held.
+type held struct {
+	mu   sync.Mutex
+	lag  *prometheus.GaugeVec
+	next map[topicPartition]int64
+}
+
+func newHeld(lag *prometheus.GaugeVec) *held {
+	return &held{lag: lag, next: map[topicPartition]int64{}}
+}
+
+// assign starts tracking a partition at its start offset, before its first
+// message.
+func (h *held) assign(topic string, partition int, next int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next[topicPartition{topic, partition}] = next
+}
+
+// advance records a handled message and the high-water mark its fetch saw.
+func (h *held) advance(topic string, partition int, next, highWaterMark int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := topicPartition{topic, partition}
+	if _, ok := h.next[k]; !ok {
+		return
+	}
+	h.next[k] = next
+	h.lag.WithLabelValues(topic, strconv.Itoa(partition)).Set(float64(max(0, highWaterMark-next)))
+}
+
+// release stops tracking a partition and deletes its lag series.
+func (h *held) release(topic string, partition int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.next, topicPartition{topic, partition})
+	h.lag.DeleteLabelValues(topic, strconv.Itoa(partition))
+}
+
+// request asks for the high-water mark of every held partition (nil when
+// none is held).
+func (h *held) request() map[string][]kafka.OffsetRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.next) == 0 {
+		return nil
+	}
+	req := map[string][]kafka.OffsetRequest{}
+	for k := range h.next {
+		req[k.topic] = append(req[k.topic], kafka.LastOffsetOf(k.partition))
+	}
+	return req
+}
+
+// refresh sets the lag of the partitions still held from resp.
+func (h *held) refresh(resp *kafka.ListOffsetsResponse) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for topic, parts := range resp.Topics {
+		for _, po := range parts {
+			next, ok := h.next[topicPartition{topic, po.Partition}]
+			if !ok || po.Error != nil || po.LastOffset < 0 {
+				continue
+			}
+			h.lag.WithLabelValues(topic, strconv.Itoa(po.Partition)).Set(float64(max(0, po.LastOffset-next)))
+		}
+	}
 }
 
 // offsets tracks, per partition, the next offset to commit.

@@ -57,24 +57,25 @@ func New(t testing.TB) *Cluster {
 func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
 
 // Topic creates a topic with a name unique to the test, starting with
-// base, and returns the name.
-func (c *Cluster) Topic(t testing.TB, base string, partitions int) string {
+// base, and returns the name. configs set topic-level settings such as
+// max.message.bytes.
+func (c *Cluster) Topic(t testing.TB, base string, partitions int, configs ...kafka.ConfigEntry) string {
 	t.Helper()
 	name := base + "." + suffix(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.CreateTopic(ctx, name, partitions); err != nil {
+	if err := c.CreateTopic(ctx, name, partitions, configs...); err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}
 	return name
 }
 
-// CreateTopic creates a topic named exactly name and waits until its
-// partitions have leaders.
-func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int) error {
+// CreateTopic creates a topic named exactly name, with the given
+// topic-level settings, and waits until its partitions have leaders.
+func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int, configs ...kafka.ConfigEntry) error {
 	client := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Timeout: 10 * time.Second}
 	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: name, NumPartitions: partitions, ReplicationFactor: 1,
+		Topic: name, NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: configs,
 	}}})
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", name, err)
