@@ -288,7 +288,7 @@ func (c *Group) Run(ctx context.Context) error {
 			c.log.Warn("joining consumer group failed; retrying", "group", c.cfg.GroupID, "err", err)
 			continue
 		}
-		c.runGeneration(rs, work, gen)
+		c.runGeneration(work, rs, gen)
 	}
 	<-closed
 	c.ready.Store(false)
@@ -321,7 +321,7 @@ func (c *Group) startOffset() int64 {
 // and a committer.
 // It returns at once; the generation ends when kafka-go closes its context
 // (a rebalance, or the group closing) and all loops have returned.
-func (c *Group) runGeneration(rs *runState, work context.Context, gen *kafka.Generation) {
+func (c *Group) runGeneration(work context.Context, rs *runState, gen *kafka.Generation) {
 	offsets := newOffsets()
 	held := newHeld(c.lag)
 	// In-flight work outlives the generation's end by at most half the
