@@ -17,27 +17,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
-
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // Handler evaluates one valid event. It returns nil once the event's
 // effects are done (counters updated, alerts handed off); an error is
 // retried with backoff, and the offset is not committed past the event,
-// unless it wraps rules.ErrUnprocessable: such an event goes to the
+// unless it wraps event.ErrUnprocessable: such an event goes to the
 // dead-letter topic instead.
 type Handler interface {
-	Handle(ctx context.Context, ev *rules.Event) error
+	Handle(ctx context.Context, ev *event.Event) error
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, ev *rules.Event) error
+type HandlerFunc func(ctx context.Context, ev *event.Event) error
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, ev *rules.Event) error { return f(ctx, ev) }
+func (f HandlerFunc) Handle(ctx context.Context, ev *event.Event) error { return f(ctx, ev) }
 
 // Config configures a Consumer. Zero durations take the defaults.
 type Config struct {
@@ -196,14 +195,14 @@ func (c *Consumer) Close() error {
 }
 
 // topicType is the event type a topic implies ("" for a shared topic).
-func (c *Consumer) topicType(topic string) rules.Type {
+func (c *Consumer) topicType(topic string) event.Type {
 	switch {
 	case c.cfg.OrdersTopic == c.cfg.RefundsTopic:
 		return ""
 	case topic == c.cfg.OrdersTopic:
-		return rules.Order
+		return event.Order
 	default:
-		return rules.Refund
+		return event.Refund
 	}
 }
 
@@ -217,14 +216,14 @@ func (c *Consumer) handleMessage(ctx context.Context, msg kafka.Message) error {
 		return c.reject(ctx, msg, invalid, "invalid event sent to the dead-letter topic")
 	}
 	if err := c.handler.Handle(ctx, ev); err != nil {
-		if !errors.Is(err, rules.ErrUnprocessable) {
+		if !errors.Is(err, event.ErrUnprocessable) {
 			return err
 		}
 		// No retry can succeed, and retrying for ever would stop the
 		// partition: it is dead-lettered like an invalid event. The
 		// engine's error text names rules and scripts, never payload
 		// values, so it may travel in the header and the log.
-		why := &rules.InvalidError{Reason: rules.ReasonUnprocessable, Detail: err.Error()}
+		why := &event.InvalidError{Reason: event.ReasonUnprocessable, Detail: err.Error()}
 		return c.reject(ctx, msg, why, "unprocessable event sent to the dead-letter topic")
 	}
 	c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
@@ -232,30 +231,30 @@ func (c *Consumer) handleMessage(ctx context.Context, msg kafka.Message) error {
 }
 
 // reject dead-letters msg, then counts and logs it.
-func (c *Consumer) reject(ctx context.Context, msg kafka.Message, why *rules.InvalidError, logMsg string) error {
+func (c *Consumer) reject(ctx context.Context, msg kafka.Message, why *event.InvalidError, logMsg string) error {
 	if err := c.deadLetter(ctx, msg, why); err != nil {
 		return err
 	}
-	c.m.invalid.WithLabelValues(why.Reason).Inc()
+	c.m.invalid.WithLabelValues(string(why.Reason)).Inc()
 	c.log.Warn(logMsg, "topic", msg.Topic, "partition", msg.Partition,
 		"offset", msg.Offset, "reason", why.Reason, "err", why.Error())
 	return nil
 }
 
-func (c *Consumer) decode(msg kafka.Message) (*rules.Event, *rules.InvalidError) {
+func (c *Consumer) decode(msg kafka.Message) (*event.Event, *event.InvalidError) {
 	if len(msg.Value) > c.cfg.MaxEventBytes {
-		return nil, &rules.InvalidError{Reason: rules.ReasonOversized,
+		return nil, &event.InvalidError{Reason: event.ReasonOversized,
 			Detail: fmt.Sprintf("value of %d bytes exceeds %d", len(msg.Value), c.cfg.MaxEventBytes)}
 	}
-	ev, err := rules.DecodeEvent(msg.Value, c.topicType(msg.Topic))
+	ev, err := event.Decode(msg.Value, c.topicType(msg.Topic))
 	if err != nil {
-		var inv *rules.InvalidError
+		var inv *event.InvalidError
 		if errors.As(err, &inv) {
 			return nil, inv
 		}
-		return nil, &rules.InvalidError{Reason: rules.ReasonMalformedJSON, Detail: "undecodable"}
+		return nil, &event.InvalidError{Reason: event.ReasonMalformedJSON, Detail: "undecodable"}
 	}
-	ev.Source = rules.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
+	ev.Source = event.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
 	return ev, nil
 }
 
@@ -277,7 +276,7 @@ const deadLetterHeaderRoom = 64 << 10
 
 // deadLetter writes the original key, value and headers to the dead-letter
 // topic, adding why and where from.
-func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *rules.InvalidError) error {
+func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event.InvalidError) error {
 	headers := make([]kafka.Header, 0, len(msg.Headers)+4)
 	headers = append(headers, msg.Headers...)
 	headers = append(headers,

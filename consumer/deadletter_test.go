@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 func headerMap(m kafka.Message) map[string]string {
@@ -82,7 +82,7 @@ func TestOversizedDeadLetters(t *testing.T) {
 				t.Fatalf("no dead letter keyed k-big among %d", len(dead))
 			}
 			h := headerMap(d)
-			if h["trace"] != "t-big" || !strings.HasPrefix(h[HeaderError], rules.ReasonOversized) ||
+			if h["trace"] != "t-big" || !strings.HasPrefix(h[HeaderError], string(event.ReasonOversized)) ||
 				h[HeaderSourceTopic] != e.orders || h[HeaderSourceOffset] != "0" {
 				t.Errorf("oversized dead letter lost its headers: %v", h)
 			}
@@ -104,7 +104,7 @@ func TestOversizedDeadLetters(t *testing.T) {
 			if small := byKey["k-bad"]; string(small.Value) != "not json" {
 				t.Errorf("small dead letter value = %q, want the original", small.Value)
 			}
-			if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(rules.ReasonOversized)); got != 1 {
+			if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonOversized))); got != 1 {
 				t.Errorf("invalid{reason=oversized} = %v, want 1", got)
 			}
 		})
@@ -186,11 +186,11 @@ func TestTooLarge(t *testing.T) {
 func TestUnprocessableEventsGoToTheDeadLetterTopic(t *testing.T) {
 	e := newEnv(t, 1)
 	rec := newRecorder()
-	rec.fail = func(ev *rules.Event) error {
+	rec.fail = func(ev *event.Event) error {
 		if ev.EventID != "bad" {
 			return nil
 		}
-		return fmt.Errorf("rules: eval incr_and_check for rule r1: %w", rules.ErrUnprocessable)
+		return fmt.Errorf("rules: eval incr_and_check for rule r1: %w", event.ErrUnprocessable)
 	}
 	r := start(t, e.config(), rec)
 	e.cluster.Produce(t, e.orders,
@@ -211,16 +211,16 @@ func TestUnprocessableEventsGoToTheDeadLetterTopic(t *testing.T) {
 	if string(d.Key) != "k2" || string(d.Value) != string(order("bad", "c", 1)) || h["trace"] != "t2" {
 		t.Errorf("dead letter is not the original message: key %q, headers %v", d.Key, h)
 	}
-	if got := h[HeaderError]; !strings.HasPrefix(got, rules.ReasonUnprocessable+":") || !strings.Contains(got, "rule r1") {
+	if got := h[HeaderError]; !strings.HasPrefix(got, string(event.ReasonUnprocessable)+":") || !strings.Contains(got, "rule r1") {
 		t.Errorf("%s = %q, want the unprocessable reason and the engine's error", HeaderError, got)
 	}
 	if h[HeaderSourceTopic] != e.orders || h[HeaderSourceOffset] != "1" {
 		t.Errorf("source headers = %v", h)
 	}
-	if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(rules.ReasonUnprocessable)); got != 1 {
+	if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonUnprocessable))); got != 1 {
 		t.Errorf("invalid{reason=unprocessable} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(r.c.m.consumed.WithLabelValues(string(rules.Order))); got != 2 {
+	if got := testutil.ToFloat64(r.c.m.consumed.WithLabelValues(string(event.Order))); got != 2 {
 		t.Errorf("consumed{type=order} = %v, want 2: the unprocessable event is not consumed", got)
 	}
 }

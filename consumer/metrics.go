@@ -3,9 +3,8 @@ package consumer
 import (
 	"fmt"
 
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // metrics are the events consumer's; the lag gauge belongs to Group.
@@ -31,11 +30,11 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}),
 	}
-	for _, t := range []rules.Type{rules.Order, rules.Refund} {
+	for _, t := range []event.Type{event.Order, event.Refund} {
 		m.consumed.WithLabelValues(string(t))
 	}
-	for _, r := range rules.Reasons {
-		m.invalid.WithLabelValues(r)
+	for _, r := range event.Reasons {
+		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing} {

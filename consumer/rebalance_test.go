@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/segmentio/kafka-go"
-
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // The test binary doubles as a group member process, so that a member can
@@ -40,7 +39,7 @@ func member(cfgJSON string) int {
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	h := HandlerFunc(func(_ context.Context, ev *rules.Event) error {
+	h := HandlerFunc(func(_ context.Context, ev *event.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "%s %d %d %s\n", ev.Source.Topic, ev.Source.Partition, ev.Source.Offset, ev.EventID)

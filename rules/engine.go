@@ -13,13 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
-
-// ErrUnprocessable marks an event that no retry can process: a script
-// refused the arguments it derived from the event. The consumer sends such
-// an event to the dead-letter topic instead of retrying it for ever.
-var ErrUnprocessable = errors.New("rules: event cannot be processed")
 
 // counters is what the engine needs from the Redis scripts.
 type counters interface {
@@ -122,7 +118,7 @@ func (e *Engine) SetRules(rs []Rule) {
 // Handle evaluates one event. It returns nil once every matching rule has
 // run and every first crossing has been handed to the sink. On error the
 // event may be partly counted; the caller retries it.
-func (e *Engine) Handle(ctx context.Context, ev *Event) error {
+func (e *Engine) Handle(ctx context.Context, ev *event.Event) error {
 	rs := *e.rules.Load()
 	for i := range rs {
 		r := &rs[i]
@@ -135,9 +131,9 @@ func (e *Engine) Handle(ctx context.Context, ev *Event) error {
 		}
 		var err error
 		switch ev.Type {
-		case Order:
+		case event.Order:
 			err = e.order(ctx, r, ev, values)
-		case Refund:
+		case event.Refund:
 			if r.Metric == Amount {
 				err = e.refund(ctx, r, ev, values)
 			}
@@ -149,7 +145,7 @@ func (e *Engine) Handle(ctx context.Context, ev *Event) error {
 	return nil
 }
 
-func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string) error {
+func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
 	inc := int64(1)
 	if r.Metric == Amount {
 		inc = ev.Amount
@@ -203,7 +199,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *Event, values []string)
 	return nil
 }
 
-func (e *Engine) refund(ctx context.Context, r *Rule, ev *Event, values []string) error {
+func (e *Engine) refund(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
 	g := e.keys.Group(r.Name, values)
 	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, r.Metric), ev.EventID, ev.Amount)
 	if err != nil {
@@ -245,14 +241,14 @@ func displayValues(values []string) []string {
 // not worth retrying.
 func scriptError(script, rule string, err error) error {
 	if errors.Is(err, lua.ErrInvalidArguments) {
-		return fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, rule, ErrUnprocessable, err)
+		return fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, rule, event.ErrUnprocessable, err)
 	}
 	return fmt.Errorf("rules: eval %s for rule %s: %w", script, rule, err)
 }
 
 // groupValues collects the rule's group_by values from the event; false
 // when the event lacks any of them.
-func groupValues(r *Rule, ev *Event) ([]string, bool) {
+func groupValues(r *Rule, ev *event.Event) ([]string, bool) {
 	values := make([]string, len(r.GroupBy))
 	for i, f := range r.GroupBy {
 		v, ok := ev.Field(f)

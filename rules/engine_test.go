@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -88,8 +89,11 @@ func rule(name string, m rules.Metric, threshold int64, groupBy ...string) rules
 	}
 }
 
+// remove, as a value in ev's pairs, deletes the field.
+var remove = struct{ remove bool }{true}
+
 // ev decodes an event built from key/value pairs, as the consumer would.
-func ev(t *testing.T, typ rules.Type, kv ...any) *rules.Event {
+func ev(t *testing.T, typ event.Type, kv ...any) *event.Event {
 	t.Helper()
 	m := map[string]any{"order_id": "ord-1", "customer_id": "cust-1", "amount": 100}
 	for i := 0; i < len(kv); i += 2 {
@@ -106,14 +110,14 @@ func ev(t *testing.T, typ rules.Type, kv ...any) *rules.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := rules.DecodeEvent(data, typ)
+	e, err := event.Decode(data, typ)
 	if err != nil {
-		t.Fatalf("DecodeEvent(%s): %v", data, err)
+		t.Fatalf("Decode(%s): %v", data, err)
 	}
 	return e
 }
 
-func (h *harness) handle(e *rules.Event) {
+func (h *harness) handle(e *event.Event) {
 	h.t.Helper()
 	if err := h.engine.Handle(h.t.Context(), e); err != nil {
 		h.t.Fatalf("Handle(%s): %v", e.EventID, err)
@@ -194,7 +198,7 @@ func (h *harness) crossedBy(name string) []string {
 func TestEngineCountRuleCrossesOnce(t *testing.T) {
 	h := newHarness(t, rule("orders-3", rules.Count, 3, "customer_id"))
 	for i, cust := range []string{"c1", "c2", "c1", "c1", "c2", "c1", "c1"} {
-		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", cust))
+		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", cust))
 	}
 	// c1's third order is o3; c2 ordered twice and never crossed.
 	if got := h.crossedBy("orders-3"); !reflect.DeepEqual(got, []string{"evt-o3"}) {
@@ -218,7 +222,7 @@ func TestEngineAmountRuleSums(t *testing.T) {
 		card   string
 	}{{400, "k1"}, {500, "k1"}, {900, "k2"}, {200, "k1"}, {50, "k1"}}
 	for i, s := range steps {
-		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "card_fingerprint", s.card,
+		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i)), "card_fingerprint", s.card,
 			"amount", s.amount, "currency", "krw"))
 	}
 	got := h.sink.got()
@@ -232,7 +236,7 @@ func TestEngineAmountRuleSums(t *testing.T) {
 func TestEngineCompositeGroupBy(t *testing.T) {
 	h := newHarness(t, rule("cust-card", rules.Count, 2, "customer_id", "card_fingerprint"))
 	for i, p := range [][2]string{{"c1", "k1"}, {"c1", "k2"}, {"c2", "k1"}, {"c1", "k1"}} {
-		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", p[0], "card_fingerprint", p[1]))
+		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", p[0], "card_fingerprint", p[1]))
 	}
 	got := h.sink.got()
 	if len(got) != 1 || got[0].EventID != "evt-o3" {
@@ -252,10 +256,10 @@ func TestEngineSkipsEventsLackingGroupBy(t *testing.T) {
 		rule("by-merchant", rules.Count, 1, "merchant_id"),
 		rule("by-email-ip", rules.Amount, 1, "email", "ip"),
 	)
-	h.handle(ev(t, rules.Order, "order_id", "o1"))
-	h.handle(ev(t, rules.Order, "order_id", "o2", "email", "", "merchant_id", nil, "ip", "203.0.113.9"))
-	h.handle(ev(t, rules.Order, "order_id", "o3", "merchant_id", map[string]any{"id": 7}))
-	h.handle(ev(t, rules.Refund, "order_id", "o4", "ip", "203.0.113.9"))
+	h.handle(ev(t, event.Order, "order_id", "o1"))
+	h.handle(ev(t, event.Order, "order_id", "o2", "email", "", "merchant_id", nil, "ip", "203.0.113.9"))
+	h.handle(ev(t, event.Order, "order_id", "o3", "merchant_id", map[string]any{"id": 7}))
+	h.handle(ev(t, event.Refund, "order_id", "o4", "ip", "203.0.113.9"))
 	if got := h.sink.got(); len(got) != 0 {
 		t.Fatalf("events lacking the group_by fields raised %+v", got)
 	}
@@ -264,7 +268,7 @@ func TestEngineSkipsEventsLackingGroupBy(t *testing.T) {
 	}
 
 	// An extra field the event does carry groups like any other.
-	h.handle(ev(t, rules.Order, "order_id", "o5", "merchant_id", 7))
+	h.handle(ev(t, event.Order, "order_id", "o5", "merchant_id", 7))
 	got := h.sink.got()
 	if len(got) != 1 || got[0].Rule != "by-merchant" || !reflect.DeepEqual(got[0].GroupValues, []string{"7"}) {
 		t.Fatalf("alerts %+v, want by-merchant for merchant 7", got)
@@ -277,8 +281,8 @@ func TestEngineDisabledRulesNeverRun(t *testing.T) {
 	offAmount := rule("off-amount", rules.Amount, 1, "customer_id")
 	offAmount.Enabled = false
 	h := newHarness(t, off, offAmount)
-	h.handle(ev(t, rules.Order, "order_id", "o1"))
-	h.handle(ev(t, rules.Refund, "order_id", "o1"))
+	h.handle(ev(t, event.Order, "order_id", "o1"))
+	h.handle(ev(t, event.Refund, "order_id", "o1"))
 	if got := h.sink.got(); len(got) != 0 {
 		t.Errorf("disabled rules raised %+v", got)
 	}
@@ -293,9 +297,9 @@ func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 		rule("cnt", rules.Count, 100, "customer_id"),
 		rule("amt-email", rules.Amount, 1_000_000, "email"),
 	)
-	h.handle(ev(t, rules.Order, "order_id", "o1", "amount", 300))
-	h.handle(ev(t, rules.Order, "order_id", "o2", "amount", 300))
-	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r1", "amount", 200, "email", "a@example.com"))
+	h.handle(ev(t, event.Order, "order_id", "o1", "amount", 300))
+	h.handle(ev(t, event.Order, "order_id", "o2", "amount", 300))
+	h.handle(ev(t, event.Refund, "order_id", "o1", "event_id", "r1", "amount", 200, "email", "a@example.com"))
 
 	h.wantCounter("amt", rules.Amount, 400, "cust-1")
 	h.wantCounter("cnt", rules.Count, 2, "cust-1")
@@ -317,14 +321,14 @@ func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 
 func TestEngineRefundClamps(t *testing.T) {
 	h := newHarness(t, rule("amt", rules.Amount, 1_000_000, "customer_id"), rule("other", rules.Amount, 1_000_000, "customer_id"))
-	h.handle(ev(t, rules.Order, "order_id", "o1", "amount", 500))
-	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r1", "amount", 800))
+	h.handle(ev(t, event.Order, "order_id", "o1", "amount", 500))
+	h.handle(ev(t, event.Refund, "order_id", "o1", "event_id", "r1", "amount", 800))
 	h.wantCounter("amt", rules.Amount, 0, "cust-1")
 	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 1 {
 		t.Errorf("refunds_clamped_total{amt} = %v, want 1", got)
 	}
 	// A refund against a counter already at 0 is nothing to clamp.
-	h.handle(ev(t, rules.Refund, "order_id", "o1", "event_id", "r2", "amount", 800))
+	h.handle(ev(t, event.Refund, "order_id", "o1", "event_id", "r2", "amount", 800))
 	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 1 {
 		t.Errorf("refunds_clamped_total{amt} = %v after a refund on 0, want 1", got)
 	}
@@ -348,9 +352,9 @@ func TestEngineCrossingsMetric(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		h.handle(ev(t, rules.Order, "order_id", "o"+string(rune('0'+i))))
+		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i))))
 	}
-	h.handle(ev(t, rules.Order, "order_id", "o9", "customer_id", "cust-2"))
+	h.handle(ev(t, event.Order, "order_id", "o9", "customer_id", "cust-2"))
 	for name, want := range map[string]float64{"r-one": 2, "r-two": 1, "r-never": 0, "r-shadow": 2} {
 		if got := h.metric("fraudwatch_threshold_crossings_total", "rule", name); got != want {
 			t.Errorf("crossings{%s} = %v, want %v", name, got, want)
@@ -365,10 +369,10 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 		Cooldown: time.Hour, Severity: rules.Critical, Mode: rules.ModeAlert, Channel: "#fraud-risk", Enabled: true,
 	}
 	h := newHarness(t, r)
-	h.handle(ev(t, rules.Order, "order_id", "o1", "card_fingerprint", "fp{1}", "amount", 600_000, "currency", "KRW"))
-	h.handle(ev(t, rules.Order, "order_id", "o2", "card_fingerprint", "fp{1}", "amount", 700_000, "currency", "KRW",
+	h.handle(ev(t, event.Order, "order_id", "o1", "card_fingerprint", "fp{1}", "amount", 600_000, "currency", "KRW"))
+	h.handle(ev(t, event.Order, "order_id", "o2", "card_fingerprint", "fp{1}", "amount", 700_000, "currency", "KRW",
 		"occurred_at", "2024-03-01T18:04:05+09:00"))
-	h.handle(ev(t, rules.Order, "order_id", "o3", "card_fingerprint", "fp{2}", "amount", 1_000_000))
+	h.handle(ev(t, event.Order, "order_id", "o3", "card_fingerprint", "fp{2}", "amount", 1_000_000))
 
 	values := []string{"cust-1", "fp{1}"}
 	g := h.keys.Group(r.Name, values)
@@ -421,7 +425,7 @@ func TestEngineShadowRuleReachesSink(t *testing.T) {
 	shadow := rule("trial", rules.Count, 1, "customer_id")
 	shadow.Mode = rules.ModeShadow
 	h := newHarness(t, shadow)
-	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	h.handle(ev(t, event.Order, "order_id", "o1"))
 	got := h.sink.got()
 	if len(got) != 1 || got[0].Mode != "shadow" || !got[0].Shadow() {
 		t.Fatalf("alerts %+v, want one in shadow mode", got)
@@ -432,7 +436,7 @@ func TestEngineSinkError(t *testing.T) {
 	h := newHarness(t, rule("quiet", rules.Count, 5, "customer_id"), rule("loud", rules.Count, 1, "customer_id"))
 	boom := errors.New("queue closed")
 	h.sink.err = boom
-	err := h.engine.Handle(t.Context(), ev(t, rules.Order, "order_id", "o1"))
+	err := h.engine.Handle(t.Context(), ev(t, event.Order, "order_id", "o1"))
 	if !errors.Is(err, boom) {
 		t.Fatalf("Handle = %v, want it to wrap the sink's error", err)
 	}
@@ -444,7 +448,7 @@ func TestEngineSinkError(t *testing.T) {
 func TestAlertsCarryBoundedGroupValues(t *testing.T) {
 	h := newHarness(t, rule("addr", rules.Count, 1, "shipping_address"))
 	long := strings.Repeat("서울시 강남구 테헤란로 ", 500) // ~16 KB, multi-byte runes
-	h.handle(ev(t, rules.Order, "order_id", "o1", "shipping_address", long))
+	h.handle(ev(t, event.Order, "order_id", "o1", "shipping_address", long))
 	got := h.sink.got()
 	if len(got) != 1 {
 		t.Fatalf("alerts = %d, want 1", len(got))
@@ -464,9 +468,9 @@ func TestEngineScriptErrors(t *testing.T) {
 		bad := rule("zero-threshold", rules.Count, 1, "customer_id")
 		bad.Threshold = 0 // Parse would refuse it; the script must too
 		h := newHarness(t, bad)
-		err := h.engine.Handle(t.Context(), ev(t, rules.Order, "order_id", "o1"))
-		if !errors.Is(err, lua.ErrInvalidArguments) || !errors.Is(err, rules.ErrUnprocessable) {
-			t.Fatalf("Handle = %v, want lua.ErrInvalidArguments marked rules.ErrUnprocessable", err)
+		err := h.engine.Handle(t.Context(), ev(t, event.Order, "order_id", "o1"))
+		if !errors.Is(err, lua.ErrInvalidArguments) || !errors.Is(err, event.ErrUnprocessable) {
+			t.Fatalf("Handle = %v, want lua.ErrInvalidArguments marked event.ErrUnprocessable", err)
 		}
 		for _, s := range []string{"zero-threshold", lua.IncrAndCheckName} {
 			if !strings.Contains(err.Error(), s) {
@@ -486,12 +490,12 @@ func TestEngineScriptErrors(t *testing.T) {
 		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
 			t.Fatal(err)
 		}
-		err := h.engine.Handle(t.Context(), ev(t, rules.Refund, "order_id", "o1"))
+		err := h.engine.Handle(t.Context(), ev(t, event.Refund, "order_id", "o1"))
 		var rerr redis.Error
 		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "WRONGTYPE") {
 			t.Fatalf("Handle = %v, want the Redis WRONGTYPE error", err)
 		}
-		if errors.Is(err, rules.ErrUnprocessable) {
+		if errors.Is(err, event.ErrUnprocessable) {
 			t.Fatal("a Redis error was marked unprocessable: it is worth retrying")
 		}
 		for _, s := range []string{"amt", lua.SalesDecrName} {
@@ -504,7 +508,7 @@ func TestEngineScriptErrors(t *testing.T) {
 		h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		err := h.engine.Handle(ctx, ev(t, rules.Order, "order_id", "o1"))
+		err := h.engine.Handle(ctx, ev(t, event.Order, "order_id", "o1"))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Handle = %v, want context.Canceled", err)
 		}
@@ -515,12 +519,12 @@ func TestEngineSetRules(t *testing.T) {
 	rs := []rules.Rule{rule("first", rules.Count, 1, "customer_id")}
 	h := newHarness(t, rs...)
 	rs[0].Enabled = false // the engine keeps its own copy
-	h.handle(ev(t, rules.Order, "order_id", "o1"))
+	h.handle(ev(t, event.Order, "order_id", "o1"))
 
 	next := []rules.Rule{rule("second", rules.Count, 1, "customer_id")}
 	h.engine.SetRules(next)
 	next[0].Threshold = 1000
-	h.handle(ev(t, rules.Order, "order_id", "o2", "customer_id", "cust-2"))
+	h.handle(ev(t, event.Order, "order_id", "o2", "customer_id", "cust-2"))
 
 	if got := h.crossedBy("first"); !reflect.DeepEqual(got, []string{"evt-o1"}) {
 		t.Errorf("first crossed on %v, want evt-o1 only", got)
@@ -541,8 +545,8 @@ func TestEngineSetRules(t *testing.T) {
 func TestEngineAlertDoesNotShareRuleState(t *testing.T) {
 	h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
 	h.sink.mutate = func(a *alert.Alert) { a.GroupBy[0] = "email" }
-	h.handle(ev(t, rules.Order, "order_id", "o1"))
-	h.handle(ev(t, rules.Order, "order_id", "o2", "customer_id", "cust-2"))
+	h.handle(ev(t, event.Order, "order_id", "o1"))
+	h.handle(ev(t, event.Order, "order_id", "o2", "customer_id", "cust-2"))
 	got := h.sink.got()
 	if len(got) != 2 || !reflect.DeepEqual(got[1].GroupBy, []string{"customer_id"}) ||
 		!reflect.DeepEqual(got[1].GroupValues, []string{"cust-2"}) {
@@ -577,7 +581,7 @@ func TestNewEngineValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Handle(t.Context(), ev(t, rules.Order)); err != nil {
+	if err := e.Handle(t.Context(), ev(t, event.Order)); err != nil {
 		t.Error(err)
 	}
 }
@@ -596,10 +600,10 @@ func TestEngineLogsNoPersonalData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := ev(t, rules.Order, "order_id", "SECRET-order", "event_id", "SECRET-event", "email", "secret@example.com", "amount", 500)
-	order.Source = rules.Source{Topic: "orders", Partition: 3, Offset: 42}
-	refund := ev(t, rules.Refund, "order_id", "SECRET-order", "event_id", "SECRET-refund", "email", "secret@example.com", "amount", 900)
-	for _, x := range []*rules.Event{order, refund} {
+	order := ev(t, event.Order, "order_id", "SECRET-order", "event_id", "SECRET-event", "email", "secret@example.com", "amount", 500)
+	order.Source = event.Source{Topic: "orders", Partition: 3, Offset: 42}
+	refund := ev(t, event.Refund, "order_id", "SECRET-order", "event_id", "SECRET-refund", "email", "secret@example.com", "amount", 900)
+	for _, x := range []*event.Event{order, refund} {
 		if err := e.Handle(t.Context(), x); err != nil {
 			t.Fatal(err)
 		}
@@ -636,10 +640,10 @@ func (s *syncBuffer) String() string {
 func TestEngineSetRulesWhileHandling(t *testing.T) {
 	a, b := rule("a", rules.Count, 1_000_000, "customer_id"), rule("b", rules.Count, 1_000_000, "customer_id")
 	h := newHarness(t, a)
-	var events [2][]*rules.Event
+	var events [2][]*event.Event
 	for w := range events {
 		for i := range 50 {
-			events[w] = append(events[w], ev(t, rules.Order, "order_id", fmt.Sprintf("o%d-%d", w, i)))
+			events[w] = append(events[w], ev(t, event.Order, "order_id", fmt.Sprintf("o%d-%d", w, i)))
 		}
 	}
 	var wg sync.WaitGroup

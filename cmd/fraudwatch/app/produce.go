@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/config"
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // ProduceStats counts what Produce sent.
@@ -104,10 +104,10 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 		}
 		var topic string
 		switch head.Type {
-		case string(rules.Order):
+		case string(event.Order):
 			topic = k.OrdersTopic
 			pending.Orders++
-		case string(rules.Refund):
+		case string(event.Refund):
 			topic = k.RefundsTopic
 			pending.Refunds++
 		default:

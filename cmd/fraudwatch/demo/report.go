@@ -12,6 +12,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -159,7 +160,7 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  events sent\t%s\n", sent)
 	fmt.Fprintf(tw, "  events consumed\t%s, %s\n",
-		plural(s.get(metricConsumed, string(rules.Order)), "order"), plural(s.get(metricConsumed, string(rules.Refund)), "refund"))
+		plural(s.get(metricConsumed, string(event.Order)), "order"), plural(s.get(metricConsumed, string(event.Refund)), "refund"))
 	fmt.Fprintf(tw, "  dead-lettered\t%d%s, to %s\n", s.total(metricInvalid), breakdown(s[metricInvalid]), cfg.Kafka.DeadLetterTopic)
 	// Labels are reason, rule (label-name order).
 	shadow, cooldown := int64(0), int64(0)

@@ -37,8 +37,8 @@ const (
 	kindInvalid
 )
 
-// event is the JSON of SPEC §3.
-type event struct {
+// eventJSON is an event as the topics carry it (README, Events).
+type eventJSON struct {
 	EventID         string `json:"event_id"`
 	Type            string `json:"type"`
 	OrderID         string `json:"order_id"`
@@ -63,8 +63,8 @@ type identity struct {
 type planned struct {
 	at   time.Duration
 	kind kind
-	ev   *event // nil for an invalid event
-	raw  string // the value of an invalid event
+	ev   *eventJSON // nil for an invalid event
+	raw  string     // the value of an invalid event
 	key  string
 }
 
@@ -238,10 +238,10 @@ func (g *generator) invalid(at time.Duration) {
 	g.add(planned{at: at, kind: kindInvalid, raw: raw, key: who.customer})
 }
 
-func (g *generator) order(who identity, amount int64) *event {
+func (g *generator) order(who identity, amount int64) *eventJSON {
 	g.events++
 	g.orders++
-	return &event{
+	return &eventJSON{
 		EventID:         fmt.Sprintf("ev-%06d", g.events),
 		Type:            "order",
 		OrderID:         fmt.Sprintf("ord-%06d", 100_000+g.orders),
@@ -257,7 +257,7 @@ func (g *generator) order(who identity, amount int64) *event {
 	}
 }
 
-func (g *generator) refund(o *event, amount int64) *event {
+func (g *generator) refund(o *eventJSON, amount int64) *eventJSON {
 	g.events++
 	r := *o
 	r.EventID = fmt.Sprintf("ev-%06d", g.events)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -20,8 +21,8 @@ type sent struct {
 	at    time.Duration
 	p     planned
 	msg   kafka.Message
-	ev    *rules.Event // nil when invalid
-	inval *rules.InvalidError
+	ev    *event.Event // nil when invalid
+	inval *event.InvalidError
 }
 
 // simulate runs a generator for d of simulated time, in ticks, and decodes
@@ -37,15 +38,15 @@ func simulate(t *testing.T, seed uint64, d time.Duration) []sent {
 			if err != nil {
 				t.Fatal(err)
 			}
-			topicType := rules.Order
+			topicType := event.Order
 			if msg.Topic == "refunds" {
-				topicType = rules.Refund
+				topicType = event.Refund
 			}
 			s := sent{at: el, p: p, msg: msg}
-			ev, err := rules.DecodeEvent(msg.Value, topicType)
+			ev, err := event.Decode(msg.Value, topicType)
 			if err != nil {
 				if !errors.As(err, &s.inval) {
-					t.Fatalf("DecodeEvent: %v", err)
+					t.Fatalf("Decode: %v", err)
 				}
 			} else {
 				s.ev = ev
@@ -94,7 +95,7 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 	traffic := simulate(t, 42, cycle-tick)
 
 	var orders, ordinary, refunds, clamps int
-	reasons := map[string]bool{}
+	reasons := map[event.Reason]bool{}
 	state := map[string]*groupState{}
 	firstCross := map[string]time.Duration{}
 	for _, s := range traffic {
@@ -117,7 +118,7 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 			t.Errorf("event %s: key %q, currency %q, occurred_at %v", ev.EventID, s.msg.Key, ev.Currency, ev.OccurredAt)
 		}
 		fraud := strings.HasPrefix(ev.CustomerID, "cust-f")
-		if ev.Type == rules.Order {
+		if ev.Type == event.Order {
 			orders++
 			if !fraud {
 				ordinary++
@@ -142,9 +143,9 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 			}
 			g.fraud = g.fraud || fraud
 			switch {
-			case ev.Type == rules.Order && r.Metric == rules.Count:
+			case ev.Type == event.Order && r.Metric == rules.Count:
 				g.value++
-			case ev.Type == rules.Order:
+			case ev.Type == event.Order:
 				g.value += ev.Amount
 			case r.Metric == rules.Amount && g.value > 0:
 				if ev.Amount > g.value {
@@ -190,7 +191,7 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 func TestTrafficAmountsAndIdentities(t *testing.T) {
 	for _, s := range simulate(t, 9, 10*time.Second) {
 		ev := s.ev
-		if ev == nil || ev.Type != rules.Order || strings.HasPrefix(ev.CustomerID, "cust-f") {
+		if ev == nil || ev.Type != event.Order || strings.HasPrefix(ev.CustomerID, "cust-f") {
 			continue
 		}
 		if ev.Amount < 5_000 || ev.Amount > 150_000 {

@@ -1,4 +1,4 @@
-package rules
+package event
 
 import (
 	"bytes"
@@ -10,107 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Type is the kind of an event.
-type Type string
-
-// Event types. An order adds to counters; a refund lowers amount counters.
-const (
-	Order  Type = "order"
-	Refund Type = "refund"
-)
-
-// Limits of SPEC §3.
-const (
-	MaxEventIDBytes = 128
-	MaxAmount       = 1_000_000_000_000_000 // 10^15 minor units
-)
-
-// Reasons an event is invalid. They label fraudwatch_events_invalid_total
-// and start the fraudwatch-error dead-letter header, so the set is closed.
-const (
-	ReasonOversized      = "oversized"
-	ReasonInvalidUTF8    = "invalid_utf8"
-	ReasonMalformedJSON  = "malformed_json"
-	ReasonMissingField   = "missing_field"
-	ReasonWrongType      = "wrong_type"
-	ReasonInvalidEventID = "invalid_event_id"
-	ReasonInvalidType    = "invalid_type"
-	ReasonTypeMismatch   = "type_mismatch"
-	ReasonInvalidAmount  = "invalid_amount"
-	ReasonInvalidTime    = "invalid_occurred_at"
-	ReasonInvalidCurr    = "invalid_currency"
-	// ReasonUnprocessable: a valid event that the rules engine cannot
-	// process, and never will (see ErrUnprocessable).
-	ReasonUnprocessable = "unprocessable"
-)
-
-// Reasons lists every reason an event can be invalid for.
-var Reasons = []string{
-	ReasonOversized, ReasonInvalidUTF8, ReasonMalformedJSON, ReasonMissingField,
-	ReasonWrongType, ReasonInvalidEventID, ReasonInvalidType, ReasonTypeMismatch,
-	ReasonInvalidAmount, ReasonInvalidTime, ReasonInvalidCurr, ReasonUnprocessable,
-}
-
-// InvalidError says why an event cannot be processed. Its text never
-// contains field values: it travels in logs and dead-letter headers.
-type InvalidError struct {
-	Reason string // one of Reasons
-	Field  string // the field at fault, if any
-	Detail string
-}
-
-func (e *InvalidError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Reason)
-	if e.Field != "" || e.Detail != "" {
-		b.WriteString(":")
-	}
-	if e.Field != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Field)
-	}
-	if e.Detail != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Detail)
-	}
-	return b.String()
-}
-
-func invalid(reason, field, detail string) *InvalidError {
-	return &InvalidError{Reason: reason, Field: field, Detail: detail}
-}
-
-// Source says where an event was read from. It is set by the consumer and
-// is what logs name instead of the payload.
-type Source struct {
-	Topic     string
-	Partition int
-	Offset    int64
-}
-
-// Event is one decoded, validated order or refund.
-type Event struct {
-	EventID         string
-	Type            Type
-	OrderID         string
-	CustomerID      string
-	Email           string
-	Phone           string
-	CardFingerprint string
-	IP              string
-	DeviceID        string
-	ShippingAddress string
-	Amount          int64
-	Currency        string    // upper-case ISO 4217 code, or ""
-	OccurredAt      time.Time // zero when the event carries none
-
-	Source Source
-
-	// raw keeps every field for group_by on fields SPEC does not name.
-	raw map[string]json.RawMessage
-}
-
-// stringFields are the string fields SPEC names, with where they go.
+// stringFields are the string fields of the schema, with where they go.
 var stringFields = []struct {
 	name     string
 	required bool
@@ -127,11 +27,11 @@ var stringFields = []struct {
 	{"shipping_address", false, func(e *Event) *string { return &e.ShippingAddress }},
 }
 
-// DecodeEvent decodes and validates one message value. topicType is the
+// Decode decodes and validates one message value. topicType is the
 // type implied by the topic the message came from ("" when the topic
 // carries both types and the event must say). A returned error is always an
 // *InvalidError.
-func DecodeEvent(data []byte, topicType Type) (*Event, error) {
+func Decode(data []byte, topicType Type) (*Event, error) {
 	if !utf8.Valid(data) {
 		return nil, invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
 	}
@@ -151,8 +51,8 @@ func DecodeEvent(data []byte, topicType Type) (*Event, error) {
 		}
 		*f.set(e) = v
 	}
-	if len(e.EventID) > MaxEventIDBytes {
-		return nil, invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxEventIDBytes))
+	if len(e.EventID) > MaxIDBytes {
+		return nil, invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxIDBytes))
 	}
 
 	typ, ok, err := str(raw, "type")
@@ -267,53 +167,4 @@ func isCurrencyCode(s string) bool {
 		}
 	}
 	return true
-}
-
-// Field returns the value of a field by its JSON name, as group_by sees it:
-// strings as they are, numbers as their JSON text, booleans as true/false.
-// Absent, null, empty, object and array values are reported as absent.
-func (e *Event) Field(name string) (string, bool) {
-	switch name {
-	case "event_id":
-		return e.EventID, e.EventID != ""
-	case "type":
-		return string(e.Type), e.Type != ""
-	case "order_id":
-		return e.OrderID, e.OrderID != ""
-	case "customer_id":
-		return e.CustomerID, e.CustomerID != ""
-	case "email":
-		return e.Email, e.Email != ""
-	case "phone":
-		return e.Phone, e.Phone != ""
-	case "card_fingerprint":
-		return e.CardFingerprint, e.CardFingerprint != ""
-	case "ip":
-		return e.IP, e.IP != ""
-	case "device_id":
-		return e.DeviceID, e.DeviceID != ""
-	case "shipping_address":
-		return e.ShippingAddress, e.ShippingAddress != ""
-	case "amount":
-		return strconv.FormatInt(e.Amount, 10), true
-	case "currency":
-		return e.Currency, e.Currency != ""
-	}
-	v, ok := e.raw[name]
-	if !ok || len(v) == 0 {
-		return "", false
-	}
-	switch v[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return "", false
-		}
-		return s, s != ""
-	case 't', 'f':
-		return string(v), true
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return string(v), true
-	}
-	return "", false // null, object, array
 }

@@ -1,4 +1,4 @@
-package rules_test
+package event_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // specFields are the only field names an *InvalidError may carry: anything
@@ -17,12 +17,12 @@ var specFields = []string{
 	"ip", "device_id", "shipping_address", "amount", "currency", "occurred_at",
 }
 
-var topicTypes = []rules.Type{"", rules.Order, rules.Refund}
+var topicTypes = []event.Type{"", event.Order, event.Refund}
 
-// FuzzDecodeEvent checks that DecodeEvent never panics and that every input
-// ends as either an event that keeps SPEC §3's invariants or an
+// FuzzDecode checks that Decode never panics and that every input
+// ends as either an event that keeps the schema's invariants or an
 // *InvalidError with a listed reason. The seeds run in the normal suite.
-func FuzzDecodeEvent(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	seeds := []string{
 		`{"event_id":"e1","type":"order","order_id":"o1","customer_id":"c1","amount":15000}`,
 		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"currency":"krw","occurred_at":"2024-03-01T03:30:45Z"}`,
@@ -49,20 +49,20 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, topic uint8) {
 		topicType := topicTypes[int(topic)%len(topicTypes)]
-		e, err := rules.DecodeEvent(data, topicType)
+		e, err := event.Decode(data, topicType)
 		if err != nil {
 			if e != nil {
 				t.Fatalf("both an event and an error: %v", err)
 			}
-			var ie *rules.InvalidError
+			var ie *event.InvalidError
 			if !errors.As(err, &ie) {
 				t.Fatalf("error %v (%T) is not an *InvalidError", err, err)
 			}
-			if !slices.Contains(rules.Reasons, ie.Reason) {
-				t.Fatalf("reason %q not in rules.Reasons", ie.Reason)
+			if !slices.Contains(event.Reasons, ie.Reason) {
+				t.Fatalf("reason %q not in event.Reasons", ie.Reason)
 			}
 			if !slices.Contains(specFields, ie.Field) {
-				t.Fatalf("error names field %q, which SPEC does not define", ie.Field)
+				t.Fatalf("error names field %q, which the schema does not define", ie.Field)
 			}
 			return
 		}
@@ -75,13 +75,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		if e.EventID == "" || e.OrderID == "" || e.CustomerID == "" {
 			t.Fatalf("a required field is empty: %+v", e)
 		}
-		if len(e.EventID) > rules.MaxEventIDBytes {
+		if len(e.EventID) > event.MaxIDBytes {
 			t.Fatalf("event_id of %d bytes", len(e.EventID))
 		}
-		if e.Amount < 1 || e.Amount > rules.MaxAmount {
+		if e.Amount < 1 || e.Amount > event.MaxAmount {
 			t.Fatalf("amount %d out of range", e.Amount)
 		}
-		if e.Type != rules.Order && e.Type != rules.Refund {
+		if e.Type != event.Order && e.Type != event.Refund {
 			t.Fatalf("type %q", e.Type)
 		}
 		if topicType != "" && e.Type != topicType {
