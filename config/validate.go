@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // FieldError names the file and the dotted key at fault, and the
@@ -135,7 +135,7 @@ func (c *Config) checkSettings() []error {
 	if !r.Cluster && len(r.Addrs) > 1 {
 		k.bad("redis.addrs", "%d addresses need redis.cluster: true (a single Redis takes one address)", len(r.Addrs))
 	}
-	if err := rules.ValidatePrefix(r.KeyPrefix); err != nil {
+	if err := lua.ValidatePrefix(r.KeyPrefix); err != nil {
 		k.bad("redis.key_prefix", "%v", err)
 	}
 	if r.DB < 0 {

@@ -1,7 +1,8 @@
-// Package lua holds fraudwatch's Redis scripts and the typed Go calls that run
-// them. Every decision that several replicas could race on (did this event
-// cross the threshold first? how much is left after this refund?) is made by
-// one of these scripts inside Redis, where it runs atomically.
+// Package lua holds fraudwatch's Redis scripts, the typed Go calls that run
+// them, and the layout of the keys they work on (Keys). Every decision that
+// several replicas could race on (did this event cross the threshold first?
+// how much is left after this refund?) is made by one of these scripts
+// inside Redis, where it runs atomically.
 //
 // Scripts are called by SHA (EVALSHA); when Redis answers NOSCRIPT (after a
 // restart, a failover or SCRIPT FLUSH) go-redis sends the source with EVAL,

@@ -53,7 +53,7 @@ func (c *EngineConfig) setDefaults() {
 // sink.
 type Engine struct {
 	cfg      EngineConfig
-	keys     Keys
+	keys     lua.Keys
 	counters counters
 	sink     sink
 	log      *slog.Logger
@@ -66,7 +66,7 @@ type Engine struct {
 // NewEngine returns an engine evaluating rs.
 func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
 	cfg.setDefaults()
-	keys, err := NewKeys(cfg.KeyPrefix)
+	keys, err := lua.NewKeys(cfg.KeyPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("rules: key prefix: %w", err)
 	}
@@ -152,7 +152,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []s
 	}
 	g := e.keys.Group(r.Name, values)
 	res, err := e.counters.IncrAndCheck(ctx, lua.Count{
-		Window:    e.keys.Window(g, r.Metric),
+		Window:    e.keys.Window(g, string(r.Metric)),
 		EventID:   ev.EventID,
 		Crossing:  e.keys.Crossing(g, ev.EventID),
 		Increment: inc,
@@ -201,7 +201,7 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []s
 
 func (e *Engine) refund(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
 	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, r.Metric), ev.EventID, ev.Amount)
+	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, string(r.Metric)), ev.EventID, ev.Amount)
 	if err != nil {
 		return scriptError(lua.SalesDecrName, r.Name, err)
 	}

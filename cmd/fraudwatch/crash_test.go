@@ -23,6 +23,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -253,12 +254,12 @@ rules_file: rules.yaml
 	}
 
 	rdb := redistest.Client(t)
-	keys, err := rules.NewKeys(prefix)
+	keys, err := lua.NewKeys(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := func(rule string, m rules.Metric, value string) int64 {
-		n, err := rdb.Get(context.Background(), keys.Counter(keys.Group(rule, []string{value}), m)).Int64()
+		n, err := rdb.Get(context.Background(), keys.Counter(keys.Group(rule, []string{value}), string(m))).Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}

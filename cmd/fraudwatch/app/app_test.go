@@ -19,6 +19,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -51,7 +52,7 @@ type pipeline struct {
 	cfg        config.Config
 	rdb        *redis.Client
 	notes      *notes
-	keys       rules.Keys
+	keys       lua.Keys
 	started    []*replica
 }
 
@@ -81,7 +82,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	cfg.Metrics.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = 20 * time.Second
 	cfg.Rules = rs
-	keys, err := rules.NewKeys(cfg.Redis.KeyPrefix)
+	keys, err := lua.NewKeys(cfg.Redis.KeyPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func (p *pipeline) refunds(partition int, evs ...ev) {
 }
 
 func (p *pipeline) counter(rule string, m rules.Metric, values ...string) int64 {
-	key := p.keys.Counter(p.keys.Group(rule, values), m)
+	key := p.keys.Counter(p.keys.Group(rule, values), string(m))
 	n, err := p.rdb.Get(context.Background(), key).Int64()
 	if err != nil && err != redis.Nil {
 		p.t.Fatalf("read %s: %v", key, err)
@@ -425,7 +426,7 @@ rules:
 	r := p.start()
 	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "first alert", func() bool { return r.metric("fraudwatch_alerts_sent_total", "rule", "burst") == 1 })
-	key := p.keys.Counter(p.keys.Group("burst", []string{"c"}), rules.Count)
+	key := p.keys.Counter(p.keys.Group("burst", []string{"c"}), string(rules.Count))
 	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(context.Background(), key).Val() == 0 })
 	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the suppressed crossing", func() bool {

@@ -1,4 +1,4 @@
-package rules
+package lua
 
 import (
 	"crypto/sha256"
@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // Keys derives the Redis keys of a (rule, group). All keys of one
@@ -53,9 +51,11 @@ func (k Keys) Group(rule string, values []string) Group {
 	return Group{tag: "{" + rule + ":" + encodeGroup(values) + "}"}
 }
 
-// Counter is the key of the window counter of a rule of the given metric.
-func (k Keys) Counter(g Group, m Metric) string {
-	return k.prefix + ":" + g.tag + ":" + string(m)
+// Counter is the key of the window counter of a rule. metric is what the
+// rule counts ("count" or "amount"), the key's last part, so that a
+// counter says what it holds.
+func (k Keys) Counter(g Group, metric string) string {
+	return k.prefix + ":" + g.tag + ":" + metric
 }
 
 // Seen is the key of the window's record of counted events, which makes
@@ -65,8 +65,8 @@ func (k Keys) Seen(g Group) string {
 }
 
 // Window returns the keys the scripts need for a rule's window.
-func (k Keys) Window(g Group, m Metric) lua.Window {
-	return lua.Window{Counter: k.Counter(g, m), Seen: k.Seen(g)}
+func (k Keys) Window(g Group, metric string) Window {
+	return Window{Counter: k.Counter(g, metric), Seen: k.Seen(g)}
 }
 
 // Cooldown is the key of the alert cooldown.

@@ -1,4 +1,4 @@
-package rules_test
+package lua_test
 
 import (
 	"crypto/sha256"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // hashTag returns the part of key Redis Cluster hashes: the text between
@@ -67,9 +67,9 @@ func recordSuffix(eventID string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func mustKeys(t *testing.T, prefix string) rules.Keys {
+func mustKeys(t *testing.T, prefix string) lua.Keys {
 	t.Helper()
-	k, err := rules.NewKeys(prefix)
+	k, err := lua.NewKeys(prefix)
 	if err != nil {
 		t.Fatalf("NewKeys(%q): %v", prefix, err)
 	}
@@ -78,15 +78,15 @@ func mustKeys(t *testing.T, prefix string) rules.Keys {
 
 // tagOf checks that every key of (rule, values) keeps the whole group inside
 // one hash tag and returns that tag.
-func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) string {
+func tagOf(t *testing.T, k lua.Keys, prefix, rule string, values []string) string {
 	t.Helper()
 	g := k.Group(rule, values)
 	keys := map[string]string{
-		k.Counter(g, rules.Count):  ":count",
-		k.Counter(g, rules.Amount): ":amount",
-		k.Seen(g):                  ":seen",
-		k.Crossing(g, "evt}{:1"):   ":crossed:" + recordSuffix("evt}{:1"),
-		k.Cooldown(g):              ":cooldown",
+		k.Counter(g, "count"):    ":count",
+		k.Counter(g, "amount"):   ":amount",
+		k.Seen(g):                ":seen",
+		k.Crossing(g, "evt}{:1"): ":crossed:" + recordSuffix("evt}{:1"),
+		k.Cooldown(g):            ":cooldown",
 		// The event id is hashed into the record key: any bytes are fine.
 		k.AlertRecord(g, "evt}{:1"): ":alert:" + recordSuffix("evt}{:1"),
 	}
@@ -116,11 +116,11 @@ func tagOf(t *testing.T, k rules.Keys, prefix, rule string, values []string) str
 			t.Errorf("keys of one group have tags %q and %q", first, tag)
 		}
 	}
-	c, cd := k.Counter(g, rules.Amount), k.Cooldown(g)
-	if slot(c) != slot(cd) || slot(k.Counter(g, rules.Count)) != slot(cd) || slot(k.Seen(g)) != slot(cd) {
+	c, cd := k.Counter(g, "amount"), k.Cooldown(g)
+	if slot(c) != slot(cd) || slot(k.Counter(g, "count")) != slot(cd) || slot(k.Seen(g)) != slot(cd) {
 		t.Errorf("counter, record and cooldown keys hash to different slots")
 	}
-	if w := k.Window(g, rules.Amount); w.Counter != c || w.Seen != k.Seen(g) {
+	if w := k.Window(g, "amount"); w.Counter != c || w.Seen != k.Seen(g) {
 		t.Errorf("Window = %+v, want the counter and seen keys", w)
 	}
 	return first
@@ -143,7 +143,7 @@ func TestKeysShareOneTag(t *testing.T) {
 	for _, values := range tests {
 		t.Run(fmt.Sprintf("%.30q", values), func(t *testing.T) {
 			tagOf(t, k, prefix, "orders-per-customer-1m", values)
-			for _, key := range []string{k.Counter(k.Group("r", values), rules.Count), k.Cooldown(k.Group("r", values))} {
+			for _, key := range []string{k.Counter(k.Group("r", values), "count"), k.Cooldown(k.Group("r", values))} {
 				// Bounded: 10 KB values must not make 10 KB keys.
 				if len(key) > len(prefix)+1+300 {
 					t.Errorf("key of %d bytes for values of %d bytes", len(key), len(strings.Join(values, "")))
@@ -156,25 +156,25 @@ func TestKeysShareOneTag(t *testing.T) {
 func TestKeysApartByRuleAndMetric(t *testing.T) {
 	k := mustKeys(t, "fw")
 	g1, g2 := k.Group("rule-a", []string{"x"}), k.Group("rule-b", []string{"x"})
-	if k.Counter(g1, rules.Count) == k.Counter(g2, rules.Count) || k.Cooldown(g1) == k.Cooldown(g2) {
+	if k.Counter(g1, "count") == k.Counter(g2, "count") || k.Cooldown(g1) == k.Cooldown(g2) {
 		t.Error("two rules share a key")
 	}
-	if k.Counter(g1, rules.Count) == k.Counter(g1, rules.Amount) || k.Counter(g1, rules.Count) == k.Cooldown(g1) {
+	if k.Counter(g1, "count") == k.Counter(g1, "amount") || k.Counter(g1, "count") == k.Cooldown(g1) {
 		t.Error("counter and cooldown keys of one group collide")
 	}
-	if got, want := k.Counter(g1, rules.Count), "fw:{rule-a:x}:count"; got != want {
+	if got, want := k.Counter(g1, "count"), "fw:{rule-a:x}:count"; got != want {
 		t.Errorf("Counter = %q, want %q (the documented form)", got, want)
 	}
 	if got, want := k.Cooldown(g1), "fw:{rule-a:x}:cooldown"; got != want {
 		t.Errorf("Cooldown = %q, want %q", got, want)
 	}
-	if k.Counter(k.Group("rule-a", []string{"x"}), rules.Count) != k.Counter(g1, rules.Count) {
+	if k.Counter(k.Group("rule-a", []string{"x"}), "count") != k.Counter(g1, "count") {
 		t.Error("the same group derived twice gives different keys")
 	}
 }
 
 // groupPart is the group's encoding inside the tag, after "rule:".
-func groupPart(t *testing.T, k rules.Keys, rule string, values []string) string {
+func groupPart(t *testing.T, k lua.Keys, rule string, values []string) string {
 	t.Helper()
 	tag, _ := hashTag(k.Cooldown(k.Group(rule, values)))
 	return strings.TrimPrefix(tag, rule+":")
@@ -198,7 +198,7 @@ func TestKeysInjective(t *testing.T) {
 		{{long[:250], long[:250]}, {long}},
 	}
 	for _, p := range pairs {
-		a, b := k.Counter(k.Group("r", p[0]), rules.Count), k.Counter(k.Group("r", p[1]), rules.Count)
+		a, b := k.Counter(k.Group("r", p[0]), "count"), k.Counter(k.Group("r", p[1]), "count")
 		if a == b {
 			t.Errorf("%q and %q share key %q", p[0], p[1], a)
 		}
@@ -243,7 +243,7 @@ func TestKeysInjectiveRandom(t *testing.T) {
 			values[i] = value()
 		}
 		id := fmt.Sprintf("%q", values)
-		key := k.Counter(k.Group("r", values), rules.Count)
+		key := k.Counter(k.Group("r", values), "count")
 		if prev, ok := seen[key]; ok && prev != id {
 			t.Fatalf("tuples %s and %s share key %q", prev, id, key)
 		}
@@ -276,11 +276,11 @@ func TestValidatePrefix(t *testing.T) {
 		{"fw\r", false},
 	}
 	for _, tt := range tests {
-		err := rules.ValidatePrefix(tt.prefix)
+		err := lua.ValidatePrefix(tt.prefix)
 		if (err == nil) != tt.ok {
 			t.Errorf("ValidatePrefix(%q) = %v, want ok=%v", tt.prefix, err, tt.ok)
 		}
-		_, nerr := rules.NewKeys(tt.prefix)
+		_, nerr := lua.NewKeys(tt.prefix)
 		if (nerr == nil) != tt.ok {
 			t.Errorf("NewKeys(%q) = %v, want ok=%v", tt.prefix, nerr, tt.ok)
 		}
