@@ -1,17 +1,55 @@
-// Package alert turns threshold crossings into notifications. Crossings are
-// written to a Kafka alerts topic (a durable hand-off, and a feed for other
-// systems); the Dispatcher reads them back, claims each alert in Redis
-// (taking the cooldown of its (rule, group)), delivers it through a
-// Notifier (Slack, the log, the demo's console) and records the outcome,
-// so that each alert is posted once however often it is delivered.
+// Package alert turns threshold crossings into notifications. It holds the
+// alert model (Alert, with the Severity, Mode and Metric that rules pick),
+// the alerts topic that carries crossings durably from the rules to the
+// dispatchers (Topic, Decode), and the Dispatcher: it reads the topic back,
+// claims each alert in Redis (taking the cooldown of its (rule, group)),
+// delivers it through a Notifier (package alert/slack, the log, the demo's
+// console) and records the outcome, so that each alert is posted once
+// however often it is delivered.
 package alert
 
-import (
-	"context"
-	"errors"
-	"time"
+import "time"
 
-	"github.com/slack-go/slack"
+// Severity is how urgent an alert is.
+type Severity string
+
+// Severities, least urgent first.
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityHigh     Severity = "high"
+	SeverityCritical Severity = "critical"
+)
+
+// Severities lists every severity, least urgent first.
+var Severities = []Severity{SeverityInfo, SeverityWarning, SeverityHigh, SeverityCritical}
+
+// Mode says what a crossing does.
+type Mode string
+
+// Modes.
+const (
+	// ModeAlert notifies (subject to the cooldown).
+	ModeAlert Mode = "alert"
+	// ModeShadow counts and logs a crossing but never notifies: for trying
+	// a rule on live traffic before trusting it.
+	ModeShadow Mode = "shadow"
+)
+
+// Metric is what a rule counts, and so what an alert's numbers measure.
+type Metric string
+
+// Metrics.
+const (
+	Count  Metric = "count"  // one per order
+	Amount Metric = "amount" // the orders' amounts in minor units, lowered by refunds
+)
+
+// Reasons a crossing is not notified: the reason label of
+// fraudwatch_alerts_suppressed_total.
+const (
+	SuppressedCooldown = "cooldown" // another alert of the (rule, group) holds the cooldown
+	SuppressedShadow   = "shadow"   // the rule is in shadow mode
 )
 
 // Alert is one first crossing of a rule's threshold by one group. Its JSON
@@ -19,16 +57,16 @@ import (
 type Alert struct {
 	// ID names the crossing: the rule and the event that crossed. Every
 	// redelivery of the crossing event yields the same ID.
-	ID          string `json:"id"`
-	Rule        string `json:"rule"`
-	Description string `json:"description,omitempty"`
-	Severity    string `json:"severity"`
-	// Mode is "alert" or "shadow"; shadow crossings are never notified.
-	Mode string `json:"mode"`
+	ID          string   `json:"id"`
+	Rule        string   `json:"rule"`
+	Description string   `json:"description,omitempty"`
+	Severity    Severity `json:"severity"`
+	// Mode is the rule's; shadow crossings are never notified.
+	Mode Mode `json:"mode"`
 	// Channel overrides the notifier's default channel when set.
 	Channel string `json:"channel,omitempty"`
-	// Metric is "count" or "amount".
-	Metric string `json:"metric"`
+	// Metric says what Current and Threshold measure.
+	Metric Metric `json:"metric"`
 	// GroupBy names the event fields of the group; GroupValues holds their
 	// values in the same order. Values are personal data: they go to Slack,
 	// never to logs or metrics.
@@ -55,52 +93,4 @@ type Alert struct {
 }
 
 // Shadow reports whether the alert comes from a shadow rule.
-func (a *Alert) Shadow() bool { return a.Mode == "shadow" }
-
-// Notifier delivers one alert. An error is retried unless it is marked
-// permanent (see Permanent) or says so itself with Retryable() == false.
-type Notifier interface {
-	Notify(ctx context.Context, a Alert) error
-}
-
-// NotifierFunc adapts a function to Notifier.
-type NotifierFunc func(ctx context.Context, a Alert) error
-
-// Notify calls f.
-func (f NotifierFunc) Notify(ctx context.Context, a Alert) error { return f(ctx, a) }
-
-// permanentError marks a failure that no retry can fix (a revoked token, an
-// unknown channel, a message Slack refuses).
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string   { return e.err.Error() }
-func (e *permanentError) Unwrap() error   { return e.err }
-func (e *permanentError) Retryable() bool { return false }
-
-// Permanent marks err as not worth retrying.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err: err}
-}
-
-// retryPolicy decides whether a failed delivery is worth another attempt,
-// and how long the server asked us to wait first (0: use the backoff).
-func retryPolicy(err error) (retry bool, wait time.Duration) {
-	if errors.Is(err, context.Canceled) {
-		return false, 0
-	}
-	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
-		return true, rl.RetryAfter
-	}
-	if r, ok := errors.AsType[interface {
-		error
-		Retryable() bool
-	}](err); ok {
-		return r.Retryable(), 0
-	}
-	// Anything else (a timeout, a broken connection, an odd proxy answer)
-	// is retried: a late alert is better than a lost one.
-	return true, 0
-}
+func (a *Alert) Shadow() bool { return a.Mode == ModeShadow }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/lua"
 )
@@ -30,9 +31,6 @@ type DispatcherConfig struct {
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one delivery attempt.
 	AttemptTimeout time.Duration
-	// RecordTTL is how long an alert's delivery record lives: redeliveries
-	// of the alert within it get the recorded outcome.
-	RecordTTL time.Duration
 }
 
 func (c *DispatcherConfig) setDefaults() {
@@ -51,9 +49,6 @@ func (c *DispatcherConfig) setDefaults() {
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 15 * time.Second
 	}
-	if c.RecordTTL == 0 {
-		c.RecordTTL = 7 * 24 * time.Hour
-	}
 }
 
 // Validate reports settings that cannot work.
@@ -65,17 +60,17 @@ func (c *DispatcherConfig) Validate() error {
 		return errors.New("alert: backoff must satisfy 0 < min <= max")
 	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0:
 		return errors.New("alert: max retry-after and attempt timeout must be positive")
-	case c.RecordTTL < time.Second:
-		return errors.New("alert: record TTL must be at least a second")
 	}
 	return nil
 }
 
 // claims is what the dispatcher needs from the Redis scripts: a decision
-// per alert that every redelivery of it gets again, and its outcome.
+// per alert that every redelivery of it gets again, its outcome, and how
+// long those records live.
 type claims interface {
-	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown, recordTTL time.Duration) (lua.Claim, error)
-	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool, recordTTL time.Duration) error
+	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration) (lua.Claim, error)
+	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error
+	Retention() time.Duration
 }
 
 // Dispatcher delivers alerts through a Notifier, once each: it claims each
@@ -145,8 +140,29 @@ func (d *Dispatcher) Track(rule string) {
 	d.m.sent.WithLabelValues(rule)
 	d.m.failures.WithLabelValues(rule)
 	d.m.retries.WithLabelValues(rule)
-	d.m.suppressed.WithLabelValues(rule, "cooldown")
-	d.m.suppressed.WithLabelValues(rule, "shadow")
+	d.m.suppressed.WithLabelValues(rule, SuppressedCooldown)
+	d.m.suppressed.WithLabelValues(rule, SuppressedShadow)
+}
+
+// HandleMessage settles one message of the alerts topic: the dispatcher is
+// the alerts group's handler. It returns nil once the message may be
+// committed, an error (see Deliver) when it must come round again.
+func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error {
+	a, err := Decode(msg.Value)
+	if err != nil {
+		// Only fraudwatch writes this topic; a message it cannot read is
+		// a bug or a foreign writer, and no retry will make it readable.
+		d.log.Error("unreadable alert skipped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
+		return nil
+	}
+	if age := time.Since(msg.Time); age > d.claims.Retention() {
+		// Its delivery record may have expired: sending it now could post
+		// it a second time, and days late it is news to nobody.
+		d.log.Warn("stale alert skipped", "rule", a.Rule, "alert_id", a.ID, "age", age.Round(time.Second),
+			"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
+		return nil
+	}
+	return d.Deliver(ctx, a)
 }
 
 // Deliver settles one alert: it is sent, suppressed (cooldown or shadow),
@@ -157,17 +173,17 @@ func (d *Dispatcher) Track(rule string) {
 func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	if a.Shadow() {
-		d.m.suppressed.WithLabelValues(a.Rule, "shadow").Inc()
+		d.m.suppressed.WithLabelValues(a.Rule, SuppressedShadow).Inc()
 		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
 		return nil
 	}
-	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, d.cfg.RecordTTL)
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown)
 	if err != nil {
 		return fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
 	switch claim {
 	case lua.ClaimSuppressed:
-		d.m.suppressed.WithLabelValues(a.Rule, "cooldown").Inc()
+		d.m.suppressed.WithLabelValues(a.Rule, SuppressedCooldown).Inc()
 		log.Info("alert suppressed: the cooldown is held by an earlier alert")
 		return nil
 	case lua.ClaimSent:
@@ -194,7 +210,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
-		retry, wait := retryPolicy(err)
+		retry, wait := RetryPolicy(err)
 		if !retry {
 			if err := d.settle(ctx, a, false); err != nil {
 				return err
@@ -234,7 +250,7 @@ func (d *Dispatcher) settle(ctx context.Context, a Alert, sent bool) error {
 	backoff := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := d.claims.SettleAlert(actx, a.CooldownKey, a.RecordKey, a.ID, sent, d.cfg.RecordTTL)
+		err := d.claims.SettleAlert(actx, a.CooldownKey, a.RecordKey, a.ID, sent)
 		cancel()
 		if err == nil {
 			return nil

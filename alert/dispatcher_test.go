@@ -1,7 +1,8 @@
-package alert
+package alert_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -14,7 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -112,9 +116,9 @@ func (f *fakeSlack) deliveredCount() int {
 }
 
 // webhook returns a webhook-mode notifier posting to f.
-func (f *fakeSlack) webhook(t *testing.T) Notifier {
+func (f *fakeSlack) webhook(t *testing.T) alert.Notifier {
 	t.Helper()
-	n, err := NewSlack(SlackConfig{WebhookURL: f.URL + testWebhookPath})
+	n, err := slack.New(slack.Config{WebhookURL: f.URL + testWebhookPath, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +126,9 @@ func (f *fakeSlack) webhook(t *testing.T) Notifier {
 }
 
 // token returns a bot-token notifier posting to f.
-func (f *fakeSlack) token(t *testing.T) Notifier {
+func (f *fakeSlack) token(t *testing.T) alert.Notifier {
 	t.Helper()
-	n, err := NewSlack(SlackConfig{Token: testToken, Channel: "#fraud-alerts", APIURL: f.URL})
+	n, err := slack.New(slack.Config{Token: testToken, Channel: "#fraud-alerts", APIURL: f.URL, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +138,7 @@ func (f *fakeSlack) token(t *testing.T) Notifier {
 const okJSON = `{"ok":true,"channel":"C1","ts":"1.2"}`
 
 type testEnv struct {
-	d       *Dispatcher
+	d       *alert.Dispatcher
 	reg     *prometheus.Registry
 	rdb     *redis.Client
 	scripts *lua.Scripts
@@ -143,7 +147,7 @@ type testEnv struct {
 
 // testDispatcher returns a dispatcher with small backoffs, the real claim
 // scripts on a real Redis, and its own registry.
-func testDispatcher(t *testing.T, n Notifier, cfg DispatcherConfig) *testEnv {
+func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) *testEnv {
 	t.Helper()
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = 5 * time.Millisecond
@@ -163,7 +167,7 @@ func testDispatcher(t *testing.T, n Notifier, cfg DispatcherConfig) *testEnv {
 		t.Fatal(err)
 	}
 	env.scripts = scripts
-	d, err := NewDispatcher(cfg, n, scripts, nil, env.reg)
+	d, err := alert.NewDispatcher(cfg, n, scripts, nil, env.reg)
 	if err != nil {
 		t.Fatalf("NewDispatcher: %v", err)
 	}
@@ -173,7 +177,7 @@ func testDispatcher(t *testing.T, n Notifier, cfg DispatcherConfig) *testEnv {
 
 // alert returns an alert of group under the test's prefix, crossed by
 // eventID.
-func (e *testEnv) alert(group, eventID string) Alert {
+func (e *testEnv) alert(group, eventID string) alert.Alert {
 	a := sampleAlert()
 	a.EventID = eventID
 	a.ID = a.Rule + "/" + eventID
@@ -183,7 +187,7 @@ func (e *testEnv) alert(group, eventID string) Alert {
 	return a
 }
 
-func (e *testEnv) deliver(t *testing.T, a Alert) error {
+func (e *testEnv) deliver(t *testing.T, a alert.Alert) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -270,10 +274,10 @@ func TestDispatcherDelivery(t *testing.T) {
 			if tt.token {
 				n = f.token(t)
 			}
-			env := testDispatcher(t, n, DispatcherConfig{MaxAttempts: 4})
+			env := testDispatcher(t, n, alert.DispatcherConfig{MaxAttempts: 4})
 			a := env.alert("g1", "evt-1")
 			err := env.deliver(t, a)
-			if tt.wantErr != errors.Is(err, ErrNotDelivered) || (!tt.wantErr && err != nil) {
+			if tt.wantErr != errors.Is(err, alert.ErrNotDelivered) || (!tt.wantErr && err != nil) {
 				t.Fatalf("Deliver = %v, want ErrNotDelivered: %v", err, tt.wantErr)
 			}
 			if got := f.requests(); got != tt.wantRequests {
@@ -313,10 +317,10 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), DispatcherConfig{MaxAttempts: 3})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxAttempts: 3})
 	a := env.alert("g1", "evt-1")
 	for range 3 { // Slack down for three whole calls
-		if err := env.deliver(t, a); !errors.Is(err, ErrNotDelivered) {
+		if err := env.deliver(t, a); !errors.Is(err, alert.ErrNotDelivered) {
 			t.Fatalf("Deliver during the outage = %v, want ErrNotDelivered", err)
 		}
 	}
@@ -345,7 +349,7 @@ func TestDispatcherHonoursRetryAfter(t *testing.T) {
 	})
 	// The backoff is far below Retry-After: only Retry-After can explain
 	// a wait of a second.
-	env := testDispatcher(t, f.webhook(t), DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -375,10 +379,10 @@ func TestDispatcherCooldown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
 			first, second := env.alert("g1", "evt-first"), env.alert("g1", "evt-second")
 			first.Cooldown, second.Cooldown = tt.cooldown, tt.cooldown
-			for _, a := range []Alert{first, second, second} { // the second one redelivered too
+			for _, a := range []alert.Alert{first, second, second} { // the second one redelivered too
 				if err := env.deliver(t, a); err != nil {
 					t.Fatal(err)
 				}
@@ -419,9 +423,9 @@ func TestDispatcherCooldown(t *testing.T) {
 
 func TestDispatcherShadow(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
-	a.Mode = "shadow"
+	a.Mode = alert.ModeShadow
 	if err := env.deliver(t, a); err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +445,7 @@ func TestDispatcherShadow(t *testing.T) {
 
 func TestDeliverHonoursContext(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{hang: true} })
-	env := testDispatcher(t, f.webhook(t), DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := env.d.Deliver(ctx, env.alert("g1", "evt-1")); !errors.Is(err, context.DeadlineExceeded) {
@@ -450,7 +454,7 @@ func TestDeliverHonoursContext(t *testing.T) {
 }
 
 func TestTrackExportsZeroSeries(t *testing.T) {
-	env := testDispatcher(t, NotifierFunc(func(context.Context, Alert) error { return nil }), DispatcherConfig{})
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
 	env.d.Track("quiet-rule")
 	for _, name := range []string{"fraudwatch_alerts_sent_total", "fraudwatch_alert_failures_total",
 		"fraudwatch_alerts_suppressed_total", "fraudwatch_alert_delivery_errors_total"} {
@@ -468,12 +472,12 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 	defer cancel()
 	f := newFakeSlack(t, func(int) reply { return reply{} })
 	slackN := f.webhook(t)
-	n := NotifierFunc(func(c context.Context, a Alert) error {
+	n := alert.NotifierFunc(func(c context.Context, a alert.Alert) error {
 		err := slackN.Notify(c, a)
 		cancel() // the context ends just after Slack took the post
 		return err
 	})
-	env := testDispatcher(t, n, DispatcherConfig{})
+	env := testDispatcher(t, n, alert.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	if err := env.d.Deliver(ctx, a); err != nil {
 		t.Fatalf("Deliver = %v", err)
@@ -484,4 +488,53 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 	if got := f.deliveredCount(); got != 1 {
 		t.Fatalf("Slack accepted %d posts, want 1", got)
 	}
+}
+
+// The dispatcher is the alerts group's handler: it reads each message of
+// the alerts topic, skips what it cannot or must not post, and delivers
+// the rest.
+func TestHandleMessage(t *testing.T) {
+	fresh := time.Now()
+	tests := []struct {
+		name      string
+		value     func(a alert.Alert) []byte
+		at        time.Time // the message's Kafka timestamp
+		wantPosts int
+	}{
+		{"a fresh alert is delivered", encode, fresh, 1},
+		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1},
+		// Its record may be gone: posting it could post it twice.
+		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0},
+		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0},
+		{"a message without keys is skipped", func(a alert.Alert) []byte {
+			a.CooldownKey, a.RecordKey = "", ""
+			return encode(a)
+		}, fresh, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeSlack(t, func(int) reply { return reply{} })
+			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			a := env.alert("g1", "evt-1")
+			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: tt.at, Value: tt.value(a)}
+			if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+				t.Fatalf("HandleMessage = %v, want nil: the message may be committed", err)
+			}
+			if got := f.deliveredCount(); got != tt.wantPosts {
+				t.Errorf("Slack accepted %d posts, want %d", got, tt.wantPosts)
+			}
+			recorded := env.rdb.Exists(t.Context(), a.RecordKey).Val() == 1
+			if recorded != (tt.wantPosts == 1) {
+				t.Errorf("delivery record written: %v, want %v", recorded, tt.wantPosts == 1)
+			}
+		})
+	}
+}
+
+func encode(a alert.Alert) []byte {
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -19,8 +19,8 @@ func NewLogNotifier(log *slog.Logger) Notifier {
 	return NotifierFunc(func(ctx context.Context, a Alert) error {
 		attrs := []slog.Attr{
 			slog.String("rule", a.Rule),
-			slog.String("severity", a.Severity),
-			slog.String("metric", a.Metric),
+			slog.String("severity", string(a.Severity)),
+			slog.String("metric", string(a.Metric)),
 			slog.Int64("current", a.Current),
 			slog.Int64("threshold", a.Threshold),
 			slog.Duration("window", a.Window),

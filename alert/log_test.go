@@ -1,4 +1,4 @@
-package alert
+package alert_test
 
 import (
 	"bytes"
@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 	count := sampleAlert()
-	count.Metric, count.Currency = "count", ""
+	count.Metric, count.Currency = alert.Count, ""
 	count.GroupBy = []string{"email", "phone", "ip"}
 	count.GroupValues = []string{"kim@example.com", "+82-10-1234-5678", "203.0.113.7"}
 	count.Current, count.Threshold = 3, 3
@@ -21,10 +23,10 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 	amount.GroupBy = []string{"card_fingerprint", "shipping_address"}
 	amount.GroupValues = []string{"fp_9f8e7d", "서울특별시 강남구 테헤란로 152"}
 
-	for _, a := range []Alert{count, amount} {
-		t.Run(a.Metric, func(t *testing.T) {
+	for _, a := range []alert.Alert{count, amount} {
+		t.Run(string(a.Metric), func(t *testing.T) {
 			var buf bytes.Buffer
-			n := NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
+			n := alert.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
 			if err := n.Notify(context.Background(), a); err != nil {
 				t.Fatalf("Notify: %v", err)
 			}
@@ -53,7 +55,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rec); err != nil {
 				t.Fatalf("log record is not JSON: %v", err)
 			}
-			if rec.Level != "WARN" || rec.Rule != a.Rule || rec.Severity != a.Severity || rec.Metric != a.Metric ||
+			if rec.Level != "WARN" || rec.Rule != a.Rule || rec.Severity != string(a.Severity) || rec.Metric != string(a.Metric) ||
 				rec.Current != a.Current || rec.Threshold != a.Threshold || time.Duration(rec.Window) != a.Window ||
 				rec.OrderID != a.OrderID || rec.EventID != a.EventID || rec.At != "2025-03-04T05:05:06Z" {
 				t.Errorf("log record %+v does not describe the alert", rec)
@@ -68,7 +70,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 // Through the dispatcher, as the service runs without Slack.
 func TestLogNotifierThroughDispatcher(t *testing.T) {
 	var buf bytes.Buffer
-	env := testDispatcher(t, NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil))), DispatcherConfig{})
+	env := testDispatcher(t, alert.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil))), alert.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	if err := env.deliver(t, a); err != nil {
 		t.Fatal(err)

@@ -1,17 +1,18 @@
-package alert
+package alert_test
 
 import (
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 )
 
 func TestTopicRoundTrip(t *testing.T) {
 	k := kafkatest.New(t)
 	name := k.Topic(t, "alerts", 2)
-	topic, err := NewTopic(TopicConfig{Brokers: k.Brokers, Topic: name})
+	topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestTopicRoundTrip(t *testing.T) {
 	if string(msgs[0].Key) != a.CooldownKey {
 		t.Errorf("key = %q, want the cooldown key: one group's alerts on one partition", msgs[0].Key)
 	}
-	got, err := Decode(msgs[0].Value)
+	got, err := alert.Decode(msgs[0].Value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestDecodeRejectsWhatItCannotDeliver(t *testing.T) {
 		`{"id":"r/e","rule":"r","cooldown_key":"c"}`,       // no record key
 		`{"id":"r/e","rule":"r","cooldown_key":"c","record_key":"k","current":"many"}`,
 	} {
-		if _, err := Decode([]byte(in)); err == nil {
+		if _, err := alert.Decode([]byte(in)); err == nil {
 			t.Errorf("Decode(%q) accepted it", in)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fraudwatch/fraudwatch/rules"
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // Summary is the one line `fraudwatch check` prints for a valid config:
@@ -13,15 +13,15 @@ import (
 //
 // It holds no secret.
 func (c *Config) Summary() string {
-	var alert, shadow, disabled int
+	var alerting, shadow, disabled int
 	for _, r := range c.Rules {
 		switch {
 		case !r.Enabled:
 			disabled++
-		case r.Mode == rules.ModeShadow:
+		case r.Mode == alert.ModeShadow:
 			shadow++
 		default:
-			alert++
+			alerting++
 		}
 	}
 	name := c.displayName()
@@ -29,7 +29,7 @@ func (c *Config) Summary() string {
 		name = "(defaults)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: ok: %s (%d alert, %d shadow, %d disabled)", name, plural(len(c.Rules), "rule", "rules"), alert, shadow, disabled)
+	fmt.Fprintf(&b, "%s: ok: %s (%d alert, %d shadow, %d disabled)", name, plural(len(c.Rules), "rule", "rules"), alerting, shadow, disabled)
 
 	k := &c.Kafka
 	fmt.Fprintf(&b, "; kafka %s", plural(len(k.Brokers), "broker", "brokers"))

@@ -3,6 +3,7 @@ package config
 import (
 	"testing"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -33,7 +34,7 @@ func TestSummary(t *testing.T) {
 		}, "testdata/minimal.yaml: ok: 1 rule (1 alert, 0 shadow, 0 disabled); kafka 3 brokers (tls, sasl scram-sha-512), topic orders for orders and refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis cluster 2 addresses (tls); alerts to slack bot token to #risk"},
 		{"built in code", func(c *Config) {
 			*c = Default()
-			c.Rules = []rules.Rule{{Name: "x", Mode: rules.ModeShadow, Enabled: true}}
+			c.Rules = []rules.Rule{{Name: "x", Mode: alert.ModeShadow, Enabled: true}}
 		}, "(defaults): ok: 1 rule (0 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to log"},
 	}
 	for _, tt := range tests {

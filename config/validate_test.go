@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -17,8 +18,8 @@ func validConfig() Config {
 	c := Default()
 	c.File = testFile
 	c.RulesFile = "/etc/fraudwatch/rules.yaml"
-	c.Rules = []rules.Rule{{Name: "r", Metric: rules.Count, GroupBy: []string{"customer_id"},
-		Window: time.Minute, Threshold: 3, Cooldown: time.Minute, Severity: rules.High, Mode: rules.ModeAlert, Enabled: true}}
+	c.Rules = []rules.Rule{{Name: "r", Metric: alert.Count, GroupBy: []string{"customer_id"},
+		Window: time.Minute, Threshold: 3, Cooldown: time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true}}
 	return c
 }
 

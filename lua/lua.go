@@ -81,18 +81,22 @@ type Config struct {
 	// idempotency (default 10000). Events past it are still counted, but
 	// a redelivery of one of them would be counted again.
 	MaxSeen int
-	// CrossingTTL is how long the mark of an event that crossed a
-	// threshold lives (default 7 days): a redelivery of that event within
-	// it is answered "crossed first" again, even after its window ended.
-	CrossingTTL time.Duration
+	// Retention is how long the records that outlive a window live
+	// (default 7 days): the mark of an event that crossed a threshold, so
+	// that its redelivery is answered "crossed first" again and hands its
+	// alert off once more, and an alert's delivery record, which answers
+	// every later copy of the alert. One lifetime for both: a crossing mark
+	// that outlived its alert's record would let a late redelivery post the
+	// alert twice. The dispatcher skips alerts older than it (Retention).
+	Retention time.Duration
 }
 
 func (c *Config) setDefaults() {
 	if c.MaxSeen == 0 {
 		c.MaxSeen = 10000
 	}
-	if c.CrossingTTL == 0 {
-		c.CrossingTTL = 7 * 24 * time.Hour
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
 	}
 }
 
@@ -101,8 +105,8 @@ func (c *Config) Validate() error {
 	if c.MaxSeen < 1 {
 		return errors.New("lua: MaxSeen must be positive")
 	}
-	if c.CrossingTTL < time.Second {
-		return errors.New("lua: CrossingTTL must be at least a second")
+	if c.Retention < time.Second {
+		return errors.New("lua: Retention must be at least a second")
 	}
 	return nil
 }
@@ -139,6 +143,9 @@ func New(cfg Config, rdb scripter, reg prometheus.Registerer) (*Scripts, error) 
 	}
 	return &Scripts{cfg: cfg, rdb: rdb, errors: errs}, nil
 }
+
+// Retention is how long crossing marks and alert delivery records live.
+func (s *Scripts) Retention() time.Duration { return s.cfg.Retention }
 
 // Load sends every script to Redis (SCRIPT LOAD; on a cluster, to every
 // primary). It is not required, since calls fall back to EVAL, but at
@@ -191,7 +198,7 @@ type Count struct {
 // "crossed first" again for as long as its crossing mark lives.
 func (s *Scripts) IncrAndCheck(ctx context.Context, c Count) (Cross, error) {
 	pair, err := s.pair(ctx, incrAndCheck, IncrAndCheckName, []string{c.Window.Counter, c.Window.Seen, c.Crossing},
-		c.Increment, seconds(c.Length), c.Threshold, c.EventID, s.cfg.MaxSeen, seconds(s.cfg.CrossingTTL))
+		c.Increment, seconds(c.Length), c.Threshold, c.EventID, s.cfg.MaxSeen, seconds(s.cfg.Retention))
 	if err != nil {
 		return Cross{}, err
 	}
@@ -242,9 +249,9 @@ const (
 
 // ClaimAlert decides whether alert id may be sent, taking the cooldown
 // (cooldown 0: none) for it when free. Every redelivery of one alert gets
-// the same decision for as long as its record lives (recordTTL).
-func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown, recordTTL time.Duration) (Claim, error) {
-	n, err := s.single(ctx, alertClaim, AlertClaimName, []string{cooldownKey, recordKey}, id, seconds(cooldown), seconds(recordTTL))
+// the same decision for as long as its record lives (Retention).
+func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration) (Claim, error) {
+	n, err := s.single(ctx, alertClaim, AlertClaimName, []string{cooldownKey, recordKey}, id, seconds(cooldown), seconds(s.cfg.Retention))
 	if err != nil {
 		return 0, err
 	}
@@ -256,12 +263,12 @@ func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id str
 
 // SettleAlert records that a claimed alert was sent, or failed for good;
 // a failed alert gives the cooldown back if it still holds it.
-func (s *Scripts) SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool, recordTTL time.Duration) error {
+func (s *Scripts) SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error {
 	outcome := "failed"
 	if sent {
 		outcome = "sent"
 	}
-	n, err := s.single(ctx, alertSettle, AlertSettleName, []string{cooldownKey, recordKey}, id, outcome, seconds(recordTTL))
+	n, err := s.single(ctx, alertSettle, AlertSettleName, []string{cooldownKey, recordKey}, id, outcome, seconds(s.cfg.Retention))
 	if err != nil {
 		return err
 	}

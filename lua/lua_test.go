@@ -435,6 +435,44 @@ func TestACrossingIsRememberedPastItsWindowAndTheCap(t *testing.T) {
 	}
 }
 
+// One Retention governs both records that outlive a window: crossing marks
+// and alert delivery records, so that a mark never outlives its alert's
+// record.
+func TestRetentionIsTheLifetimeOfMarksAndRecords(t *testing.T) {
+	rdb := redistest.Client(t)
+	const retention = 2 * time.Hour
+	s, err := New(Config{Retention: retention}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Retention() != retention {
+		t.Fatalf("Retention() = %v, want %v", s.Retention(), retention)
+	}
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	w := window(prefix)
+	if got, err := incr(s, ctx, w, "e1", 1, time.Minute, 1); err != nil || !got.First {
+		t.Fatalf("incr = %+v, %v; want the first crossing", got, err)
+	}
+	record := prefix + ":alert:e1"
+	if _, err := s.ClaimAlert(ctx, prefix+":cooldown", record, "r/e1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	claimed := rdb.TTL(ctx, record).Val()
+	if err := s.SettleAlert(ctx, prefix+":cooldown", record, "r/e1", true); err != nil {
+		t.Fatal(err)
+	}
+	for key, ttl := range map[string]time.Duration{
+		"crossing mark":           rdb.TTL(ctx, w.Counter+":crossed:e1").Val(),
+		"claimed delivery record": claimed,
+		"settled delivery record": rdb.TTL(ctx, record).Val(),
+	} {
+		if ttl <= retention-time.Minute || ttl > retention {
+			t.Errorf("%s TTL = %v, want the retention %v", key, ttl, retention)
+		}
+	}
+}
+
 func TestCounterSaturatesInsteadOfOverflowing(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
@@ -519,11 +557,11 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 			t.Fatalf("decr after flush %d: %v", i, err)
 		}
 		rdb.ScriptFlush(ctx)
-		if _, err := s.ClaimAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), 0, time.Hour); err != nil {
+		if _, err := s.ClaimAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), 0); err != nil {
 			t.Fatalf("claim after flush %d: %v", i, err)
 		}
 		rdb.ScriptFlush(ctx)
-		if err := s.SettleAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), true, time.Hour); err != nil {
+		if err := s.SettleAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), true); err != nil {
 			t.Fatalf("settle after flush %d: %v", i, err)
 		}
 	}
@@ -603,12 +641,12 @@ func TestAlertClaimAndSettle(t *testing.T) {
 			for i, st := range tt.steps {
 				switch st.do {
 				case "claim":
-					got, err := s.ClaimAlert(ctx, cooldown, record(st.id), st.id, tt.cooldown, time.Hour)
+					got, err := s.ClaimAlert(ctx, cooldown, record(st.id), st.id, tt.cooldown)
 					if err != nil || got != st.want {
 						t.Fatalf("step %d: claim %s = %v, %v; want %v", i, st.id, got, err, st.want)
 					}
 				default:
-					if err := s.SettleAlert(ctx, cooldown, record(st.id), st.id, st.do == "sent", time.Hour); err != nil {
+					if err := s.SettleAlert(ctx, cooldown, record(st.id), st.id, st.do == "sent"); err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
 				}

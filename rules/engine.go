@@ -108,7 +108,7 @@ func (e *Engine) SetRules(rs []Rule) {
 	rs = append([]Rule(nil), rs...)
 	for _, r := range rs {
 		e.crossings.WithLabelValues(r.Name)
-		if r.Metric == Amount {
+		if r.Metric == alert.Amount {
 			e.clamped.WithLabelValues(r.Name)
 		}
 	}
@@ -134,7 +134,7 @@ func (e *Engine) Handle(ctx context.Context, ev *event.Event) error {
 		case event.Order:
 			err = e.order(ctx, r, ev, values)
 		case event.Refund:
-			if r.Metric == Amount {
+			if r.Metric == alert.Amount {
 				err = e.refund(ctx, r, ev, values)
 			}
 		}
@@ -147,7 +147,7 @@ func (e *Engine) Handle(ctx context.Context, ev *event.Event) error {
 
 func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
 	inc := int64(1)
-	if r.Metric == Amount {
+	if r.Metric == alert.Amount {
 		inc = ev.Amount
 	}
 	g := e.keys.Group(r.Name, values)
@@ -173,10 +173,10 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []s
 	a := alert.Alert{
 		Rule:        r.Name,
 		Description: r.Description,
-		Severity:    string(r.Severity),
-		Mode:        string(r.Mode),
+		Severity:    r.Severity,
+		Mode:        r.Mode,
 		Channel:     r.Channel,
-		Metric:      string(r.Metric),
+		Metric:      r.Metric,
 		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
 		GroupValues: displayValues(values),
 		Current:     res.Current,

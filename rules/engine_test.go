@@ -86,10 +86,10 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 	return &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: keys, sink: sink, reg: reg}
 }
 
-func rule(name string, m rules.Metric, threshold int64, groupBy ...string) rules.Rule {
+func rule(name string, m alert.Metric, threshold int64, groupBy ...string) rules.Rule {
 	return rules.Rule{
 		Name: name, Metric: m, GroupBy: groupBy, Window: time.Minute, Threshold: threshold,
-		Cooldown: time.Minute, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+		Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 	}
 }
 
@@ -140,7 +140,7 @@ func (h *harness) handle(e *event.Event) {
 
 // counter reads a rule's window counter from Redis; ok is false when the
 // key does not exist.
-func (h *harness) counter(name string, m rules.Metric, values ...string) (int64, bool) {
+func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
 	n, err := h.rdb.Get(h.t.Context(), h.keys.Counter(h.keys.Group(name, values), string(m))).Int64()
 	if errors.Is(err, redis.Nil) {
@@ -152,7 +152,7 @@ func (h *harness) counter(name string, m rules.Metric, values ...string) (int64,
 	return n, true
 }
 
-func (h *harness) wantCounter(name string, m rules.Metric, want int64, values ...string) {
+func (h *harness) wantCounter(name string, m alert.Metric, want int64, values ...string) {
 	h.t.Helper()
 	got, ok := h.counter(name, m, values...)
 	if !ok || got != want {
@@ -210,7 +210,7 @@ func (h *harness) crossedBy(name string) []string {
 }
 
 func TestEngineCountRuleCrossesOnce(t *testing.T) {
-	h := newHarness(t, rule("orders-3", rules.Count, 3, "customer_id"))
+	h := newHarness(t, rule("orders-3", alert.Count, 3, "customer_id"))
 	for i, cust := range []string{"c1", "c2", "c1", "c1", "c2", "c1", "c1"} {
 		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", cust))
 	}
@@ -221,16 +221,16 @@ func TestEngineCountRuleCrossesOnce(t *testing.T) {
 	if a := h.sink.got(); len(a) == 1 && (a[0].Current != 3 || !reflect.DeepEqual(a[0].GroupValues, []string{"c1"})) {
 		t.Errorf("alert current %d group %q, want 3 [c1]", a[0].Current, a[0].GroupValues)
 	}
-	h.wantCounter("orders-3", rules.Count, 5, "c1")
-	h.wantCounter("orders-3", rules.Count, 2, "c2")
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("orders-3", []string{"c1"}), string(rules.Count))).Result()
+	h.wantCounter("orders-3", alert.Count, 5, "c1")
+	h.wantCounter("orders-3", alert.Count, 2, "c2")
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("orders-3", []string{"c1"}), string(alert.Count))).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("counter TTL = %v, %v; want the 1m window", ttl, err)
 	}
 }
 
 func TestEngineAmountRuleSums(t *testing.T) {
-	h := newHarness(t, rule("amount-1000", rules.Amount, 1000, "card_fingerprint"))
+	h := newHarness(t, rule("amount-1000", alert.Amount, 1000, "card_fingerprint"))
 	steps := []struct {
 		amount int64
 		card   string
@@ -243,12 +243,12 @@ func TestEngineAmountRuleSums(t *testing.T) {
 	if len(got) != 1 || got[0].EventID != "evt-o3" || got[0].Current != 1100 || got[0].Currency != "KRW" || got[0].Metric != "amount" {
 		t.Fatalf("alerts %+v, want one on evt-o3 at 1100 KRW", got)
 	}
-	h.wantCounter("amount-1000", rules.Amount, 1150, "k1")
-	h.wantCounter("amount-1000", rules.Amount, 900, "k2")
+	h.wantCounter("amount-1000", alert.Amount, 1150, "k1")
+	h.wantCounter("amount-1000", alert.Amount, 900, "k2")
 }
 
 func TestEngineCompositeGroupBy(t *testing.T) {
-	h := newHarness(t, rule("cust-card", rules.Count, 2, "customer_id", "card_fingerprint"))
+	h := newHarness(t, rule("cust-card", alert.Count, 2, "customer_id", "card_fingerprint"))
 	for i, p := range [][2]string{{"c1", "k1"}, {"c1", "k2"}, {"c2", "k1"}, {"c1", "k1"}} {
 		h.handle(ev(t, event.Order, "order_id", "o"+string(rune('0'+i)), "customer_id", p[0], "card_fingerprint", p[1]))
 	}
@@ -260,15 +260,15 @@ func TestEngineCompositeGroupBy(t *testing.T) {
 		!reflect.DeepEqual(got[0].GroupValues, []string{"c1", "k1"}) {
 		t.Errorf("group %q = %q", got[0].GroupBy, got[0].GroupValues)
 	}
-	h.wantCounter("cust-card", rules.Count, 1, "c1", "k2")
-	h.wantCounter("cust-card", rules.Count, 1, "c2", "k1")
+	h.wantCounter("cust-card", alert.Count, 1, "c1", "k2")
+	h.wantCounter("cust-card", alert.Count, 1, "c2", "k1")
 }
 
 func TestEngineSkipsEventsLackingGroupBy(t *testing.T) {
 	h := newHarness(t,
-		rule("by-email", rules.Count, 1, "email"),
-		rule("by-merchant", rules.Count, 1, "merchant_id"),
-		rule("by-email-ip", rules.Amount, 1, "email", "ip"),
+		rule("by-email", alert.Count, 1, "email"),
+		rule("by-merchant", alert.Count, 1, "merchant_id"),
+		rule("by-email-ip", alert.Amount, 1, "email", "ip"),
 	)
 	h.handle(ev(t, event.Order, "order_id", "o1"))
 	h.handle(ev(t, event.Order, "order_id", "o2", "email", "", "merchant_id", nil, "ip", "203.0.113.9"))
@@ -290,9 +290,9 @@ func TestEngineSkipsEventsLackingGroupBy(t *testing.T) {
 }
 
 func TestEngineDisabledRulesNeverRun(t *testing.T) {
-	off := rule("off", rules.Count, 1, "customer_id")
+	off := rule("off", alert.Count, 1, "customer_id")
 	off.Enabled = false
-	offAmount := rule("off-amount", rules.Amount, 1, "customer_id")
+	offAmount := rule("off-amount", alert.Amount, 1, "customer_id")
 	offAmount.Enabled = false
 	h := newHarness(t, off, offAmount)
 	h.handle(ev(t, event.Order, "order_id", "o1"))
@@ -307,21 +307,21 @@ func TestEngineDisabledRulesNeverRun(t *testing.T) {
 
 func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 	h := newHarness(t,
-		rule("amt", rules.Amount, 1_000_000, "customer_id"),
-		rule("cnt", rules.Count, 100, "customer_id"),
-		rule("amt-email", rules.Amount, 1_000_000, "email"),
+		rule("amt", alert.Amount, 1_000_000, "customer_id"),
+		rule("cnt", alert.Count, 100, "customer_id"),
+		rule("amt-email", alert.Amount, 1_000_000, "email"),
 	)
 	h.handle(ev(t, event.Order, "order_id", "o1", "amount", 300))
 	h.handle(ev(t, event.Order, "order_id", "o2", "amount", 300))
 	h.handle(ev(t, event.Refund, "order_id", "o1", "event_id", "r1", "amount", 200, "email", "a@example.com"))
 
-	h.wantCounter("amt", rules.Amount, 400, "cust-1")
-	h.wantCounter("cnt", rules.Count, 2, "cust-1")
+	h.wantCounter("amt", alert.Amount, 400, "cust-1")
+	h.wantCounter("cnt", alert.Count, 2, "cust-1")
 	// No order ever counted this email: a refund must not create a counter.
-	if n, ok := h.counter("amt-email", rules.Amount, "a@example.com"); ok {
+	if n, ok := h.counter("amt-email", alert.Amount, "a@example.com"); ok {
 		t.Errorf("refund created a counter of %d", n)
 	}
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), string(rules.Amount))).Result()
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), string(alert.Amount))).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("refunded counter TTL = %v, %v; want the window kept", ttl, err)
 	}
@@ -334,10 +334,10 @@ func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 }
 
 func TestEngineRefundClamps(t *testing.T) {
-	h := newHarness(t, rule("amt", rules.Amount, 1_000_000, "customer_id"), rule("other", rules.Amount, 1_000_000, "customer_id"))
+	h := newHarness(t, rule("amt", alert.Amount, 1_000_000, "customer_id"), rule("other", alert.Amount, 1_000_000, "customer_id"))
 	h.handle(ev(t, event.Order, "order_id", "o1", "amount", 500))
 	h.handle(ev(t, event.Refund, "order_id", "o1", "event_id", "r1", "amount", 800))
-	h.wantCounter("amt", rules.Amount, 0, "cust-1")
+	h.wantCounter("amt", alert.Amount, 0, "cust-1")
 	if got := h.metric("fraudwatch_refunds_clamped_total", "rule", "amt"); got != 1 {
 		t.Errorf("refunds_clamped_total{amt} = %v, want 1", got)
 	}
@@ -352,12 +352,12 @@ func TestEngineRefundClamps(t *testing.T) {
 }
 
 func TestEngineCrossingsMetric(t *testing.T) {
-	shadow := rule("r-shadow", rules.Count, 1, "customer_id")
-	shadow.Mode = rules.ModeShadow
+	shadow := rule("r-shadow", alert.Count, 1, "customer_id")
+	shadow.Mode = alert.ModeShadow
 	h := newHarness(t,
-		rule("r-one", rules.Count, 1, "customer_id"),
-		rule("r-two", rules.Count, 2, "customer_id"),
-		rule("r-never", rules.Amount, 1_000_000, "customer_id"),
+		rule("r-one", alert.Count, 1, "customer_id"),
+		rule("r-two", alert.Count, 2, "customer_id"),
+		rule("r-never", alert.Amount, 1_000_000, "customer_id"),
 		shadow,
 	)
 	for _, name := range []string{"r-one", "r-two", "r-never", "r-shadow"} {
@@ -378,9 +378,9 @@ func TestEngineCrossingsMetric(t *testing.T) {
 
 func TestEngineAlertCarriesEverything(t *testing.T) {
 	r := rules.Rule{
-		Name: "big-spender", Description: "Over 1,000,000 won by one customer and card", Metric: rules.Amount,
+		Name: "big-spender", Description: "Over 1,000,000 won by one customer and card", Metric: alert.Amount,
 		GroupBy: []string{"customer_id", "card_fingerprint"}, Window: 10 * time.Minute, Threshold: 1_000_000,
-		Cooldown: time.Hour, Severity: rules.Critical, Mode: rules.ModeAlert, Channel: "#fraud-risk", Enabled: true,
+		Cooldown: time.Hour, Severity: alert.SeverityCritical, Mode: alert.ModeAlert, Channel: "#fraud-risk", Enabled: true,
 	}
 	h := newHarness(t, r)
 	h.handle(ev(t, event.Order, "order_id", "o1", "card_fingerprint", "fp{1}", "amount", 600_000, "currency", "KRW"))
@@ -424,7 +424,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	// The cooldown key shares the counter's hash tag, so the dispatcher's
 	// SET NX lands in the same slot, and the counter really is there.
 	// (package lua's tests show that one tag means one slot.)
-	counterKey := h.keys.Counter(g, string(rules.Amount))
+	counterKey := h.keys.Counter(g, string(alert.Amount))
 	tagC, tagD := hashTag(counterKey), hashTag(got[0].CooldownKey)
 	if tagC == "" || tagC != tagD {
 		t.Errorf("cooldown key %q and counter %q have tags %q and %q", got[0].CooldownKey, counterKey, tagD, tagC)
@@ -432,12 +432,12 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	if tagR := hashTag(got[0].RecordKey); tagR != tagC {
 		t.Errorf("record key %q has tag %q, want the counter's %q", got[0].RecordKey, tagR, tagC)
 	}
-	h.wantCounter(r.Name, rules.Amount, 1_300_000, values...)
+	h.wantCounter(r.Name, alert.Amount, 1_300_000, values...)
 }
 
 func TestEngineShadowRuleReachesSink(t *testing.T) {
-	shadow := rule("trial", rules.Count, 1, "customer_id")
-	shadow.Mode = rules.ModeShadow
+	shadow := rule("trial", alert.Count, 1, "customer_id")
+	shadow.Mode = alert.ModeShadow
 	h := newHarness(t, shadow)
 	h.handle(ev(t, event.Order, "order_id", "o1"))
 	got := h.sink.got()
@@ -447,7 +447,7 @@ func TestEngineShadowRuleReachesSink(t *testing.T) {
 }
 
 func TestEngineSinkError(t *testing.T) {
-	h := newHarness(t, rule("quiet", rules.Count, 5, "customer_id"), rule("loud", rules.Count, 1, "customer_id"))
+	h := newHarness(t, rule("quiet", alert.Count, 5, "customer_id"), rule("loud", alert.Count, 1, "customer_id"))
 	boom := errors.New("queue closed")
 	h.sink.err = boom
 	err := h.engine.Handle(t.Context(), ev(t, event.Order, "order_id", "o1"))
@@ -460,7 +460,7 @@ func TestEngineSinkError(t *testing.T) {
 }
 
 func TestAlertsCarryBoundedGroupValues(t *testing.T) {
-	h := newHarness(t, rule("addr", rules.Count, 1, "shipping_address"))
+	h := newHarness(t, rule("addr", alert.Count, 1, "shipping_address"))
 	long := strings.Repeat("서울시 강남구 테헤란로 ", 500) // ~16 KB, multi-byte runes
 	h.handle(ev(t, event.Order, "order_id", "o1", "shipping_address", long))
 	got := h.sink.got()
@@ -479,7 +479,7 @@ func TestAlertsCarryBoundedGroupValues(t *testing.T) {
 
 func TestEngineScriptErrors(t *testing.T) {
 	t.Run("incr_and_check rejects its arguments", func(t *testing.T) {
-		bad := rule("zero-threshold", rules.Count, 1, "customer_id")
+		bad := rule("zero-threshold", alert.Count, 1, "customer_id")
 		bad.Threshold = 0 // Parse would refuse it; the script must too
 		h := newHarness(t, bad)
 		err := h.engine.Handle(t.Context(), ev(t, event.Order, "order_id", "o1"))
@@ -499,8 +499,8 @@ func TestEngineScriptErrors(t *testing.T) {
 		}
 	})
 	t.Run("sales_decr meets a key of the wrong type", func(t *testing.T) {
-		h := newHarness(t, rule("amt", rules.Amount, 1000, "customer_id"))
-		key := h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), string(rules.Amount))
+		h := newHarness(t, rule("amt", alert.Amount, 1000, "customer_id"))
+		key := h.keys.Counter(h.keys.Group("amt", []string{"cust-1"}), string(alert.Amount))
 		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -519,7 +519,7 @@ func TestEngineScriptErrors(t *testing.T) {
 		}
 	})
 	t.Run("cancelled context", func(t *testing.T) {
-		h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
+		h := newHarness(t, rule("cnt", alert.Count, 1, "customer_id"))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		err := h.engine.Handle(ctx, ev(t, event.Order, "order_id", "o1"))
@@ -530,12 +530,12 @@ func TestEngineScriptErrors(t *testing.T) {
 }
 
 func TestEngineSetRules(t *testing.T) {
-	rs := []rules.Rule{rule("first", rules.Count, 1, "customer_id")}
+	rs := []rules.Rule{rule("first", alert.Count, 1, "customer_id")}
 	h := newHarness(t, rs...)
 	rs[0].Enabled = false // the engine keeps its own copy
 	h.handle(ev(t, event.Order, "order_id", "o1"))
 
-	next := []rules.Rule{rule("second", rules.Count, 1, "customer_id")}
+	next := []rules.Rule{rule("second", alert.Count, 1, "customer_id")}
 	h.engine.SetRules(next)
 	next[0].Threshold = 1000
 	h.handle(ev(t, event.Order, "order_id", "o2", "customer_id", "cust-2"))
@@ -546,7 +546,7 @@ func TestEngineSetRules(t *testing.T) {
 	if got := h.crossedBy("second"); !reflect.DeepEqual(got, []string{"evt-o2"}) {
 		t.Errorf("second crossed on %v, want evt-o2 only", got)
 	}
-	if _, ok := h.counter("first", rules.Count, "cust-2"); ok {
+	if _, ok := h.counter("first", alert.Count, "cust-2"); ok {
 		t.Error("a removed rule still counted")
 	}
 	if got := h.metric("fraudwatch_threshold_crossings_total", "rule", "second"); got != 1 {
@@ -557,7 +557,7 @@ func TestEngineSetRules(t *testing.T) {
 // An alert is handed to another goroutine; changing it must not change the
 // rules the engine evaluates.
 func TestEngineAlertDoesNotShareRuleState(t *testing.T) {
-	h := newHarness(t, rule("cnt", rules.Count, 1, "customer_id"))
+	h := newHarness(t, rule("cnt", alert.Count, 1, "customer_id"))
 	h.sink.mutate = func(a *alert.Alert) { a.GroupBy[0] = "email" }
 	h.handle(ev(t, event.Order, "order_id", "o1"))
 	h.handle(ev(t, event.Order, "order_id", "o2", "customer_id", "cust-2"))
@@ -610,7 +610,7 @@ func TestEngineLogsNoPersonalData(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t)},
-		[]rules.Rule{rule("amt", rules.Amount, 100, "email")}, scripts, &fakeSink{}, log, nil)
+		[]rules.Rule{rule("amt", alert.Amount, 100, "email")}, scripts, &fakeSink{}, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +652,7 @@ func (s *syncBuffer) String() string {
 
 // Events keep flowing while the rules are swapped; -race checks the swap.
 func TestEngineSetRulesWhileHandling(t *testing.T) {
-	a, b := rule("a", rules.Count, 1_000_000, "customer_id"), rule("b", rules.Count, 1_000_000, "customer_id")
+	a, b := rule("a", alert.Count, 1_000_000, "customer_id"), rule("b", alert.Count, 1_000_000, "customer_id")
 	h := newHarness(t, a)
 	var events [2][]*event.Event
 	for w := range events {
@@ -679,5 +679,5 @@ func TestEngineSetRulesWhileHandling(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	h.wantCounter("a", rules.Count, 100, "cust-1")
+	h.wantCounter("a", alert.Count, 100, "cust-1")
 }

@@ -11,55 +11,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/go-viper/mapstructure/v2"
 	"go.yaml.in/yaml/v3"
 )
 
-// Metric is what a rule counts.
-type Metric string
-
-// Metrics.
-const (
-	Count  Metric = "count"  // one per order
-	Amount Metric = "amount" // the order's amount, lowered by refunds
-)
-
-// Severity is how urgent a rule's alert is.
-type Severity string
-
-// Severities, least urgent first.
-const (
-	Info     Severity = "info"
-	Warning  Severity = "warning"
-	High     Severity = "high"
-	Critical Severity = "critical"
-)
-
-// Mode says what a crossing does.
-type Mode string
-
-// Modes.
-const (
-	// ModeAlert notifies (subject to the cooldown).
-	ModeAlert Mode = "alert"
-	// ModeShadow counts and logs a crossing but never notifies: for trying
-	// a rule on live traffic before trusting it.
-	ModeShadow Mode = "shadow"
-)
-
-// Rule is one velocity rule, with its defaults applied.
+// Rule is one velocity rule, with its defaults applied. Its metric, severity
+// and mode are the alert model's words (package alert): its alerts carry
+// them.
 type Rule struct {
 	Name        string
 	Description string
-	Metric      Metric
+	Metric      alert.Metric
 	GroupBy     []string
 	Window      time.Duration
 	Threshold   int64
 	// Cooldown is how long after an alert the same (rule, group) stays
 	// quiet. 0 disables it.
 	Cooldown time.Duration
-	Severity Severity
-	Mode     Mode
+	Severity alert.Severity
+	Mode     alert.Mode
 	// Channel overrides slack.channel in bot-token mode.
 	Channel string
 	Enabled bool
@@ -232,15 +203,15 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 	r := Rule{
 		Name:        s.Name,
 		Description: s.Description,
-		Metric:      Metric(s.Metric),
+		Metric:      alert.Metric(s.Metric),
 		GroupBy:     s.GroupBy,
-		Severity:    Severity(s.Severity),
-		Mode:        Mode(s.Mode),
+		Severity:    alert.Severity(s.Severity),
+		Mode:        alert.Mode(s.Mode),
 		Channel:     s.Channel,
 		Enabled:     s.Enabled == nil || *s.Enabled,
 	}
 	switch r.Metric {
-	case Count, Amount:
+	case alert.Count, alert.Amount:
 	case "":
 		bad("metric", "is required (count or amount)")
 	default:
@@ -303,16 +274,16 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 		}
 	}
 	switch r.Severity {
-	case Info, Warning, High, Critical:
+	case alert.SeverityInfo, alert.SeverityWarning, alert.SeverityHigh, alert.SeverityCritical:
 	case "":
-		r.Severity = Warning
+		r.Severity = alert.SeverityWarning
 	default:
 		bad("severity", "must be info, warning, high or critical, not %q", s.Severity)
 	}
 	switch r.Mode {
-	case ModeAlert, ModeShadow:
+	case alert.ModeAlert, alert.ModeShadow:
 	case "":
-		r.Mode = ModeAlert
+		r.Mode = alert.ModeAlert
 	default:
 		bad("mode", "must be alert or shadow, not %q", s.Mode)
 	}

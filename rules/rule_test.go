@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -64,9 +65,9 @@ func TestParseValid(t *testing.T) {
 			name: "defaults",
 			yaml: oneRule(),
 			want: []rules.Rule{{
-				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
 		{
@@ -86,45 +87,45 @@ func TestParseValid(t *testing.T) {
 `,
 			want: []rules.Rule{{
 				Name: "card-amount-10m", Description: "More than 1,000,000 won paid by one card within 10 minutes",
-				Metric: rules.Amount, GroupBy: []string{"card_fingerprint", "currency"},
+				Metric: alert.Amount, GroupBy: []string{"card_fingerprint", "currency"},
 				Window: 10 * time.Minute, Threshold: 1_000_000, Cooldown: time.Hour,
-				Severity: rules.Critical, Mode: rules.ModeShadow, Channel: "#fraud-risk", Enabled: false,
+				Severity: alert.SeverityCritical, Mode: alert.ModeShadow, Channel: "#fraud-risk", Enabled: false,
 			}},
 		},
 		{
 			name: "cooldown 0 disables, as an integer",
 			yaml: oneRule("cooldown: 0"),
 			want: []rules.Rule{{
-				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				Window: time.Minute, Threshold: 3, Cooldown: 0,
-				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
 		{
 			name: "cooldown 0s disables",
 			yaml: oneRule("cooldown: 0s", "severity: info", "mode: alert", "enabled: true"),
 			want: []rules.Rule{{
-				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				Window: time.Minute, Threshold: 3, Cooldown: 0,
-				Severity: rules.Info, Mode: rules.ModeAlert, Enabled: true,
+				Severity: alert.SeverityInfo, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
 		{
 			name: "cooldown null takes the window",
 			yaml: oneRule("cooldown: ~", "window: 1h30m", "severity: high", "threshold: 9007199254740991"),
 			want: []rules.Rule{{
-				Name: "orders-per-customer-1m", Metric: rules.Count, GroupBy: []string{"customer_id"},
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				Window: 90 * time.Minute, Threshold: rules.MaxThreshold, Cooldown: 90 * time.Minute,
-				Severity: rules.High, Mode: rules.ModeAlert, Enabled: true,
+				Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
 		{
 			name: "window 1s, threshold 1, extra group_by field, 64-character name",
 			yaml: oneRule("name: "+strings.Repeat("a", 62)+"_9", "window: 1s", "threshold: 1", "group_by: [merchant_id, ip]"),
 			want: []rules.Rule{{
-				Name: strings.Repeat("a", 62) + "_9", Metric: rules.Count, GroupBy: []string{"merchant_id", "ip"},
+				Name: strings.Repeat("a", 62) + "_9", Metric: alert.Count, GroupBy: []string{"merchant_id", "ip"},
 				Window: time.Second, Threshold: 1, Cooldown: time.Second,
-				Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
 		{
@@ -134,10 +135,10 @@ func TestParseValid(t *testing.T) {
   - {name: a, metric: amount, group_by: [ip], window: 2m, threshold: 500, cooldown: 5m}
 `,
 			want: []rules.Rule{
-				{Name: "b", Metric: rules.Count, GroupBy: []string{"email"}, Window: 30 * time.Second, Threshold: 2,
-					Cooldown: 30 * time.Second, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true},
-				{Name: "a", Metric: rules.Amount, GroupBy: []string{"ip"}, Window: 2 * time.Minute, Threshold: 500,
-					Cooldown: 5 * time.Minute, Severity: rules.Warning, Mode: rules.ModeAlert, Enabled: true},
+				{Name: "b", Metric: alert.Count, GroupBy: []string{"email"}, Window: 30 * time.Second, Threshold: 2,
+					Cooldown: 30 * time.Second, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
+				{Name: "a", Metric: alert.Amount, GroupBy: []string{"ip"}, Window: 2 * time.Minute, Threshold: 500,
+					Cooldown: 5 * time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
 			},
 		},
 	}

@@ -57,17 +57,16 @@ type Options struct {
 
 // App is one fraudwatch process.
 type App struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	reg       *prometheus.Registry
-	rdb       redis.UniversalClient
-	lua       *lua.Scripts
-	topic     *alert.Topic
-	disp      *alert.Dispatcher
-	eng       *rules.Engine
-	events    *consumer.Consumer
-	alerts    *consumer.Group
-	recordTTL time.Duration
+	cfg    *config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	rdb    redis.UniversalClient
+	lua    *lua.Scripts
+	topic  *alert.Topic
+	disp   *alert.Dispatcher
+	eng    *rules.Engine
+	events *consumer.Consumer
+	alerts *consumer.Group
 
 	listener net.Listener
 	server   *http.Server
@@ -115,10 +114,6 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.lua, log.With("component", "alert"), reg); err != nil {
 		return nil, err
 	}
-	a.recordTTL = opts.Dispatcher.RecordTTL
-	if a.recordTTL == 0 {
-		a.recordTTL = 7 * 24 * time.Hour // the dispatcher's default
-	}
 	for _, r := range cfg.Rules {
 		a.disp.Track(r.Name)
 	}
@@ -148,7 +143,7 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if opts.Alerts != nil {
 		opts.Alerts(&acfg)
 	}
-	if a.alerts, err = consumer.NewGroup(acfg, consumer.MessageHandlerFunc(a.deliver),
+	if a.alerts, err = consumer.NewGroup(acfg, a.disp,
 		log.With("component", "alerts"), reg); err != nil {
 		return nil, err
 	}
@@ -229,24 +224,6 @@ func (a *App) run(parent context.Context) error {
 	<-served
 	a.log.Info("fraudwatch stopped")
 	return errors.Join(errs...)
-}
-
-// deliver settles one message of the alerts topic.
-func (a *App) deliver(ctx context.Context, msg kafka.Message) error {
-	al, err := alert.Decode(msg.Value)
-	if err != nil {
-		// Only fraudwatch writes this topic; a message it cannot read is
-		// a bug or a foreign writer, and no retry will make it readable.
-		a.log.Error("unreadable alert skipped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
-		return nil
-	}
-	if age := time.Since(msg.Time); age > a.recordTTL {
-		// Its delivery record may have expired: sending it now could post
-		// it a second time, and days late it is news to nobody.
-		a.log.Warn("stale alert skipped", "rule", al.Rule, "alert_id", al.ID, "age", age.Round(time.Second))
-		return nil
-	}
-	return a.disp.Deliver(ctx, al)
 }
 
 // Close releases what New opened, for an App whose Run was never called.

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 )
@@ -42,18 +43,18 @@ func newRedis(c config.Redis) (redis.UniversalClient, error) {
 
 // NewNotifier picks Slack (webhook or bot token) or, without Slack, the log.
 func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
-	var sc alert.SlackConfig
+	var sc slack.Config
 	switch c.Mode() {
 	case config.SlackWebhook:
-		sc = alert.SlackConfig{WebhookURL: c.WebhookURL.Value(), Timeout: c.Timeout}
+		sc = slack.Config{WebhookURL: c.WebhookURL.Value(), Timeout: c.Timeout}
 	case config.SlackToken:
-		sc = alert.SlackConfig{Token: c.Token.Value(), Channel: c.Channel, APIURL: c.APIURL, Timeout: c.Timeout}
+		sc = slack.Config{Token: c.Token.Value(), Channel: c.Channel, APIURL: c.APIURL, Timeout: c.Timeout}
 	default:
 		return alert.NewLogNotifier(log.With("component", "alert")), nil
 	}
-	s, err := alert.NewSlack(sc)
+	s, err := slack.New(sc)
 	if err != nil {
-		return nil, fmt.Errorf("app: slack: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	return s, nil
 }

@@ -20,11 +20,11 @@ const (
 	ansiDim   = "\x1b[2m"
 )
 
-var severityStyle = map[string]string{
-	"info":     "\x1b[36m",      // cyan
-	"warning":  "\x1b[33m",      // yellow
-	"high":     "\x1b[1;31m",    // bold red
-	"critical": "\x1b[1;97;41m", // bold white on red
+var severityStyle = map[alert.Severity]string{
+	alert.SeverityInfo:     "\x1b[36m",      // cyan
+	alert.SeverityWarning:  "\x1b[33m",      // yellow
+	alert.SeverityHigh:     "\x1b[1;31m",    // bold red
+	alert.SeverityCritical: "\x1b[1;97;41m", // bold white on red
 }
 
 // output serialises writes to the demo's Out: the header and summary come
@@ -65,7 +65,7 @@ func (c *console) Notify(_ context.Context, a alert.Alert) error {
 //	14:03:07  ALERT  HIGH      orders-per-customer-1m: Three or more orders by …
 //	          customer_id=cust-482913 · 3 orders within 1m, threshold 3 · order ord-100245
 func (c *console) format(a alert.Alert) string {
-	sev := strings.ToUpper(a.Severity)
+	sev := strings.ToUpper(string(a.Severity))
 	if sev == "" {
 		sev = "UNKNOWN"
 	}
@@ -90,7 +90,7 @@ func (c *console) format(a alert.Alert) string {
 
 	current := alert.FormatValue(a.Metric, a.Current, a.Currency)
 	threshold := alert.FormatValue(a.Metric, a.Threshold, a.Currency)
-	if a.Metric == "count" {
+	if a.Metric == alert.Count {
 		current += " orders"
 	}
 	fmt.Fprintf(&b, " · %s within %s, threshold %s", current, alert.FormatDuration(a.Window), threshold)

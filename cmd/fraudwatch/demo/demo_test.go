@@ -177,8 +177,8 @@ rules:
 }
 
 func TestBuildConfig(t *testing.T) {
-	custom := []rules.Rule{{Name: "r", Metric: rules.Count, GroupBy: []string{"ip"}, Window: time.Minute,
-		Threshold: 1, Severity: rules.Info, Mode: rules.ModeAlert, Enabled: true}}
+	custom := []rules.Rule{{Name: "r", Metric: alert.Count, GroupBy: []string{"ip"}, Window: time.Minute,
+		Threshold: 1, Severity: alert.SeverityInfo, Mode: alert.ModeAlert, Enabled: true}}
 	given := config.Default()
 	given.Kafka.Brokers = []string{"kafka.example:9092"}
 	given.Kafka.GroupID = "prod"

@@ -16,7 +16,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-// The metrics the summary reads (SPEC §7).
+// The metrics the summary reads (README, Metrics and health).
 const (
 	metricConsumed   = "fraudwatch_events_consumed_total"
 	metricInvalid    = "fraudwatch_events_invalid_total"
@@ -97,7 +97,7 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 	fmt.Fprintf(tw, "  logs\ton stderr; WARN lines about invalid events and clamped refunds are expected:\n")
 	fmt.Fprintf(tw, "\tthe traffic includes both on purpose (--log-level info shows every step)\n")
 	fmt.Fprintf(tw, "  traffic\t%d-%d orders/s by ordinary shoppers, %s to %s each, mixed with fraud:\n", minRate, maxRate,
-		alert.FormatValue("amount", 5_000, demoCurrency), alert.FormatValue("count", 150_000, ""))
+		alert.FormatValue(alert.Amount, 5_000, demoCurrency), alert.FormatValue(alert.Count, 150_000, ""))
 	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a bot IP, refunds, malformed events\n")
 	if dl, ok := ctx.Deadline(); ok {
 		fmt.Fprintf(tw, "  runs\tfor %s (Ctrl-C stops it sooner), then prints a summary\n", time.Until(dl).Round(time.Second))
@@ -120,11 +120,11 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 // 1m" or "KRW 1,000,000 per card_fingerprint in 10m, cooldown 5m".
 func describeRule(r rules.Rule) string {
 	var what string
-	if r.Metric == rules.Amount {
+	if r.Metric == alert.Amount {
 		// Thresholds carry no currency; the demo's traffic is in KRW.
-		what = alert.FormatValue(string(r.Metric), r.Threshold, demoCurrency) + " paid"
+		what = alert.FormatValue(r.Metric, r.Threshold, demoCurrency) + " paid"
 	} else {
-		what = alert.FormatValue(string(r.Metric), r.Threshold, "") + " orders"
+		what = alert.FormatValue(r.Metric, r.Threshold, "") + " orders"
 	}
 	s := fmt.Sprintf("%s per %s in %s", what, strings.Join(r.GroupBy, "+"), alert.FormatDuration(r.Window))
 	if r.Cooldown != r.Window {
@@ -133,7 +133,7 @@ func describeRule(r rules.Rule) string {
 	switch {
 	case !r.Enabled:
 		s += " (disabled)"
-	case r.Mode == rules.ModeShadow:
+	case r.Mode == alert.ModeShadow:
 		s += " (shadow: counted, never alerted)"
 	}
 	return s
@@ -166,9 +166,9 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	shadow, cooldown := int64(0), int64(0)
 	for labels, v := range s[metricSuppressed] {
 		switch reason, _, _ := strings.Cut(labels, ","); reason {
-		case "shadow":
+		case alert.SuppressedShadow:
 			shadow += int64(v)
-		case "cooldown":
+		case alert.SuppressedCooldown:
 			cooldown += int64(v)
 		}
 	}
@@ -193,7 +193,7 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(&b, "  %-*s  %9d  %7d  %6d  %8d\n", width, r.Name,
 			s.get(metricCrossings, r.Name), s.get(metricSent, r.Name),
-			s.get(metricSuppressed, "shadow", r.Name), s.get(metricSuppressed, "cooldown", r.Name))
+			s.get(metricSuppressed, alert.SuppressedShadow, r.Name), s.get(metricSuppressed, alert.SuppressedCooldown, r.Name))
 	}
 	b.WriteString("  crossings: first times a group reached the rule's threshold in a window;\n" +
 		"  shadow, cooldown: crossings not alerted, because the rule is in shadow mode or the group was alerted recently\n")

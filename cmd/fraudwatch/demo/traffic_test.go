@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -143,11 +144,11 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 			}
 			g.fraud = g.fraud || fraud
 			switch {
-			case ev.Type == event.Order && r.Metric == rules.Count:
+			case ev.Type == event.Order && r.Metric == alert.Count:
 				g.value++
 			case ev.Type == event.Order:
 				g.value += ev.Amount
-			case r.Metric == rules.Amount && g.value > 0:
+			case r.Metric == alert.Amount && g.value > 0:
 				if ev.Amount > g.value {
 					clamps++
 				}

@@ -1,4 +1,4 @@
-package alert
+package slack
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 )
@@ -22,39 +23,43 @@ import (
 const (
 	testWebhookPath = "/services/T0001/B0001/WebhookSecret0123"
 	testToken       = "xoxb-1111-2222-TokenSecret0123"
+	// testTimeout bounds a request; package config gives the real one.
+	testTimeout = 10 * time.Second
 )
 
-func TestSlackConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string
-		cfg     SlackConfig
+		cfg     Config
 		wantErr string
 	}{
-		{"webhook", SlackConfig{WebhookURL: "https://hooks.slack.com" + testWebhookPath}, ""},
-		{"webhook with a channel", SlackConfig{WebhookURL: "https://hooks.slack.com" + testWebhookPath, Channel: "#x"}, ""},
-		{"token", SlackConfig{Token: testToken, Channel: "#fraud-alerts"}, ""},
-		{"token with api url", SlackConfig{Token: testToken, Channel: "#a", APIURL: "http://127.0.0.1:1/api"}, ""},
-		{"nothing", SlackConfig{}, "exactly one of webhook_url and token"},
-		{"blank", SlackConfig{WebhookURL: "  ", Token: " "}, "exactly one of webhook_url and token"},
-		{"both", SlackConfig{WebhookURL: "https://hooks.slack.com" + testWebhookPath, Token: testToken, Channel: "#a"}, "exactly one of webhook_url and token"},
-		{"webhook without scheme", SlackConfig{WebhookURL: "hooks.slack.com" + testWebhookPath}, "webhook_url must be an http or https URL"},
-		{"webhook ftp", SlackConfig{WebhookURL: "ftp://hooks.slack.com" + testWebhookPath}, "webhook_url must be an http or https URL"},
-		{"webhook unparsable", SlackConfig{WebhookURL: "https://hooks slack.com" + testWebhookPath + "%zz"}, "webhook_url must be an http or https URL"},
-		{"token without channel", SlackConfig{Token: testToken}, "token mode needs a channel"},
-		{"token with bad api url", SlackConfig{Token: testToken, Channel: "#a", APIURL: "slack.com/api"}, "api_url must be an http or https URL"},
-		{"negative timeout", SlackConfig{Token: testToken, Channel: "#a", Timeout: -time.Second}, "timeout must not be negative"},
+		{"webhook", Config{WebhookURL: "https://hooks.slack.com" + testWebhookPath}, ""},
+		{"webhook with a channel", Config{WebhookURL: "https://hooks.slack.com" + testWebhookPath, Channel: "#x"}, ""},
+		{"token", Config{Token: testToken, Channel: "#fraud-alerts"}, ""},
+		{"token with api url", Config{Token: testToken, Channel: "#a", APIURL: "http://127.0.0.1:1/api"}, ""},
+		{"nothing", Config{}, "exactly one of webhook_url and token"},
+		{"both", Config{WebhookURL: "https://hooks.slack.com" + testWebhookPath, Token: testToken, Channel: "#a"}, "exactly one of webhook_url and token"},
+		{"webhook unparsable", Config{WebhookURL: "https://hooks slack.com" + testWebhookPath + "%zz"}, "webhook_url is not a URL"},
+		{"api url unparsable", Config{Token: testToken, Channel: "#a", APIURL: "http://slack com/%zz"}, "api_url is not a URL"},
+		{"token without channel", Config{Token: testToken}, "token mode needs a channel"},
+		{"no timeout", Config{Token: testToken, Channel: "#a", Timeout: -1}, "a request timeout is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
-			cfg.setDefaults()
+			if cfg.Timeout == 0 {
+				cfg.Timeout = testTimeout
+			}
+			if cfg.Timeout < 0 {
+				cfg.Timeout = 0
+			}
 			err := cfg.Validate()
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Validate() = %v, want nil", err)
 				}
-				if _, err := NewSlack(tt.cfg); err != nil {
-					t.Fatalf("NewSlack() = %v, want nil", err)
+				if _, err := New(cfg); err != nil {
+					t.Fatalf("New() = %v, want nil", err)
 				}
 				return
 			}
@@ -64,23 +69,23 @@ func TestSlackConfigValidate(t *testing.T) {
 			if strings.Contains(err.Error(), "Secret0123") {
 				t.Errorf("error reveals a secret: %v", err)
 			}
-			if _, err := NewSlack(tt.cfg); err == nil {
-				t.Error("NewSlack() accepted a config Validate rejects")
+			if _, err := New(cfg); err == nil {
+				t.Error("New() accepted a config Validate rejects")
 			}
 		})
 	}
 }
 
-func TestSlackConfigAPIURLNormalised(t *testing.T) {
+func TestConfigAPIURLNormalised(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "https://slack.com/api/"},
 		{"http://proxy.internal/slack/api", "http://proxy.internal/slack/api/"},
 		{"http://proxy.internal/slack/api/", "http://proxy.internal/slack/api/"},
 	}
 	for _, tt := range tests {
-		s, err := NewSlack(SlackConfig{Token: testToken, Channel: "#a", APIURL: tt.in})
+		s, err := New(Config{Timeout: testTimeout, Token: testToken, Channel: "#a", APIURL: tt.in})
 		if err != nil {
-			t.Fatalf("NewSlack(api_url %q): %v", tt.in, err)
+			t.Fatalf("New(api_url %q): %v", tt.in, err)
 		}
 		if s.cfg.APIURL != tt.want {
 			t.Errorf("api_url %q became %q, want %q", tt.in, s.cfg.APIURL, tt.want)
@@ -115,7 +120,7 @@ func newWebhookServer(t *testing.T, reply func(w http.ResponseWriter)) *webhookS
 
 func TestSlackWebhookPostsTextAndBlocks(t *testing.T) {
 	srv := newWebhookServer(t, func(w http.ResponseWriter) { _, _ = io.WriteString(w, "ok") })
-	n, err := NewSlack(SlackConfig{WebhookURL: srv.URL + testWebhookPath})
+	n, err := New(Config{Timeout: testTimeout, WebhookURL: srv.URL + testWebhookPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +203,7 @@ func TestSlackWebhookErrors(t *testing.T) {
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, "no")
 			})
-			n, err := NewSlack(SlackConfig{WebhookURL: srv.URL + testWebhookPath})
+			n, err := New(Config{Timeout: testTimeout, WebhookURL: srv.URL + testWebhookPath})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,9 +211,9 @@ func TestSlackWebhookErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Notify succeeded against a failing webhook")
 			}
-			retry, wait := retryPolicy(err)
+			retry, wait := alert.RetryPolicy(err)
 			if retry != tt.wantRetry || wait != tt.wantWait {
-				t.Errorf("retryPolicy(%v) = %v, %v; want %v, %v", err, retry, wait, tt.wantRetry, tt.wantWait)
+				t.Errorf("alert.RetryPolicy(%v) = %v, %v; want %v, %v", err, retry, wait, tt.wantRetry, tt.wantWait)
 			}
 			if strings.Contains(err.Error(), "Secret0123") {
 				t.Errorf("error reveals the webhook URL: %v", err)
@@ -228,21 +233,25 @@ func TestSlackErrorsNeverRevealSecrets(t *testing.T) {
 	cancel()
 	tests := []struct {
 		name      string
-		cfg       SlackConfig
+		cfg       Config
 		ctx       context.Context
 		wantRetry bool
 	}{
-		{"webhook refused", SlackConfig{WebhookURL: deadURL + testWebhookPath}, context.Background(), true},
-		{"webhook cancelled", SlackConfig{WebhookURL: hang.URL + testWebhookPath}, cancelled, false},
-		{"webhook timeout", SlackConfig{WebhookURL: hang.URL + testWebhookPath, Timeout: 50 * time.Millisecond}, context.Background(), true},
-		{"webhook with userinfo refused", SlackConfig{WebhookURL: strings.Replace(deadURL, "http://", "http://user:PassSecret0123@", 1) + testWebhookPath}, context.Background(), true},
-		{"token refused", SlackConfig{Token: testToken, Channel: "#a", APIURL: deadURL}, context.Background(), true},
-		{"token with userinfo refused", SlackConfig{Token: testToken, Channel: "#a", APIURL: strings.Replace(deadURL, "http://", "http://user:PassSecret0123@", 1)}, context.Background(), true},
-		{"token cancelled", SlackConfig{Token: testToken, Channel: "#a", APIURL: hang.URL}, cancelled, false},
+		{"webhook refused", Config{WebhookURL: deadURL + testWebhookPath}, context.Background(), true},
+		{"webhook cancelled", Config{WebhookURL: hang.URL + testWebhookPath}, cancelled, false},
+		{"webhook timeout", Config{WebhookURL: hang.URL + testWebhookPath, Timeout: 50 * time.Millisecond}, context.Background(), true},
+		{"webhook with userinfo refused", Config{WebhookURL: strings.Replace(deadURL, "http://", "http://user:PassSecret0123@", 1) + testWebhookPath}, context.Background(), true},
+		{"token refused", Config{Token: testToken, Channel: "#a", APIURL: deadURL}, context.Background(), true},
+		{"token with userinfo refused", Config{Token: testToken, Channel: "#a", APIURL: strings.Replace(deadURL, "http://", "http://user:PassSecret0123@", 1)}, context.Background(), true},
+		{"token cancelled", Config{Token: testToken, Channel: "#a", APIURL: hang.URL}, cancelled, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := NewSlack(tt.cfg)
+			cfg := tt.cfg
+			if cfg.Timeout == 0 {
+				cfg.Timeout = testTimeout
+			}
+			n, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,8 +267,8 @@ func TestSlackErrorsNeverRevealSecrets(t *testing.T) {
 			if !strings.Contains(err.Error(), "amount-per-card-10m") {
 				t.Errorf("error does not name the rule: %v", err)
 			}
-			if retry, _ := retryPolicy(err); retry != tt.wantRetry {
-				t.Errorf("retryPolicy(%v) retry = %v, want %v", err, retry, tt.wantRetry)
+			if retry, _ := alert.RetryPolicy(err); retry != tt.wantRetry {
+				t.Errorf("alert.RetryPolicy(%v) retry = %v, want %v", err, retry, tt.wantRetry)
 			}
 		})
 	}
@@ -337,7 +346,7 @@ func TestSlackTokenPostsToChannel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := &recordingTransport{}
-			n, err := NewSlack(SlackConfig{
+			n, err := New(Config{Timeout: testTimeout,
 				Token:   testToken,
 				Channel: "#fraud-alerts",
 				// Without its trailing slash: NewSlack must add it.
@@ -431,7 +440,7 @@ func TestSlackTokenErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := postMessageServer(t, tt.status, tt.header, tt.body)
-			n, err := NewSlack(SlackConfig{Token: testToken, Channel: "#a", APIURL: srv.URL + "/api"})
+			n, err := New(Config{Timeout: testTimeout, Token: testToken, Channel: "#a", APIURL: srv.URL + "/api"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -439,12 +448,12 @@ func TestSlackTokenErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Notify succeeded")
 			}
-			retry, wait := retryPolicy(err)
+			retry, wait := alert.RetryPolicy(err)
 			if retry != tt.wantRetry || wait != tt.wantWait {
-				t.Errorf("retryPolicy(%v) = %v, %v; want %v, %v", err, retry, wait, tt.wantRetry, tt.wantWait)
+				t.Errorf("alert.RetryPolicy(%v) = %v, %v; want %v, %v", err, retry, wait, tt.wantRetry, tt.wantWait)
 			}
-			var pe *permanentError
-			if got := errors.As(err, &pe); got != tt.permanent {
+			var r interface{ Retryable() bool }
+			if got := errors.As(err, &r) && !r.Retryable(); got != tt.permanent {
 				t.Errorf("Permanent = %v, want %v (%v)", got, tt.permanent, err)
 			}
 			if strings.Contains(err.Error(), testToken) || strings.Contains(err.Error(), "Secret0123") {
@@ -457,17 +466,17 @@ func TestSlackTokenErrors(t *testing.T) {
 // Errors that name a secret in their own text, not in a *url.Error, are
 // replaced by their scrubbed text, keeping whether to retry.
 func TestSlackRedactScrubsAnyError(t *testing.T) {
-	webhook, err := NewSlack(SlackConfig{WebhookURL: "https://hooks.slack.com" + testWebhookPath})
+	webhook, err := New(Config{Timeout: testTimeout, WebhookURL: "https://hooks.slack.com" + testWebhookPath})
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := NewSlack(SlackConfig{Token: testToken, Channel: "#a"})
+	token, err := New(Config{Timeout: testTimeout, Token: testToken, Channel: "#a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name      string
-		s         *Slack
+		s         *Notifier
 		err       error
 		wantRetry bool
 	}{
@@ -485,8 +494,8 @@ func TestSlackRedactScrubsAnyError(t *testing.T) {
 			if !strings.Contains(got.Error(), "[redacted]") {
 				t.Errorf("redact = %v, want the secret replaced by [redacted]", got)
 			}
-			if retry, _ := retryPolicy(got); retry != tt.wantRetry {
-				t.Errorf("retryPolicy(%v) = %v, want %v", got, retry, tt.wantRetry)
+			if retry, _ := alert.RetryPolicy(got); retry != tt.wantRetry {
+				t.Errorf("alert.RetryPolicy(%v) = %v, want %v", got, retry, tt.wantRetry)
 			}
 		})
 	}

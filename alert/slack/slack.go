@@ -1,4 +1,9 @@
-package alert
+// Package slack delivers alerts to Slack, through an incoming webhook or a
+// bot token posting with chat.postMessage (slack-go), as Block Kit messages
+// with a plain-text fallback (Format). Its errors tell the dispatcher what
+// to do (alert.RetryPolicy): a message Slack refuses as such is given up, a
+// rate limit waits for its Retry-After, everything else is retried.
+package slack
 
 import (
 	"context"
@@ -10,11 +15,14 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
-// SlackConfig selects one of Slack's two ways in: an incoming webhook, or a
-// bot token posting with chat.postMessage.
-type SlackConfig struct {
+// Config selects one of Slack's two ways in: an incoming webhook, or a bot
+// token posting with chat.postMessage. Its values come checked from package
+// config (slack.*); Validate only catches a notifier wired without a way in.
+type Config struct {
 	// WebhookURL is an incoming-webhook URL. It is a secret: whoever holds
 	// it can post to the channel.
 	WebhookURL string
@@ -23,7 +31,8 @@ type SlackConfig struct {
 	// Channel is the default channel of token mode; a rule's channel
 	// overrides it. Webhooks post to the channel they were created for.
 	Channel string
-	// APIURL overrides the Web API base URL (a proxy, a test server).
+	// APIURL overrides the Web API base URL (a proxy, a test server); ""
+	// is Slack's.
 	APIURL string
 	// Timeout bounds one HTTP request when HTTPClient is not given.
 	Timeout time.Duration
@@ -31,14 +40,9 @@ type SlackConfig struct {
 	HTTPClient *http.Client
 }
 
-func (c *SlackConfig) setDefaults() {
-	c.WebhookURL = strings.TrimSpace(c.WebhookURL)
-	c.Token = strings.TrimSpace(c.Token)
+func (c *Config) setDefaults() {
 	c.Channel = strings.TrimSpace(c.Channel)
 	c.APIURL = strings.TrimSpace(c.APIURL)
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
 	if c.Token != "" {
 		if c.APIURL == "" {
 			c.APIURL = slack.APIURL
@@ -53,38 +57,28 @@ func (c *SlackConfig) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work. Messages name the setting,
+// Validate reports a notifier that cannot post. Messages name the setting,
 // never its value: the webhook URL and the token are secrets.
-func (c *SlackConfig) Validate() error {
-	hasWebhook, hasToken := strings.TrimSpace(c.WebhookURL) != "", strings.TrimSpace(c.Token) != ""
+func (c *Config) Validate() error {
 	switch {
-	case hasWebhook == hasToken:
-		return errors.New("alert: slack: set exactly one of webhook_url and token")
-	case c.Timeout < 0:
-		return errors.New("alert: slack: timeout must not be negative")
+	case (c.WebhookURL == "") == (c.Token == ""):
+		return errors.New("slack: set exactly one of webhook_url and token")
+	case c.Token != "" && c.Channel == "":
+		return errors.New("slack: token mode needs a channel")
+	case c.HTTPClient == nil && c.Timeout <= 0:
+		return errors.New("slack: a request timeout is required")
 	}
-	if hasWebhook && !isHTTPURL(strings.TrimSpace(c.WebhookURL)) {
-		return errors.New("alert: slack: webhook_url must be an http or https URL")
-	}
-	if hasToken {
-		if strings.TrimSpace(c.Channel) == "" {
-			return errors.New("alert: slack: token mode needs a channel")
-		}
-		if u := strings.TrimSpace(c.APIURL); u != "" && !isHTTPURL(u) {
-			return errors.New("alert: slack: api_url must be an http or https URL")
+	for name, u := range map[string]string{"webhook_url": c.WebhookURL, "api_url": c.APIURL} {
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("slack: %s is not a URL", name)
 		}
 	}
 	return nil
 }
 
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
-// Slack notifies a Slack channel.
-type Slack struct {
-	cfg SlackConfig
+// Notifier posts alerts to a Slack channel.
+type Notifier struct {
+	cfg Config
 	api *slack.Client // nil in webhook mode
 	// target names where requests go, safe for error messages.
 	target string
@@ -92,62 +86,65 @@ type Slack struct {
 	secrets []string
 }
 
-// NewSlack returns a Slack notifier. It makes no request: a bad token or
-// an unknown channel shows on the first alert, as a permanent failure.
-func NewSlack(cfg SlackConfig) (*Slack, error) {
-	cfg.setDefaults()
+// New returns a Slack notifier. It makes no request: a bad token or an
+// unknown channel shows on the first alert.
+func New(cfg Config) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Slack{cfg: cfg}
+	cfg.setDefaults()
+	n := &Notifier{cfg: cfg}
 	if cfg.WebhookURL != "" {
 		u, _ := url.Parse(cfg.WebhookURL) // Validate parsed it
 		// The path of a webhook URL is its secret.
-		s.target = u.Scheme + "://" + u.Host + "/[redacted]"
-		s.secrets = []string{cfg.WebhookURL, u.Path, u.RawQuery}
-		return s, nil
+		n.target = u.Scheme + "://" + u.Host + "/[redacted]"
+		n.secrets = []string{cfg.WebhookURL, u.Path, u.RawQuery}
+		return n, nil
 	}
-	u, _ := url.Parse(cfg.APIURL)
-	s.target = u.Redacted() + "chat.postMessage"
-	s.secrets = []string{cfg.Token}
+	u, _ := url.Parse(cfg.APIURL) // Validate parsed it
+	n.target = u.Redacted() + "chat.postMessage"
+	n.secrets = []string{cfg.Token}
 	if p, ok := u.User.Password(); ok {
-		s.secrets = append(s.secrets, p)
+		n.secrets = append(n.secrets, p)
 	}
-	// slack-go's own retries stay off: the dispatcher retries, so that
-	// MaxAttempts counts every request.
-	s.api = slack.New(cfg.Token, slack.OptionAPIURL(cfg.APIURL), slack.OptionHTTPClient(cfg.HTTPClient))
-	return s, nil
+	// slack-go's own retries stay off: the dispatcher retries, so that its
+	// attempt limit counts every request.
+	n.api = slack.New(cfg.Token, slack.OptionAPIURL(cfg.APIURL), slack.OptionHTTPClient(cfg.HTTPClient))
+	return n, nil
 }
 
 // Notify posts the alert. A message Slack refuses as such (bad blocks, too
-// long, a bad payload) is marked Permanent; every other failure is worth
-// retrying, a revoked token or an unknown channel included (see refused).
-func (s *Slack) Notify(ctx context.Context, a Alert) error {
+// long, a bad payload) is marked alert.Permanent; a 429 carries its
+// Retry-After (alert.RetryAfter); every other failure is worth retrying, a
+// revoked token or an unknown channel included (see refused).
+func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
 	fallback, blocks := Format(a)
 	var err error
-	if s.api == nil {
-		err = slack.PostWebhookCustomHTTPContext(ctx, s.cfg.WebhookURL, s.cfg.HTTPClient, &slack.WebhookMessage{
+	if n.api == nil {
+		err = slack.PostWebhookCustomHTTPContext(ctx, n.cfg.WebhookURL, n.cfg.HTTPClient, &slack.WebhookMessage{
 			Text:   fallback,
 			Blocks: &slack.Blocks{BlockSet: blocks},
 		})
 	} else {
 		channel := a.Channel
 		if channel == "" {
-			channel = s.cfg.Channel
+			channel = n.cfg.Channel
 		}
-		_, _, err = s.api.PostMessageContext(ctx, channel,
+		_, _, err = n.api.PostMessageContext(ctx, channel,
 			slack.MsgOptionText(fallback, false), // already escaped by Format
 			slack.MsgOptionBlocks(blocks...))
 	}
 	if err == nil {
 		return nil
 	}
-	permanent := refused(err)
-	err = fmt.Errorf("alert: slack: post %s alert to %s: %w", a.Rule, s.target, s.redact(err))
-	if permanent {
-		return Permanent(err)
+	wrapped := fmt.Errorf("slack: post %s alert to %s: %w", a.Rule, n.target, n.redact(err))
+	if refused(err) {
+		return alert.Permanent(wrapped)
 	}
-	return &transientError{err: err}
+	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+		return alert.RetryAfter(wrapped, rl.RetryAfter)
+	}
+	return &transientError{err: wrapped}
 }
 
 // transientError marks a failure worth another attempt, overriding what
@@ -196,15 +193,15 @@ func refused(err error) bool {
 
 // redact removes the webhook URL and the token from err. Go's HTTP client
 // puts the request URL in its *url.Error, and a webhook URL's path is its
-// secret; the rest is kept so that retryPolicy still sees timeouts and
-// cancellations.
-func (s *Slack) redact(err error) error {
+// secret; the rest is kept so that alert.RetryPolicy still sees timeouts
+// and cancellations.
+func (n *Notifier) redact(err error) error {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
-		err = &url.Error{Op: ue.Op, URL: s.target, Err: ue.Err}
+		err = &url.Error{Op: ue.Op, URL: n.target, Err: ue.Err}
 	}
 	msg := err.Error()
 	leaked := false
-	for _, secret := range s.secrets {
+	for _, secret := range n.secrets {
 		if secret != "" && secret != "/" && strings.Contains(msg, secret) {
 			msg = strings.ReplaceAll(msg, secret, "[redacted]")
 			leaked = true
@@ -213,7 +210,7 @@ func (s *Slack) redact(err error) error {
 	if !leaked {
 		return err
 	}
-	retry, _ := retryPolicy(err)
+	retry, _ := alert.RetryPolicy(err)
 	return &redactedError{msg: msg, retryable: retry}
 }
 

@@ -1,4 +1,4 @@
-package alert
+package slack
 
 import (
 	"strconv"
@@ -8,7 +8,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/slack-go/slack"
-	"golang.org/x/text/currency"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // Slack's limits (Block Kit reference), counted in UTF-16 code units
@@ -32,30 +33,30 @@ const (
 	minFallbackValue  = 16
 )
 
-var severityEmoji = map[string]string{
-	"info":     ":information_source:",
-	"warning":  ":warning:",
-	"high":     ":red_circle:",
-	"critical": ":rotating_light:",
+var severityEmoji = map[alert.Severity]string{
+	alert.SeverityInfo:     ":information_source:",
+	alert.SeverityWarning:  ":warning:",
+	alert.SeverityHigh:     ":red_circle:",
+	alert.SeverityCritical: ":rotating_light:",
 }
 
 // Format renders an alert as a Block Kit message and the plain-text fallback
 // Slack shows in notifications and clients without blocks. Every value that
 // came from an event is escaped for mrkdwn (so "<!channel>" cannot ping
 // anyone) and cut to fit Slack's limits.
-func Format(a Alert) (fallback string, blocks []slack.Block) {
+func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	emoji, ok := severityEmoji[a.Severity]
 	if !ok {
 		emoji = ":grey_question:"
 	}
-	sev := strings.ToUpper(a.Severity)
+	sev := strings.ToUpper(string(a.Severity))
 	if sev == "" {
 		sev = "UNKNOWN"
 	}
-	current := formatValue(a.Metric, a.Current, a.Currency)
-	threshold := formatValue(a.Metric, a.Threshold, a.Currency)
+	current := alert.FormatValue(a.Metric, a.Current, a.Currency)
+	threshold := alert.FormatValue(a.Metric, a.Threshold, a.Currency)
 	at := a.At.UTC().Format(time.RFC3339)
-	metric := a.Metric
+	metric := string(a.Metric)
 	if metric == "" {
 		metric = "value"
 	}
@@ -76,7 +77,7 @@ func Format(a Alert) (fallback string, blocks []slack.Block) {
 		mrkdwn("*Severity*\n" + emoji + " " + clipMrkdwn(sev, 20)),
 		mrkdwn("*Current " + clipMrkdwn(metric, 20) + "*\n" + clipMrkdwn(current, maxFieldText-50)),
 		mrkdwn("*Threshold*\n" + clipMrkdwn(threshold, maxFieldText-50)),
-		mrkdwn("*Window*\n" + formatDuration(a.Window)),
+		mrkdwn("*Window*\n" + alert.FormatDuration(a.Window)),
 		mrkdwn("*Cooldown*\n" + formatCooldown(a.Cooldown)),
 		mrkdwn("*Crossed at*\n" + at),
 		mrkdwn("*Order*\n" + clipMrkdwn(orNone(a.OrderID), maxIDText)),
@@ -94,7 +95,7 @@ func Format(a Alert) (fallback string, blocks []slack.Block) {
 	}
 	fb.WriteString("\n" + groupLine(a.GroupBy, a.GroupValues))
 	fb.WriteString("\ncurrent " + clipMrkdwn(current, 200) + ", threshold " + clipMrkdwn(threshold, 200) +
-		", window " + formatDuration(a.Window) + ", cooldown " + formatCooldown(a.Cooldown))
+		", window " + alert.FormatDuration(a.Window) + ", cooldown " + formatCooldown(a.Cooldown))
 	fb.WriteString("\norder " + clipMrkdwn(orNone(a.OrderID), maxFallbackID) +
 		", event " + clipMrkdwn(orNone(a.EventID), maxFallbackID) + ", at " + at)
 	return fb.String(), blocks
@@ -170,86 +171,7 @@ func formatCooldown(d time.Duration) string {
 	if d <= 0 {
 		return "none"
 	}
-	return formatDuration(d)
-}
-
-// formatDuration prints 10m rather than 10m0s.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// formatValue renders a counter: amounts as money, anything else as a
-// grouped integer.
-func formatValue(metric string, v int64, code string) string {
-	if metric == "amount" {
-		return formatMoney(v, code)
-	}
-	return groupDigits(v)
-}
-
-// formatMoney renders minor units with the ISO 4217 scale of the currency:
-// KRW 1250000 -> "KRW 1,250,000", USD 1250 -> "USD 12.50". Without a known
-// currency the scale is unknown, so it prints the minor units as they are.
-func formatMoney(minor int64, code string) string {
-	code = strings.TrimSpace(code)
-	if code == "" {
-		return groupDigits(minor) + " minor units"
-	}
-	u, err := currency.ParseISO(code)
-	if err != nil || u == (currency.Unit{}) { // the zero Unit is XXX, "no currency"
-		return groupDigits(minor) + " minor units (unknown currency " + clipPlain(code, 16) + ")"
-	}
-	scale, _ := currency.Standard.Rounding(u)
-	neg, abs := minor < 0, uint64(minor)
-	if neg {
-		abs = -abs
-	}
-	div := uint64(1)
-	for range scale {
-		div *= 10
-	}
-	s := groupUint(abs / div)
-	if scale > 0 {
-		frac := strconv.FormatUint(abs%div, 10)
-		s += "." + strings.Repeat("0", scale-len(frac)) + frac
-	}
-	if neg {
-		s = "-" + s
-	}
-	return u.String() + " " + s
-}
-
-func groupDigits(v int64) string {
-	if v < 0 {
-		return "-" + groupUint(-uint64(v))
-	}
-	return groupUint(uint64(v))
-}
-
-func groupUint(v uint64) string {
-	s := strconv.FormatUint(v, 10)
-	if len(s) <= 3 {
-		return s
-	}
-	var b strings.Builder
-	lead := len(s) % 3
-	if lead > 0 {
-		b.WriteString(s[:lead])
-	}
-	for i := lead; i < len(s); i += 3 {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(s[i : i+3])
-	}
-	return b.String()
+	return alert.FormatDuration(d)
 }
 
 // clipMrkdwn escapes s for Slack mrkdwn and cuts it on a rune boundary so

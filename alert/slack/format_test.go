@@ -1,4 +1,4 @@
-package alert
+package slack
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/slack-go/slack"
 )
 
@@ -129,8 +130,8 @@ func next(s string, i int) int {
 	return i + 1 + j
 }
 
-func sampleAlert() Alert {
-	return Alert{
+func sampleAlert() alert.Alert {
+	return alert.Alert{
 		Rule:        "amount-per-card-10m",
 		Description: "More than 1,000,000 won paid by one card within 10 minutes",
 		Severity:    "critical",
@@ -166,7 +167,7 @@ func TestFormatNamesEverything(t *testing.T) {
 
 	tests := []struct {
 		name string
-		a    Alert
+		a    alert.Alert
 		want []string
 	}{
 		{
@@ -237,7 +238,7 @@ func TestFormatSeverity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.label, func(t *testing.T) {
 			a := sampleAlert()
-			a.Severity = tt.severity
+			a.Severity = alert.Severity(tt.severity)
 			fallback, blocks := Format(a)
 			if want := tt.emoji + " [" + tt.label + "]"; !strings.HasPrefix(fallback, want) {
 				t.Errorf("fallback starts %q, want prefix %q", fallback[:min(len(fallback), 40)], want)
@@ -247,58 +248,6 @@ func TestFormatSeverity(t *testing.T) {
 				t.Errorf("first block = %s %q, want a header starting %q", header.block, header.text, tt.emoji+" "+tt.label)
 			}
 		})
-	}
-}
-
-func TestFormatMoney(t *testing.T) {
-	tests := []struct {
-		name     string
-		metric   string
-		v        int64
-		currency string
-		want     string
-	}{
-		{"KRW has no minor unit", "amount", 1_250_000, "KRW", "KRW 1,250,000"},
-		{"JPY has no minor unit", "amount", 1000, "JPY", "JPY 1,000"},
-		{"USD cents", "amount", 1250, "USD", "USD 12.50"},
-		{"USD below one", "amount", 5, "USD", "USD 0.05"},
-		{"USD large", "amount", 100_000_000_00, "USD", "USD 100,000,000.00"},
-		{"BHD has three decimals", "amount", 1250, "BHD", "BHD 1.250"},
-		{"lowercase code", "amount", 1250, "usd", "USD 12.50"},
-		{"unknown code", "amount", 1250, "ZZZ", "1,250 minor units (unknown currency ZZZ)"},
-		{"XXX is no currency", "amount", 1250, "XXX", "1,250 minor units (unknown currency XXX)"},
-		{"malformed code", "amount", 1250, "dollars", "1,250 minor units (unknown currency dollars)"},
-		{"no currency", "amount", 1250, "", "1,250 minor units"},
-		{"negative", "amount", -1250, "USD", "USD -12.50"},
-		{"count ignores currency", "count", 1_234_567, "KRW", "1,234,567"},
-		{"small count", "count", 3, "", "3"},
-		{"max int64", "amount", 9_223_372_036_854_775_807, "USD", "USD 92,233,720,368,547,758.07"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := formatValue(tt.metric, tt.v, tt.currency); got != tt.want {
-				t.Errorf("formatValue(%q, %d, %q) = %q, want %q", tt.metric, tt.v, tt.currency, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestFormatDuration(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{time.Second, "1s"},
-		{90 * time.Second, "1m30s"},
-		{10 * time.Minute, "10m"},
-		{time.Hour, "1h"},
-		{90 * time.Minute, "1h30m"},
-		{24 * time.Hour, "24h"},
-	}
-	for _, tt := range tests {
-		if got := formatDuration(tt.d); got != tt.want {
-			t.Errorf("formatDuration(%v) = %q, want %q", tt.d, got, tt.want)
-		}
 	}
 }
 
@@ -344,27 +293,27 @@ func TestFormatTruncatesLongValues(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		mutate func(*Alert)
+		mutate func(*alert.Alert)
 	}{
-		{"long group value", func(a *Alert) {
+		{"long group value", func(a *alert.Alert) {
 			a.GroupBy = []string{"shipping_address"}
 			a.GroupValues = []string{long}
 		}},
-		{"long value among several", func(a *Alert) {
+		{"long value among several", func(a *alert.Alert) {
 			a.GroupBy = []string{"email", "shipping_address", "phone"}
 			a.GroupValues = []string{"kim@example.com", long, "+82-10-1234-5678"}
 		}},
-		{"long description and ids", func(a *Alert) {
+		{"long description and ids", func(a *alert.Alert) {
 			a.Description = long
 			a.OrderID = long
 			a.EventID = long
 		}},
-		{"forty long fields", func(a *Alert) {
+		{"forty long fields", func(a *alert.Alert) {
 			a.GroupBy = many
 			a.GroupValues = manyValues
 		}},
-		{"long currency code", func(a *Alert) { a.Currency = long }},
-		{"newlines in values", func(a *Alert) {
+		{"long currency code", func(a *alert.Alert) { a.Currency = long }},
+		{"newlines in values", func(a *alert.Alert) {
 			a.GroupValues = []string{"line1\nline2\r\n\tline3", "x"}
 		}},
 	}

@@ -1,0 +1,77 @@
+package alert
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Notifier delivers one alert. How the Dispatcher treats a failure is up to
+// the error (see RetryPolicy): by default it is retried.
+type Notifier interface {
+	Notify(ctx context.Context, a Alert) error
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, a Alert) error
+
+// Notify calls f.
+func (f NotifierFunc) Notify(ctx context.Context, a Alert) error { return f(ctx, a) }
+
+// Permanent marks err as a failure no retry can fix (a message the
+// receiver refuses as such): the alert is given up.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Retryable() bool { return false }
+
+// RetryAfter marks err as a rate limit: the next attempt waits wait, as
+// the receiver asked (Slack's Retry-After), rather than the backoff.
+func RetryAfter(err error, wait time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, wait: wait}
+}
+
+type retryAfterError struct {
+	err  error
+	wait time.Duration
+}
+
+func (e *retryAfterError) Error() string             { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error             { return e.err }
+func (e *retryAfterError) RetryAfter() time.Duration { return e.wait }
+
+// RetryPolicy says whether a failed delivery is worth another attempt, and
+// how long the receiver asked to wait first (0: use the backoff). An error
+// decides through its chain: a cancellation is not retried; RetryAfter()
+// gives the wait; Retryable() says yes or no (Permanent says no). Anything
+// else (a timeout, a broken connection, an odd proxy answer) is retried: a
+// late alert is better than a lost one.
+func RetryPolicy(err error) (retry bool, wait time.Duration) {
+	if errors.Is(err, context.Canceled) {
+		return false, 0
+	}
+	if ra, ok := errors.AsType[interface {
+		error
+		RetryAfter() time.Duration
+	}](err); ok {
+		return true, ra.RetryAfter()
+	}
+	if r, ok := errors.AsType[interface {
+		error
+		Retryable() bool
+	}](err); ok {
+		return r.Retryable(), 0
+	}
+	return true, 0
+}
