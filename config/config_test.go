@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/fraudwatch/fraudwatch/config/strictyaml"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -41,8 +42,8 @@ func sortedKeys() []string {
 
 func TestDefaultMatchesDocumentedDefaults(t *testing.T) {
 	clearEnv(t)
-	// testdata/defaults.yaml is the key list and defaults of SPEC §2, as
-	// written there: Default must agree with it key for key.
+	// testdata/defaults.yaml is the key list and defaults of README's
+	// Configuration table: Default must agree with it key for key.
 	if got, want := sortedKeys(), fileKeys(t, "testdata/defaults.yaml"); !slices.Equal(got, want) {
 		t.Fatalf("keys of Config:\n%q\nkeys of testdata/defaults.yaml:\n%q", got, want)
 	}
@@ -431,9 +432,9 @@ func TestRulesErrorsPassThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load("testdata/bad-rules-config.yaml")
-	var fe *rules.FieldError
+	var fe *strictyaml.FieldError
 	if !errors.As(err, &fe) {
-		t.Fatalf("error %v is not a *rules.FieldError", err)
+		t.Fatalf("error %v is not a *strictyaml.FieldError", err)
 	}
 	if fe.File != rulesPath || fe.Rule != `"orders-per-customer-1m"` || fe.Field != "window" {
 		t.Errorf("rules error names file %q rule %q field %q", fe.File, fe.Rule, fe.Field)

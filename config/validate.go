@@ -12,36 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/config/strictyaml"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
-
-// FieldError names the file and the dotted key at fault, and the
-// environment variable when the value came from one.
-type FieldError struct {
-	File  string // as the user named it; "" for a config built in code
-	Field string // kafka.brokers[1]
-	Env   string // FRAUDWATCH_KAFKA_BROKERS, when it set the value
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	if e.Env != "" {
-		b.WriteString(" (set by ")
-		b.WriteString(e.Env)
-		b.WriteString(")")
-	}
-	return b.String()
-}
 
 // Kafka limits on a message size fraudwatch accepts.
 const (
@@ -68,10 +41,47 @@ func (c *Config) Validate() error {
 // checkSettings checks everything but the presence of rules.
 func (c *Config) checkSettings() []error {
 	k := &checker{c: c}
+	k.kafka(&c.Kafka)
+	k.redis(&c.Redis)
+	k.slack(&c.Slack)
+	if c.Metrics.Listen == "" {
+		k.bad("metrics.listen", "is required (host:port, or :port for every interface)")
+	} else if _, _, err := splitHostPort(c.Metrics.Listen, false); err != nil {
+		k.bad("metrics.listen", "%q is not host:port (or :port): %v", c.Metrics.Listen, err)
+	}
+	k.positive("shutdown_timeout", c.ShutdownTimeout)
+	return k.errs
+}
 
-	kc := &c.Kafka
+func (k *checker) kafka(kc *Kafka) {
 	k.hostPorts("kafka.brokers", kc.Brokers, "broker")
 	k.required("kafka.group_id", kc.GroupID)
+	k.topics(kc)
+	switch kc.StartOffset {
+	case StartEarliest, StartLatest:
+	default:
+		k.bad("kafka.start_offset", "must be %s or %s, not %q", StartEarliest, StartLatest, kc.StartOffset)
+	}
+	if kc.MaxEventBytes < MinEventBytes || kc.MaxEventBytes > MaxEventBytes {
+		k.bad("kafka.max_event_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d",
+			MinEventBytes, MaxEventBytes, kc.MaxEventBytes)
+	}
+	k.positive("kafka.commit_interval", kc.CommitInterval)
+	k.positive("kafka.session_timeout", kc.SessionTimeout)
+	k.positive("kafka.heartbeat_interval", kc.HeartbeatInterval)
+	k.positive("kafka.rebalance_timeout", kc.RebalanceTimeout)
+	if kc.HeartbeatInterval > 0 && kc.SessionTimeout > 0 && kc.HeartbeatInterval >= kc.SessionTimeout {
+		k.bad("kafka.heartbeat_interval", "must be shorter than kafka.session_timeout (%v), got %v",
+			kc.SessionTimeout, kc.HeartbeatInterval)
+	}
+	k.tls("kafka.tls", kc.TLS)
+	k.sasl(kc.SASL)
+}
+
+// topics checks the four topic names, and that the topics fraudwatch
+// writes differ from those it reads and from each other: writing dead
+// letters or alerts to a source topic would feed them back in.
+func (k *checker) topics(kc *Kafka) {
 	k.topic("kafka.orders_topic", kc.OrdersTopic)
 	k.topic("kafka.refunds_topic", kc.RefundsTopic)
 	k.topic("kafka.dead_letter_topic", kc.DeadLetterTopic)
@@ -94,25 +104,10 @@ func (c *Config) checkSettings() []error {
 			k.bad("kafka.alerts_topic", "must differ from kafka.dead_letter_topic (%q)", at)
 		}
 	}
-	switch kc.StartOffset {
-	case StartEarliest, StartLatest:
-	default:
-		k.bad("kafka.start_offset", "must be %s or %s, not %q", StartEarliest, StartLatest, kc.StartOffset)
-	}
-	if kc.MaxEventBytes < MinEventBytes || kc.MaxEventBytes > MaxEventBytes {
-		k.bad("kafka.max_event_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d",
-			MinEventBytes, MaxEventBytes, kc.MaxEventBytes)
-	}
-	k.positive("kafka.commit_interval", kc.CommitInterval)
-	k.positive("kafka.session_timeout", kc.SessionTimeout)
-	k.positive("kafka.heartbeat_interval", kc.HeartbeatInterval)
-	k.positive("kafka.rebalance_timeout", kc.RebalanceTimeout)
-	if kc.HeartbeatInterval > 0 && kc.SessionTimeout > 0 && kc.HeartbeatInterval >= kc.SessionTimeout {
-		k.bad("kafka.heartbeat_interval", "must be shorter than kafka.session_timeout (%v), got %v",
-			kc.SessionTimeout, kc.HeartbeatInterval)
-	}
-	k.tls("kafka.tls", kc.TLS)
-	switch s := kc.SASL; s.Mechanism {
+}
+
+func (k *checker) sasl(s SASL) {
+	switch s.Mechanism {
 	case "":
 		if s.Username != "" || s.Password != "" {
 			k.bad("kafka.sasl.mechanism", "is required when kafka.sasl.username or kafka.sasl.password is set (%s, %s or %s)",
@@ -129,8 +124,9 @@ func (c *Config) checkSettings() []error {
 		k.bad("kafka.sasl.mechanism", "must be %s, %s or %s (or empty for no SASL), not %q",
 			SASLPlain, SASLScramSHA256, SASLScramSHA512, s.Mechanism)
 	}
+}
 
-	r := &c.Redis
+func (k *checker) redis(r *Redis) {
 	k.hostPorts("redis.addrs", r.Addrs, "address")
 	if !r.Cluster && len(r.Addrs) > 1 {
 		k.bad("redis.addrs", "%d addresses need redis.cluster: true (a single Redis takes one address)", len(r.Addrs))
@@ -150,8 +146,9 @@ func (c *Config) checkSettings() []error {
 		k.bad("redis.pool_size", "must not be negative (0 keeps the go-redis default), got %d", r.PoolSize)
 	}
 	k.tls("redis.tls", r.TLS)
+}
 
-	s := &c.Slack
+func (k *checker) slack(s *Slack) {
 	if s.WebhookURL != "" && s.Token != "" {
 		k.bad("slack.token", "slack.webhook_url and slack.token are both set: alerts go through one of them, remove the other")
 	}
@@ -177,14 +174,6 @@ func (c *Config) checkSettings() []error {
 		k.bad("slack.api_url", "is not an http(s) URL")
 	}
 	k.positive("slack.timeout", s.Timeout)
-
-	if c.Metrics.Listen == "" {
-		k.bad("metrics.listen", "is required (host:port, or :port for every interface)")
-	} else if _, _, err := splitHostPort(c.Metrics.Listen, false); err != nil {
-		k.bad("metrics.listen", "%q is not host:port (or :port): %v", c.Metrics.Listen, err)
-	}
-	k.positive("shutdown_timeout", c.ShutdownTimeout)
-	return k.errs
 }
 
 // checker collects FieldErrors for one Config.
@@ -195,7 +184,7 @@ type checker struct {
 
 func (k *checker) bad(field, format string, args ...any) {
 	base, _, _ := strings.Cut(field, "[")
-	k.errs = append(k.errs, &FieldError{
+	k.errs = append(k.errs, &strictyaml.FieldError{
 		File:  k.c.displayName(),
 		Field: field,
 		Env:   k.c.env[base],
@@ -273,40 +262,6 @@ func (k *checker) tls(prefix string, t TLS) {
 			k.bad(prefix+".cert_file", "%s and %s are not a certificate and its key: %v", t.CertFile, t.KeyFile, err)
 		}
 	}
-}
-
-// ClientConfig builds the crypto/tls configuration of a tls block, or nil
-// when it is disabled.
-func (t TLS) ClientConfig() (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: t.ServerName,
-		// Off unless the operator asks for it, for test clusters with
-		// throw-away certificates.
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
 }
 
 // splitHostPort accepts host:port with a numeric port; needHost refuses

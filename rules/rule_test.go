@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/config/strictyaml"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -175,9 +176,9 @@ func TestParseInvalid(t *testing.T) {
 		{"top level a list", "- name: a\n", []string{"must be a mapping"}},
 		{"duplicate key in a rule", oneRule() + "    window: 5m\n", []string{"not valid YAML", "window"}},
 		{"rule not a mapping", "rules:\n  - just-a-name\n", []string{"rule #1", "mapping"}},
-		{"unknown field", oneRule("windw: 1m"), []string{rule, "windw", "unknown field"}},
-		{"field names are exact", oneRule("Window: 5m"), []string{rule, "Window", "unknown field"}},
-		{"name field is exact", oneRule("Name: other"), []string{rule, "Name", "unknown field"}},
+		{"unknown field", oneRule("windw: 1m"), []string{rule, "windw", "unknown key (did you mean window?)"}},
+		{"field names are exact", oneRule("Window: 5m"), []string{rule, "Window", "unknown key (did you mean window?)"}},
+		{"name field is exact", oneRule("Name: other"), []string{rule, "Name", "unknown key (did you mean name?)"}},
 		{"name missing", oneRule("name:"), []string{"rule #1", "name", "required"}},
 		{"name empty", oneRule(`name: ""`), []string{"rule #1", "name", "required"}},
 		{"name upper case", oneRule("name: Orders"), []string{`"Orders"`, "name", "a-z"}},
@@ -203,8 +204,8 @@ func TestParseInvalid(t *testing.T) {
 		{"window bare number", oneRule("window: 60"), []string{rule, "window", "unit"}},
 		{"window bare zero", oneRule("window: 0"), []string{rule, "window", "at least 1s"}},
 		{"window float", oneRule("window: 1.5"), []string{rule, "window", "unit"}},
-		{"window not a duration", oneRule("window: a minute"), []string{rule, "window", "not a Go duration"}},
-		{"window days", oneRule("window: 1d"), []string{rule, "window", "not a Go duration"}},
+		{"window not a duration", oneRule("window: a minute"), []string{rule, "window", "not a duration"}},
+		{"window days", oneRule("window: 1d"), []string{rule, "window", "not a duration"}},
 		{"window sub-second", oneRule("window: 500ms"), []string{rule, "window", "at least 1s"}},
 		{"window fractional seconds", oneRule("window: 1.5s"), []string{rule, "window", "whole number of seconds"}},
 		{"window 1m0.5s", oneRule("window: 1m0.5s"), []string{rule, "window", "whole number of seconds"}},
@@ -221,7 +222,7 @@ func TestParseInvalid(t *testing.T) {
 		{"cooldown bare number", oneRule("cooldown: 600"), []string{rule, "cooldown", "unit"}},
 		{"cooldown negative", oneRule("cooldown: -1m"), []string{rule, "cooldown", "negative"}},
 		{"cooldown fractional seconds", oneRule("cooldown: 2500ms"), []string{rule, "cooldown", "whole number of seconds"}},
-		{"cooldown not a duration", oneRule("cooldown: soon"), []string{rule, "cooldown", "not a Go duration"}},
+		{"cooldown not a duration", oneRule("cooldown: soon"), []string{rule, "cooldown", "not a duration"}},
 		{"severity unknown", oneRule("severity: urgent"), []string{rule, "severity", `"urgent"`}},
 		{"severity upper case", oneRule("severity: HIGH"), []string{rule, "severity", `"HIGH"`}},
 		{"mode unknown", oneRule("mode: notify"), []string{rule, "mode", `"notify"`}},
@@ -256,9 +257,9 @@ func TestParseInvalid(t *testing.T) {
 }
 
 // fieldErrors flattens the errors Parse joined.
-func fieldErrors(t *testing.T, err error) []*rules.FieldError {
+func fieldErrors(t *testing.T, err error) []*strictyaml.FieldError {
 	t.Helper()
-	var out []*rules.FieldError
+	var out []*strictyaml.FieldError
 	var walk func(error)
 	walk = func(err error) {
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -267,7 +268,7 @@ func fieldErrors(t *testing.T, err error) []*rules.FieldError {
 			}
 			return
 		}
-		var fe *rules.FieldError
+		var fe *strictyaml.FieldError
 		if !errors.As(err, &fe) {
 			t.Fatalf("error %v (%T) is not a *FieldError", err, err)
 		}
@@ -331,23 +332,6 @@ extra: true
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors by (rule, field):\ngot  %v\nwant %v\n%v", got, want, err)
-	}
-}
-
-func TestFieldErrorText(t *testing.T) {
-	tests := []struct {
-		err  rules.FieldError
-		want string
-	}{
-		{rules.FieldError{File: "r.yaml", Rule: `"a"`, Field: "window", Msg: "bad"}, `r.yaml: rule "a": window: bad`},
-		{rules.FieldError{File: "r.yaml", Field: "rules", Msg: "bad"}, "r.yaml: rules: bad"},
-		{rules.FieldError{Rule: "#2", Msg: "bad"}, "rule #2: bad"},
-		{rules.FieldError{Msg: "bad"}, "bad"},
-	}
-	for _, tt := range tests {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
 	}
 }
 

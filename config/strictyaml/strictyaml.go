@@ -1,0 +1,381 @@
+// Package strictyaml reads fraudwatch's YAML files, the configuration and
+// the rules, the one strict way:
+//
+//   - every key must name a field, exactly; an unknown key is an error, with
+//     a hint when it is a near miss ("windw: did you mean window?");
+//   - no value changes type on its way in: a bare 60 is not a duration, "3"
+//     is not a number, 1.5 is not an integer (hooks accept other forms where
+//     a caller allows them, such as the strings of the environment);
+//   - every problem is a *FieldError naming the file, the rule when there is
+//     one, and the key, and never quoting a value it was not given to quote.
+//
+// Parse reads a document; UnknownKeys and Decode check it against a struct
+// whose fields carry mapstructure tags. Validation of the values themselves
+// belongs to the caller, which reports it as FieldErrors too.
+package strictyaml
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"go.yaml.in/yaml/v3"
+)
+
+// FieldError names the file, the rule and the key at fault, and the
+// environment variable when the value came from one.
+type FieldError struct {
+	File  string // as the user named it; "" for values built in code
+	Rule  string // a rule's name, or its position (#3); "" outside a rules file
+	Field string // the dotted key: kafka.brokers[1], window
+	Env   string // FRAUDWATCH_KAFKA_BROKERS, when it set the value
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	for _, part := range []struct{ before, s, after string }{
+		{"", e.File, ": "}, {"rule ", e.Rule, ": "}, {"", e.Field, ": "},
+	} {
+		if part.s != "" {
+			b.WriteString(part.before + part.s + part.after)
+		}
+	}
+	b.WriteString(e.Msg)
+	if e.Env != "" {
+		b.WriteString(" (set by " + e.Env + ")")
+	}
+	return b.String()
+}
+
+// Options say where a document came from, for the errors, and which other
+// forms of values it accepts.
+type Options struct {
+	File string
+	Rule string
+	// Env maps the keys whose values came from the environment to their
+	// variable.
+	Env map[string]string
+	// Hooks convert values before they are decoded (see DurationHook).
+	Hooks []mapstructure.DecodeHookFunc
+}
+
+// Errorf makes an error whose text is a FieldError's whole message: for
+// hooks, whose words are meant for the operator.
+func Errorf(format string, args ...any) error { return hookError(fmt.Sprintf(format, args...)) }
+
+type hookError string
+
+func (e hookError) Error() string { return string(e) }
+
+func (o Options) fieldError(field, msg string) *FieldError {
+	base, _, _ := strings.Cut(field, "[")
+	return &FieldError{File: o.File, Rule: o.Rule, Field: field, Env: o.Env[base], Msg: msg}
+}
+
+// Parse reads a YAML document into maps, lists and scalars. A key repeated
+// in one mapping is an error, as YAML has it.
+func Parse(data []byte, file string) (any, error) {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// yaml.v3 lists several problems on several lines; errors here are
+		// one line each.
+		msg := strings.Join(strings.Fields(err.Error()), " ")
+		return nil, &FieldError{File: file, Msg: "not valid YAML: " + msg}
+	}
+	return doc, nil
+}
+
+// UnknownKeys reports every key of in that no field of *out names, the
+// outermost one only when a whole unknown section is given. A value of the
+// wrong kind (a scalar where a section belongs) is left to Decode.
+func UnknownKeys(in, out any, opts Options) []error {
+	var errs []error
+	var walk func(m map[string]any, t reflect.Type, prefix string)
+	walk = func(m map[string]any, t reflect.Type, prefix string) {
+		fields := fieldsOf(t)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			f, ok := fields[k]
+			if !ok {
+				msg := "unknown key"
+				if guess := closest(k, slices.Collect(maps.Keys(fields))); guess != "" {
+					msg += fmt.Sprintf(" (did you mean %s%s?)", prefix, guess)
+				}
+				errs = append(errs, opts.fieldError(prefix+k, msg))
+				continue
+			}
+			if sub, ok := m[k].(map[string]any); ok && f.Type.Kind() == reflect.Struct {
+				walk(sub, f.Type, prefix+k+".")
+			}
+		}
+	}
+	if m, ok := in.(map[string]any); ok {
+		walk(m, reflect.TypeOf(out).Elem(), "")
+	}
+	return errs
+}
+
+// Decode decodes in into *out, field by field, and reports every value
+// that does not fit its field. Keys it does not know are ignored: see
+// UnknownKeys.
+func Decode(in, out any, opts Options) []error {
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result: out,
+		// mapstructure matches names case-insensitively by default: a rule
+		// holding both window: 1m and Window: 5m would silently get either.
+		MatchName:        func(key, field string) bool { return key == field },
+		WeaklyTypedInput: false,
+		DecodeHook:       mapstructure.ComposeDecodeHookFunc(opts.Hooks...),
+	})
+	if err != nil {
+		return []error{fmt.Errorf("strictyaml: %w", err)}
+	}
+	if err := dec.Decode(in); err != nil {
+		return decodeErrors(err, in, reflect.TypeOf(out).Elem(), opts)
+	}
+	return nil
+}
+
+// decodeErrors turns mapstructure's errors, which it joins under one
+// header, into one FieldError per field. Values are not repeated unless a
+// hook quoted them.
+func decodeErrors(err error, in any, t reflect.Type, opts Options) []error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *mapstructure.DecodeError:
+			if inner, ok := errors.AsType[*mapstructure.DecodeError](e.Unwrap()); ok {
+				walk(inner)
+				return
+			}
+			out = append(out, opts.fieldError(e.Name(), message(e.Unwrap(), e.Name(), in, t)))
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if _, ok := errors.AsType[*mapstructure.DecodeError](err); ok {
+				walk(e.Unwrap())
+				return
+			}
+			out = append(out, &FieldError{File: opts.File, Rule: opts.Rule, Msg: err.Error()})
+		default:
+			out = append(out, &FieldError{File: opts.File, Rule: opts.Rule, Msg: err.Error()})
+		}
+	}
+	walk(err)
+	return out
+}
+
+// message says what is wrong with the value of field in the operator's
+// words, where mapstructure's would not do.
+func message(err error, field string, in any, t reflect.Type) string {
+	var ut *mapstructure.UnconvertibleTypeError
+	var pe *mapstructure.ParseError
+	var he hookError
+	switch {
+	case errors.As(err, &he):
+		return he.Error()
+	case errors.As(err, &ut):
+		msg := fmt.Sprintf("expected %s, got %s", typeName(ut.Expected.Type()), Kind(ut.Value))
+		if ut.Expected.Kind() == reflect.String {
+			if _, isNum := number(ut.Value); isNum || reflect.ValueOf(ut.Value).Kind() == reflect.Bool {
+				msg += " (quote it)"
+			}
+		}
+		return msg
+	case errors.As(err, &pe):
+		return fmt.Sprintf("expected %s: %v", typeName(pe.Expected.Type()), pe.Err)
+	}
+	if ft, ok := typeAt(t, field); ok {
+		if ft.Kind() == reflect.Struct {
+			return fmt.Sprintf("expected a mapping of %s settings, got %s", field, Kind(valueAt(in, field)))
+		}
+		return fmt.Sprintf("expected %s, got %s", typeName(ft), Kind(valueAt(in, field)))
+	}
+	return strings.ReplaceAll(err.Error(), "'", "")
+}
+
+// fieldsOf maps the mapstructure tags of t's fields to the fields.
+func fieldsOf(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag := f.Tag.Get("mapstructure"); f.IsExported() && tag != "" && tag != "-" {
+			out[tag] = f
+		}
+	}
+	return out
+}
+
+// typeAt is the type of the field a dotted key names in t.
+func typeAt(t reflect.Type, key string) (reflect.Type, bool) {
+	for part := range strings.SplitSeq(key, ".") {
+		name, _, indexed := strings.Cut(part, "[")
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil, false
+		}
+		f, ok := fieldsOf(t)[name]
+		if !ok {
+			return nil, false
+		}
+		t = f.Type
+		if indexed {
+			if t.Kind() != reflect.Slice {
+				return nil, false
+			}
+			t = t.Elem()
+		}
+	}
+	return t, true
+}
+
+// valueAt is the value a dotted key names in a document (nil if none).
+func valueAt(in any, key string) any {
+	for part := range strings.SplitSeq(key, ".") {
+		name, index, indexed := strings.Cut(part, "[")
+		m, ok := in.(map[string]any)
+		if !ok {
+			return nil
+		}
+		in = m[name]
+		if indexed {
+			i, err := strconv.Atoi(strings.TrimSuffix(index, "]"))
+			list, ok := in.([]any)
+			if err != nil || !ok || i < 0 || i >= len(list) {
+				return nil
+			}
+			in = list[i]
+		}
+	}
+	return in
+}
+
+// closest returns the candidate within two edits of key, if any.
+func closest(key string, candidates []string) string {
+	slices.Sort(candidates) // the same hint every time
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(key, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// DurationHook reads Go durations ("30s", "1h30m") into time.Duration
+// fields. A bare number is refused (is 60 seconds or nanoseconds?), except
+// 0, which YAML makes an integer.
+func DurationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
+	}
+	if s, ok := data.(string); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return nil, Errorf("%q is not a duration (such as 500ms, 30s, 1m)", s)
+		}
+		return d, nil
+	}
+	if n, ok := number(data); ok {
+		if n == 0 {
+			return time.Duration(0), nil
+		}
+		return nil, Errorf("%v needs a unit (such as 500ms, 30s, 1m)", data)
+	}
+	return nil, Errorf("expected a duration (such as 30s), got %s", Kind(data))
+}
+
+// number reports a value YAML made a number of, as a float64.
+func number(v any) (float64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(rv.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	}
+	return 0, false
+}
+
+// Kind names what YAML made of a value, for messages. It never shows the
+// value: it may be a secret.
+func Kind(v any) string {
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Invalid:
+		return "nothing"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true/false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return reflect.TypeOf(v).String()
+}
+
+// typeName names what a field expects, for messages.
+func typeName(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration (such as 30s)"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		return "a list of strings"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Pointer:
+		return typeName(t.Elem())
+	}
+	return t.String()
+}
