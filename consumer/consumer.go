@@ -9,18 +9,16 @@ package consumer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // Handler evaluates one valid event. It returns nil once the event's
@@ -38,81 +36,43 @@ type HandlerFunc func(ctx context.Context, ev *event.Event) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, ev *event.Event) error { return f(ctx, ev) }
 
-// Config configures a Consumer. Zero durations take the defaults.
+// Config configures a Consumer: the group's settings, and the events'
+// topics. Like the group's, the topics and MaxEventBytes come checked from
+// package config.
 type Config struct {
-	Brokers         []string
-	GroupID         string
-	OrdersTopic     string
-	RefundsTopic    string // may equal OrdersTopic: events then carry their type
+	// GroupConfig holds the membership settings. Its Topics are the orders
+	// and refunds topics and are set by New (leave them empty), which also
+	// waits for the dead-letter topic besides RequiredTopics and sizes
+	// MaxMessageBytes to fetch the largest event it must dead-letter.
+	GroupConfig
+	OrdersTopic  string
+	RefundsTopic string // may equal OrdersTopic: events then carry their type
+	// DeadLetterTopic receives invalid events.
 	DeadLetterTopic string
-	// RequiredTopics are waited for at start besides the three above:
-	// topics the Handler writes to (the alerts topic).
-	RequiredTopics []string
-	// StartEarliest makes a new group (no committed offset) start at the
-	// oldest retained event instead of the newest.
-	StartEarliest bool
-	ClientID      string
 	// MaxEventBytes: larger message values are invalid ("oversized").
-	MaxEventBytes     int
-	CommitInterval    time.Duration
-	SessionTimeout    time.Duration
-	HeartbeatInterval time.Duration
-	RebalanceTimeout  time.Duration
-	// DrainTimeout bounds how long in-flight events may take to finish
-	// once Run's context is done.
-	DrainTimeout time.Duration
-	// RetryMin and RetryMax bound the backoff between attempts at an event
-	// whose handling failed (Redis down, say).
-	RetryMin time.Duration
-	RetryMax time.Duration
-	// LagInterval is how often fraudwatch_consumer_lag is refreshed from
-	// the partitions' high-water marks (default 5s).
-	LagInterval time.Duration
-	TLS         *tls.Config
-	SASL        sasl.Mechanism
+	MaxEventBytes int
 }
 
 // group returns the settings of the underlying Group.
 func (c *Config) group() GroupConfig {
-	topics := []string{c.OrdersTopic, c.RefundsTopic}
-	if c.OrdersTopic == c.RefundsTopic {
-		topics = topics[:1]
+	g := c.GroupConfig
+	g.Topics = []string{c.OrdersTopic}
+	if c.RefundsTopic != c.OrdersTopic {
+		g.Topics = append(g.Topics, c.RefundsTopic)
 	}
-	return GroupConfig{
-		Brokers:           c.Brokers,
-		GroupID:           c.GroupID,
-		Topics:            topics,
-		RequiredTopics:    append([]string{c.DeadLetterTopic}, c.RequiredTopics...),
-		StartEarliest:     c.StartEarliest,
-		ClientID:          c.ClientID,
-		MaxMessageBytes:   max(4<<20, 2*c.MaxEventBytes),
-		CommitInterval:    c.CommitInterval,
-		SessionTimeout:    c.SessionTimeout,
-		HeartbeatInterval: c.HeartbeatInterval,
-		RebalanceTimeout:  c.RebalanceTimeout,
-		DrainTimeout:      c.DrainTimeout,
-		RetryMin:          c.RetryMin,
-		RetryMax:          c.RetryMax,
-		LagInterval:       c.LagInterval,
-		TLS:               c.TLS,
-		SASL:              c.SASL,
-	}
+	g.RequiredTopics = append([]string{c.DeadLetterTopic}, c.RequiredTopics...)
+	g.MaxMessageBytes = max(4<<20, 2*c.MaxEventBytes)
+	return g
 }
 
-func (c *Config) setDefaults() {
-	if c.MaxEventBytes == 0 {
-		c.MaxEventBytes = 64 << 10
-	}
-}
-
-// Validate reports settings that cannot work.
+// Validate reports settings left unset.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.OrdersTopic == "" || c.RefundsTopic == "" || c.DeadLetterTopic == "" {
 		errs = append(errs, errors.New("orders, refunds and dead-letter topics are all required"))
 	}
-	if c.DeadLetterTopic == c.OrdersTopic || c.DeadLetterTopic == c.RefundsTopic {
-		errs = append(errs, errors.New("the dead-letter topic must differ from the source topics"))
+	if len(c.Topics) > 0 {
+		errs = append(errs, errors.New("Topics are the orders and refunds topics: leave them empty"))
 	}
 	if c.MaxEventBytes < 1 {
 		errs = append(errs, errors.New("max event bytes must be positive"))
@@ -140,7 +100,6 @@ type Consumer struct {
 
 // New returns an events consumer; Run starts it.
 func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*Consumer, error) {
-	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -154,6 +113,7 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 	if err != nil {
 		return nil, err
 	}
+	group := cfg.group()
 	c := &Consumer{
 		cfg:     cfg,
 		handler: h,
@@ -170,14 +130,14 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 			// kafka-go's default (1 MiB) would refuse, client side, events
 			// we read and must dead-letter; room for every message a fetch
 			// can bring, plus the headers we add.
-			BatchBytes: int64(cfg.group().MaxMessageBytes) + deadLetterHeaderRoom,
-			Transport:  transport(cfg.ClientID, cfg.TLS, cfg.SASL),
+			BatchBytes: int64(group.MaxMessageBytes) + deadLetterHeaderRoom,
+			Transport:  cfg.Transport(),
 			ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
 				log.Warn("kafka dead-letter writer: "+fmt.Sprintf(msg, args...), "topic", cfg.DeadLetterTopic)
 			}),
 		},
 	}
-	if c.Group, err = NewGroup(cfg.group(), MessageHandlerFunc(c.handleMessage), log, reg); err != nil {
+	if c.Group, err = NewGroup(group, MessageHandlerFunc(c.handleMessage), log, reg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -256,73 +216,4 @@ func (c *Consumer) decode(msg kafka.Message) (*event.Event, *event.InvalidError)
 	}
 	ev.Source = event.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
 	return ev, nil
-}
-
-// Dead-letter headers (SPEC §3).
-const (
-	HeaderError           = "fraudwatch-error"
-	HeaderSourceTopic     = "fraudwatch-source-topic"
-	HeaderSourcePartition = "fraudwatch-source-partition"
-	HeaderSourceOffset    = "fraudwatch-source-offset"
-	// HeaderValueDropped is set, to the original value's size in bytes, on
-	// a dead letter written without its value because the dead-letter
-	// writer or topic would not take it whole.
-	HeaderValueDropped = "fraudwatch-value-dropped"
-)
-
-// deadLetterHeaderRoom is what the dead-letter writer allows beyond the
-// largest fetched message, for the headers deadLetter adds.
-const deadLetterHeaderRoom = 64 << 10
-
-// deadLetter writes the original key, value and headers to the dead-letter
-// topic, adding why and where from.
-func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event.InvalidError) error {
-	headers := make([]kafka.Header, 0, len(msg.Headers)+4)
-	headers = append(headers, msg.Headers...)
-	headers = append(headers,
-		kafka.Header{Key: HeaderError, Value: []byte(why.Error())},
-		kafka.Header{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
-		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
-		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
-	)
-	err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
-	if err == nil {
-		return nil
-	}
-	if !tooLarge(err) {
-		return fmt.Errorf("consumer: write dead letter: %w", err)
-	}
-	// Too large for the writer or for the dead-letter topic: no retry can
-	// help, and an invalid event must never stop the partition. The key,
-	// headers and source still let an operator find the original.
-	headers = append(headers, kafka.Header{Key: HeaderValueDropped, Value: []byte(strconv.Itoa(len(msg.Value)))})
-	if err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Headers: headers}); err != nil {
-		return fmt.Errorf("consumer: write dead letter without its value: %w", err)
-	}
-	c.log.Warn("dead letter too large for the dead-letter topic; written without its value",
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-		"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value), "err", err)
-	return nil
-}
-
-// tooLarge reports whether a write failed because a message is too large:
-// refused by the writer (kafka.MessageTooLargeError, which unwraps to
-// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
-// which does not unwrap).
-func tooLarge(err error) bool {
-	permanent := func(err error) bool {
-		// RecordListTooLarge: the batch exceeds the topic's segment size.
-		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
-	}
-	if permanent(err) {
-		return true
-	}
-	if we, ok := errors.AsType[kafka.WriteErrors](err); ok {
-		for _, e := range we {
-			if e != nil && permanent(e) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -88,18 +88,22 @@ func newEnv(t *testing.T, partitions int) *env {
 
 func (e *env) config() Config {
 	return Config{
-		Brokers:           e.cluster.Brokers,
-		GroupID:           e.group,
-		OrdersTopic:       e.orders,
-		RefundsTopic:      e.refunds,
-		DeadLetterTopic:   e.dlq,
-		StartEarliest:     true,
-		CommitInterval:    50 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond,
-		SessionTimeout:    6 * time.Second,
-		RebalanceTimeout:  5 * time.Second,
-		RetryMin:          10 * time.Millisecond,
-		RetryMax:          50 * time.Millisecond,
+		GroupConfig: GroupConfig{
+			Brokers:           e.cluster.Brokers,
+			GroupID:           e.group,
+			ClientID:          "fraudwatch-test",
+			StartEarliest:     true,
+			CommitInterval:    50 * time.Millisecond,
+			HeartbeatInterval: 200 * time.Millisecond,
+			SessionTimeout:    6 * time.Second,
+			RebalanceTimeout:  5 * time.Second,
+			RetryMin:          10 * time.Millisecond,
+			RetryMax:          50 * time.Millisecond,
+		},
+		OrdersTopic:     e.orders,
+		RefundsTopic:    e.refunds,
+		DeadLetterTopic: e.dlq,
+		MaxEventBytes:   64 << 10,
 	}
 }
 
@@ -520,29 +524,36 @@ func TestDrainTimeoutIsReportedOnlyForAbortedMessages(t *testing.T) {
 	}
 }
 
+// Validate notices settings left unset; their rules (a heartbeat below
+// the session timeout, a dead-letter topic apart from the sources) are
+// package config's, which checks them once for the operator.
 func TestConfigValidate(t *testing.T) {
-	good := Config{Brokers: []string{"b:9092"}, GroupID: "g", OrdersTopic: "o", RefundsTopic: "r", DeadLetterTopic: "d"}
+	good := (&env{cluster: &kafkatest.Cluster{Brokers: []string{"b:9092"}}, group: "g", orders: "o", refunds: "r", dlq: "d"}).config()
 	tests := []struct {
 		name   string
 		mutate func(*Config)
 	}{
 		{"no brokers", func(c *Config) { c.Brokers = nil }},
 		{"no group", func(c *Config) { c.GroupID = "" }},
-		{"dlq equals source", func(c *Config) { c.DeadLetterTopic = "o" }},
-		{"heartbeat too slow", func(c *Config) { c.HeartbeatInterval = time.Minute }},
+		{"no dead-letter topic", func(c *Config) { c.DeadLetterTopic = "" }},
+		{"topics given", func(c *Config) { c.Topics = []string{"o"} }},
+		{"no session timeout", func(c *Config) { c.SessionTimeout = 0 }},
+		{"no commit interval", func(c *Config) { c.CommitInterval = 0 }},
+		{"no event size", func(c *Config) { c.MaxEventBytes = 0 }},
+		{"backoff upside down", func(c *Config) { c.RetryMin, c.RetryMax = time.Second, time.Millisecond }},
 	}
-	c := good
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
+	if err := good.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good
 			tt.mutate(&c)
-			c.setDefaults()
 			if err := c.Validate(); err == nil {
 				t.Fatal("want an error")
+			}
+			if _, err := New(c, HandlerFunc(func(context.Context, *event.Event) error { return nil }), nil, nil); err == nil {
+				t.Fatal("New accepted a config Validate refuses")
 			}
 		})
 	}

@@ -3,8 +3,9 @@ package consumer
 import (
 	"fmt"
 
-	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // metrics are the events consumer's; the lag gauge belongs to Group.

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // The test binary doubles as a group member process, so that a member can

@@ -31,20 +31,12 @@ type sink interface {
 
 // EngineConfig configures an Engine.
 type EngineConfig struct {
-	// KeyPrefix starts every Redis key (default "fw").
+	// KeyPrefix starts every Redis key (redis.key_prefix, checked by
+	// package config).
 	KeyPrefix string
 	// Now tells the time of events that carry no occurred_at (default
 	// time.Now).
 	Now func() time.Time
-}
-
-func (c *EngineConfig) setDefaults() {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = "fw"
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 }
 
 // Engine evaluates events against rules: every order runs incr_and_check
@@ -65,7 +57,9 @@ type Engine struct {
 
 // NewEngine returns an engine evaluating rs.
 func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
-	cfg.setDefaults()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	keys, err := lua.NewKeys(cfg.KeyPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("rules: key prefix: %w", err)

@@ -577,21 +577,27 @@ func TestNewEngineValidates(t *testing.T) {
 	if _, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "fw{x}"}, nil, scripts, sink, nil, nil); err == nil {
 		t.Error("NewEngine accepted a prefix with braces")
 	}
-	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, nil, sink, nil, nil); err == nil {
+	// The prefix is redis.key_prefix's: package config defaults it, not the
+	// engine.
+	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, nil); err == nil {
+		t.Error("NewEngine accepted no key prefix")
+	}
+	cfg := rules.EngineConfig{KeyPrefix: redistest.Prefix(t)}
+	if _, err := rules.NewEngine(cfg, nil, nil, sink, nil, nil); err == nil {
 		t.Error("NewEngine accepted nil counters")
 	}
-	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, nil, nil, nil); err == nil {
+	if _, err := rules.NewEngine(cfg, nil, scripts, nil, nil, nil); err == nil {
 		t.Error("NewEngine accepted a nil sink")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, reg); err != nil {
+	if _, err := rules.NewEngine(cfg, nil, scripts, sink, nil, reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, reg); err == nil {
+	if _, err := rules.NewEngine(cfg, nil, scripts, sink, nil, reg); err == nil {
 		t.Error("a second engine registered the same metrics on one registry")
 	}
 	// With no rules, an event is a no-op, not a panic.
-	e, err := rules.NewEngine(rules.EngineConfig{}, nil, scripts, sink, nil, nil)
+	e, err := rules.NewEngine(cfg, nil, scripts, sink, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/slack-go/slack"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // textObject is one Block Kit text object of a formatted message.

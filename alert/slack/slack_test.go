@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 const (

@@ -35,7 +35,7 @@ var (
 	commit  = ""
 )
 
-// Exit codes (SPEC §1).
+// Exit codes (README, Running it for real).
 const (
 	exitOK      = 0
 	exitFailure = 1

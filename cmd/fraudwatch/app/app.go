@@ -25,9 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/config"
@@ -48,11 +46,10 @@ type Options struct {
 	Notifier alert.Notifier
 	// Dispatcher tunes alert delivery (tests shorten the backoff).
 	Dispatcher alert.DispatcherConfig
-	// Consumer and Alerts adjust the two groups' settings after they are
-	// taken from the configuration (tests shorten heartbeats and commit
+	// Groups adjusts each of the two groups' settings after they are taken
+	// from the configuration (tests shorten heartbeats and commit
 	// intervals).
-	Consumer func(*consumer.Config)
-	Alerts   func(*consumer.GroupConfig)
+	Groups func(*consumer.GroupConfig)
 }
 
 // App is one fraudwatch process.
@@ -98,68 +95,67 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 		}
 	}()
 
-	var err error
-	if a.rdb, err = newRedis(cfg.Redis); err != nil {
+	if err := a.build(opts); err != nil {
 		return nil, err
 	}
-	if a.lua, err = lua.New(lua.Config{}, a.rdb, reg); err != nil {
-		return nil, err
+	var err error
+	if a.listener, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+		return nil, fmt.Errorf("app: listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
+	}
+	a.server = newServer(a)
+	ok = true
+	return a, nil
+}
+
+// build makes the pipeline's parts, downstream first: Redis and its
+// scripts, the alert dispatcher and its group, the alerts topic, the rules
+// engine, the events group.
+func (a *App) build(opts Options) error {
+	cfg, log := a.cfg, a.log
+	var err error
+	if a.rdb, err = newRedis(cfg.Redis); err != nil {
+		return err
+	}
+	if a.lua, err = lua.New(lua.Config{}, a.rdb, a.reg); err != nil {
+		return err
 	}
 	notifier := opts.Notifier
 	if notifier == nil {
 		if notifier, err = NewNotifier(cfg.Slack, log); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.lua, log.With("component", "alert"), reg); err != nil {
-		return nil, err
+	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
+		return err
 	}
 	for _, r := range cfg.Rules {
 		a.disp.Track(r.Name)
 	}
 
-	ccfg, err := consumerConfig(cfg)
+	events, alerts, err := groupConfigs(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if opts.Consumer != nil {
-		opts.Consumer(&ccfg)
+	if opts.Groups != nil {
+		opts.Groups(&events.GroupConfig)
+		opts.Groups(&alerts)
+	}
+	if a.alerts, err = consumer.NewGroup(alerts, a.disp, log.With("component", "alerts"), a.reg); err != nil {
+		return err
 	}
 	if a.topic, err = alert.NewTopic(alert.TopicConfig{
 		Brokers:   cfg.Kafka.Brokers,
 		Topic:     cfg.Kafka.AlertsTopic,
-		Transport: &kafka.Transport{ClientID: ccfg.ClientID, TLS: ccfg.TLS, SASL: ccfg.SASL},
+		Transport: events.Transport(),
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.topic,
-		log.With("component", "rules"), reg); err != nil {
-		return nil, err
+		log.With("component", "rules"), a.reg); err != nil {
+		return err
 	}
-	if a.events, err = consumer.New(ccfg, a.eng, log.With("component", "consumer"), reg); err != nil {
-		return nil, err
-	}
-	acfg := alertsGroupConfig(cfg, ccfg)
-	if opts.Alerts != nil {
-		opts.Alerts(&acfg)
-	}
-	if a.alerts, err = consumer.NewGroup(acfg, a.disp,
-		log.With("component", "alerts"), reg); err != nil {
-		return nil, err
-	}
-
-	if a.listener, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
-		return nil, fmt.Errorf("app: listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", a.readyz)
-	a.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ok = true
-	return a, nil
+	a.events, err = consumer.New(events, a.eng, log.With("component", "consumer"), a.reg)
+	return err
 }
 
 // Addr is the metrics listener's address (useful with listen ":0").
@@ -254,27 +250,4 @@ func (a *App) closeClients() {
 			a.log.Warn("closing redis client", "err", err)
 		}
 	}
-}
-
-func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
-	var problems []string
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		problems = append(problems, "redis: not answering")
-	}
-	if !a.events.Ready() {
-		problems = append(problems, "kafka events group: "+a.events.Status())
-	}
-	if !a.alerts.Ready() {
-		problems = append(problems, "kafka alerts group: "+a.alerts.Status())
-	}
-	if len(problems) > 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		for _, p := range problems {
-			_, _ = fmt.Fprintln(w, p)
-		}
-		return
-	}
-	_, _ = w.Write([]byte("ok\n"))
 }

@@ -93,15 +93,7 @@ func (p *pipeline) options() Options {
 	return Options{
 		Notifier:   p.notes,
 		Dispatcher: alert.DispatcherConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
-		Consumer: func(c *consumer.Config) {
-			c.CommitInterval = 50 * time.Millisecond
-			c.HeartbeatInterval = 200 * time.Millisecond
-			c.SessionTimeout = 6 * time.Second
-			c.RebalanceTimeout = 5 * time.Second
-			c.RetryMin = 10 * time.Millisecond
-			c.RetryMax = 100 * time.Millisecond
-		},
-		Alerts: func(c *consumer.GroupConfig) {
+		Groups: func(c *consumer.GroupConfig) {
 			c.CommitInterval = 50 * time.Millisecond
 			c.HeartbeatInterval = 200 * time.Millisecond
 			c.SessionTimeout = 6 * time.Second

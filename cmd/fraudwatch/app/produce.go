@@ -41,7 +41,7 @@ const produceBatch = 500
 // invalid events can be replayed too; only a line that is not a JSON object
 // with a known type stops the run. Blank lines are skipped.
 func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, error) {
-	tc, mech, err := KafkaTransport(k)
+	tc, mech, err := kafkaSecurity(k)
 	if err != nil {
 		return ProduceStats{}, fmt.Errorf("produce: %w", err)
 	}

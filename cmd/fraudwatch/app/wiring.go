@@ -59,68 +59,55 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 	return s, nil
 }
 
-// consumerConfig maps the kafka section onto the events consumer's
-// settings.
-func consumerConfig(c *config.Config) (consumer.Config, error) {
+// groupConfigs maps the kafka section onto the two groups every replica
+// runs: the events group, and the alert dispatchers' group.
+func groupConfigs(c *config.Config) (events consumer.Config, alerts consumer.GroupConfig, err error) {
 	k := c.Kafka
-	tc, err := k.TLS.ClientConfig()
+	tc, mech, err := kafkaSecurity(k)
 	if err != nil {
-		return consumer.Config{}, fmt.Errorf("app: kafka tls: %w", err)
+		return consumer.Config{}, consumer.GroupConfig{}, fmt.Errorf("app: %w", err)
 	}
-	mech, err := saslMechanism(k.SASL)
-	if err != nil {
-		return consumer.Config{}, fmt.Errorf("app: kafka sasl: %w", err)
-	}
-	return consumer.Config{
+	base := consumer.GroupConfig{
 		Brokers:           k.Brokers,
 		GroupID:           k.GroupID,
-		OrdersTopic:       k.OrdersTopic,
-		RefundsTopic:      k.RefundsTopic,
-		DeadLetterTopic:   k.DeadLetterTopic,
-		StartEarliest:     c.StartOffsetEarliest(),
 		ClientID:          k.ClientID,
-		MaxEventBytes:     k.MaxEventBytes,
+		TLS:               tc,
+		SASL:              mech,
+		StartEarliest:     c.StartOffsetEarliest(),
 		CommitInterval:    k.CommitInterval,
 		SessionTimeout:    k.SessionTimeout,
 		HeartbeatInterval: k.HeartbeatInterval,
 		RebalanceTimeout:  k.RebalanceTimeout,
 		// The drain may take most of the shutdown budget; closing clients
 		// and the HTTP server take the rest.
-		DrainTimeout:   c.ShutdownTimeout * 3 / 4,
-		RequiredTopics: []string{k.AlertsTopic},
-		TLS:            tc,
-		SASL:           mech,
-	}, nil
-}
-
-// alertsGroupConfig sets up the alert dispatchers' group from the events
-// consumer's settings.
-func alertsGroupConfig(c *config.Config, events consumer.Config) consumer.GroupConfig {
-	return consumer.GroupConfig{
-		Brokers: events.Brokers,
-		GroupID: c.Kafka.AlertsGroupID(),
-		Topics:  []string{c.Kafka.AlertsTopic},
-		// A new alerts group must not skip alerts already handed off;
-		// delivery records make replaying them harmless.
-		StartEarliest:     true,
-		ClientID:          events.ClientID,
-		CommitInterval:    events.CommitInterval,
-		SessionTimeout:    events.SessionTimeout,
-		HeartbeatInterval: events.HeartbeatInterval,
-		RebalanceTimeout:  events.RebalanceTimeout,
-		DrainTimeout:      events.DrainTimeout,
-		// The dispatcher has already retried within the call: Slack is
-		// down, so wait longer before the next round.
-		RetryMin: time.Second,
-		RetryMax: 30 * time.Second,
-		TLS:      events.TLS,
-		SASL:     events.SASL,
+		DrainTimeout: c.ShutdownTimeout * 3 / 4,
 	}
+	events = consumer.Config{
+		GroupConfig:     base,
+		OrdersTopic:     k.OrdersTopic,
+		RefundsTopic:    k.RefundsTopic,
+		DeadLetterTopic: k.DeadLetterTopic,
+		MaxEventBytes:   k.MaxEventBytes,
+	}
+	// The events group hands crossings to the alerts topic: it waits for
+	// it, as for the dead-letter topic.
+	events.RequiredTopics = []string{k.AlertsTopic}
+
+	alerts = base
+	alerts.GroupID = k.AlertsGroupID()
+	alerts.Topics = []string{k.AlertsTopic}
+	// A new alerts group must not skip alerts already handed off; delivery
+	// records make replaying them harmless.
+	alerts.StartEarliest = true
+	// The dispatcher has already retried within the call: Slack is down, so
+	// wait longer before the next round.
+	alerts.RetryMin, alerts.RetryMax = time.Second, 30*time.Second
+	return events, alerts, nil
 }
 
-// KafkaTransport returns TLS and SASL settings for other Kafka clients of
-// the same cluster (the produce command).
-func KafkaTransport(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
+// kafkaSecurity builds the TLS and SASL settings of the kafka section, for
+// every Kafka client of the cluster (the groups, the writers, produce).
+func kafkaSecurity(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
 	tc, err := k.TLS.ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka tls: %w", err)

@@ -1,0 +1,80 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// waitForTopics returns once the consumed and required topics exist,
+// checking with backoff meanwhile. fraudwatch never creates topics (its
+// metadata requests do not ask for auto-creation): a typo in a topic name
+// must surface, not quietly create an empty topic that nobody writes to.
+func (c *Group) waitForTopics(ctx context.Context) error {
+	topics := append(append([]string(nil), c.cfg.Topics...), c.cfg.RequiredTopics...)
+	backoff := 500 * time.Millisecond
+	var logged time.Time
+	for {
+		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		var missing []string
+		if err == nil {
+			for _, t := range md.Topics {
+				if t.Error != nil || len(t.Partitions) == 0 {
+					missing = append(missing, t.Name)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		status := "kafka brokers not answering"
+		if err == nil {
+			status = "waiting for missing topics: " + strings.Join(missing, ", ")
+		}
+		c.setStatus(status)
+		if time.Since(logged) >= time.Minute { // not every few seconds for ever
+			logged = time.Now()
+			if err != nil {
+				c.log.Error("kafka metadata request failed; retrying", "err", err)
+			} else {
+				c.log.Error("topics missing: create them (fraudwatch does not); waiting", "topics", strings.Join(missing, ","))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// resolveOffset turns kafka.FirstOffset/LastOffset into an absolute offset.
+func (c *Group) resolveOffset(ctx context.Context, topic string, partition int, rel int64) (int64, error) {
+	req := kafka.LastOffsetOf(partition)
+	if rel == kafka.FirstOffset {
+		req = kafka.FirstOffsetOf(partition)
+	}
+	resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{topic: {req}},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("consumer: list offsets: %w", err)
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Partition != partition {
+			continue
+		}
+		if po.Error != nil {
+			return 0, fmt.Errorf("consumer: list offsets: %w", po.Error)
+		}
+		if rel == kafka.FirstOffset {
+			return po.FirstOffset, nil
+		}
+		return po.LastOffset, nil
+	}
+	return 0, fmt.Errorf("consumer: list offsets: no answer for %s/%d", topic, partition)
+}
