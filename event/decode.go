@@ -55,48 +55,63 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 		return nil, invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxIDBytes))
 	}
 
-	typ, ok, err := str(raw, "type")
-	if err != nil {
+	var err error
+	if e.Type, err = eventType(raw, topicType); err != nil {
 		return nil, err
 	}
-	switch {
-	case ok && typ != string(Order) && typ != string(Refund):
-		return nil, invalid(ReasonInvalidType, "type", `must be "order" or "refund"`)
-	case ok && topicType != "" && Type(typ) != topicType:
-		return nil, invalid(ReasonTypeMismatch, "type", "does not match the topic")
-	case ok:
-		e.Type = Type(typ)
-	case topicType != "":
-		e.Type = topicType
-	default:
-		return nil, invalid(ReasonMissingField, "type", "is required on a topic that carries both types")
-	}
-
 	if e.Amount, err = amount(raw); err != nil {
 		return nil, err
 	}
-
-	cur, ok, err := str(raw, "currency")
-	if err != nil {
+	if e.Currency, err = currency(raw); err != nil {
 		return nil, err
 	}
-	if ok {
-		if !isCurrencyCode(cur) {
-			return nil, invalid(ReasonInvalidCurr, "currency", "must be a three-letter ISO 4217 code")
-		}
-		e.Currency = strings.ToUpper(cur)
-	}
-
-	at, ok, err := str(raw, "occurred_at")
-	if err != nil {
+	if e.OccurredAt, err = occurredAt(raw); err != nil {
 		return nil, err
-	}
-	if ok {
-		if e.OccurredAt, err = time.Parse(time.RFC3339Nano, upperTZ(at)); err != nil {
-			return nil, invalid(ReasonInvalidTime, "occurred_at", "must be an RFC 3339 time")
-		}
 	}
 	return e, nil
+}
+
+// eventType reads the event's type, which a topic of one type implies.
+func eventType(raw map[string]json.RawMessage, topicType Type) (Type, error) {
+	typ, ok, err := str(raw, "type")
+	switch {
+	case err != nil:
+		return "", err
+	case ok && typ != string(Order) && typ != string(Refund):
+		return "", invalid(ReasonInvalidType, "type", `must be "order" or "refund"`)
+	case ok && topicType != "" && Type(typ) != topicType:
+		return "", invalid(ReasonTypeMismatch, "type", "does not match the topic")
+	case ok:
+		return Type(typ), nil
+	case topicType != "":
+		return topicType, nil
+	}
+	return "", invalid(ReasonMissingField, "type", "is required on a topic that carries both types")
+}
+
+// currency reads the optional currency code, upper-cased.
+func currency(raw map[string]json.RawMessage) (string, error) {
+	cur, ok, err := str(raw, "currency")
+	if err != nil || !ok {
+		return "", err
+	}
+	if !isCurrencyCode(cur) {
+		return "", invalid(ReasonInvalidCurr, "currency", "must be a three-letter ISO 4217 code")
+	}
+	return strings.ToUpper(cur), nil
+}
+
+// occurredAt reads the optional time of the event.
+func occurredAt(raw map[string]json.RawMessage) (time.Time, error) {
+	at, ok, err := str(raw, "occurred_at")
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, upperTZ(at))
+	if err != nil {
+		return time.Time{}, invalid(ReasonInvalidTime, "occurred_at", "must be an RFC 3339 time")
+	}
+	return t, nil
 }
 
 // str reads an optional string field. Absent, null and "" all count as

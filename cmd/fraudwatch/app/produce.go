@@ -39,51 +39,23 @@ const produceBatch = 500
 // "type" ("order" or "refund") picks the topic, and its customer_id, when
 // it has one, becomes the message key. Lines are sent as they are, so that
 // invalid events can be replayed too; only a line that is not a JSON object
-// with a known type stops the run. Blank lines are skipped.
+// with a known type stops the run, after the lines before it are sent, so
+// that the count it reports is what the topics hold. Blank lines are
+// skipped.
 func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, error) {
 	tc, mech, err := kafkaSecurity(k)
 	if err != nil {
 		return ProduceStats{}, fmt.Errorf("produce: %w", err)
 	}
-	w := &kafka.Writer{
+	b := &batcher{w: &kafka.Writer{
 		Addr:         kafka.TCP(k.Brokers...),
 		Balancer:     &kafka.Murmur2Balancer{}, // the Java client's default: same key, same partition
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    produceBatch,
 		BatchTimeout: 10 * time.Millisecond,
 		Transport:    &kafka.Transport{ClientID: k.ClientID, TLS: tc, SASL: mech},
-	}
-	defer w.Close()
-
-	var (
-		stats   ProduceStats // sent and acknowledged
-		pending ProduceStats // in batch
-		batch   []kafka.Message
-		sent    int
-	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := w.WriteMessages(ctx, batch...); err != nil {
-			return fmt.Errorf("produce: write after %d events: %w", sent, err)
-		}
-		stats.Orders += pending.Orders
-		stats.Refunds += pending.Refunds
-		pending = ProduceStats{}
-		sent += len(batch)
-		batch = batch[:0]
-		return nil
-	}
-
-	// A bad line ends the run; the lines before it are sent first, so that
-	// the count the error reports is what the topics hold.
-	badLine := func(line int, msg string) error {
-		if err := flush(); err != nil {
-			return err
-		}
-		return &InputError{Line: line, Msg: msg, Sent: sent}
-	}
+	}}
+	defer b.w.Close()
 
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -94,40 +66,88 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 		if len(value) == 0 {
 			continue
 		}
-		var head struct {
-			Type       any `json:"type"`
-			CustomerID any `json:"customer_id"`
+		msg, typ, bad := route(k, value)
+		if bad != "" {
+			err := b.badLine(ctx, line, bad)
+			return b.sent, err
 		}
-		if err := json.Unmarshal(value, &head); err != nil {
-			err := badLine(line, "not a JSON object")
-			return stats, err
-		}
-		var topic string
-		switch head.Type {
-		case string(event.Order):
-			topic = k.OrdersTopic
-			pending.Orders++
-		case string(event.Refund):
-			topic = k.RefundsTopic
-			pending.Refunds++
-		default:
-			err := badLine(line, `"type" must be "order" or "refund"`)
-			return stats, err
-		}
-		msg := kafka.Message{Topic: topic, Value: append([]byte(nil), value...)}
-		if id, ok := head.CustomerID.(string); ok && id != "" {
-			msg.Key = []byte(id)
-		}
-		batch = append(batch, msg)
-		if len(batch) == produceBatch {
-			if err := flush(); err != nil {
-				return stats, err
-			}
+		if err := b.add(ctx, msg, typ); err != nil {
+			return b.sent, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		err := badLine(line+1, err.Error())
-		return stats, err
+		err := b.badLine(ctx, line+1, err.Error())
+		return b.sent, err
 	}
-	return stats, flush()
+	err = b.flush(ctx)
+	return b.sent, err
+}
+
+// route makes the message of one line: its topic from its type, its key
+// from its customer_id. bad says why a line cannot be sent.
+func route(k config.Kafka, value []byte) (msg kafka.Message, typ event.Type, bad string) {
+	var head struct {
+		Type       any `json:"type"`
+		CustomerID any `json:"customer_id"`
+	}
+	if err := json.Unmarshal(value, &head); err != nil {
+		return kafka.Message{}, "", "not a JSON object"
+	}
+	switch head.Type {
+	case string(event.Order):
+		msg.Topic, typ = k.OrdersTopic, event.Order
+	case string(event.Refund):
+		msg.Topic, typ = k.RefundsTopic, event.Refund
+	default:
+		return kafka.Message{}, "", `"type" must be "order" or "refund"`
+	}
+	msg.Value = append([]byte(nil), value...)
+	if id, ok := head.CustomerID.(string); ok && id != "" {
+		msg.Key = []byte(id)
+	}
+	return msg, typ, ""
+}
+
+// batcher writes messages in batches and counts what was acknowledged.
+type batcher struct {
+	w       *kafka.Writer
+	batch   []kafka.Message
+	pending ProduceStats // in batch
+	sent    ProduceStats // sent and acknowledged
+}
+
+func (b *batcher) add(ctx context.Context, msg kafka.Message, typ event.Type) error {
+	b.batch = append(b.batch, msg)
+	if typ == event.Order {
+		b.pending.Orders++
+	} else {
+		b.pending.Refunds++
+	}
+	if len(b.batch) < produceBatch {
+		return nil
+	}
+	return b.flush(ctx)
+}
+
+func (b *batcher) flush(ctx context.Context) error {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	if err := b.w.WriteMessages(ctx, b.batch...); err != nil {
+		return fmt.Errorf("produce: write after %d events: %w", b.sent.Orders+b.sent.Refunds, err)
+	}
+	b.sent.Orders += b.pending.Orders
+	b.sent.Refunds += b.pending.Refunds
+	b.pending = ProduceStats{}
+	b.batch = b.batch[:0]
+	return nil
+}
+
+// badLine ends the run at a line that cannot be sent, once the lines before
+// it are.
+func (b *batcher) badLine(ctx context.Context, line int, msg string) error {
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	return &InputError{Line: line, Msg: msg, Sent: b.sent.Orders + b.sent.Refunds}
 }

@@ -87,45 +87,20 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
-		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic),
-		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic))
+	w, err := startWorld(&cfg)
 	if err != nil {
-		return fmt.Errorf("demo: start in-process kafka: %w", err)
+		return err
 	}
-	defer kc.Close()
-	cfg.Kafka.Brokers = kc.ListenAddrs()
-
-	mr, err := miniredis.Run()
+	defer w.close()
+	notifier, err := notifierFor(&cfg, out, log)
 	if err != nil {
-		return fmt.Errorf("demo: start in-process redis: %w", err)
+		return err
 	}
-	defer mr.Close()
-	stopClock := driveClock(mr)
-	defer stopClock()
-	cfg.Redis.Addrs = []string{mr.Addr()}
-
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("demo: configuration: %w", err)
-	}
-
-	con := &console{out: out}
-	var notifier alert.Notifier = con
-	if cfg.Slack.Mode() != config.SlackOff {
-		slack, err := app.NewNotifier(cfg.Slack, log)
-		if err != nil {
-			return fmt.Errorf("demo: slack: %w", err)
-		}
-		notifier = &withSlack{console: con, slack: slack, printed: map[string]bool{}}
-	}
-
 	a, err := app.New(&cfg, app.Options{Logger: log, Notifier: notifier})
 	if err != nil {
 		return fmt.Errorf("demo: start pipeline: %w", err)
 	}
-	out.print(header(ctx, &cfg, rulesFrom, kc.ListenAddrs()[0], mr.Addr(), a.Addr(), out))
+	out.print(header(ctx, &cfg, rulesFrom, w.kafka.ListenAddrs()[0], w.redis.Addr(), a.Addr(), out))
 
 	// The App runs on its own context: it stops only once the traffic has
 	// stopped and the pipeline has caught up.
@@ -134,65 +109,14 @@ func Run(ctx context.Context, opts Options) error {
 	appDone := make(chan error, 1)
 	go func() { appDone <- a.Run(appCtx) }()
 
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(cfg.Kafka.Brokers...),
-		Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id: a customer's events stay in order
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: 5 * time.Millisecond,
+	tr := startTraffic(ctx, seed, &cfg)
+	failure := watch(ctx, tr, appDone, func() {
+		out.print(progressLine(time.Since(started), tr.sentSoFar(), gather(a), out))
+	})
+	final, err := tr.stop()
+	if err != nil && failure == nil {
+		failure = err
 	}
-	defer w.Close()
-	var (
-		mu   sync.Mutex
-		sent produced
-	)
-	trafficCtx, stopTraffic := context.WithCancel(ctx)
-	defer stopTraffic()
-	trafficDone := make(chan error, 1)
-	go func() {
-		_, err := send(trafficCtx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
-			mu.Lock()
-			sent = p
-			mu.Unlock()
-		})
-		trafficDone <- err
-	}()
-	sentSoFar := func() produced {
-		mu.Lock()
-		defer mu.Unlock()
-		return sent
-	}
-
-	var failure error
-	progress := time.NewTicker(progressEvery)
-	defer progress.Stop()
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case err := <-trafficDone:
-			// It only returns early when it failed; the error is
-			// reported below.
-			trafficDone <- err
-			break wait
-		case err := <-appDone:
-			// The pipeline stopped by itself (its metrics server failed).
-			appDone <- err
-			failure = fmt.Errorf("demo: pipeline stopped early: %w", err)
-			break wait
-		case <-progress.C:
-			out.print(progressLine(time.Since(started), sentSoFar(), gather(a), out))
-		}
-	}
-
-	stopTraffic()
-	if err := <-trafficDone; err != nil && failure == nil {
-		failure = fmt.Errorf("demo: traffic generator: %w", err)
-	}
-	if err := w.Close(); err != nil && failure == nil {
-		failure = fmt.Errorf("demo: close traffic writer: %w", err)
-	}
-	final := sentSoFar()
 	if failure == nil {
 		waitCaughtUp(a, final.total())
 	}
@@ -205,15 +129,153 @@ wait:
 		runErr = errors.New("did not stop within its shutdown timeout")
 	}
 	elapsed := time.Since(started)
-	stopClock()
-	mr.Close()
-	kc.Close()
+	w.close()
 
 	out.print(summary(elapsed, seed, final, gather(a), &cfg, out))
 	if runErr != nil && failure == nil {
 		failure = fmt.Errorf("demo: pipeline shutdown: %w", runErr)
 	}
 	return failure
+}
+
+// watch waits for the end of the demo: ctx ending (Ctrl-C, --duration),
+// the traffic failing, or the pipeline stopping by itself (its metrics
+// server failed), which it returns as the failure. Meanwhile it calls
+// progress every progressEvery.
+func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()) error {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tr.failed:
+			return nil // stop reports it
+		case err := <-appDone:
+			appDone <- err
+			return fmt.Errorf("demo: pipeline stopped early: %w", err)
+		case <-t.C:
+			progress()
+		}
+	}
+}
+
+// world is the demo's Kafka and Redis, in this process.
+type world struct {
+	kafka     *kfake.Cluster
+	redis     *miniredis.Miniredis
+	stopClock func()
+	closeOnce sync.Once
+}
+
+// startWorld starts an in-process Kafka with the configuration's topics and
+// an in-process Redis whose clock follows the real one, and points cfg at
+// them.
+func startWorld(cfg *config.Config) (*world, error) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
+		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic),
+		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic))
+	if err != nil {
+		return nil, fmt.Errorf("demo: start in-process kafka: %w", err)
+	}
+	mr, err := miniredis.Run()
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("demo: start in-process redis: %w", err)
+	}
+	w := &world{kafka: kc, redis: mr, stopClock: driveClock(mr)}
+	cfg.Kafka.Brokers = kc.ListenAddrs()
+	cfg.Redis.Addrs = []string{mr.Addr()}
+	if err := cfg.Validate(); err != nil {
+		w.close()
+		return nil, fmt.Errorf("demo: configuration: %w", err)
+	}
+	return w, nil
+}
+
+// close stops the clock, Redis and Kafka. It is idempotent.
+func (w *world) close() {
+	w.closeOnce.Do(func() {
+		w.stopClock()
+		w.redis.Close()
+		w.kafka.Close()
+	})
+}
+
+// notifierFor prints alerts to the console and, when the configuration
+// has a Slack section, sends them to Slack as well.
+func notifierFor(cfg *config.Config, out *output, log *slog.Logger) (alert.Notifier, error) {
+	con := &console{out: out}
+	if cfg.Slack.Mode() == config.SlackOff {
+		return con, nil
+	}
+	slack, err := app.NewNotifier(cfg.Slack, log)
+	if err != nil {
+		return nil, fmt.Errorf("demo: slack: %w", err)
+	}
+	return &withSlack{console: con, slack: slack, printed: map[string]bool{}}, nil
+}
+
+// traffic sends the generator's events to the orders and refunds topics
+// until stopped.
+type traffic struct {
+	w      *kafka.Writer
+	cancel context.CancelFunc
+	done   chan error
+	// failed is closed when the traffic stops by itself, which it only
+	// does on failure.
+	failed chan struct{}
+
+	mu   sync.Mutex
+	sent produced
+}
+
+func startTraffic(ctx context.Context, seed uint64, cfg *config.Config) *traffic {
+	tr := &traffic{
+		w: &kafka.Writer{
+			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
+			Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id: a customer's events stay in order
+			RequiredAcks: kafka.RequireAll,
+			BatchTimeout: 5 * time.Millisecond,
+		},
+		done:   make(chan error, 1),
+		failed: make(chan struct{}),
+	}
+	ctx, tr.cancel = context.WithCancel(ctx)
+	go func() {
+		_, err := send(ctx, newGenerator(seed), tr.w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
+			tr.mu.Lock()
+			tr.sent = p
+			tr.mu.Unlock()
+		})
+		if ctx.Err() == nil {
+			close(tr.failed)
+		}
+		tr.done <- err
+	}()
+	return tr
+}
+
+// sentSoFar is what Kafka has acknowledged so far.
+func (tr *traffic) sentSoFar() produced {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.sent
+}
+
+// stop ends the traffic and says what was sent, and why it failed if it
+// did.
+func (tr *traffic) stop() (produced, error) {
+	tr.cancel()
+	var failure error
+	if err := <-tr.done; err != nil {
+		failure = fmt.Errorf("demo: traffic generator: %w", err)
+	}
+	if err := tr.w.Close(); err != nil && failure == nil {
+		failure = fmt.Errorf("demo: close traffic writer: %w", err)
+	}
+	return tr.sentSoFar(), failure
 }
 
 // buildConfig is the configuration of `fraudwatch run` pointed at the
