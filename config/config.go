@@ -1,16 +1,17 @@
-// Package config is the one home of fraudwatch's settings (README,
-// Configuration): their types, their defaults (Default) and their checks
-// (Validate), with messages that name the file, the key and the
-// environment variable that set it. Components take the values it checked;
-// none of them defaults or checks a setting again.
+// Package config is the one home of fraudwatch's settings and of the
+// reading of its rules (README, Configuration and Rules): their types,
+// their defaults (Default, and a rule's optional fields) and their checks
+// (Validate, ParseRules), with messages that name the file, the rule, the
+// key and the environment variable that set it. Components take the
+// values it checked; none of them defaults or checks a setting again.
 //
-// Load reads the YAML file strictly (package strictyaml) and overlays the
-// environment with viper: every key can be overridden as FRAUDWATCH_ + the
-// upper-cased dotted path with _ for . (kafka.tls.enabled →
-// FRAUDWATCH_KAFKA_TLS_ENABLED); lists take comma-separated values. An
-// empty environment variable counts as unset. Relative paths, in the file
-// or the environment, are resolved against the directory of the config
-// file. Load also loads the rules file.
+// Both files are read the one strict way of strict.go. Load reads the
+// configuration, overlays the environment with viper and loads the rules
+// file: every key can be overridden as FRAUDWATCH_ + the upper-cased dotted
+// path with _ for . (kafka.tls.enabled → FRAUDWATCH_KAFKA_TLS_ENABLED);
+// lists take comma-separated values. An empty environment variable counts
+// as unset. Relative paths, in the file or the environment, are resolved
+// against the directory of the config file.
 package config
 
 import (

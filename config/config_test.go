@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
-
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // fileKeys lists the leaf keys a YAML file sets.
@@ -98,7 +95,7 @@ func TestLoadFullFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRules, err := rules.LoadFile(filepath.Join(dir, "rules.yaml"))
+	wantRules, err := LoadRules(filepath.Join(dir, "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,9 +429,9 @@ func TestRulesErrorsPassThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load("testdata/bad-rules-config.yaml")
-	var fe *strictyaml.FieldError
+	var fe *FieldError
 	if !errors.As(err, &fe) {
-		t.Fatalf("error %v is not a *strictyaml.FieldError", err)
+		t.Fatalf("error %v is not a *FieldError", err)
 	}
 	if fe.File != rulesPath || fe.Rule != `"orders-per-customer-1m"` || fe.Field != "window" {
 		t.Errorf("rules error names file %q rule %q field %q", fe.File, fe.Rule, fe.Field)

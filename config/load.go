@@ -14,9 +14,6 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
-
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // EnvPrefix starts the name of every environment override.
@@ -46,7 +43,7 @@ func Load(path string) (*Config, error) {
 	var rerr error
 	if c.RulesFile != "" {
 		// rules errors already name the file, the rule and the field.
-		c.Rules, rerr = rules.LoadFile(c.RulesFile)
+		c.Rules, rerr = LoadRules(c.RulesFile)
 	}
 	if rerr != nil {
 		// Report the settings' problems too, but not "no rules" on top of
@@ -62,7 +59,7 @@ func Load(path string) (*Config, error) {
 // decode turns the file's bytes and the environment into a Config, without
 // validating it. name is the file as the user gave it, abs its absolute path.
 func decode(data []byte, name, abs string) (*Config, error) {
-	doc, err := strictyaml.Parse(data, name)
+	doc, err := parseYAML(data, name)
 	if err != nil {
 		return nil, err
 	}
@@ -74,23 +71,23 @@ func decode(data []byte, name, abs string) (*Config, error) {
 		// as well, so that both agree on what the file says.
 		file = lowerKeys(d)
 	default:
-		return nil, &strictyaml.FieldError{File: name, Msg: "must be a mapping of settings (kafka:, redis:, …)"}
+		return nil, &FieldError{File: name, Msg: "must be a mapping of settings (kafka:, redis:, …)"}
 	}
-	opts := strictyaml.Options{File: name}
-	if errs := strictyaml.UnknownKeys(file, &Config{}, opts); len(errs) > 0 {
+	opts := decodeOptions{File: name}
+	if errs := unknownKeys(file, &Config{}, opts); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 
 	settings, env, err := overlayEnv(file)
 	if err != nil {
-		return nil, &strictyaml.FieldError{File: name, Msg: err.Error()}
+		return nil, &FieldError{File: name, Msg: err.Error()}
 	}
 	c := &Config{File: abs, name: name, env: env}
 	opts.Env = env
 	// Strings from the environment are converted by the hooks; YAML's own
 	// values keep their types (a bare 60 is not a duration, 1.5 not a size).
-	opts.Hooks = []mapstructure.DecodeHookFunc{strictyaml.DurationHook, listHook, intHook, boolHook}
-	if errs := strictyaml.Decode(settings, c, opts); len(errs) > 0 {
+	opts.Hooks = []mapstructure.DecodeHookFunc{durationHook, listHook, intHook, boolHook}
+	if errs := decodeStrict(settings, c, opts); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 
@@ -224,12 +221,12 @@ func intHook(from, to reflect.Type, data any) (any, error) {
 	case string:
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, to.Bits())
 		if err != nil {
-			return nil, strictyaml.Errorf("%q is not an integer", v)
+			return nil, hookErrorf("%q is not an integer", v)
 		}
 		return n, nil
 	case float64:
 		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
-			return nil, strictyaml.Errorf("%v is not an integer", v)
+			return nil, hookErrorf("%v is not an integer", v)
 		}
 		return int64(v), nil
 	}
@@ -244,7 +241,7 @@ func boolHook(from, to reflect.Type, data any) (any, error) {
 	}
 	b, err := strconv.ParseBool(strings.TrimSpace(s))
 	if err != nil {
-		return nil, strictyaml.Errorf("%q is not true or false", s)
+		return nil, hookErrorf("%q is not true or false", s)
 	}
 	return b, nil
 }

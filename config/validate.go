@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -184,7 +183,7 @@ type checker struct {
 
 func (k *checker) bad(field, format string, args ...any) {
 	base, _, _ := strings.Cut(field, "[")
-	k.errs = append(k.errs, &strictyaml.FieldError{
+	k.errs = append(k.errs, &FieldError{
 		File:  k.c.displayName(),
 		Field: field,
 		Env:   k.c.env[base],

@@ -1,11 +1,10 @@
-// Package rules holds the velocity rules: their model (Rule), how they are
-// read from YAML (Parse, LoadFile), and the Engine that evaluates every
+// Package rules holds the velocity rules (Rule; package config reads them
+// from their file and checks them) and the Engine that evaluates every
 // event against them through the Redis scripts of package lua, handing
 // first crossings on as alerts.
 package rules
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
@@ -34,16 +33,3 @@ type Rule struct {
 // MaxThreshold keeps thresholds exact in the scripts, whose numbers are
 // doubles (2^53 - 1).
 const MaxThreshold = 1<<53 - 1
-
-// Names are what keys, metric labels and alerts call a rule: short, and
-// safe in all three.
-var nameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
-
-const maxNameLen = 64
-
-// Defaults of a rule's optional fields; the cooldown defaults to the
-// window.
-const (
-	defaultSeverity = alert.SeverityWarning
-	defaultMode     = alert.ModeAlert
-)

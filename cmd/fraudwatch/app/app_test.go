@@ -21,7 +21,6 @@ import (
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // notes records every alert a pipeline delivers.
@@ -65,7 +64,7 @@ type replica struct {
 func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	t.Helper()
 	k := kafkatest.New(t)
-	rs, err := rules.Parse([]byte(rulesYAML), "test-rules.yaml")
+	rs, err := config.ParseRules([]byte(rulesYAML), "test-rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/config"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 //go:embed rules.yaml
@@ -296,7 +295,7 @@ func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err
 
 	rulesFrom = "from " + cfg.RulesFile
 	if len(cfg.Rules) == 0 {
-		rs, err := rules.Parse(builtinRules, "cmd/fraudwatch/demo/rules.yaml")
+		rs, err := config.ParseRules(builtinRules, "cmd/fraudwatch/demo/rules.yaml")
 		if err != nil {
 			return config.Config{}, "", fmt.Errorf("demo: built-in rules: %w", err)
 		}

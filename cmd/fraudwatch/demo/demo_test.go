@@ -124,7 +124,7 @@ func TestRunWithConfig(t *testing.T) {
 	}))
 	defer slack.Close()
 
-	rs, err := rules.Parse([]byte(`
+	rs, err := config.ParseRules([]byte(`
 rules:
   - name: orders-per-email-1m
     description: Three orders from one email address within a minute
@@ -231,7 +231,7 @@ func TestBuildConfig(t *testing.T) {
 
 func builtinNames(t *testing.T) []string {
 	t.Helper()
-	rs, err := rules.Parse(builtinRules, "rules.yaml")
+	rs, err := config.ParseRules(builtinRules, "rules.yaml")
 	if err != nil {
 		t.Fatalf("built-in rules: %v", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/event"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // sent is one generated message, decoded as the consumer would.
@@ -89,7 +89,7 @@ type groupState struct {
 }
 
 func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
-	rs, err := rules.Parse(builtinRules, "rules.yaml")
+	rs, err := config.ParseRules(builtinRules, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rules_test
+package config_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -56,7 +56,7 @@ func oneRule(edits ...string) string {
 	return b.String()
 }
 
-func TestParseValid(t *testing.T) {
+func TestParseRulesValid(t *testing.T) {
 	tests := []struct {
 		name string
 		yaml string
@@ -145,18 +145,18 @@ func TestParseValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := rules.Parse([]byte(tt.yaml), "rules.yaml")
+			got, err := config.ParseRules([]byte(tt.yaml), "rules.yaml")
 			if err != nil {
-				t.Fatalf("Parse:\n%s\nerror: %v", tt.yaml, err)
+				t.Fatalf("ParseRules:\n%s\nerror: %v", tt.yaml, err)
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Parse:\n%s\ngot  %+v\nwant %+v", tt.yaml, got, tt.want)
+				t.Errorf("ParseRules:\n%s\ngot  %+v\nwant %+v", tt.yaml, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestParseInvalid(t *testing.T) {
+func TestParseRulesInvalid(t *testing.T) {
 	const rule = `"orders-per-customer-1m"`
 	tests := []struct {
 		name string
@@ -233,12 +233,12 @@ func TestParseInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := rules.Parse([]byte(tt.yaml), "conf/rules.yaml")
+			got, err := config.ParseRules([]byte(tt.yaml), "conf/rules.yaml")
 			if err == nil {
-				t.Fatalf("Parse:\n%s\n= %+v, want an error", tt.yaml, got)
+				t.Fatalf("ParseRules:\n%s\n= %+v, want an error", tt.yaml, got)
 			}
 			if got != nil {
-				t.Errorf("Parse returned rules with its error: %+v", got)
+				t.Errorf("ParseRules returned rules with its error: %+v", got)
 			}
 			msg := err.Error()
 			for _, line := range strings.Split(msg, "\n") {
@@ -257,9 +257,9 @@ func TestParseInvalid(t *testing.T) {
 }
 
 // fieldErrors flattens the errors Parse joined.
-func fieldErrors(t *testing.T, err error) []*strictyaml.FieldError {
+func fieldErrors(t *testing.T, err error) []*config.FieldError {
 	t.Helper()
-	var out []*strictyaml.FieldError
+	var out []*config.FieldError
 	var walk func(error)
 	walk = func(err error) {
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -268,7 +268,7 @@ func fieldErrors(t *testing.T, err error) []*strictyaml.FieldError {
 			}
 			return
 		}
-		var fe *strictyaml.FieldError
+		var fe *config.FieldError
 		if !errors.As(err, &fe) {
 			t.Fatalf("error %v (%T) is not a *FieldError", err, err)
 		}
@@ -278,7 +278,7 @@ func fieldErrors(t *testing.T, err error) []*strictyaml.FieldError {
 	return out
 }
 
-func TestParseReportsEveryError(t *testing.T) {
+func TestParseRulesReportsEveryError(t *testing.T) {
 	yaml := `rules:
   - name: ok-rule
     metric: count
@@ -306,9 +306,9 @@ func TestParseReportsEveryError(t *testing.T) {
     threshold: 0
 extra: true
 `
-	_, err := rules.Parse([]byte(yaml), "r.yaml")
+	_, err := config.ParseRules([]byte(yaml), "r.yaml")
 	if err == nil {
-		t.Fatal("Parse accepted a file with errors")
+		t.Fatal("ParseRules accepted a file with errors")
 	}
 	type key struct{ rule, field string }
 	// Each problem is reported exactly once: a float threshold is not also
@@ -335,27 +335,27 @@ extra: true
 	}
 }
 
-func TestLoadFile(t *testing.T) {
+func TestLoadRules(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(path, []byte(oneRule()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := rules.LoadFile(path)
+	rs, err := config.LoadRules(path)
 	if err != nil || len(rs) != 1 || rs[0].Name != "orders-per-customer-1m" {
-		t.Fatalf("LoadFile = %+v, %v", rs, err)
+		t.Fatalf("LoadRules = %+v, %v", rs, err)
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte(oneRule("threshold: 0")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rules.LoadFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("LoadFile(bad) error %v does not name %s", err, bad)
+	if _, err := config.LoadRules(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("LoadRules(bad) error %v does not name %s", err, bad)
 	}
 
-	_, err = rules.LoadFile(filepath.Join(dir, "missing.yaml"))
+	_, err = config.LoadRules(filepath.Join(dir, "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadFile(missing) = %v, want os.ErrNotExist", err)
+		t.Errorf("LoadRules(missing) = %v, want os.ErrNotExist", err)
 	}
 }

@@ -1,4 +1,4 @@
-package strictyaml_test
+package config
 
 import (
 	"errors"
@@ -7,21 +7,19 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
 )
 
 func TestFieldErrorText(t *testing.T) {
 	tests := []struct {
-		err  strictyaml.FieldError
+		err  FieldError
 		want string
 	}{
-		{strictyaml.FieldError{File: "r.yaml", Rule: `"a"`, Field: "window", Msg: "bad"}, `r.yaml: rule "a": window: bad`},
-		{strictyaml.FieldError{File: "r.yaml", Field: "rules", Msg: "bad"}, "r.yaml: rules: bad"},
-		{strictyaml.FieldError{Rule: "#2", Msg: "bad"}, "rule #2: bad"},
-		{strictyaml.FieldError{File: "c.yaml", Field: "kafka.brokers[1]", Env: "FRAUDWATCH_KAFKA_BROKERS", Msg: "bad"},
+		{FieldError{File: "r.yaml", Rule: `"a"`, Field: "window", Msg: "bad"}, `r.yaml: rule "a": window: bad`},
+		{FieldError{File: "r.yaml", Field: "rules", Msg: "bad"}, "r.yaml: rules: bad"},
+		{FieldError{Rule: "#2", Msg: "bad"}, "rule #2: bad"},
+		{FieldError{File: "c.yaml", Field: "kafka.brokers[1]", Env: "FRAUDWATCH_KAFKA_BROKERS", Msg: "bad"},
 			"c.yaml: kafka.brokers[1]: bad (set by FRAUDWATCH_KAFKA_BROKERS)"},
-		{strictyaml.FieldError{Msg: "bad"}, "bad"},
+		{FieldError{Msg: "bad"}, "bad"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -30,33 +28,33 @@ func TestFieldErrorText(t *testing.T) {
 	}
 }
 
-type inner struct {
+type testSection struct {
 	Enabled bool   `mapstructure:"enabled"`
 	Name    string `mapstructure:"server_name"`
 }
 
-type doc struct {
+type testDoc struct {
 	Window  time.Duration  `mapstructure:"window"`
 	Pointer *time.Duration `mapstructure:"cooldown"`
 	Names   []string       `mapstructure:"names"`
 	Count   int            `mapstructure:"count"`
-	TLS     inner          `mapstructure:"tls"`
+	TLS     testSection    `mapstructure:"tls"`
 	skipped string         // unexported: not a key
 }
 
-// messages parses and checks yaml against doc, returning each error's text.
-func messages(t *testing.T, yaml string) []string {
+// strictMessages parses and checks yaml against testDoc, returning each error's text.
+func strictMessages(t *testing.T, yaml string) []string {
 	t.Helper()
-	in, err := strictyaml.Parse([]byte(yaml), "f.yaml")
+	in, err := parseYAML([]byte(yaml), "f.yaml")
 	if err != nil {
 		return []string{err.Error()}
 	}
-	opts := strictyaml.Options{File: "f.yaml", Hooks: []mapstructure.DecodeHookFunc{strictyaml.DurationHook}}
-	var d doc
-	errs := append(strictyaml.UnknownKeys(in, &d, opts), strictyaml.Decode(in, &d, opts)...)
+	opts := decodeOptions{File: "f.yaml", Hooks: []mapstructure.DecodeHookFunc{durationHook}}
+	var d testDoc
+	errs := append(unknownKeys(in, &d, opts), decodeStrict(in, &d, opts)...)
 	var out []string
 	for _, err := range errs {
-		if _, ok := errors.AsType[*strictyaml.FieldError](err); !ok {
+		if _, ok := errors.AsType[*FieldError](err); !ok {
 			t.Errorf("%v (%T) is not a *FieldError", err, err)
 		}
 		out = append(out, err.Error())
@@ -96,7 +94,7 @@ func TestStrictDecoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := messages(t, tt.yaml)
+			got := strictMessages(t, tt.yaml)
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
 				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
@@ -105,27 +103,27 @@ func TestStrictDecoding(t *testing.T) {
 }
 
 func TestDecodeValues(t *testing.T) {
-	in, err := strictyaml.Parse([]byte("window: 1h30m\ncooldown: 0\nnames: [a]\ncount: 7\ntls: {enabled: true, server_name: x}\n"), "f.yaml")
+	in, err := parseYAML([]byte("window: 1h30m\ncooldown: 0\nnames: [a]\ncount: 7\ntls: {enabled: true, server_name: x}\n"), "f.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d doc
-	if errs := strictyaml.Decode(in, &d, strictyaml.Options{Hooks: []mapstructure.DecodeHookFunc{strictyaml.DurationHook}}); errs != nil {
+	var d testDoc
+	if errs := decodeStrict(in, &d, decodeOptions{Hooks: []mapstructure.DecodeHookFunc{durationHook}}); errs != nil {
 		t.Fatal(errs)
 	}
 	if d.Window != 90*time.Minute || d.Pointer == nil || *d.Pointer != 0 || len(d.Names) != 1 || d.Count != 7 ||
-		d.TLS != (inner{Enabled: true, Name: "x"}) {
+		d.TLS != (testSection{Enabled: true, Name: "x"}) {
 		t.Errorf("decoded %+v", d)
 	}
 }
 
 func TestErrorsNameTheRuleAndTheVariable(t *testing.T) {
 	in := map[string]any{"window": "soon", "names": "a"}
-	opts := strictyaml.Options{File: "f.yaml", Rule: `"r"`, Env: map[string]string{"names": "FRAUDWATCH_NAMES"},
-		Hooks: []mapstructure.DecodeHookFunc{strictyaml.DurationHook}}
-	var d doc
+	opts := decodeOptions{File: "f.yaml", Rule: `"r"`, Env: map[string]string{"names": "FRAUDWATCH_NAMES"},
+		Hooks: []mapstructure.DecodeHookFunc{durationHook}}
+	var d testDoc
 	var got []string
-	for _, err := range strictyaml.Decode(in, &d, opts) {
+	for _, err := range decodeStrict(in, &d, opts) {
 		got = append(got, err.Error())
 	}
 	want := []string{

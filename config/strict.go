@@ -1,18 +1,4 @@
-// Package strictyaml reads fraudwatch's YAML files, the configuration and
-// the rules, the one strict way:
-//
-//   - every key must name a field, exactly; an unknown key is an error, with
-//     a hint when it is a near miss ("windw: did you mean window?");
-//   - no value changes type on its way in: a bare 60 is not a duration, "3"
-//     is not a number, 1.5 is not an integer (hooks accept other forms where
-//     a caller allows them, such as the strings of the environment);
-//   - every problem is a *FieldError naming the file, the rule when there is
-//     one, and the key, and never quoting a value it was not given to quote.
-//
-// Parse reads a document; UnknownKeys and Decode check it against a struct
-// whose fields carry mapstructure tags. Validation of the values themselves
-// belongs to the caller, which reports it as FieldErrors too.
-package strictyaml
+package config
 
 import (
 	"errors"
@@ -27,6 +13,21 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"go.yaml.in/yaml/v3"
 )
+
+// This file is the one strict way fraudwatch reads its YAML files, the
+// configuration and the rules:
+//
+//   - every key must name a field, exactly; an unknown key is an error, with
+//     a hint when it is a near miss ("windw: did you mean window?");
+//   - no value changes type on its way in: a bare 60 is not a duration, "3"
+//     is not a number, 1.5 is not an integer (hooks accept other forms where
+//     a caller allows them, such as the strings of the environment);
+//   - every problem is a *FieldError naming the file, the rule when there is
+//     one, and the key, and never quoting a value it was not given to quote.
+//
+// parseYAML reads a document; unknownKeys and decodeStrict check it against
+// a struct whose fields carry mapstructure tags. The checks of the values
+// themselves report FieldErrors too.
 
 // FieldError names the file, the rule and the key at fault, and the
 // environment variable when the value came from one.
@@ -54,34 +55,34 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// Options say where a document came from, for the errors, and which other
+// decodeOptions say where a document came from, for the errors, and which other
 // forms of values it accepts.
-type Options struct {
+type decodeOptions struct {
 	File string
 	Rule string
 	// Env maps the keys whose values came from the environment to their
 	// variable.
 	Env map[string]string
-	// Hooks convert values before they are decoded (see DurationHook).
+	// Hooks convert values before they are decoded (see durationHook).
 	Hooks []mapstructure.DecodeHookFunc
 }
 
-// Errorf makes an error whose text is a FieldError's whole message: for
+// hookErrorf makes an error whose text is a FieldError's whole message: for
 // hooks, whose words are meant for the operator.
-func Errorf(format string, args ...any) error { return hookError(fmt.Sprintf(format, args...)) }
+func hookErrorf(format string, args ...any) error { return hookError(fmt.Sprintf(format, args...)) }
 
 type hookError string
 
 func (e hookError) Error() string { return string(e) }
 
-func (o Options) fieldError(field, msg string) *FieldError {
+func (o decodeOptions) fieldError(field, msg string) *FieldError {
 	base, _, _ := strings.Cut(field, "[")
 	return &FieldError{File: o.File, Rule: o.Rule, Field: field, Env: o.Env[base], Msg: msg}
 }
 
-// Parse reads a YAML document into maps, lists and scalars. A key repeated
+// parseYAML reads a YAML document into maps, lists and scalars. A key repeated
 // in one mapping is an error, as YAML has it.
-func Parse(data []byte, file string) (any, error) {
+func parseYAML(data []byte, file string) (any, error) {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		// yaml.v3 lists several problems on several lines; errors here are
@@ -92,10 +93,10 @@ func Parse(data []byte, file string) (any, error) {
 	return doc, nil
 }
 
-// UnknownKeys reports every key of in that no field of *out names, the
+// unknownKeys reports every key of in that no field of *out names, the
 // outermost one only when a whole unknown section is given. A value of the
 // wrong kind (a scalar where a section belongs) is left to Decode.
-func UnknownKeys(in, out any, opts Options) []error {
+func unknownKeys(in, out any, opts decodeOptions) []error {
 	var errs []error
 	var walk func(m map[string]any, t reflect.Type, prefix string)
 	walk = func(m map[string]any, t reflect.Type, prefix string) {
@@ -121,10 +122,10 @@ func UnknownKeys(in, out any, opts Options) []error {
 	return errs
 }
 
-// Decode decodes in into *out, field by field, and reports every value
+// decodeStrict decodes in into *out, field by field, and reports every value
 // that does not fit its field. Keys it does not know are ignored: see
-// UnknownKeys.
-func Decode(in, out any, opts Options) []error {
+// unknownKeys.
+func decodeStrict(in, out any, opts decodeOptions) []error {
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result: out,
 		// mapstructure matches names case-insensitively by default: a rule
@@ -134,7 +135,7 @@ func Decode(in, out any, opts Options) []error {
 		DecodeHook:       mapstructure.ComposeDecodeHookFunc(opts.Hooks...),
 	})
 	if err != nil {
-		return []error{fmt.Errorf("strictyaml: %w", err)}
+		return []error{fmt.Errorf("config: %w", err)}
 	}
 	if err := dec.Decode(in); err != nil {
 		return decodeErrors(err, in, reflect.TypeOf(out).Elem(), opts)
@@ -145,7 +146,7 @@ func Decode(in, out any, opts Options) []error {
 // decodeErrors turns mapstructure's errors, which it joins under one
 // header, into one FieldError per field. Values are not repeated unless a
 // hook quoted them.
-func decodeErrors(err error, in any, t reflect.Type, opts Options) []error {
+func decodeErrors(err error, in any, t reflect.Type, opts decodeOptions) []error {
 	var out []error
 	var walk func(error)
 	walk = func(err error) {
@@ -184,7 +185,7 @@ func message(err error, field string, in any, t reflect.Type) string {
 	case errors.As(err, &he):
 		return he.Error()
 	case errors.As(err, &ut):
-		msg := fmt.Sprintf("expected %s, got %s", typeName(ut.Expected.Type()), Kind(ut.Value))
+		msg := fmt.Sprintf("expected %s, got %s", typeName(ut.Expected.Type()), yamlKind(ut.Value))
 		if ut.Expected.Kind() == reflect.String {
 			if _, isNum := number(ut.Value); isNum || reflect.ValueOf(ut.Value).Kind() == reflect.Bool {
 				msg += " (quote it)"
@@ -196,9 +197,9 @@ func message(err error, field string, in any, t reflect.Type) string {
 	}
 	if ft, ok := typeAt(t, field); ok {
 		if ft.Kind() == reflect.Struct {
-			return fmt.Sprintf("expected a mapping of %s settings, got %s", field, Kind(valueAt(in, field)))
+			return fmt.Sprintf("expected a mapping of %s settings, got %s", field, yamlKind(valueAt(in, field)))
 		}
-		return fmt.Sprintf("expected %s, got %s", typeName(ft), Kind(valueAt(in, field)))
+		return fmt.Sprintf("expected %s, got %s", typeName(ft), yamlKind(valueAt(in, field)))
 	}
 	return strings.ReplaceAll(err.Error(), "'", "")
 }
@@ -293,19 +294,17 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
-
-// DurationHook reads Go durations ("30s", "1h30m") into time.Duration
+// durationHook reads Go durations ("30s", "1h30m") into time.Duration
 // fields. A bare number is refused (is 60 seconds or nanoseconds?), except
 // 0, which YAML makes an integer.
-func DurationHook(from, to reflect.Type, data any) (any, error) {
+func durationHook(from, to reflect.Type, data any) (any, error) {
 	if to != durationType || from == durationType {
 		return data, nil
 	}
 	if s, ok := data.(string); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil {
-			return nil, Errorf("%q is not a duration (such as 500ms, 30s, 1m)", s)
+			return nil, hookErrorf("%q is not a duration (such as 500ms, 30s, 1m)", s)
 		}
 		return d, nil
 	}
@@ -313,9 +312,9 @@ func DurationHook(from, to reflect.Type, data any) (any, error) {
 		if n == 0 {
 			return time.Duration(0), nil
 		}
-		return nil, Errorf("%v needs a unit (such as 500ms, 30s, 1m)", data)
+		return nil, hookErrorf("%v needs a unit (such as 500ms, 30s, 1m)", data)
 	}
-	return nil, Errorf("expected a duration (such as 30s), got %s", Kind(data))
+	return nil, hookErrorf("expected a duration (such as 30s), got %s", yamlKind(data))
 }
 
 // number reports a value YAML made a number of, as a float64.
@@ -332,9 +331,9 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// Kind names what YAML made of a value, for messages. It never shows the
+// yamlKind names what YAML made of a value, for messages. It never shows the
 // value: it may be a secret.
-func Kind(v any) string {
+func yamlKind(v any) string {
 	switch reflect.ValueOf(v).Kind() {
 	case reflect.Invalid:
 		return "nothing"

@@ -1,10 +1,11 @@
-package rules
+package config
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,43 +13,44 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 
 	"github.com/fraudwatch/fraudwatch/alert"
-	"github.com/fraudwatch/fraudwatch/config/strictyaml"
+	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-// LoadFile reads and validates a rules file.
-func LoadFile(path string) ([]Rule, error) {
+// LoadRules reads a rules file (README, Rules), checks every rule and
+// applies the defaults of its optional fields.
+func LoadRules(path string) ([]rules.Rule, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	return Parse(data, path)
+	return ParseRules(data, path)
 }
 
-// Parse reads and validates rules from YAML; file names the source in
-// errors, which are *strictyaml.FieldErrors naming the rule and the field.
-// Every problem found is reported, not just the first.
-func Parse(data []byte, file string) ([]Rule, error) {
-	doc, err := strictyaml.Parse(data, file)
+// ParseRules reads and checks rules from YAML; file names the source in
+// errors, which are *FieldErrors naming the rule and the field. Every
+// problem found is reported, not just the first.
+func ParseRules(data []byte, file string) ([]rules.Rule, error) {
+	doc, err := parseYAML(data, file)
 	if err != nil {
 		return nil, err
 	}
 	top, ok := doc.(map[string]any)
 	if doc != nil && !ok {
-		return nil, &strictyaml.FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
+		return nil, &FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
 	}
 	var layout struct {
 		Rules any `mapstructure:"rules"`
 	}
-	errs := strictyaml.UnknownKeys(top, &layout, strictyaml.Options{File: file})
+	errs := unknownKeys(top, &layout, decodeOptions{File: file})
 	list, ok := top["rules"].([]any)
 	if !ok {
-		errs = append(errs, &strictyaml.FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
+		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
 		return nil, errors.Join(errs...)
 	}
 	if len(list) == 0 {
-		errs = append(errs, &strictyaml.FieldError{File: file, Field: "rules", Msg: "no rules defined"})
+		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "no rules defined"})
 	}
-	var out []Rule
+	var out []rules.Rule
 	seen := map[string]int{}
 	for i, item := range list {
 		r, err := decodeRule(item, file, i)
@@ -57,7 +59,7 @@ func Parse(data []byte, file string) ([]Rule, error) {
 			continue
 		}
 		if prev, dup := seen[r.Name]; dup {
-			errs = append(errs, &strictyaml.FieldError{File: file, Rule: fmt.Sprintf("%q (#%d)", r.Name, i+1), Field: "name",
+			errs = append(errs, &FieldError{File: file, Rule: fmt.Sprintf("%q (#%d)", r.Name, i+1), Field: "name",
 				Msg: fmt.Sprintf("duplicate of rule #%d: names must be unique", prev+1)})
 			continue
 		}
@@ -69,6 +71,19 @@ func Parse(data []byte, file string) ([]Rule, error) {
 	}
 	return out, nil
 }
+
+// Names are what keys, metric labels and alerts call a rule: short, and
+// safe in all three.
+var ruleNameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+const maxRuleName = 64
+
+// Defaults of a rule's optional fields; the cooldown defaults to the
+// window.
+const (
+	defaultSeverity = alert.SeverityWarning
+	defaultMode     = alert.ModeAlert
+)
 
 // spec is a rule as written in the file. The threshold arrives as whatever
 // YAML made of it, so that "3" and 3.5 get errors of their own.
@@ -88,27 +103,27 @@ type spec struct {
 
 // decodeRule reads the i-th rule of file and applies its defaults,
 // reporting every problem of it.
-func decodeRule(item any, file string, i int) (Rule, error) {
+func decodeRule(item any, file string, i int) (rules.Rule, error) {
 	where := fmt.Sprintf("#%d", i+1)
 	m, ok := item.(map[string]any)
 	if !ok {
-		return Rule{}, &strictyaml.FieldError{File: file, Rule: where, Msg: "must be a mapping of rule fields"}
+		return rules.Rule{}, &FieldError{File: file, Rule: where, Msg: "must be a mapping of rule fields"}
 	}
 	if name, ok := m["name"].(string); ok && name != "" {
 		where = fmt.Sprintf("%q", name)
 	}
-	opts := strictyaml.Options{File: file, Rule: where, Hooks: []mapstructure.DecodeHookFunc{strictyaml.DurationHook}}
+	opts := decodeOptions{File: file, Rule: where, Hooks: []mapstructure.DecodeHookFunc{durationHook}}
 	var s spec
-	errs := strictyaml.UnknownKeys(m, &s, opts)
-	decodeErrs := strictyaml.Decode(m, &s, opts)
+	errs := unknownKeys(m, &s, opts)
+	decodeErrs := decodeStrict(m, &s, opts)
 	c := &ruleChecker{opts: opts, failed: map[string]bool{}}
 	for _, err := range decodeErrs {
-		if fe, ok := errors.AsType[*strictyaml.FieldError](err); ok {
+		if fe, ok := errors.AsType[*FieldError](err); ok {
 			base, _, _ := strings.Cut(fe.Field, "[")
 			c.failed[base] = true
 		}
 	}
-	r := Rule{
+	r := rules.Rule{
 		Name:        c.name(s.Name),
 		Description: s.Description,
 		Metric:      c.metric(s.Metric),
@@ -128,7 +143,7 @@ func decodeRule(item any, file string, i int) (Rule, error) {
 // ruleChecker checks the fields of one rule as decoded, collecting a
 // FieldError for each problem.
 type ruleChecker struct {
-	opts strictyaml.Options
+	opts decodeOptions
 	// failed holds the fields that did not decode: they have their error,
 	// and a second one ("is required" for the zero value left behind)
 	// would only confuse.
@@ -140,14 +155,14 @@ func (c *ruleChecker) bad(field, format string, args ...any) {
 	if base, _, _ := strings.Cut(field, "["); c.failed[base] {
 		return
 	}
-	c.errs = append(c.errs, &strictyaml.FieldError{File: c.opts.File, Rule: c.opts.Rule, Field: field, Msg: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, &FieldError{File: c.opts.File, Rule: c.opts.Rule, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (c *ruleChecker) name(name string) string {
 	if name == "" {
 		c.bad("name", "is required")
-	} else if !nameRE.MatchString(name) || len(name) > maxNameLen {
-		c.bad("name", "must be 1-%d characters of a-z, 0-9, '_' and '-'", maxNameLen)
+	} else if !ruleNameRE.MatchString(name) || len(name) > maxRuleName {
+		c.bad("name", "must be 1-%d characters of a-z, 0-9, '_' and '-'", maxRuleName)
 	}
 	return name
 }
@@ -229,8 +244,8 @@ func (c *ruleChecker) threshold(v any) int64 {
 		c.bad("threshold", "must be an integer, got %v", t)
 		return 0
 	}
-	if n <= 0 || n > MaxThreshold {
-		c.bad("threshold", "must be an integer between 1 and %d", int64(MaxThreshold))
+	if n <= 0 || n > rules.MaxThreshold {
+		c.bad("threshold", "must be an integer between 1 and %d", int64(rules.MaxThreshold))
 	}
 	return n
 }
