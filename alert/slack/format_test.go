@@ -229,6 +229,11 @@ func TestFormatNamesEverything(t *testing.T) {
 }
 
 func TestFormatSeverity(t *testing.T) {
+	for _, sev := range alert.Severities {
+		if severityEmoji[sev] == "" {
+			t.Errorf("severity %q has no emoji", sev)
+		}
+	}
 	tests := []struct{ severity, emoji, label string }{
 		{"info", ":information_source:", "INFO"},
 		{"warning", ":warning:", "WARNING"},

@@ -262,6 +262,11 @@ func sampleAlert() alert.Alert {
 }
 
 func TestConsoleFormat(t *testing.T) {
+	for _, sev := range alert.Severities {
+		if severityStyle[sev] == "" {
+			t.Errorf("severity %q has no colour", sev)
+		}
+	}
 	count := sampleAlert()
 	count.Rule, count.Severity, count.Metric = "orders-per-customer-1m", "high", "count"
 	count.GroupBy, count.GroupValues = []string{"customer_id"}, []string{"cust-1"}
