@@ -3,7 +3,9 @@
 // their defaults (Default, and a rule's optional fields) and their checks
 // (Validate, ParseRules), with messages that name the file, the rule, the
 // key and the environment variable that set it. Components take the
-// values it checked; none of them defaults or checks a setting again.
+// values it checked: none of them defaults or checks a setting again (a
+// component's Validate only notices a value left unset, or one it cannot
+// use at all).
 //
 // Both files are read the one strict way of strict.go. Load reads the
 // configuration, overlays the environment with viper and loads the rules

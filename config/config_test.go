@@ -332,6 +332,22 @@ func TestUnknownKeys(t *testing.T) {
 	}
 }
 
+// Keys are read as viper reads them: case-insensitively, and with a dot in
+// a key as a path.
+func TestKeysAsViperReadsThem(t *testing.T) {
+	clearEnv(t)
+	path := writeConfig(t, "Kafka:\n  Group_ID: upper\nkafka.client_id: dotted\nredis.tls.server_name: deep\n")
+	c, err := decodePath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.GroupID != "upper" || c.Kafka.ClientID != "dotted" || c.Redis.TLS.ServerName != "deep" {
+		t.Errorf("group_id %q, client_id %q, redis server_name %q", c.Kafka.GroupID, c.Kafka.ClientID, c.Redis.TLS.ServerName)
+	}
+	_, err = decodePath(writeConfig(t, "kafka.brokr: [a:1]\n"))
+	wantMessages(t, err, "kafka.brokr: unknown key (did you mean kafka.brokers?)")
+}
+
 func TestDecodeErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml string

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -67,9 +68,7 @@ func decode(data []byte, name, abs string) (*Config, error) {
 	switch d := doc.(type) {
 	case nil:
 	case map[string]any:
-		// viper reads keys case-insensitively; the check of the keys does
-		// as well, so that both agree on what the file says.
-		file = lowerKeys(d)
+		file = viperKeys(d)
 	default:
 		return nil, &FieldError{File: name, Msg: "must be a mapping of settings (kafka:, redis:, …)"}
 	}
@@ -135,14 +134,34 @@ func overlayEnv(file map[string]any) (settings map[string]any, env map[string]st
 	return v.AllSettings(), env, nil
 }
 
-// lowerKeys lower-cases the keys of a mapping and of the mappings in it.
-func lowerKeys(m map[string]any) map[string]any {
+// viperKeys reads a mapping's keys the way viper does: case-insensitively,
+// and a dot in a key as a path ("kafka.brokers: [...]" at the top is
+// kafka: {brokers: [...]}), so that the check of the keys and the
+// overlay of the environment agree on what the file says.
+func viperKeys(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		if sub, ok := v.(map[string]any); ok {
-			v = lowerKeys(sub)
+			v = viperKeys(sub)
 		}
-		out[strings.ToLower(k)] = v
+		path := strings.Split(strings.ToLower(k), ".")
+		at := out
+		for _, part := range path[:len(path)-1] {
+			next, ok := at[part].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				at[part] = next
+			}
+			at = next
+		}
+		last := path[len(path)-1]
+		if sub, ok := v.(map[string]any); ok {
+			if prev, ok := at[last].(map[string]any); ok {
+				maps.Copy(prev, sub)
+				continue
+			}
+		}
+		at[last] = v
 	}
 	return out
 }

@@ -17,8 +17,10 @@ import (
 // This file is the one strict way fraudwatch reads its YAML files, the
 // configuration and the rules:
 //
-//   - every key must name a field, exactly; an unknown key is an error, with
-//     a hint when it is a near miss ("windw: did you mean window?");
+//   - every key must name a field, exactly (the configuration's keys are
+//     first read as viper reads them: see viperKeys); an unknown key is an
+//     error, with a hint when it is a near miss ("windw: did you mean
+//     window?");
 //   - no value changes type on its way in: a bare 60 is not a duration, "3"
 //     is not a number, 1.5 is not an integer (hooks accept other forms where
 //     a caller allows them, such as the strings of the environment);

@@ -55,6 +55,7 @@ func (c *Config) checkSettings() []error {
 func (k *checker) kafka(kc *Kafka) {
 	k.hostPorts("kafka.brokers", kc.Brokers, "broker")
 	k.required("kafka.group_id", kc.GroupID)
+	k.required("kafka.client_id", kc.ClientID)
 	k.topics(kc)
 	switch kc.StartOffset {
 	case StartEarliest, StartLatest:
@@ -164,7 +165,7 @@ func (k *checker) slack(s *Slack) {
 		if trimmed(s.Token) {
 			k.bad("slack.token", "has leading or trailing white space")
 		}
-		if s.Channel == "" {
+		if strings.TrimSpace(s.Channel) == "" {
 			k.bad("slack.channel", "is required with slack.token (bot-token mode posts to a channel)")
 		}
 	}

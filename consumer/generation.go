@@ -17,7 +17,7 @@ import (
 type generation struct {
 	*Group
 	gen *kafka.Generation
-	run *runState
+	rs  *runState
 	// work is the context messages are handled in. It outlives the
 	// generation by at most half the rebalance timeout (cutShort): the
 	// member must rejoin within it, or the group moves on without it while
@@ -33,7 +33,7 @@ type generation struct {
 // startGeneration starts a loop per assigned partition, a lag refresher
 // and a committer on gen, and returns at once.
 func (c *Group) startGeneration(work context.Context, rs *runState, gen *kafka.Generation) {
-	g := &generation{Group: c, gen: gen, run: rs, offsets: newOffsets(), held: newHeld(c.lag)}
+	g := &generation{Group: c, gen: gen, rs: rs, offsets: newOffsets(), held: newHeld(c.lag)}
 	g.work, g.cutShort = context.WithCancel(work)
 	n := 0
 	for topic, parts := range gen.Assignments {
@@ -142,8 +142,8 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 		case aborted:
 			// A rebalance cutting work short while running is routine (the
 			// next owner redelivers); during shutdown it makes Run fail.
-			if g.run.stopping.Err() != nil {
-				g.run.aborted.Add(1)
+			if g.rs.stopping.Err() != nil {
+				g.rs.aborted.Add(1)
 			}
 			return // not committed, redelivered later
 		case givenUp:
@@ -201,8 +201,8 @@ const (
 
 // process handles one message until it succeeds, or gives up on it
 // uncommitted when work is aborted or when an attempt failed and the
-// generation (gen) has ended.
-func (c *Group) process(gen, work context.Context, msg kafka.Message) outcome {
+// generation (genCtx) has ended.
+func (c *Group) process(genCtx, work context.Context, msg kafka.Message) outcome {
 	backoff := c.cfg.RetryMin
 	for {
 		err := c.handler.HandleMessage(work, msg)
@@ -214,7 +214,7 @@ func (c *Group) process(gen, work context.Context, msg kafka.Message) outcome {
 			log.Warn("message aborted uncommitted", "err", err)
 			return aborted
 		}
-		if gen.Err() != nil {
+		if genCtx.Err() != nil {
 			log.Warn("message abandoned uncommitted", "err", err)
 			return givenUp
 		}
@@ -222,7 +222,7 @@ func (c *Group) process(gen, work context.Context, msg kafka.Message) outcome {
 		select {
 		case <-time.After(backoff):
 		case <-work.Done():
-		case <-gen.Done():
+		case <-genCtx.Done():
 		}
 		backoff = min(2*backoff, c.cfg.RetryMax)
 	}

@@ -53,7 +53,9 @@ func (k Keys) Group(rule string, values []string) Group {
 
 // Counter is the key of the window counter of a rule. metric is what the
 // rule counts ("count" or "amount"), the key's last part, so that a
-// counter says what it holds.
+// counter says what it holds. It is a plain key segment here: the type
+// (alert.Metric) belongs to the alert model, which itself uses this
+// package.
 func (k Keys) Counter(g Group, metric string) string {
 	return k.prefix + ":" + g.tag + ":" + metric
 }

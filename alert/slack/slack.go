@@ -21,7 +21,8 @@ import (
 
 // Config selects one of Slack's two ways in: an incoming webhook, or a bot
 // token posting with chat.postMessage. Its values come checked from package
-// config (slack.*); Validate only catches a notifier wired without a way in.
+// config (slack.*); Validate only catches a notifier wired without a way
+// in, a channel or a timeout, or with a URL New could not use.
 type Config struct {
 	// WebhookURL is an incoming-webhook URL. It is a secret: whoever holds
 	// it can post to the channel.
@@ -32,7 +33,7 @@ type Config struct {
 	// overrides it. Webhooks post to the channel they were created for.
 	Channel string
 	// APIURL overrides the Web API base URL (a proxy, a test server); ""
-	// is Slack's.
+	// is slack-go's, Slack's own.
 	APIURL string
 	// Timeout bounds one HTTP request when HTTPClient is not given.
 	Timeout time.Duration
@@ -42,7 +43,6 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	c.Channel = strings.TrimSpace(c.Channel)
-	c.APIURL = strings.TrimSpace(c.APIURL)
 	if c.Token != "" {
 		if c.APIURL == "" {
 			c.APIURL = slack.APIURL
@@ -63,15 +63,16 @@ func (c *Config) Validate() error {
 	switch {
 	case (c.WebhookURL == "") == (c.Token == ""):
 		return errors.New("slack: set exactly one of webhook_url and token")
-	case c.Token != "" && c.Channel == "":
+	case c.Token != "" && strings.TrimSpace(c.Channel) == "":
 		return errors.New("slack: token mode needs a channel")
 	case c.HTTPClient == nil && c.Timeout <= 0:
 		return errors.New("slack: a request timeout is required")
 	}
-	for name, u := range map[string]string{"webhook_url": c.WebhookURL, "api_url": c.APIURL} {
-		if _, err := url.Parse(u); err != nil {
-			return fmt.Errorf("slack: %s is not a URL", name)
-		}
+	if _, err := url.Parse(c.WebhookURL); err != nil {
+		return errors.New("slack: webhook_url is not a URL")
+	}
+	if _, err := url.Parse(c.APIURL); err != nil {
+		return errors.New("slack: api_url is not a URL")
 	}
 	return nil
 }

@@ -350,7 +350,7 @@ func TestSlackTokenPostsToChannel(t *testing.T) {
 			n, err := New(Config{Timeout: testTimeout,
 				Token:   testToken,
 				Channel: "#fraud-alerts",
-				// Without its trailing slash: NewSlack must add it.
+				// Without its trailing slash: New must add it.
 				APIURL:     strings.TrimSuffix(srv.GetAPIURL(), "/"),
 				HTTPClient: &http.Client{Transport: rt, Timeout: 10 * time.Second},
 			})
