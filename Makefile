@@ -26,3 +26,12 @@ test-compat:
 	done; \
 	if [ -n "$$failed" ]; then echo "make test-compat: FAILED against Kafka$$failed"; exit 1; fi; \
 	echo "make test-compat: passed against Kafka $(KAFKA_VERSIONS)"
+
+# make bench         the bench (bench/, README Performance): one table, a few minutes
+# make bench-smoke   the same over 20,000 events, as CI runs it so that it cannot rot
+.PHONY: bench bench-smoke
+bench:
+	./scripts/bench.sh
+
+bench-smoke:
+	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s

@@ -17,13 +17,9 @@ cd "$(dirname "$0")/.."
 
 log() { printf 'test.sh: %s\n' "$*"; }
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  log "installing redis-server from Debian's packages"
-  as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+# shellcheck source=scripts/servers.sh
+. scripts/servers.sh
+install_redis
 
 kafka_mode=${FRAUDWATCH_TEST_KAFKA:-real}
 case "$kafka_mode" in
@@ -45,7 +41,6 @@ log "downloading Go modules"
 go mod download
 
 work=$(mktemp -d)
-redis_pid=""
 kafka_state="$work/kafka"
 kafka_version=""
 cleanup() {
@@ -55,11 +50,8 @@ cleanup() {
     log "Kafka broker log (last 40 lines; all of it in $kafka_state/kafka.log, kept):"
     tail -n 40 "$kafka_state/kafka.log" >&2 || true
   fi
-  scripts/kafka.sh stop "$kafka_state" || true
-  if [ -n "$redis_pid" ]; then
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  stop_kafka "$kafka_state"
+  stop_redis
   if [ "$status" -ne 0 ] && [ -s "$work/redis.log" ]; then
     log "redis-server log (last 20 lines):"
     tail -n 20 "$work/redis.log" >&2 || true
@@ -83,32 +75,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A random port that turns out to be taken makes redis-server exit at once;
-# then the next candidate is tried.
-start_redis() {
-  for _ in $(seq 1 20); do
-    port=$((20000 + RANDOM % 40000))
-    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
-      --dir "$work" --logfile "$work/redis.log" &
-    redis_pid=$!
-    for _ in $(seq 1 50); do
-      if ! kill -0 "$redis_pid" 2>/dev/null; then
-        break
-      fi
-      if [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ]; then
-        REDIS_ADDR="127.0.0.1:$port"
-        return 0
-      fi
-      sleep 0.1
-    done
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-    redis_pid=""
-  done
-  log "could not start redis-server"
-  return 1
-}
-start_redis
+start_redis "$work"
 export FRAUDWATCH_TEST_REDIS_ADDR="$REDIS_ADDR"
 log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR"
 
@@ -117,13 +84,13 @@ if [ "$kafka_mode" = real ]; then
     log "ignoring FRAUDWATCH_TEST_KAFKA_BROKERS=$FRAUDWATCH_TEST_KAFKA_BROKERS: this script tests against a broker it starts (run go test directly to use yours)"
   fi
   want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
-  if ! kafka_addr=$(scripts/kafka.sh start "$want" "$kafka_state"); then
+  if ! start_kafka "$want" "$kafka_state"; then
     log "Kafka $want did not start, so the run fails (FRAUDWATCH_TEST_KAFKA=fake tests against the in-process fake instead)"
     exit 1
   fi
   kafka_version=$(cat "$kafka_state/version")
-  export FRAUDWATCH_TEST_KAFKA_BROKERS="$kafka_addr"
-  log "Kafka $kafka_version on $kafka_addr"
+  export FRAUDWATCH_TEST_KAFKA_BROKERS="$KAFKA_ADDR"
+  log "Kafka $kafka_version on $KAFKA_ADDR"
 else
   unset FRAUDWATCH_TEST_KAFKA_BROKERS
   not_real_kafka

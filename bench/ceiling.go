@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// seedScript is a fixed-window counter the simplest way, as the design
+// documents describe one: count, start the window when the key is new,
+// say whether this call crossed. No idempotency, no records: the cheapest
+// script a velocity rule can run, and so the ceiling to compare with.
+const seedScript = `
+local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+local current = redis.call('INCRBY', KEYS[1], ARGV[1])
+if redis.call('TTL', KEYS[1]) == -1 then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+local threshold = tonumber(ARGV[3])
+if prev < threshold and current >= threshold then
+  return {current, 1}
+end
+return {current, 0}
+`
+
+// scriptCall is one call of a script: its keys and arguments for the i-th
+// call of a ceiling run.
+type scriptCall func(i int) (keys []string, args []any)
+
+// ceiling measures how many calls of script Redis runs per second while
+// conns clients keep it busy, each sending pipelines of depth calls, for
+// d: the most any consumer of that script can reach on this Redis.
+func ceiling(ctx context.Context, rdb *redis.Client, script *redis.Script, call scriptCall, conns, depth int, d time.Duration) (float64, error) {
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		return 0, fmt.Errorf("load script: %w", err)
+	}
+	var (
+		next  atomic.Int64
+		calls atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range conns {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				pipe := rdb.Pipeline()
+				for range depth {
+					keys, args := call(int(next.Add(1)))
+					script.EvalSha(ctx, pipe, keys, args...)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = err
+					}
+					errMu.Unlock()
+					return
+				}
+				calls.Add(int64(depth))
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, fmt.Errorf("run script: %w", first)
+	}
+	return float64(calls.Load()) / time.Since(start).Seconds(), nil
+}
+
+// seedCall counts into one of 100,000 keys, as four rules over a large
+// population do.
+func seedCall(prefix string) scriptCall {
+	return func(i int) ([]string, []any) {
+		return []string{prefix + ":{" + strconv.Itoa(i%100_000) + "}"}, []any{1, 600, 1_000_000}
+	}
+}
+
+// projectScript reads one of fraudwatch's own scripts from lua/, as the
+// binary embeds it.
+func projectScript(name string) (*redis.Script, error) {
+	src, err := os.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		return nil, fmt.Errorf("read the project's %s script (run the bench from the repository root): %w", name, err)
+	}
+	return redis.NewScript(string(src)), nil
+}

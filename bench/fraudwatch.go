@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// fraudwatchRun is one measured run of the real binary: processes
+// replicas in one group over the pre-produced workload.
+type fraudwatchRun struct {
+	bin      string
+	dir      string
+	brokers  []string
+	redis    string
+	orders   string
+	refunds  string
+	group    string
+	prefix   string
+	replicas int
+	events   int
+}
+
+// result is what a contender achieved.
+type result struct {
+	eventsPerSec float64
+	callsPerSec  float64 // script calls Redis ran, per second
+	peakRSS      int64   // bytes, the largest of the processes
+	rssSamples   []int64 // bytes, over the run (the first process)
+}
+
+// buildFraudwatch builds the binary as a user would.
+func buildFraudwatch(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "fraudwatch")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/fraudwatch")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build fraudwatch: %w", err)
+	}
+	return bin, nil
+}
+
+// config writes the configuration and rules of one replica.
+func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
+	dir := filepath.Join(r.dir, "replica-"+strconv.Itoa(i))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesYAML), 0o644); err != nil {
+		return "", err
+	}
+	cfg := fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  alerts_topic: %q
+  start_offset: earliest
+redis:
+  addrs: [%q]
+  key_prefix: %q
+metrics:
+  listen: %q
+rules_file: rules.yaml
+`, strings.Join(r.brokers, ","), r.group, r.orders, r.refunds, r.orders+".dlq", r.orders+".alerts", r.redis, r.prefix, metrics)
+	path := filepath.Join(dir, "fraudwatch.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// replica is one running fraudwatch process.
+type replica struct {
+	cmd     *exec.Cmd
+	metrics string
+	done    chan error
+}
+
+// start runs the replicas and returns once each serves its metrics.
+func (r *fraudwatchRun) start(ctx context.Context) ([]*replica, error) {
+	var out []*replica
+	for i := range r.replicas {
+		addr, err := freeAddr()
+		if err != nil {
+			return out, err
+		}
+		path, err := r.config(i, addr)
+		if err != nil {
+			return out, err
+		}
+		logf, err := os.Create(filepath.Join(filepath.Dir(path), "fraudwatch.log"))
+		if err != nil {
+			return out, err
+		}
+		cmd := exec.Command(r.bin, "run", "--config", path, "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			return out, fmt.Errorf("start fraudwatch: %w", err)
+		}
+		rep := &replica{cmd: cmd, metrics: "http://" + addr + "/metrics", done: make(chan error, 1)}
+		go func() { rep.done <- cmd.Wait(); logf.Close() }()
+		out = append(out, rep)
+	}
+	for _, rep := range out {
+		for {
+			if _, err := scrape(ctx, rep.metrics); err == nil {
+				break
+			}
+			select {
+			case err := <-rep.done:
+				return out, fmt.Errorf("fraudwatch exited at start (%v); see its log in %s", err, r.dir)
+			case <-ctx.Done():
+				return out, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return out, nil
+}
+
+// stop ends the replicas as an operator would, with SIGTERM.
+func stop(reps []*replica) {
+	for _, rep := range reps {
+		_ = rep.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, rep := range reps {
+		select {
+		case <-rep.done:
+		case <-time.After(40 * time.Second):
+			_ = rep.cmd.Process.Kill()
+			<-rep.done
+		}
+	}
+}
+
+// processed is how many events the replicas are done with, valid or not.
+func processed(ctx context.Context, reps []*replica) (float64, error) {
+	var sum float64
+	for _, rep := range reps {
+		m, err := scrape(ctx, rep.metrics)
+		if err != nil {
+			return 0, err
+		}
+		sum += m["fraudwatch_events_consumed_total"] + m["fraudwatch_events_invalid_total"]
+	}
+	return sum, nil
+}
+
+// measure runs the replicas over the workload already in the topics and
+// times them from their first processed event to their last, so that
+// joining the group is not counted.
+func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, error)) (result, error) {
+	reps, err := r.start(ctx)
+	defer stop(reps)
+	if err != nil {
+		return result{}, err
+	}
+	var (
+		first, last time.Time
+		res         result
+		calls0      int64
+	)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	rssEvery := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		case <-tick.C:
+		}
+		n, err := processed(ctx, reps)
+		if err != nil {
+			return result{}, fmt.Errorf("read fraudwatch's metrics: %w", err)
+		}
+		if first.IsZero() && n > 0 {
+			first = time.Now()
+			if calls0, err = redisCalls(); err != nil {
+				return result{}, err
+			}
+		}
+		if time.Since(rssEvery) >= 500*time.Millisecond {
+			rssEvery = time.Now()
+			if rss, err := procStatus(reps[0].cmd.Process.Pid, "VmRSS"); err == nil {
+				res.rssSamples = append(res.rssSamples, rss)
+			}
+		}
+		if int(n) >= r.events {
+			last = time.Now()
+			break
+		}
+	}
+	calls1, err := redisCalls()
+	if err != nil {
+		return result{}, err
+	}
+	secs := last.Sub(first).Seconds()
+	res.eventsPerSec = float64(r.events) / secs
+	res.callsPerSec = float64(calls1-calls0) / secs
+	for _, rep := range reps {
+		if hwm, err := procStatus(rep.cmd.Process.Pid, "VmHWM"); err == nil {
+			res.peakRSS = max(res.peakRSS, hwm)
+		}
+	}
+	return res, nil
+}
+
+// scrape reads the counters and gauges of a /metrics page, summed over
+// their labels.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+			_, rest, _ = strings.Cut(line, "} ")
+		}
+		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// procStatus reads a size field (VmRSS, VmHWM) of /proc/PID/status, in
+// bytes.
+func procStatus(pid int, field string) (int64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New(field + " not in /proc status")
+}
+
+// freeAddr is a loopback address nobody listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

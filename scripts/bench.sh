@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The bench (bench/, README Performance): starts a redis-server and a real
+# Apache Kafka broker on free loopback ports, as scripts/test.sh does, runs
+# `go run ./bench` against them with the arguments given, and stops both
+# again, also when something fails.
+#
+#   scripts/bench.sh                      the whole bench (make bench)
+#   scripts/bench.sh -events 20000 ...    any of bench's flags (make bench-smoke)
+#
+# FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'bench.sh: %s\n' "$*" >&2; }
+
+# shellcheck source=scripts/servers.sh
+. scripts/servers.sh
+install_redis
+
+work=$(mktemp -d)
+kafka_state="$work/kafka"
+cleanup() {
+  status=$?
+  if [ "$status" -ne 0 ] && [ -s "$kafka_state/kafka.log" ]; then
+    log "Kafka broker log (last 40 lines):"
+    tail -n 40 "$kafka_state/kafka.log" >&2 || true
+  fi
+  stop_kafka "$kafka_state"
+  stop_redis
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_redis "$work"
+want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
+start_kafka "$want" "$kafka_state"
+export FRAUDWATCH_BENCH_REDIS_ADDR="$REDIS_ADDR"
+export FRAUDWATCH_BENCH_KAFKA_BROKERS="$KAFKA_ADDR"
+export FRAUDWATCH_BENCH_KAFKA_VERSION
+FRAUDWATCH_BENCH_KAFKA_VERSION=$(cat "$kafka_state/version")
+log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
+go run ./bench "$@"

@@ -1,0 +1,62 @@
+# Sourced by scripts/test.sh and scripts/bench.sh: the servers both need, on
+# free loopback ports, started and stopped the same way.
+#
+#   install_redis              redis-server and redis-cli from Debian's packages, when missing
+#   start_redis DIR            a redis-server with its files in DIR; sets REDIS_ADDR and redis_pid
+#   stop_redis                 stops it; safe to repeat
+#   start_kafka VERSION DIR    a real Kafka broker (scripts/kafka.sh) with its state in DIR; sets KAFKA_ADDR
+#   stop_kafka DIR             stops it; safe to repeat, and after a failed start
+#
+# The caller defines log() and sets `set -euo pipefail`.
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_redis() {
+  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    log "installing redis-server from Debian's packages"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >/dev/null
+  fi
+}
+
+# A random port that turns out to be taken makes redis-server exit at once;
+# then the next candidate is tried.
+redis_pid=""
+start_redis() {
+  local dir=$1 port
+  for _ in $(seq 1 20); do
+    port=$((20000 + RANDOM % 40000))
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+      --dir "$dir" --logfile "$dir/redis.log" &
+    redis_pid=$!
+    for _ in $(seq 1 50); do
+      if ! kill -0 "$redis_pid" 2>/dev/null; then
+        break
+      fi
+      if [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ]; then
+        REDIS_ADDR="127.0.0.1:$port"
+        return 0
+      fi
+      sleep 0.1
+    done
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=""
+  done
+  log "could not start redis-server"
+  return 1
+}
+
+stop_redis() {
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=""
+  fi
+}
+
+start_kafka() {
+  KAFKA_ADDR=$(scripts/kafka.sh start "$1" "$2")
+}
+
+stop_kafka() { scripts/kafka.sh stop "$1" || true; }
