@@ -144,9 +144,22 @@ func (d *Dispatcher) Track(rule string) {
 	d.m.suppressed.WithLabelValues(rule, SuppressedShadow)
 }
 
-// HandleMessage settles one message of the alerts topic: the dispatcher is
-// the alerts group's handler. It returns nil once the message may be
-// committed, an error (see Deliver) when it must come round again.
+// HandleMessages settles a batch of the alerts topic's messages, one by
+// one in order: the dispatcher is the alerts group's handler. It returns
+// how many may be committed, and an error (see Deliver) when the next must
+// come round again.
+func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	for i, msg := range msgs {
+		if err := d.HandleMessage(ctx, msg); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+// HandleMessage settles one message of the alerts topic. It returns nil
+// once the message may be committed, an error (see Deliver) when it must
+// come round again.
 func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error {
 	a, err := Decode(msg.Value)
 	if err != nil {

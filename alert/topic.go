@@ -58,14 +58,19 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 	return &Topic{w: w}, nil
 }
 
-// Publish writes one alert and waits for all in-sync replicas.
-func (t *Topic) Publish(ctx context.Context, a Alert) error {
-	value, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("alert: encode %s: %w", a.ID, err)
+// Publish writes alerts and waits for all in-sync replicas to have every
+// one of them.
+func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
+	msgs := make([]kafka.Message, len(alerts))
+	for i, a := range alerts {
+		value, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("alert: encode %s: %w", a.ID, err)
+		}
+		msgs[i] = kafka.Message{Key: []byte(a.CooldownKey), Value: value}
 	}
-	if err := t.w.WriteMessages(ctx, kafka.Message{Key: []byte(a.CooldownKey), Value: value}); err != nil {
-		return fmt.Errorf("alert: write %s to %s: %w", a.ID, t.w.Topic, err)
+	if err := t.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("alert: write %d alerts to %s: %w", len(alerts), t.w.Topic, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -158,8 +159,9 @@ func processed(ctx context.Context, reps []*replica) (float64, error) {
 
 // measure runs the replicas over the workload already in the topics and
 // times them from their first processed event to their last, so that
-// joining the group is not counted.
-func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, error)) (result, error) {
+// joining the group is not counted. after, when set, runs while they are
+// still up, once they are done.
+func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, error), after func(reps []*replica, res *result) error) (result, error) {
 	reps, err := r.start(ctx)
 	defer stop(reps)
 	if err != nil {
@@ -170,10 +172,10 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 		res         result
 		calls0      int64
 	)
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	rssEvery := time.Now()
-	for {
+	for last.IsZero() {
 		select {
 		case <-ctx.Done():
 			return result{}, ctx.Err()
@@ -197,7 +199,6 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 		}
 		if int(n) >= r.events {
 			last = time.Now()
-			break
 		}
 	}
 	calls1, err := redisCalls()
@@ -207,12 +208,109 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 	secs := last.Sub(first).Seconds()
 	res.eventsPerSec = float64(r.events) / secs
 	res.callsPerSec = float64(calls1-calls0) / secs
+	if after != nil {
+		if err := after(reps, &res); err != nil {
+			return result{}, err
+		}
+	}
 	for _, rep := range reps {
 		if hwm, err := procStatus(rep.cmd.Process.Pid, "VmHWM"); err == nil {
 			res.peakRSS = max(res.peakRSS, hwm)
 		}
 	}
 	return res, nil
+}
+
+// rssCurve describes RSS over the run: at its first, middle and last
+// samples.
+func (r result) rssCurve() string {
+	s := r.rssSamples
+	if len(s) == 0 {
+		return "no samples"
+	}
+	return fmt.Sprintf("%s, %s, %s", mib(s[0]), mib(s[len(s)/2]), mib(s[len(s)-1]))
+}
+
+// histogram is a Prometheus histogram as scraped: upper bounds and
+// cumulative counts.
+type histogram struct {
+	bounds []float64
+	counts []float64
+}
+
+// scrapeHistogram reads one histogram of a /metrics page, summed over the
+// replicas.
+func scrapeHistogram(ctx context.Context, reps []*replica, name string) (histogram, error) {
+	var h histogram
+	for i, rep := range reps {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.metrics, nil)
+		if err != nil {
+			return h, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return h, err
+		}
+		sc := bufio.NewScanner(resp.Body)
+		b := 0
+		for sc.Scan() {
+			line := sc.Text()
+			rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
+			if !ok {
+				continue
+			}
+			le, count, _ := strings.Cut(rest, `"} `)
+			bound, err1 := strconv.ParseFloat(le, 64)
+			if le == "+Inf" {
+				bound, err1 = math.Inf(1), nil
+			}
+			n, err2 := strconv.ParseFloat(count, 64)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			if i == 0 {
+				h.bounds, h.counts = append(h.bounds, bound), append(h.counts, n)
+			} else if b < len(h.counts) {
+				h.counts[b] += n
+			}
+			b++
+		}
+		resp.Body.Close()
+	}
+	return h, nil
+}
+
+// quantile estimates the q-quantile of the observations between two
+// scrapes, interpolating inside a bucket as Prometheus does.
+func quantile(before, after histogram, q float64) float64 {
+	n := len(after.counts)
+	if n == 0 {
+		return math.NaN()
+	}
+	delta := make([]float64, n)
+	for i := range delta {
+		delta[i] = after.counts[i]
+		if i < len(before.counts) {
+			delta[i] -= before.counts[i]
+		}
+	}
+	total := delta[n-1]
+	if total <= 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	lower, prev := 0.0, 0.0
+	for i, c := range delta {
+		if c >= rank {
+			upper := after.bounds[i]
+			if math.IsInf(upper, 1) {
+				return lower
+			}
+			return lower + (upper-lower)*(rank-prev)/(c-prev)
+		}
+		lower, prev = after.bounds[i], c
+	}
+	return lower
 }
 
 // scrape reads the counters and gauges of a /metrics page, summed over

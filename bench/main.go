@@ -28,6 +28,9 @@ type options struct {
 	partitions  int
 	naiveEvents int
 	ceilingFor  time.Duration
+	latencyFor  time.Duration
+	latencyRate float64
+	scaling     []int
 	kafka       string
 	brokers     string
 	redis       string
@@ -42,11 +45,19 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 8, "partitions of the orders and refunds topics")
 	flag.IntVar(&o.naiveEvents, "naive-events", 100_000, "events the naive consumer processes (it is slow)")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
+	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
 	flag.StringVar(&o.kafka, "kafka", "real", `"real": the broker at -brokers; "fake": an in-process kfake`)
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
+	scaling := flag.String("scaling", "2,4", "numbers of fraudwatch processes to measure besides 1, comma-separated (empty: none)")
 	flag.Parse()
+	for f := range strings.SplitSeq(*scaling, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 1 {
+			o.scaling = append(o.scaling, n)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -142,14 +153,60 @@ func run(ctx context.Context, o options) error {
 	progress("(b) fraudwatch, 1 process, over %d events", o.events)
 	fw := &fraudwatchRun{bin: bin, dir: dir, brokers: brokers, redis: o.redis, orders: orders, refunds: refunds,
 		group: "bench-fw-" + suffix, prefix: "fw", replicas: 1, events: o.events}
-	res, err := fw.measure(ctx, func() (int64, error) { return scriptCalls(ctx, rdb) })
+	mem0, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	var memPerEvent, countersPerEvent, p50, p99, p999, half float64
+	res, err := fw.measure(ctx, func() (int64, error) { return scriptCalls(ctx, rdb) }, func(reps []*replica, res *result) error {
+		// Every event is still in its 10-minute window.
+		mem1, err := usedMemory(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		memPerEvent = float64(mem1-mem0) / float64(o.events)
+		plain, _, err := countersOnly(ctx, rdb, "fw")
+		if err != nil {
+			return err
+		}
+		countersPerEvent = float64(plain) / float64(o.events)
+		half = res.eventsPerSec / 2
+		if o.latencyRate > 0 {
+			half = o.latencyRate
+		}
+		progress("(b) latency at half that rate (%.0f events/s) for %v", half, o.latencyFor)
+		lw := workload{events: int(half*o.latencyFor.Seconds()) + 1000, customers: o.customers, refunds: o.refunds, seed: o.seed + 1}
+		p50, p99, p999, err = latencyAt(ctx, brokers, orders, refunds, reps, lw, half, o.latencyFor)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	b := res.eventsPerSec
-	tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%d rule evaluations)", thousands(o.events), evaluations),
+	tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(o.events), thousands(evaluations)),
 		fmt.Sprintf("%.0f events/s", b),
-		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules; peak RSS %s", res.callsPerSec, b/(seedCeiling/rulesPerOrder), rulesPerOrder, mib(res.peakRSS)))
+		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b/(seedCeiling/rulesPerOrder), rulesPerOrder))
+	tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
+		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(p50), ms(p99), ms(p999)), "from fraudwatch_event_latency_seconds's buckets")
+	tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
+	tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
+		fmt.Sprintf("plain counters alone: %.0f bytes (%.2f ×)", countersPerEvent, memPerEvent/countersPerEvent))
+
+	// (b) again with more processes in the group.
+	for _, n := range o.scaling {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		progress("(b) fraudwatch, %d processes, over %d events", n, o.events)
+		run := *fw
+		run.replicas, run.group = n, fmt.Sprintf("bench-fw%d-%s", n, suffix)
+		res, err := run.measure(ctx, func() (int64, error) { return scriptCalls(ctx, rdb) }, nil)
+		if err != nil {
+			return err
+		}
+		tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
+			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process", res.eventsPerSec/b, mib(res.peakRSS)))
+	}
 
 	// (c) the naive consumer.
 	n := min(o.naiveEvents, o.events)

@@ -40,3 +40,5 @@ func thousands(n int) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func ms(seconds float64) string { return fmt.Sprintf("%.1f ms", seconds*1000) }

@@ -146,12 +146,15 @@ func (w workload) produce(ctx context.Context, brokers []string, orders, refunds
 }
 
 // createTopics creates topics with the given partitions and waits for
-// their leaders.
+// their leaders. Their records carry the time the broker appended them
+// (LogAppendTime), so that latency is measured from there and not from a
+// producer's queue.
 func createTopics(ctx context.Context, brokers []string, partitions int, names ...string) error {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	var req kafka.CreateTopicsRequest
 	for _, n := range names {
-		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: n, NumPartitions: partitions, ReplicationFactor: 1})
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: n, NumPartitions: partitions, ReplicationFactor: 1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.type", ConfigValue: "LogAppendTime"}}})
 	}
 	resp, err := client.CreateTopics(ctx, &req)
 	if err != nil {

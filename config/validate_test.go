@@ -50,6 +50,8 @@ func TestValidate(t *testing.T) {
 			[]string{"kafka.dead_letter_topic: must be at most 249 characters, got 250"}},
 		{"dot topic", func(c *Config) { c.Kafka.OrdersTopic = ".." }, []string{`kafka.orders_topic: ".." is not a valid topic name`}},
 		{"one topic for both", func(c *Config) { c.Kafka.RefundsTopic = c.Kafka.OrdersTopic }, nil},
+		{"topics that hash alike", func(c *Config) { c.Kafka.OrdersTopic, c.Kafka.RefundsTopic = "orders-4338", "orders-31606" },
+			[]string{`kafka.refunds_topic: "orders-31606" hashes like kafka.orders_topic ("orders-4338")`}},
 		{"dlq is orders", func(c *Config) { c.Kafka.DeadLetterTopic = "orders" },
 			[]string{`kafka.dead_letter_topic: must differ from kafka.orders_topic ("orders")`}},
 		{"dlq is refunds", func(c *Config) { c.Kafka.DeadLetterTopic = "refunds" },

@@ -21,20 +21,23 @@ import (
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
-// Handler evaluates one valid event. It returns nil once the event's
-// effects are done (counters updated, alerts handed off); an error is
-// retried with backoff, and the offset is not committed past the event,
-// unless it wraps event.ErrUnprocessable: such an event goes to the
-// dead-letter topic instead.
+// Handler evaluates the valid events of a batch, read from one partition
+// in order. It returns once their effects are done (counters updated,
+// alerts handed off), naming in unprocessable (by index) the events no
+// retry can process, each wrapping event.ErrUnprocessable: those go to the
+// dead-letter topic. An error means none of the batch may be committed: it
+// is retried as a whole, with backoff.
 type Handler interface {
-	Handle(ctx context.Context, ev *event.Event) error
+	Handle(ctx context.Context, evs []*event.Event) (unprocessable map[int]error, err error)
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, ev *event.Event) error
+type HandlerFunc func(ctx context.Context, evs []*event.Event) (map[int]error, error)
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, ev *event.Event) error { return f(ctx, ev) }
+func (f HandlerFunc) Handle(ctx context.Context, evs []*event.Event) (map[int]error, error) {
+	return f(ctx, evs)
+}
 
 // Config configures a Consumer: the group's settings, and the events'
 // topics. Like the group's, the topics and MaxEventBytes come checked from
@@ -137,7 +140,7 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 			}),
 		},
 	}
-	if c.Group, err = NewGroup(group, MessageHandlerFunc(c.handleMessage), log, reg); err != nil {
+	if c.Group, err = NewGroup(group, MessageHandlerFunc(c.handleMessages), log, reg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -166,39 +169,64 @@ func (c *Consumer) topicType(topic string) event.Type {
 	}
 }
 
-// handleMessage is one attempt at one message: a valid event goes to the
-// Handler, an invalid one to the dead-letter topic.
-func (c *Consumer) handleMessage(ctx context.Context, msg kafka.Message) error {
+// handleMessages is one attempt at a batch of one partition's messages:
+// valid events go to the Handler, invalid and unprocessable ones to the
+// dead-letter topic. It is all or nothing: on error the whole batch is
+// tried again, which the scripts make harmless for the events counted
+// already.
+func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
 	start := time.Now()
 	defer func() { c.m.processing.Observe(time.Since(start).Seconds()) }()
-	ev, invalid := c.decode(msg)
-	if invalid != nil {
-		return c.reject(ctx, msg, invalid, "invalid event sent to the dead-letter topic")
-	}
-	if err := c.handler.Handle(ctx, ev); err != nil {
-		if !errors.Is(err, event.ErrUnprocessable) {
-			return err
+	evs := make([]*event.Event, 0, len(msgs))
+	from := make([]int, 0, len(msgs)) // the message of each event
+	var rejects []reject
+	for i, msg := range msgs {
+		ev, why := c.decode(msg)
+		if why != nil {
+			rejects = append(rejects, reject{i, why, "invalid event sent to the dead-letter topic"})
+			continue
 		}
+		evs = append(evs, ev)
+		from = append(from, i)
+	}
+	unprocessable, err := c.handler.Handle(ctx, evs)
+	if err != nil {
+		return 0, err
+	}
+	for j, err := range unprocessable {
 		// No retry can succeed, and retrying for ever would stop the
 		// partition: it is dead-lettered like an invalid event. The
 		// engine's error text names rules and scripts, never payload
 		// values, so it may travel in the header and the log.
 		why := &event.InvalidError{Reason: event.ReasonUnprocessable, Detail: err.Error()}
-		return c.reject(ctx, msg, why, "unprocessable event sent to the dead-letter topic")
+		rejects = append(rejects, reject{from[j], why, "unprocessable event sent to the dead-letter topic"})
 	}
-	c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
-	return nil
+	for _, r := range rejects {
+		if err := c.deadLetter(ctx, msgs[r.msg], r.why); err != nil {
+			return 0, err
+		}
+	}
+	done := time.Now()
+	for j, ev := range evs {
+		if unprocessable[j] == nil {
+			c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
+			c.m.latency.Observe(done.Sub(msgs[from[j]].Time).Seconds())
+		}
+	}
+	for _, r := range rejects {
+		msg := msgs[r.msg]
+		c.m.invalid.WithLabelValues(string(r.why.Reason)).Inc()
+		c.log.Warn(r.log, "topic", msg.Topic, "partition", msg.Partition,
+			"offset", msg.Offset, "reason", r.why.Reason, "err", r.why.Error())
+	}
+	return len(msgs), nil
 }
 
-// reject dead-letters msg, then counts and logs it.
-func (c *Consumer) reject(ctx context.Context, msg kafka.Message, why *event.InvalidError, logMsg string) error {
-	if err := c.deadLetter(ctx, msg, why); err != nil {
-		return err
-	}
-	c.m.invalid.WithLabelValues(string(why.Reason)).Inc()
-	c.log.Warn(logMsg, "topic", msg.Topic, "partition", msg.Partition,
-		"offset", msg.Offset, "reason", why.Reason, "err", why.Error())
-	return nil
+// reject is a message of a batch that goes to the dead-letter topic.
+type reject struct {
+	msg int
+	why *event.InvalidError
+	log string
 }
 
 func (c *Consumer) decode(msg kafka.Message) (*event.Event, *event.InvalidError) {

@@ -14,19 +14,21 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 )
 
-// MessageHandler processes one message. It returns nil once the message's
-// effects are done; an error is retried with backoff, and the offset is not
-// committed past the message meanwhile.
+// MessageHandler processes a batch of messages from one partition, in
+// order. It returns how many of them, from the first, have their effects
+// done, and nil when that is all of them; with an error, the rest are
+// handed over again (with backoff), and no offset past them is committed
+// meanwhile.
 type MessageHandler interface {
-	HandleMessage(ctx context.Context, msg kafka.Message) error
+	HandleMessages(ctx context.Context, msgs []kafka.Message) (done int, err error)
 }
 
 // MessageHandlerFunc adapts a function to MessageHandler.
-type MessageHandlerFunc func(ctx context.Context, msg kafka.Message) error
+type MessageHandlerFunc func(ctx context.Context, msgs []kafka.Message) (int, error)
 
-// HandleMessage calls f.
-func (f MessageHandlerFunc) HandleMessage(ctx context.Context, msg kafka.Message) error {
-	return f(ctx, msg)
+// HandleMessages calls f.
+func (f MessageHandlerFunc) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	return f(ctx, msgs)
 }
 
 // GroupConfig configures a Group. Its settings (brokers to rebalance
@@ -53,6 +55,11 @@ type GroupConfig struct {
 
 	// MaxMessageBytes sizes fetches (default 4 MiB).
 	MaxMessageBytes int
+	// BatchSize bounds the messages of a partition handed over at once
+	// (default 500); BatchLinger is how long a batch waits for more once it
+	// has one (default 2ms), so that low traffic is not held back.
+	BatchSize   int
+	BatchLinger time.Duration
 	// DrainTimeout bounds how long in-flight messages may take to finish
 	// once Run's context is done (default 10s).
 	DrainTimeout time.Duration
@@ -69,6 +76,12 @@ type GroupConfig struct {
 func (c *GroupConfig) setDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.BatchLinger == 0 {
+		c.BatchLinger = 2 * time.Millisecond
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
@@ -103,8 +116,8 @@ func (c *GroupConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is not set", s.name))
 		}
 	}
-	if c.MaxMessageBytes < 1 {
-		errs = append(errs, errors.New("max message bytes must be positive"))
+	if c.MaxMessageBytes < 1 || c.BatchSize < 1 || c.BatchLinger < 0 {
+		errs = append(errs, errors.New("max message bytes and batch size must be positive, batch linger not negative"))
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, errors.New("retry backoff must satisfy 0 < min <= max"))
@@ -119,7 +132,8 @@ func (c *GroupConfig) Validate() error {
 }
 
 // Group is one member of a consumer group. It reads each assigned
-// partition in order, hands every message to its MessageHandler, and
+// partition in order, hands its messages to its MessageHandler in batches,
+// and
 // commits an offset only once the message and all before it are handled:
 // delivery is at least once.
 //

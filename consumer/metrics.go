@@ -13,6 +13,7 @@ type metrics struct {
 	consumed   *prometheus.CounterVec
 	invalid    *prometheus.CounterVec
 	processing prometheus.Histogram
+	latency    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (metrics, error) {
@@ -27,8 +28,13 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"reason"}),
 		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fraudwatch_event_processing_seconds",
-			Help:    "Time one attempt at an event takes: rules, scripts and alert hand-off, or the dead-letter write.",
+			Help:    "Time one attempt at a batch of a partition's events takes: rules, scripts, alert hand-off and dead letters.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fraudwatch_event_latency_seconds",
+			Help:    "Time from an event's Kafka timestamp to the end of its processing (counted, crossings handed off).",
+			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30, 60, 300},
 		}),
 	}
 	for _, t := range []event.Type{event.Order, event.Refund} {
@@ -38,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing, m.latency} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}

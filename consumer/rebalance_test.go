@@ -40,7 +40,7 @@ func member(cfgJSON string) int {
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	h := HandlerFunc(func(_ context.Context, ev *event.Event) error {
+	h := perEvent(func(_ context.Context, ev *event.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "%s %d %d %s\n", ev.Source.Topic, ev.Source.Partition, ev.Source.Offset, ev.EventID)

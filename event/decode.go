@@ -124,11 +124,24 @@ func str(raw map[string]json.RawMessage, name string) (string, bool, error) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false, invalid(ReasonWrongType, name, "must be a string")
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := unquote(v)
+	if err != nil {
 		return "", false, invalid(ReasonWrongType, name, "must be a string")
 	}
 	return s, s != "", nil
+}
+
+// unquote decodes a JSON string of a document json.Unmarshal has already
+// checked. Most strings hold no escape: their bytes, between the quotes,
+// are their value, and decoding them again would cost an allocation of the
+// decoder each.
+func unquote(v json.RawMessage) (string, error) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
+		return string(v[1 : len(v)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
 }
 
 // amount reads the required amount: a JSON integer literal in

@@ -92,8 +92,8 @@ func (e *Event) Field(name string) (string, bool) {
 	}
 	switch v[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
+		s, err := unquote(v)
+		if err != nil {
 			return "", false
 		}
 		return s, s != ""

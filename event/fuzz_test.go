@@ -1,6 +1,7 @@
 package event_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ var topicTypes = []event.Type{"", event.Order, event.Refund}
 // *InvalidError with a listed reason. The seeds run in the normal suite.
 func FuzzDecode(f *testing.F) {
 	seeds := []string{
+		`{"event_id":"e\u00e9\n","type":"order","order_id":"o\"1","customer_id":"\ud55c","amount":1,"email":"a\/b"}`,
 		`{"event_id":"e1","type":"order","order_id":"o1","customer_id":"c1","amount":15000}`,
 		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"currency":"krw","occurred_at":"2024-03-01T03:30:45Z"}`,
 		`{"event_id":"e1","type":"refund","order_id":"o1","customer_id":"c1","amount":1000000000000000}`,
@@ -102,6 +104,18 @@ func FuzzDecode(f *testing.F) {
 		for name, want := range map[string]string{"event_id": e.EventID, "order_id": e.OrderID, "customer_id": e.CustomerID} {
 			if v, ok := e.Field(name); !ok || v != want {
 				t.Fatalf("Field(%q) = %q, %v; struct holds %q", name, v, ok, want)
+			}
+		}
+		// The strings are what encoding/json makes of them, escapes or not.
+		var plain map[string]any
+		if err := json.Unmarshal(data, &plain); err != nil {
+			t.Fatalf("Decode accepted what encoding/json refuses: %v", err)
+		}
+		for _, name := range specFields[1:] {
+			if want, ok := plain[name].(string); ok {
+				if got, _ := e.Field(name); got != want && !(name == "currency" && strings.EqualFold(got, want)) {
+					t.Fatalf("Field(%q) = %q, encoding/json says %q", name, got, want)
+				}
 			}
 		}
 	})

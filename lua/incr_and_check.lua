@@ -1,88 +1,162 @@
--- incr_and_check: count one event into a fixed window, at most once, and
--- tell whether it is the event that crossed the threshold first.
+-- incr_and_check: count a run of events, all from one Kafka partition and
+-- in its order, into the fixed windows of the rules of one group, each event
+-- at most once, and tell for each whether it crossed a threshold first.
 --
--- KEYS[1]  the window counter (a string holding an integer)
--- KEYS[2]  the window's record of counted events (a hash: event -> answer)
--- KEYS[3]  this event's crossing mark (written only if it crosses)
--- ARGV[1]  increment        } positive integers
--- ARGV[2]  window, seconds  }
--- ARGV[3]  threshold        }
--- ARGV[4]  event id, 1 to 128 bytes
--- ARGV[5]  how many events one window may remember, a positive integer
--- ARGV[6]  how long a crossing mark lives, seconds, a positive integer
+-- KEYS[2i-1]  window i: a hash of its counter (v), the last offset counted
+--             from each source partition (one field per partition, named by
+--             the caller), and the ids of its latest events (r)
+-- KEYS[2i]    window i's crossing marks: a hash of event id -> counter
+-- ARGV[1]     the source partition's field name, 1 to 32 bytes
+-- ARGV[2]     how long crossing marks live, seconds
+-- ARGV[3]     n, the number of windows
+-- ARGV[4..]   per window: its length, seconds; its threshold
+-- then        per event and window: window index (1..n), offset, event id
+--             (8 bytes), increment
 --
--- Reply: {current, 1} when prev < threshold <= current (this event crossed
--- first), {current, 0} otherwise, {-1, -1} when an argument is unusable; in
--- that case nothing has been written.
+-- Reply: two integers per event and window, in order: {current, 1} when
+-- prev < threshold <= current (this event crossed first), {current, 0}
+-- otherwise, {-1, -1} when its arguments or its window's are unusable:
+-- then it wrote nothing, and the others still count. Call arguments that
+-- are unusable (keys, source, lifetime, counts) make the reply a single
+-- {-1, -1}.
 --
--- An event already counted in this window gets its original reply again and
--- changes nothing. Kafka redelivers after crashes and rebalances, and the
--- event that crossed must see 1 again so that its alert is handed off again
--- if the first hand-off was lost: its crossing mark outlives the window (and
--- the record's cap), because a redelivery may come after either.
+-- An event counted before changes nothing and is answered the counter as it
+-- is, and 1 if it is the event that crossed, so that its alert is handed off
+-- again should the first hand-off have been lost. Kafka redelivers a
+-- partition in order from its committed offset: an offset at or below the
+-- last one counted from its partition was counted. A second record of the
+-- same event at another offset (a producer's retry) is known by its id
+-- among the window's latest ids. Crossing marks outlive the window, since a
+-- redelivery may come after it.
 --
--- Numbers must be digit strings without leading zeros (Redis refuses "007"
--- as an integer) and are passed on to Redis as the strings they arrived as:
--- a Lua number handed to redis.call is formatted by Redis, and large values
--- (1e15) come out in exponent form, which INCRBY and EXPIRE refuse. At most
--- 18 digits keeps every value inside int64; durations get 10 digits (300
--- years), so that EXPIRE can never fail after INCRBY has written.
+-- Numbers must be digit strings without leading zeros, passed to Redis as
+-- they arrived: a Lua number handed to redis.call is formatted by Redis, and
+-- large values come out in exponent form, which HINCRBY and EXPIRE refuse.
+-- Increments and thresholds have at most 18 digits, offsets 15 (exact in
+-- Lua's doubles), durations 10.
+local LATEST = 4 -- event ids a window remembers
+local MAX_WINDOWS, MAX_CHANGES = 64, 4096
+
 local function positive(s, digits)
   return type(s) == 'string' and #s <= digits and string.match(s, '^[1-9]%d*$') ~= nil
 end
+local function offset(s)
+  return type(s) == 'string' and #s <= 15 and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
+end
 
-local id = ARGV[4]
-if not (positive(ARGV[1], 18) and positive(ARGV[2], 10) and positive(ARGV[3], 18)
-    and positive(ARGV[5], 18) and positive(ARGV[6], 10)
-    and type(id) == 'string' and #id >= 1 and #id <= 128) then
+local src, n = ARGV[1], tonumber(ARGV[3])
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10)
+    and positive(ARGV[3], 2) and n <= MAX_WINDOWS and #KEYS == 2 * n) then
   return {-1, -1}
 end
-
-local crossed = redis.call('GET', KEYS[3])
-if crossed then
-  return {tonumber(crossed), 1}
+local first_change = 4 + 2 * n
+local changes = (#ARGV - first_change + 1) / 4
+if changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
+  return {-1, -1}
+end
+-- A window with an unusable length or threshold refuses its changes; the
+-- other windows still count.
+local usable = {}
+for i = 1, n do
+  usable[i] = positive(ARGV[2 + 2 * i], 10) and positive(ARGV[3 + 2 * i], 18)
 end
 
-local field = 'o:' .. id
-local prior = redis.call('HGET', KEYS[2], field)
-if prior then
-  local first, current = string.match(prior, '^(%d):(%d+)$')
-  return {tonumber(current), tonumber(first)}
+-- Every window's state is read once, on its first change.
+local windows = {}
+local function window(i)
+  local w = windows[i]
+  if not w then
+    local key = KEYS[2 * i - 1]
+    local got = redis.call('HMGET', key, 'v', src, 'r')
+    w = {key = key, marks = KEYS[2 * i], v = tonumber(got[1]) or 0, new = not got[1], last = tonumber(got[2]),
+      latest = got[3] or '', length = ARGV[2 + 2 * i], threshold = tonumber(ARGV[3 + 2 * i])}
+    windows[i] = w
+  end
+  return w
 end
 
--- GET and INCRBY run back to back inside the script, so prev is exactly the
--- value this event found; no other client can run in between.
-local threshold = tonumber(ARGV[3])
-local prev = tonumber(redis.call('GET', KEYS[1])) or 0
-local current
-if prev + tonumber(ARGV[1]) > 4611686018427387904 then
-  -- Saturate at 2^62, far above any threshold (at most 2^53), instead of
-  -- letting INCRBY raise an overflow error that no retry could cure.
-  current = 4611686018427387904
-  redis.call('SET', KEYS[1], '4611686018427387904', 'KEEPTTL')
-else
-  current = redis.call('INCRBY', KEYS[1], ARGV[1])
+local function seen(w, id)
+  for j = 1, #w.latest, 8 do
+    if string.sub(w.latest, j, j + 7) == id then
+      return true
+    end
+  end
+  return false
 end
 
--- -1 means the key has no expiry: it was just created by INCRBY, or something
--- removed its TTL. Any other value is a running window, which must keep its
--- end: re-arming it on every event would let a steady trickle extend the
--- window forever.
-if redis.call('TTL', KEYS[1]) == -1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
+local function crossed(w, id)
+  if w.has_marks == nil then
+    w.has_marks = redis.call('EXISTS', w.marks) == 1
+  end
+  return w.has_marks and redis.call('HGET', w.marks, id)
 end
 
-local first = 0
-if prev < threshold and current >= threshold then
-  first = 1
-  redis.call('SET', KEYS[3], string.format('%d', current), 'EX', ARGV[6])
+local reply = {}
+for c = 0, changes - 1 do
+  local a = first_change + 4 * c
+  local i, off, id, inc = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  if not (i and i >= 1 and i <= n and i == math.floor(i) and usable[i] and offset(off)
+      and type(id) == 'string' and #id == 8 and positive(inc, 18)) then
+    reply[#reply + 1], reply[#reply + 2] = -1, -1
+  else
+    local w = window(i)
+    local o = tonumber(off)
+    -- A window that has counted nothing from this partition may still
+    -- see a redelivered crossing event: its window ended, or the events
+    -- after it in this window came from other partitions.
+    local again = (w.last and o <= w.last) or seen(w, id)
+    local mark = (again or not w.last) and crossed(w, id)
+    if mark then
+      reply[#reply + 1], reply[#reply + 2] = tonumber(mark), 1
+    elseif again then
+      reply[#reply + 1], reply[#reply + 2] = w.v, 0
+    else
+      local prev = w.v
+      local sum = prev + tonumber(inc)
+      if sum > 4611686018427387904 then
+        -- Saturate at 2^62, far above any threshold (at most 2^53), rather
+        -- than let HINCRBY fail on overflow, which no retry could cure.
+        redis.call('HSET', w.key, 'v', '4611686018427387904')
+        w.v = 4611686018427387904
+      elseif sum >= 9007199254740992 then
+        -- Past 2^53 Lua's doubles round: HINCRBY adds in int64, to the
+        -- counter as this call has it so far.
+        if w.changed then
+          redis.call('HSET', w.key, 'v', string.format('%d', w.v))
+          w.changed = false
+        end
+        w.v = redis.call('HINCRBY', w.key, 'v', inc)
+      else
+        w.v, w.changed = sum, true
+      end
+      w.last, w.dirty = o, true
+      w.latest = string.sub(w.latest .. id, -8 * LATEST)
+      local first = 0
+      if prev < w.threshold and w.v >= w.threshold then
+        first = 1
+        redis.call('HSET', w.marks, id, string.format('%d', w.v))
+        redis.call('EXPIRE', w.marks, ARGV[2])
+        w.has_marks = true
+      end
+      reply[#reply + 1], reply[#reply + 2] = w.v, first
+    end
+  end
 end
 
--- The record ends with the window. Past its cap an event is still counted
--- but not remembered: memory stays bounded whatever a bot sends, at the
--- price of at-least-once counting for that window's overflow.
-if redis.call('HLEN', KEYS[2]) < tonumber(ARGV[5]) then
-  redis.call('HSET', KEYS[2], field, string.format('%d:%d', first, current))
-  redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))
+for _, w in pairs(windows) do
+  if w.dirty then
+    if w.changed then
+      redis.call('HSET', w.key, 'v', string.format('%d', w.v), src, string.format('%d', w.last), 'r', w.latest)
+    else
+      redis.call('HSET', w.key, src, string.format('%d', w.last), 'r', w.latest)
+    end
+    -- A new window starts now. An existing one without a TTL (something
+    -- removed it) gets its length again; a running window keeps its end:
+    -- re-arming it on every event would let a steady trickle keep it open
+    -- for ever.
+    if w.new or redis.call('TTL', w.key) == -1 then
+      redis.call('EXPIRE', w.key, w.length)
+    end
+  end
 end
-return {current, first}
+return reply

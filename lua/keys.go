@@ -8,18 +8,29 @@ import (
 	"strings"
 )
 
-// Keys derives the Redis keys of a (rule, group). All keys of one
-// (rule, group) share one Redis Cluster hash tag, {rule:group}, so that a
-// script never touches two slots:
+// Keys derives the Redis keys of the rules' groups. Groups are spread over
+// Buckets hash tags by a hash of their values; every key of a group is in
+// its bucket's slot, so that one script call can count a batch's events
+// into the windows of every group of one bucket, and no call ever touches
+// two slots (Redis Cluster):
 //
-//	fw:{orders-per-customer-1m:cust-42}:count     the window counter
-//	fw:{orders-per-customer-1m:cust-42}:seen      events the window counted
-//	fw:{orders-per-customer-1m:cust-42}:crossed:… an event that crossed
-//	fw:{orders-per-customer-1m:cust-42}:cooldown  the alert cooldown
-//	fw:{orders-per-customer-1m:cust-42}:alert:…   one alert's delivery record
+//	fw:{3f}:w:orders-per-customer-1m:cust-42      the window: counter, last offsets, latest event ids
+//	fw:{3f}:x:orders-per-customer-1m:cust-42      the events that crossed its threshold
+//	fw:{3f}:c:orders-per-customer-1m:cust-42      the id of the alert that holds the cooldown
+//	fw:{3f}:a:orders-per-customer-1m:cust-42:…    one alert's delivery record
+//
+// A key reads kind, rule, group: rule names hold no ':' (package config
+// checks them) and the group is the last part (or the last but the
+// record's hash, which holds no ':' either), so no two (kind, rule, group)
+// share a key.
 type Keys struct {
 	prefix string
 }
+
+// Buckets is how many hash tags the groups are spread over: enough to
+// spread them over the masters of a cluster, few enough that a batch's
+// groups share calls.
+const Buckets = 256
 
 // NewKeys returns Keys under prefix. The prefix may not contain braces:
 // Redis takes the first {...} of a key as its hash tag.
@@ -41,58 +52,56 @@ func ValidatePrefix(prefix string) error {
 	return nil
 }
 
-// Group identifies one group of a rule: the tag shared by its keys.
+// Group identifies one group: its values, encoded, and its bucket.
 type Group struct {
-	tag string // "{rule:encoded}"
+	tag string // "{bucket}"
+	enc string // encoded values
 }
 
-// Group derives the group of values for a rule.
-func (k Keys) Group(rule string, values []string) Group {
-	return Group{tag: "{" + rule + ":" + encodeGroup(values) + "}"}
+// Group derives the group of group_by values.
+func (k Keys) Group(values []string) Group {
+	enc := encodeGroup(values)
+	var h uint32 = 2166136261 // FNV-1a
+	for i := 0; i < len(enc); i++ {
+		h ^= uint32(enc[i])
+		h *= 16777619
+	}
+	return Group{tag: tags[h%Buckets], enc: enc}
 }
 
-// Counter is the key of the window counter of a rule. metric is what the
-// rule counts ("count" or "amount"), the key's last part, so that a
-// counter says what it holds. It is a plain key segment here: the type
-// (alert.Metric) belongs to the alert model, which itself uses this
-// package.
-func (k Keys) Counter(g Group, metric string) string {
-	return k.prefix + ":" + g.tag + ":" + metric
+// tags are the buckets' hash tags, made once: every event makes groups.
+var tags = func() (t [Buckets]string) {
+	for b := range t {
+		t[b] = "{" + string(hexDigits[b>>4]) + string(hexDigits[b&0xF]) + "}"
+	}
+	return t
+}()
+
+// Tag is the hash tag of the group's bucket, braces included: what the keys
+// of its groups share.
+func (g Group) Tag() string { return g.tag }
+
+func (k Keys) key(kind string, g Group, rule string) string {
+	return k.prefix + ":" + g.tag + ":" + kind + ":" + rule + ":" + g.enc
 }
 
-// Seen is the key of the window's record of counted events, which makes
-// the scripts idempotent on event id.
-func (k Keys) Seen(g Group) string {
-	return k.prefix + ":" + g.tag + ":seen"
-}
+// Window is the key of a rule's window for a group.
+func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 
-// Window returns the keys the scripts need for a rule's window.
-func (k Keys) Window(g Group, metric string) Window {
-	return Window{Counter: k.Counter(g, metric), Seen: k.Seen(g)}
-}
+// Marks is the key of the marks of the events that crossed a rule's
+// threshold for a group, which outlive its windows so that a late
+// redelivery of one still hands its alert off.
+func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
-// Cooldown is the key of the alert cooldown.
-func (k Keys) Cooldown(g Group) string {
-	return k.prefix + ":" + g.tag + ":cooldown"
-}
-
-// Crossing is the key that remembers that an event crossed a rule's
-// threshold, so that its redelivery still hands the alert off after the
-// window (and its record of events) is gone.
-func (k Keys) Crossing(g Group, eventID string) string {
-	return k.prefix + ":" + g.tag + ":crossed:" + eventHash(eventID)
-}
+// Cooldown is the key of a rule's alert cooldown for a group.
+func (k Keys) Cooldown(g Group, rule string) string { return k.key("c", g, rule) }
 
 // AlertRecord is the key of one alert's delivery record. The event id is
 // hashed: it may hold any bytes, and the record only needs to tell alerts
 // apart.
-func (k Keys) AlertRecord(g Group, eventID string) string {
-	return k.prefix + ":" + g.tag + ":alert:" + eventHash(eventID)
-}
-
-func eventHash(eventID string) string {
+func (k Keys) AlertRecord(g Group, rule, eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
-	return hex.EncodeToString(sum[:16])
+	return k.key("a", g, rule) + ":" + hex.EncodeToString(sum[:16])
 }
 
 // maxPlainGroup bounds the readable form of a group; longer groups are
@@ -109,14 +118,23 @@ const maxPlainGroup = 200
 //   - an encoding longer than maxPlainGroup is replaced by '~' and the
 //     SHA-256 of the encoding. '~' never appears in an escaped value, so a
 //     hashed group cannot equal a plain one, and two tuples share a hashed
-//     group only if SHA-256 collides.
+//     group only if SHA-256 collides;
+//   - a single empty value, which would make an empty tag (and Redis hashes
+//     the whole key when "{}" is empty), is a lone '%', which escaping
+//     never produces.
 func encodeGroup(values []string) string {
+	if len(values) == 1 && plain(values[0]) {
+		return values[0] // the common case, with nothing to escape
+	}
 	var b strings.Builder
 	for i, v := range values {
 		if i > 0 {
 			b.WriteByte(':')
 		}
 		escape(&b, v)
+	}
+	if b.Len() == 0 {
+		return "%"
 	}
 	if b.Len() <= maxPlainGroup {
 		return b.String()
@@ -127,11 +145,30 @@ func encodeGroup(values []string) string {
 
 const hexDigits = "0123456789ABCDEF"
 
+// plain reports whether v is its own encoding: not empty, nothing to
+// escape, and short enough not to be hashed.
+func plain(v string) bool {
+	if v == "" || len(v) > maxPlainGroup {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !keeps(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keeps reports whether escaping keeps a byte as it is.
+func keeps(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '@' || c == '+'
+}
+
 func escape(b *strings.Builder, v string) {
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == '@' || c == '+' {
+		if keeps(c) {
 			b.WriteByte(c)
 			continue
 		}
@@ -139,4 +176,15 @@ func escape(b *strings.Builder, v string) {
 		b.WriteByte(hexDigits[c>>4])
 		b.WriteByte(hexDigits[c&0xF])
 	}
+}
+
+// EventID is the short form of an event id that windows remember: the
+// first 8 bytes of its SHA-256, which no event id can be made to share by
+// design.
+type EventID [8]byte
+
+// IDOf returns the EventID of an event id.
+func IDOf(eventID string) EventID {
+	sum := sha256.Sum256([]byte(eventID))
+	return EventID(sum[:8])
 }

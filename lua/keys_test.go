@@ -76,39 +76,32 @@ func mustKeys(t *testing.T, prefix string) lua.Keys {
 	return k
 }
 
-// tagOf checks that every key of (rule, values) keeps the whole group inside
-// one hash tag and returns that tag.
+// tagOf checks that every key of (rule, values) holds its group's bucket
+// as its only hash tag, and the kind, the rule and the group after it, and
+// returns the tag.
 func tagOf(t *testing.T, k lua.Keys, prefix, rule string, values []string) string {
 	t.Helper()
-	g := k.Group(rule, values)
+	g := k.Group(values)
 	keys := map[string]string{
-		k.Counter(g, "count"):    ":count",
-		k.Counter(g, "amount"):   ":amount",
-		k.Seen(g):                ":seen",
-		k.Crossing(g, "evt}{:1"): ":crossed:" + recordSuffix("evt}{:1"),
-		k.Cooldown(g):            ":cooldown",
+		k.Window(g, rule):   "w",
+		k.Marks(g, rule):    "x",
+		k.Cooldown(g, rule): "c",
 		// The event id is hashed into the record key: any bytes are fine.
-		k.AlertRecord(g, "evt}{:1"): ":alert:" + recordSuffix("evt}{:1"),
+		k.AlertRecord(g, rule, "evt}{:1"): "a",
 	}
 	var first string
-	for key, suffix := range keys {
+	for key, kind := range keys {
 		tag, end := hashTag(key)
-		if end < 0 {
-			t.Fatalf("key %q has no hash tag", key)
+		if end < 0 || len(tag) != 2 {
+			t.Fatalf("key %q has no bucket tag", key)
 		}
-		// The tag must end where the group ends: had a value leaked a '}'
-		// into the key, Redis would stop early and leave text after it.
-		if key[end:] != suffix {
-			t.Errorf("key %q: after the tag {%s} comes %q, want %q", key, tag, key[end:], suffix)
+		if !strings.HasPrefix(key, prefix+":{"+tag+"}:"+kind+":"+rule+":") {
+			t.Errorf("key %q does not read prefix, tag, kind %s, rule", key, kind)
 		}
-		if !strings.HasPrefix(key, prefix+":{") {
-			t.Errorf("key %q does not start with %q", key, prefix+":{")
-		}
-		if !strings.HasPrefix(tag, rule+":") {
-			t.Errorf("tag %q does not start with the rule %q", tag, rule)
-		}
-		if strings.ContainsAny(tag, "{} \t\r\n") {
-			t.Errorf("tag %q holds a brace or white space", tag)
+		// Nothing after the tag may look like a tag: had a value leaked a
+		// brace into the key, a reader would be misled.
+		if strings.ContainsAny(key[end:], "{} \t\r\n") {
+			t.Errorf("key %q holds a brace or white space after its tag", key)
 		}
 		if first == "" {
 			first = tag
@@ -116,12 +109,10 @@ func tagOf(t *testing.T, k lua.Keys, prefix, rule string, values []string) strin
 			t.Errorf("keys of one group have tags %q and %q", first, tag)
 		}
 	}
-	c, cd := k.Counter(g, "amount"), k.Cooldown(g)
-	if slot(c) != slot(cd) || slot(k.Counter(g, "count")) != slot(cd) || slot(k.Seen(g)) != slot(cd) {
-		t.Errorf("counter, record and cooldown keys hash to different slots")
-	}
-	if w := k.Window(g, "amount"); w.Counter != c || w.Seen != k.Seen(g) {
-		t.Errorf("Window = %+v, want the counter and seen keys", w)
+	// Every rule of a group shares its slot: one script call counts an
+	// event into all of them.
+	if slot(k.Window(g, rule)) != slot(k.Window(g, "another-rule")) || slot(k.Window(g, rule)) != slot(k.Cooldown(g, rule)) {
+		t.Errorf("keys of one group hash to different slots")
 	}
 	return first
 }
@@ -143,7 +134,7 @@ func TestKeysShareOneTag(t *testing.T) {
 	for _, values := range tests {
 		t.Run(fmt.Sprintf("%.30q", values), func(t *testing.T) {
 			tagOf(t, k, prefix, "orders-per-customer-1m", values)
-			for _, key := range []string{k.Counter(k.Group("r", values), "count"), k.Cooldown(k.Group("r", values))} {
+			for _, key := range []string{k.Window(k.Group(values), "r"), k.Cooldown(k.Group(values), "r")} {
 				// Bounded: 10 KB values must not make 10 KB keys.
 				if len(key) > len(prefix)+1+300 {
 					t.Errorf("key of %d bytes for values of %d bytes", len(key), len(strings.Join(values, "")))
@@ -153,31 +144,52 @@ func TestKeysShareOneTag(t *testing.T) {
 	}
 }
 
-func TestKeysApartByRuleAndMetric(t *testing.T) {
+func TestKeysApartByRuleAndKind(t *testing.T) {
 	k := mustKeys(t, "fw")
-	g1, g2 := k.Group("rule-a", []string{"x"}), k.Group("rule-b", []string{"x"})
-	if k.Counter(g1, "count") == k.Counter(g2, "count") || k.Cooldown(g1) == k.Cooldown(g2) {
-		t.Error("two rules share a key")
+	g := k.Group([]string{"x"})
+	seen := map[string]bool{}
+	for _, rule := range []string{"rule-a", "rule-b", "a", "x", "w", "c"} {
+		for _, key := range []string{k.Window(g, rule), k.Marks(g, rule), k.Cooldown(g, rule), k.AlertRecord(g, rule, "e")} {
+			if seen[key] {
+				t.Errorf("two keys are %q", key)
+			}
+			seen[key] = true
+		}
 	}
-	if k.Counter(g1, "count") == k.Counter(g1, "amount") || k.Counter(g1, "count") == k.Cooldown(g1) {
-		t.Error("counter and cooldown keys of one group collide")
+	if got, want := k.Window(g, "rule-a"), "fw:{87}:w:rule-a:x"; got != want {
+		t.Errorf("Window = %q, want %q (the documented form)", got, want)
 	}
-	if got, want := k.Counter(g1, "count"), "fw:{rule-a:x}:count"; got != want {
-		t.Errorf("Counter = %q, want %q (the documented form)", got, want)
-	}
-	if got, want := k.Cooldown(g1), "fw:{rule-a:x}:cooldown"; got != want {
+	if got, want := k.Cooldown(g, "rule-a"), "fw:{87}:c:rule-a:x"; got != want {
 		t.Errorf("Cooldown = %q, want %q", got, want)
 	}
-	if k.Counter(k.Group("rule-a", []string{"x"}), "count") != k.Counter(g1, "count") {
+	if k.Window(k.Group([]string{"x"}), "rule-a") != k.Window(g, "rule-a") {
 		t.Error("the same group derived twice gives different keys")
 	}
 }
 
-// groupPart is the group's encoding inside the tag, after "rule:".
-func groupPart(t *testing.T, k lua.Keys, rule string, values []string) string {
+// Groups spread over every bucket, about evenly.
+func TestKeysSpreadOverTheBuckets(t *testing.T) {
+	k := mustKeys(t, "fw")
+	count := map[string]int{}
+	const groups = 100 * lua.Buckets
+	for i := range groups {
+		count[k.Group([]string{fmt.Sprint("cust-", i)}).Tag()]++
+	}
+	if len(count) != lua.Buckets {
+		t.Fatalf("%d buckets used, want %d", len(count), lua.Buckets)
+	}
+	for tag, n := range count {
+		if n < 50 || n > 150 {
+			t.Errorf("bucket %s holds %d of %d groups, want about 100", tag, n, groups)
+		}
+	}
+}
+
+// groupPart is the group's encoding: the last part of its window key.
+func groupPart(t *testing.T, k lua.Keys, values []string) string {
 	t.Helper()
-	tag, _ := hashTag(k.Cooldown(k.Group(rule, values)))
-	return strings.TrimPrefix(tag, rule+":")
+	key := k.Window(k.Group(values), "r")
+	return key[strings.Index(key, ":w:r:")+len(":w:r:"):]
 }
 
 func TestKeysInjective(t *testing.T) {
@@ -198,7 +210,7 @@ func TestKeysInjective(t *testing.T) {
 		{{long[:250], long[:250]}, {long}},
 	}
 	for _, p := range pairs {
-		a, b := k.Counter(k.Group("r", p[0]), "count"), k.Counter(k.Group("r", p[1]), "count")
+		a, b := k.Window(k.Group(p[0]), "r"), k.Window(k.Group(p[1]), "r")
 		if a == b {
 			t.Errorf("%q and %q share key %q", p[0], p[1], a)
 		}
@@ -207,12 +219,12 @@ func TestKeysInjective(t *testing.T) {
 	// A value spelling out another tuple's encoding (its readable form or
 	// its hashed form) must not land in that tuple's group.
 	for _, values := range [][]string{{long}, {long, "a:b"}, {"a:b", "c"}, {"a b", "%"}, {"~x"}, {"한"}} {
-		enc := groupPart(t, k, "r", values)
+		enc := groupPart(t, k, values)
 		forged := []string{enc}
 		if len(values) == 1 && values[0] == enc {
 			continue // a plain value encodes to itself: that is the same tuple
 		}
-		if k.Cooldown(k.Group("r", forged)) == k.Cooldown(k.Group("r", values)) {
+		if k.Cooldown(k.Group(forged), "r") == k.Cooldown(k.Group(values), "r") {
 			t.Errorf("the value %.40q forges the group of %.40q", enc, values)
 		}
 	}
@@ -243,12 +255,12 @@ func TestKeysInjectiveRandom(t *testing.T) {
 			values[i] = value()
 		}
 		id := fmt.Sprintf("%q", values)
-		key := k.Counter(k.Group("r", values), "count")
+		key := k.Window(k.Group(values), "r")
 		if prev, ok := seen[key]; ok && prev != id {
 			t.Fatalf("tuples %s and %s share key %q", prev, id, key)
 		}
 		seen[key] = id
-		if _, end := hashTag(key); end < 0 || key[end:] != ":count" {
+		if tag, end := hashTag(key); end < 0 || len(tag) != 2 || !strings.HasPrefix(key[end:], ":w:r:") || strings.ContainsAny(key[end:], "{}") {
 			t.Fatalf("tuple %s broke the hash tag of %q", id, key)
 		}
 	}

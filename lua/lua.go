@@ -4,9 +4,10 @@
 // how much is left after this refund?) is made by one of these scripts
 // inside Redis, where it runs atomically.
 //
-// Scripts are called by SHA (EVALSHA); when Redis answers NOSCRIPT (after a
-// restart, a failover or SCRIPT FLUSH) go-redis sends the source with EVAL,
-// which also caches it again.
+// Scripts are called by SHA (EVALSHA). When Redis answers NOSCRIPT (after a
+// restart, a failover or SCRIPT FLUSH), single calls fall back to EVAL
+// (go-redis's Script.Run), and the pipelined counting calls of a Batch load
+// the scripts and send the refused calls again.
 package lua
 
 import (
@@ -67,6 +68,7 @@ var ErrUnexpectedReply = errors.New("unexpected script reply")
 // scripter is the part of a go-redis client the scripts need; *redis.Client,
 // *redis.ClusterClient and *redis.Ring all satisfy it.
 type scripter interface {
+	Pipeline() redis.Pipeliner
 	Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
 	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
 	EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
@@ -77,24 +79,18 @@ type scripter interface {
 
 // Config tunes the scripts. Zero values take the defaults.
 type Config struct {
-	// MaxSeen bounds how many events one window remembers for
-	// idempotency (default 10000). Events past it are still counted, but
-	// a redelivery of one of them would be counted again.
-	MaxSeen int
 	// Retention is how long the records that outlive a window live
-	// (default 7 days): the mark of an event that crossed a threshold, so
-	// that its redelivery is answered "crossed first" again and hands its
-	// alert off once more, and an alert's delivery record, which answers
-	// every later copy of the alert. One lifetime for both: a crossing mark
-	// that outlived its alert's record would let a late redelivery post the
-	// alert twice. The dispatcher skips alerts older than it (Retention).
+	// (default 7 days): the marks of the events that crossed a threshold,
+	// so that a redelivery of one is answered "crossed first" again and
+	// hands its alert off once more, and alerts' delivery records, which
+	// answer every later copy of an alert. One lifetime for both: a
+	// crossing mark that outlived its alert's record would let a late
+	// redelivery post the alert twice. The dispatcher skips alerts older
+	// than it (Retention).
 	Retention time.Duration
 }
 
 func (c *Config) setDefaults() {
-	if c.MaxSeen == 0 {
-		c.MaxSeen = 10000
-	}
 	if c.Retention == 0 {
 		c.Retention = 7 * 24 * time.Hour
 	}
@@ -102,9 +98,6 @@ func (c *Config) setDefaults() {
 
 // Validate reports settings that cannot work.
 func (c *Config) Validate() error {
-	if c.MaxSeen < 1 {
-		return errors.New("lua: MaxSeen must be positive")
-	}
 	if c.Retention < time.Second {
 		return errors.New("lua: Retention must be at least a second")
 	}
@@ -157,79 +150,6 @@ func (s *Scripts) Load(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Window names the keys of one (rule, group) window. Both must share one
-// Redis Cluster hash tag.
-type Window struct {
-	// Counter holds the window's count or amount.
-	Counter string
-	// Seen remembers which events the window has counted, and what each
-	// was answered, so that a redelivered event changes nothing.
-	Seen string
-}
-
-// Cross is the answer of incr_and_check.
-type Cross struct {
-	// Current is the counter after this event's increment.
-	Current int64
-	// First is true for exactly one event per window: the one that took
-	// the counter from below the threshold to at or above it.
-	First bool
-}
-
-// Count is one event counted into one rule's window.
-type Count struct {
-	Window  Window
-	EventID string
-	// Crossing is the key that remembers that this event crossed, should
-	// it cross; it shares the window's hash tag.
-	Crossing  string
-	Increment int64
-	// Length is the window's length (whole seconds).
-	Length    time.Duration
-	Threshold int64
-}
-
-// IncrAndCheck adds c.Increment to the window's counter, starting a window
-// of c.Length when the counter has no expiry, and reports whether this
-// event crossed the threshold first. An event counted before changes
-// nothing and gets its original answer; one that crossed is answered
-// "crossed first" again for as long as its crossing mark lives.
-func (s *Scripts) IncrAndCheck(ctx context.Context, c Count) (Cross, error) {
-	pair, err := s.pair(ctx, incrAndCheck, IncrAndCheckName, []string{c.Window.Counter, c.Window.Seen, c.Crossing},
-		c.Increment, seconds(c.Length), c.Threshold, c.EventID, s.cfg.MaxSeen, seconds(s.cfg.Retention))
-	if err != nil {
-		return Cross{}, err
-	}
-	if pair[1] != 0 && pair[1] != 1 {
-		return Cross{}, s.fail(IncrAndCheckName, fmt.Errorf("%w: %v", ErrUnexpectedReply, pair))
-	}
-	return Cross{Current: pair[0], First: pair[1] == 1}, nil
-}
-
-// Decr is the answer of sales_decr.
-type Decr struct {
-	// Remaining is the counter after the refund (0 when there was none).
-	Remaining int64
-	// Clamped is true when the refund was larger than the counter and the
-	// counter was set to 0 instead of going negative.
-	Clamped bool
-}
-
-// SalesDecr subtracts refund eventID's amount from the window's amount
-// counter, keeping its TTL and clamping at zero. A missing counter is left
-// alone; a refund the window has applied before changes nothing and gets
-// its original answer.
-func (s *Scripts) SalesDecr(ctx context.Context, w Window, eventID string, amount int64) (Decr, error) {
-	pair, err := s.pair(ctx, salesDecr, SalesDecrName, []string{w.Counter, w.Seen}, amount, eventID, s.cfg.MaxSeen)
-	if err != nil {
-		return Decr{}, err
-	}
-	if pair[0] < 0 || (pair[1] != 0 && pair[1] != 1) {
-		return Decr{}, s.fail(SalesDecrName, fmt.Errorf("%w: %v", ErrUnexpectedReply, pair))
-	}
-	return Decr{Remaining: pair[0], Clamped: pair[1] == 1}, nil
 }
 
 // Claim is alert_claim's decision about one alert.
@@ -297,22 +217,6 @@ func (s *Scripts) redisError(ctx context.Context, name string, err error) error 
 		return fmt.Errorf("lua: %s: %w", name, err)
 	}
 	return s.fail(name, err)
-}
-
-// pair executes a script that answers with a pair of integers and turns
-// the {-1, -1} error contract into ErrInvalidArguments.
-func (s *Scripts) pair(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) ([2]int64, error) {
-	reply, err := script.Run(ctx, s.rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return [2]int64{}, s.redisError(ctx, name, err)
-	}
-	if len(reply) != 2 {
-		return [2]int64{}, s.fail(name, fmt.Errorf("%w: %v", ErrUnexpectedReply, reply))
-	}
-	if reply[0] == -1 && reply[1] == -1 {
-		return [2]int64{}, s.fail(name, ErrInvalidArguments)
-	}
-	return [2]int64{reply[0], reply[1]}, nil
 }
 
 func (s *Scripts) fail(name string, err error) error {

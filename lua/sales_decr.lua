@@ -1,60 +1,107 @@
--- sales_decr: subtract a refund from a window's amount counter, at most
--- once, without touching the window's end and without going below zero.
+-- sales_decr: subtract a run of refunds, all from one Kafka partition and in
+-- its order, from the amount windows of the rules of one group, each refund
+-- at most once, without touching a window's end and without going below
+-- zero.
 --
--- KEYS[1]  the amount counter
--- KEYS[2]  the window's record of counted events (shared with incr_and_check)
--- ARGV[1]  refund amount, a positive integer
--- ARGV[2]  event id, 1 to 128 bytes
--- ARGV[3]  how many events one window may remember, a positive integer
+-- KEYS[i]     amount window i, as incr_and_check keeps it
+-- ARGV[1]     the source partition's field name, 1 to 32 bytes
+-- ARGV[2..]   per refund and window: window index (1..#KEYS), offset, event
+--             id (8 bytes), amount
 --
--- Reply: {remaining, clamped}
---   {-1, -1}        an argument is unusable; nothing written
---   {0, 0}          no counter (window over, or nothing counted); nothing written
---   {remaining, 0}  counter lowered by the amount
---   {0, 1}          the refund was larger than the counter: clamped at 0
--- A refund already applied in this window gets its original reply again and
--- changes nothing.
+-- Reply: two integers per refund and window, in order:
+--   {remaining, 0}  the window lowered by the amount
+--   {0, 1}          the refund was larger than the window: clamped at 0
+--   {0, 0}          no window (it ended, or nothing was counted); nothing
+--                   written
+--   {-1, -1}        its arguments are unusable; it wrote nothing, and the
+--                   others still count
+-- A single {-1, -1}: the call's own arguments are unusable.
 --
--- The second element exists so the caller can count clamps; a bare
--- remaining value of 0 cannot tell a full refund from an oversized one.
-local function positive(s)
-  return type(s) == 'string' and #s <= 18 and string.match(s, '^[1-9]%d*$') ~= nil
+-- A refund applied before changes nothing and is answered {current, 0}; see
+-- incr_and_check for how a window knows. The second element exists so that
+-- the caller can count clamps: a bare 0 cannot tell a full refund from an
+-- oversized one.
+local LATEST, MAX_CHANGES = 4, 4096
+
+local function positive(s, digits)
+  return type(s) == 'string' and #s <= digits and string.match(s, '^[1-9]%d*$') ~= nil
+end
+local function offset(s)
+  return type(s) == 'string' and #s <= 15 and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
 end
 
-local id = ARGV[2]
-if not (positive(ARGV[1]) and positive(ARGV[3]) and type(id) == 'string' and #id >= 1 and #id <= 128) then
+local src, n = ARGV[1], #KEYS
+local changes = (#ARGV - 1) / 4
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and n >= 1 and n <= 64)
+    or changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
   return {-1, -1}
 end
 
-local field = 'r:' .. id
-local prior = redis.call('HGET', KEYS[2], field)
-if prior then
-  local clamped, remaining = string.match(prior, '^(%d):(%d+)$')
-  return {tonumber(remaining), tonumber(clamped)}
+local windows = {}
+local function window(i)
+  local w = windows[i]
+  if not w then
+    local got = redis.call('HMGET', KEYS[i], 'v', src, 'r')
+    w = {key = KEYS[i], v = tonumber(got[1]), last = tonumber(got[2]), latest = got[3] or ''}
+    windows[i] = w
+  end
+  return w
 end
 
-local current = tonumber(redis.call('GET', KEYS[1]))
-if not current or current <= 0 then
-  return {0, 0}
+local function seen(w, id)
+  for j = 1, #w.latest, 8 do
+    if string.sub(w.latest, j, j + 7) == id then
+      return true
+    end
+  end
+  return false
 end
 
--- DECRBY keeps the TTL (the window keeps its end) and subtracts in int64:
--- Lua's doubles would round counters past 2^53. Past zero, the counter is
--- set back to 0 with KEEPTTL; a plain SET would drop the TTL and turn the
--- window counter into a permanent key.
-local remaining = redis.call('DECRBY', KEYS[1], ARGV[1])
-local clamped = 0
-if remaining < 0 then
-  redis.call('SET', KEYS[1], '0', 'KEEPTTL')
-  remaining = 0
-  clamped = 1
+local reply = {}
+for c = 0, changes - 1 do
+  local a = 2 + 4 * c
+  local i, off, id, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  if not (i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
+      and type(id) == 'string' and #id == 8 and positive(amount, 18)) then
+    reply[#reply + 1], reply[#reply + 2] = -1, -1
+  else
+    local w = window(i)
+    local o = tonumber(off)
+    if not w.v or w.v <= 0 then
+      reply[#reply + 1], reply[#reply + 2] = 0, 0
+    elseif (w.last and o <= w.last) or seen(w, id) then
+      reply[#reply + 1], reply[#reply + 2] = w.v, 0
+    else
+      -- Writing a hash keeps its TTL: the window keeps its end. Past 2^53
+      -- Lua's doubles round, and HINCRBY subtracts in int64 instead.
+      local remaining
+      if w.v >= 9007199254740992 then
+        if w.changed then
+          redis.call('HSET', w.key, 'v', string.format('%d', w.v))
+          w.changed = false
+        end
+        remaining = redis.call('HINCRBY', w.key, 'v', '-' .. amount)
+      else
+        remaining, w.changed = w.v - tonumber(amount), true
+      end
+      local clamped = 0
+      if remaining < 0 then
+        remaining, clamped, w.changed = 0, 1, true
+      end
+      w.v, w.last, w.dirty = remaining, o, true
+      w.latest = string.sub(w.latest .. id, -8 * LATEST)
+      reply[#reply + 1], reply[#reply + 2] = remaining, clamped
+    end
+  end
 end
 
--- Remembered only while the counter has a window to end with, so that the
--- record can never outlive it.
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl > 0 and redis.call('HLEN', KEYS[2]) < tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[2], field, string.format('%d:%d', clamped, remaining))
-  redis.call('PEXPIRE', KEYS[2], pttl)
+for _, w in pairs(windows) do
+  if w.dirty then
+    if w.changed then
+      redis.call('HSET', w.key, 'v', string.format('%d', w.v), src, string.format('%d', w.last), 'r', w.latest)
+    else
+      redis.call('HSET', w.key, src, string.format('%d', w.last), 'r', w.latest)
+    end
+  end
 end
-return {remaining, clamped}
+return reply

@@ -17,16 +17,16 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// counters is what the engine needs from the Redis scripts.
+// counters is what the engine needs from the Redis scripts: batches of
+// counting calls, sent pipelined.
 type counters interface {
-	IncrAndCheck(ctx context.Context, c lua.Count) (lua.Cross, error)
-	SalesDecr(ctx context.Context, w lua.Window, eventID string, amount int64) (lua.Decr, error)
+	Batch() *lua.Batch
 }
 
-// sink takes crossings for notification; it returns once the alert is
-// handed off, not once it is delivered.
+// sink takes crossings for notification; it returns once the alerts are
+// handed off, not once they are delivered.
 type sink interface {
-	Publish(ctx context.Context, a alert.Alert) error
+	Publish(ctx context.Context, alerts ...alert.Alert) error
 }
 
 // EngineConfig configures an Engine.
@@ -109,62 +109,87 @@ func (e *Engine) SetRules(rs []Rule) {
 	e.rules.Store(&rs)
 }
 
-// Handle evaluates one event. It returns nil once every matching rule has
-// run and every first crossing has been handed to the sink. On error the
-// event may be partly counted; the caller retries it.
-func (e *Engine) Handle(ctx context.Context, ev *event.Event) error {
-	rs := *e.rules.Load()
-	for i := range rs {
-		r := &rs[i]
-		if !r.Enabled {
-			continue
-		}
-		values, ok := groupValues(r, ev)
-		if !ok {
-			continue
-		}
-		var err error
-		switch ev.Type {
-		case event.Order:
-			err = e.order(ctx, r, ev, values)
-		case event.Refund:
-			if r.Metric == alert.Amount {
-				err = e.refund(ctx, r, ev, values)
-			}
+// Handle evaluates a batch of events, each read from its partition in
+// order: every order runs incr_and_check for each enabled rule it has the
+// group_by fields of, every refund runs sales_decr for each enabled amount
+// rule, and first crossings go to the sink. All the script calls of the
+// batch go to Redis pipelined: one call per partition and bucket of groups
+// (package lua's Keys) for each run of orders or refunds.
+//
+// Handle returns nil once every matching rule has run for every event and
+// every first crossing is handed off; unprocessable then lists the events,
+// by their index in evs, that a script refused (it will refuse them again:
+// no retry counts them), wrapping event.ErrUnprocessable. An error means the
+// batch is to be retried as a whole: some of it may have been counted,
+// which the scripts make harmless.
+func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable map[int]error, err error) {
+	p := e.plan(*e.rules.Load(), evs)
+	if len(p.calls) == 0 {
+		return nil, nil
+	}
+	batch := e.counters.Batch()
+	for _, c := range p.calls {
+		if c.count != nil {
+			err = batch.Count(c.count)
+		} else {
+			err = batch.Refund(c.refund)
 		}
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("rules: %w", err)
 		}
 	}
-	return nil
+	if err := batch.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
+	}
+	var alerts []alert.Alert
+	for _, c := range p.calls {
+		for j, ref := range c.refs {
+			r, ev := ref.rule, evs[ref.event]
+			var script string
+			var refused error
+			if c.count != nil {
+				res := c.count.Results[j]
+				script, refused = lua.IncrAndCheckName, res.Err
+				if refused == nil && res.First {
+					alerts = append(alerts, e.crossed(r, ev, res.Current))
+				}
+			} else {
+				res := c.refund.Results[j]
+				script, refused = lua.SalesDecrName, res.Err
+				if refused == nil && res.Clamped {
+					e.clamped.WithLabelValues(r.Name).Inc()
+					e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
+						"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
+				}
+			}
+			if refused != nil && unprocessable[ref.event] == nil {
+				if unprocessable == nil {
+					unprocessable = map[int]error{}
+				}
+				unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, r.Name, event.ErrUnprocessable, refused)
+			}
+		}
+	}
+	if len(alerts) > 0 {
+		if err := e.sink.Publish(ctx, alerts...); err != nil {
+			return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
+		}
+	}
+	return unprocessable, nil
 }
 
-func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
-	inc := int64(1)
-	if r.Metric == alert.Amount {
-		inc = ev.Amount
-	}
-	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.IncrAndCheck(ctx, lua.Count{
-		Window:    e.keys.Window(g, string(r.Metric)),
-		EventID:   ev.EventID,
-		Crossing:  e.keys.Crossing(g, ev.EventID),
-		Increment: inc,
-		Length:    r.Window,
-		Threshold: r.Threshold,
-	})
-	if err != nil {
-		return scriptError(lua.IncrAndCheckName, r.Name, err)
-	}
-	if !res.First {
-		return nil
-	}
+// crossed counts a first crossing and makes its alert.
+func (e *Engine) crossed(r *Rule, ev *event.Event, current int64) alert.Alert {
+	values, _ := appendGroupValues(nil, r, ev)
+	g := e.keys.Group(values)
 	e.crossings.WithLabelValues(r.Name).Inc()
+	e.log.Info("threshold crossed", "rule", r.Name, "mode", r.Mode,
+		"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 	at := ev.OccurredAt
 	if at.IsZero() {
 		at = e.cfg.Now()
 	}
-	a := alert.Alert{
+	return alert.Alert{
 		Rule:        r.Name,
 		Description: r.Description,
 		Severity:    r.Severity,
@@ -173,38 +198,126 @@ func (e *Engine) order(ctx context.Context, r *Rule, ev *event.Event, values []s
 		Metric:      r.Metric,
 		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
 		GroupValues: displayValues(values),
-		Current:     res.Current,
+		Current:     current,
 		Threshold:   r.Threshold,
 		Currency:    ev.Currency,
 		Window:      r.Window,
 		Cooldown:    r.Cooldown,
 		ID:          r.Name + "/" + ev.EventID,
-		CooldownKey: e.keys.Cooldown(g),
-		RecordKey:   e.keys.AlertRecord(g, ev.EventID),
+		CooldownKey: e.keys.Cooldown(g, r.Name),
+		RecordKey:   e.keys.AlertRecord(g, r.Name, ev.EventID),
 		OrderID:     ev.OrderID,
 		EventID:     ev.EventID,
 		At:          at,
 	}
-	e.log.Info("threshold crossed", "rule", r.Name, "mode", r.Mode,
-		"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
-	if err := e.sink.Publish(ctx, a); err != nil {
-		return fmt.Errorf("rules: hand off alert for rule %s: %w", r.Name, err)
-	}
-	return nil
 }
 
-func (e *Engine) refund(ctx context.Context, r *Rule, ev *event.Event, values []string) error {
-	g := e.keys.Group(r.Name, values)
-	res, err := e.counters.SalesDecr(ctx, e.keys.Window(g, string(r.Metric)), ev.EventID, ev.Amount)
-	if err != nil {
-		return scriptError(lua.SalesDecrName, r.Name, err)
+// plan is the script calls of a batch of events.
+type plan struct {
+	calls []*call
+}
+
+// call is one script call with, for each of its changes, the rule and
+// event it stands for.
+type call struct {
+	count  *lua.Count
+	refund *lua.Refund
+	refs   []ref
+	// windows is how many windows the call has.
+	windows int
+}
+
+type ref struct {
+	rule  *Rule
+	event int
+}
+
+// bucketOf names the calls a change can go to: those of its partition and
+// bucket.
+type bucketOf struct{ source, tag string }
+
+// windowOf names a window: its rule and group.
+type windowOf struct {
+	rule  *Rule
+	group lua.Group
+}
+
+// windowIn is where a window is in a call.
+type windowIn struct {
+	call  *call
+	index int
+}
+
+// plan turns the events into script calls: for each partition and bucket
+// of groups, one call for each run of orders or refunds, so that a window
+// sees its events in their partition's order.
+func (e *Engine) plan(rs []Rule, evs []*event.Event) plan {
+	var p plan
+	open := map[bucketOf]*call{}
+	windows := map[windowOf]windowIn{}
+	var (
+		topic  string
+		part   = -1
+		src    string
+		values []string
+	)
+	for i, ev := range evs {
+		if ev.Source.Topic != topic || ev.Source.Partition != part {
+			topic, part = ev.Source.Topic, ev.Source.Partition
+			src = lua.Source(topic, part)
+		}
+		id := lua.IDOf(ev.EventID)
+		refund := ev.Type == event.Refund
+		for k := range rs {
+			r := &rs[k]
+			if !r.Enabled || (refund && r.Metric != alert.Amount) {
+				continue
+			}
+			var ok bool
+			if values, ok = appendGroupValues(values[:0], r, ev); !ok {
+				continue
+			}
+			g := e.keys.Group(values)
+			b := bucketOf{src, g.Tag()}
+			c := open[b]
+			in, known := windows[windowOf{r, g}]
+			known = known && c != nil && in.call == c
+			if c == nil || (c.refund != nil) != refund || len(c.refs) == lua.MaxChanges ||
+				(!known && c.windows == lua.MaxWindows) {
+				c = &call{}
+				known = false
+				if refund {
+					c.refund = &lua.Refund{Source: src}
+				} else {
+					c.count = &lua.Count{Source: src}
+				}
+				open[b] = c
+				p.calls = append(p.calls, c)
+			}
+			if !known {
+				in = windowIn{c, c.windows}
+				windows[windowOf{r, g}] = in
+				c.windows++
+				win := lua.Window{Key: e.keys.Window(g, r.Name), Marks: e.keys.Marks(g, r.Name), Length: r.Window, Threshold: r.Threshold}
+				if refund {
+					c.refund.Windows = append(c.refund.Windows, win)
+				} else {
+					c.count.Windows = append(c.count.Windows, win)
+				}
+			}
+			ch := lua.Change{Window: in.index, Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
+			if refund {
+				c.refund.Changes = append(c.refund.Changes, ch)
+			} else {
+				if r.Metric == alert.Count {
+					ch.Amount = 1
+				}
+				c.count.Changes = append(c.count.Changes, ch)
+			}
+			c.refs = append(c.refs, ref{rule: r, event: i})
+		}
 	}
-	if res.Clamped {
-		e.clamped.WithLabelValues(r.Name).Inc()
-		e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
-			"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
-	}
-	return nil
+	return p
 }
 
 // maxDisplayValue bounds each group value an alert carries: the alert
@@ -230,26 +343,15 @@ func displayValues(values []string) []string {
 	return out
 }
 
-// scriptError wraps a failed script call. A script that refused its
-// arguments will refuse them again: that makes the event unprocessable,
-// not worth retrying.
-func scriptError(script, rule string, err error) error {
-	if errors.Is(err, lua.ErrInvalidArguments) {
-		return fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, rule, event.ErrUnprocessable, err)
-	}
-	return fmt.Errorf("rules: eval %s for rule %s: %w", script, rule, err)
-}
-
-// groupValues collects the rule's group_by values from the event; false
-// when the event lacks any of them.
-func groupValues(r *Rule, ev *event.Event) ([]string, bool) {
-	values := make([]string, len(r.GroupBy))
-	for i, f := range r.GroupBy {
+// appendGroupValues appends the rule's group_by values of the event to
+// values; false when the event lacks any of them.
+func appendGroupValues(values []string, r *Rule, ev *event.Event) ([]string, bool) {
+	for _, f := range r.GroupBy {
 		v, ok := ev.Field(f)
 		if !ok {
-			return nil, false
+			return values, false
 		}
-		values[i] = v
+		values = append(values, v)
 	}
 	return values, true
 }

@@ -255,9 +255,9 @@ func (p *pipeline) refunds(partition int, evs ...ev) {
 	p.kafka.ProduceTo(p.t, p.cfg.Kafka.RefundsTopic, partition, vals...)
 }
 
-func (p *pipeline) counter(rule string, m alert.Metric, values ...string) int64 {
-	key := p.keys.Counter(p.keys.Group(rule, values), string(m))
-	n, err := p.rdb.Get(context.Background(), key).Int64()
+func (p *pipeline) counter(rule string, values ...string) int64 {
+	key := p.keys.Window(p.keys.Group(values), rule)
+	n, err := p.rdb.HGet(context.Background(), key, "v").Int64()
 	if err != nil && err != redis.Nil {
 		p.t.Fatalf("read %s: %v", key, err)
 	}
@@ -339,7 +339,7 @@ func TestOneAlertAcrossReplicas(t *testing.T) {
 	if got := p.total("fraudwatch_threshold_crossings_total", "rule", "orders-per-customer"); got != 1 {
 		t.Fatalf("crossings = %v, want 1", got)
 	}
-	if got := p.counter("orders-per-customer", alert.Count, "c-1"); got != orders {
+	if got := p.counter("orders-per-customer", "c-1"); got != orders {
 		t.Fatalf("counter = %d, want %d", got, orders)
 	}
 	a := p.notes.list()[0]
@@ -376,16 +376,16 @@ func TestRefundsLowerAmountRulesOnly(t *testing.T) {
 	waitFor(t, 20*time.Second, "three orders", consumed("order", 3))
 	p.refunds(0, ev{id: "r1", customer: "c", card: "card-1", amount: 500})
 	waitFor(t, 20*time.Second, "the refund", consumed("refund", 1))
-	if got := p.counter("amount-per-card", alert.Amount, "card-1"); got != 700 {
+	if got := p.counter("amount-per-card", "card-1"); got != 700 {
 		t.Fatalf("amount after refund = %d, want 700", got)
 	}
-	if got := p.counter("orders-per-customer", alert.Count, "c"); got != 3 {
+	if got := p.counter("orders-per-customer", "c"); got != 3 {
 		t.Fatalf("count after refund = %d, want 3 (refunds never lower counts)", got)
 	}
 	// 700 + 700 stays under 1500 only because the refund was subtracted.
 	p.orders(0, ev{id: "o4", customer: "c", card: "card-1", amount: 700, currency: "KRW"})
 	waitFor(t, 20*time.Second, "the fourth order", consumed("order", 4))
-	if got := p.counter("amount-per-card", alert.Amount, "card-1"); got != 1400 {
+	if got := p.counter("amount-per-card", "card-1"); got != 1400 {
 		t.Fatalf("amount = %d, want 1400", got)
 	}
 	p.orders(0, ev{id: "o5", customer: "c", card: "card-1", amount: 100, currency: "KRW"})
@@ -399,7 +399,7 @@ func TestRefundsLowerAmountRulesOnly(t *testing.T) {
 	waitFor(t, 20*time.Second, "the clamped refund", func() bool {
 		return r.metric("fraudwatch_refunds_clamped_total", "rule", "amount-per-card") == 1
 	})
-	if got := p.counter("amount-per-card", alert.Amount, "card-1"); got != 0 {
+	if got := p.counter("amount-per-card", "card-1"); got != 0 {
 		t.Fatalf("amount after clamp = %d, want 0", got)
 	}
 }
@@ -417,7 +417,7 @@ rules:
 	r := p.start()
 	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "first alert", func() bool { return r.metric("fraudwatch_alerts_sent_total", "rule", "burst") == 1 })
-	key := p.keys.Counter(p.keys.Group("burst", []string{"c"}), string(alert.Count))
+	key := p.keys.Window(p.keys.Group([]string{"c"}), "burst")
 	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(context.Background(), key).Val() == 0 })
 	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the suppressed crossing", func() bool {
@@ -510,7 +510,7 @@ func TestShutdownCommitsAndARestartReAlertsNothing(t *testing.T) {
 	if got := len(p.notes.list()); got != 1 {
 		t.Fatalf("alerts after restart = %d, want still 1", got)
 	}
-	if got := p.counter("orders-per-customer", alert.Count, "c"); got != 5 {
+	if got := p.counter("orders-per-customer", "c"); got != 5 {
 		t.Fatalf("counter = %d, want 5 (nothing counted twice)", got)
 	}
 }
