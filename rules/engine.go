@@ -141,7 +141,18 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 	if err := batch.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
 	}
-	var alerts []alert.Alert
+	alerts, unprocessable := e.answers(p, evs)
+	if len(alerts) > 0 {
+		if err := e.sink.Publish(ctx, alerts...); err != nil {
+			return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
+		}
+	}
+	return unprocessable, nil
+}
+
+// answers reads the scripts' answers: the alerts of the first crossings,
+// clamped refunds (counted and logged), and the events a script refused.
+func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unprocessable map[int]error) {
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
 			r, ev := ref.rule, evs[ref.event]
@@ -170,12 +181,7 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 			}
 		}
 	}
-	if len(alerts) > 0 {
-		if err := e.sink.Publish(ctx, alerts...); err != nil {
-			return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
-		}
-	}
-	return unprocessable, nil
+	return alerts, unprocessable
 }
 
 // crossed counts a first crossing and makes its alert.
@@ -212,9 +218,14 @@ func (e *Engine) crossed(r *Rule, ev *event.Event, current int64) alert.Alert {
 	}
 }
 
-// plan is the script calls of a batch of events.
+// plan is the script calls of a batch of events, as they are gathered.
 type plan struct {
+	keys  lua.Keys
 	calls []*call
+	// open is the call each partition and bucket adds to now; windows
+	// finds a window's place in a call.
+	open    map[bucketOf]*call
+	windows map[windowOf]windowIn
 }
 
 // call is one script call with, for each of its changes, the rule and
@@ -251,10 +262,8 @@ type windowIn struct {
 // plan turns the events into script calls: for each partition and bucket
 // of groups, one call for each run of orders or refunds, so that a window
 // sees its events in their partition's order.
-func (e *Engine) plan(rs []Rule, evs []*event.Event) plan {
-	var p plan
-	open := map[bucketOf]*call{}
-	windows := map[windowOf]windowIn{}
+func (e *Engine) plan(rs []Rule, evs []*event.Event) *plan {
+	p := &plan{keys: e.keys, open: map[bucketOf]*call{}, windows: map[windowOf]windowIn{}}
 	var (
 		topic  string
 		part   = -1
@@ -267,57 +276,62 @@ func (e *Engine) plan(rs []Rule, evs []*event.Event) plan {
 			src = lua.Source(topic, part)
 		}
 		id := lua.IDOf(ev.EventID)
-		refund := ev.Type == event.Refund
 		for k := range rs {
 			r := &rs[k]
-			if !r.Enabled || (refund && r.Metric != alert.Amount) {
+			if !r.Enabled || (ev.Type == event.Refund && r.Metric != alert.Amount) {
 				continue
 			}
 			var ok bool
 			if values, ok = appendGroupValues(values[:0], r, ev); !ok {
 				continue
 			}
-			g := e.keys.Group(values)
-			b := bucketOf{src, g.Tag()}
-			c := open[b]
-			in, known := windows[windowOf{r, g}]
-			known = known && c != nil && in.call == c
-			if c == nil || (c.refund != nil) != refund || len(c.refs) == lua.MaxChanges ||
-				(!known && c.windows == lua.MaxWindows) {
-				c = &call{}
-				known = false
-				if refund {
-					c.refund = &lua.Refund{Source: src}
-				} else {
-					c.count = &lua.Count{Source: src}
-				}
-				open[b] = c
-				p.calls = append(p.calls, c)
+			ch := lua.Change{Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
+			if ev.Type == event.Order && r.Metric == alert.Count {
+				ch.Amount = 1
 			}
-			if !known {
-				in = windowIn{c, c.windows}
-				windows[windowOf{r, g}] = in
-				c.windows++
-				win := lua.Window{Key: e.keys.Window(g, r.Name), Marks: e.keys.Marks(g, r.Name), Length: r.Window, Threshold: r.Threshold}
-				if refund {
-					c.refund.Windows = append(c.refund.Windows, win)
-				} else {
-					c.count.Windows = append(c.count.Windows, win)
-				}
-			}
-			ch := lua.Change{Window: in.index, Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
-			if refund {
-				c.refund.Changes = append(c.refund.Changes, ch)
-			} else {
-				if r.Metric == alert.Count {
-					ch.Amount = 1
-				}
-				c.count.Changes = append(c.count.Changes, ch)
-			}
-			c.refs = append(c.refs, ref{rule: r, event: i})
+			p.add(src, ev.Type == event.Refund, r, p.keys.Group(values), ch, i)
 		}
 	}
 	return p
+}
+
+// add adds one change to the call of its partition and bucket, opening a
+// call when there is none, when the run of orders or refunds changes, or
+// when the call is full.
+func (p *plan) add(src string, refund bool, r *Rule, g lua.Group, ch lua.Change, event int) {
+	b := bucketOf{src, g.Tag()}
+	c := p.open[b]
+	in, known := p.windows[windowOf{r, g}]
+	known = known && c != nil && in.call == c
+	if c == nil || (c.refund != nil) != refund || len(c.refs) == lua.MaxChanges ||
+		(!known && c.windows == lua.MaxWindows) {
+		c, known = &call{}, false
+		if refund {
+			c.refund = &lua.Refund{Source: src}
+		} else {
+			c.count = &lua.Count{Source: src}
+		}
+		p.open[b] = c
+		p.calls = append(p.calls, c)
+	}
+	if !known {
+		in = windowIn{c, c.windows}
+		p.windows[windowOf{r, g}] = in
+		c.windows++
+		w := lua.Window{Key: p.keys.Window(g, r.Name), Marks: p.keys.Marks(g, r.Name), Length: r.Window, Threshold: r.Threshold}
+		if refund {
+			c.refund.Windows = append(c.refund.Windows, w)
+		} else {
+			c.count.Windows = append(c.count.Windows, w)
+		}
+	}
+	ch.Window = in.index
+	if refund {
+		c.refund.Changes = append(c.refund.Changes, ch)
+	} else {
+		c.count.Changes = append(c.count.Changes, ch)
+	}
+	c.refs = append(c.refs, ref{rule: r, event: event})
 }
 
 // maxDisplayValue bounds each group value an alert carries: the alert
