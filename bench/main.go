@@ -71,11 +71,28 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
+// bench is one run: the servers it measures against, the workload every
+// contender processes, and the table it fills.
+type bench struct {
+	o         options
+	brokers   []string
+	rdb       *redis.Client
+	tbl       *table
+	suffix    string // makes topics and groups this run's own
+	orders    string
+	refunds   string
+	seedCalls float64 // (a): the seed-style script's calls/s
+	fwEvents  float64 // (b): fraudwatch's events/s, one process
+	dir       string  // the run's files: fraudwatch's binary, configs
+	fw        *fraudwatchRun
+}
+
 func run(ctx context.Context, o options) error {
 	if o.redis == "" {
 		return fmt.Errorf("no Redis: set -redis or FRAUDWATCH_BENCH_REDIS_ADDR (make bench starts one)")
 	}
-	brokers := strings.Split(o.brokers, ",")
+	b := &bench{o: o, brokers: strings.Split(o.brokers, ","), tbl: &table{},
+		suffix: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	kafkaName := "Kafka " + os.Getenv("FRAUDWATCH_BENCH_KAFKA_VERSION")
 	switch o.kafka {
 	case "fake":
@@ -84,7 +101,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("start kfake: %w", err)
 		}
 		defer c.Close()
-		brokers, kafkaName = c.ListenAddrs(), "kfake (in-process, not a real broker)"
+		b.brokers, kafkaName = c.ListenAddrs(), "kfake (in-process, not a real broker)"
 	case "real":
 		if o.brokers == "" {
 			return fmt.Errorf("no Kafka: set -brokers or FRAUDWATCH_BENCH_KAFKA_BROKERS, or -kafka fake")
@@ -92,134 +109,194 @@ func run(ctx context.Context, o options) error {
 	default:
 		return fmt.Errorf("-kafka must be real or fake, not %q", o.kafka)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: o.redis, MaxRetries: -1, PoolSize: 64})
-	defer rdb.Close()
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	b.rdb = redis.NewClient(&redis.Options{Addr: o.redis, MaxRetries: -1, PoolSize: 64})
+	defer b.rdb.Close()
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", o.redis, err)
 	}
-	tbl := &table{}
-	tbl.machine = machine(ctx, rdb, kafkaName)
+	b.tbl.machine = machine(ctx, b.rdb, kafkaName)
 
-	// (a) ceilings.
-	seed := redis.NewScript(seedScript)
-	progress("(a) ceiling of a seed-style incr_and_check, pipelined EVALSHA for %v", o.ceilingFor)
-	seedCeiling, err := ceiling(ctx, rdb, seed, seedCall("a:seed"), 4, 256, o.ceilingFor)
-	if err != nil {
-		return err
-	}
-	tbl.add("a", "Redis ceiling: seed-style incr_and_check (GET, INCRBY, TTL/EXPIRE), pipelined EVALSHA from Go", fmt.Sprintf("%.0f calls/s", seedCeiling), "")
-	own, err := ownCeilings(ctx, rdb, o.ceilingFor)
-	if err != nil {
-		return err
-	}
-	for _, c := range own {
-		tbl.add("a", c.name, fmt.Sprintf("%.0f calls/s", c.perSec), fmt.Sprintf("%.2f × the seed-style script", c.perSec/seedCeiling))
-	}
-
-	// The workload, once, for every contender.
-	w := workload{events: o.events, customers: o.customers, refunds: o.refunds, seed: o.seed}
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	orders, refunds := "bench.orders."+suffix, "bench.refunds."+suffix
-	if err := createTopics(ctx, brokers, o.partitions, orders, refunds); err != nil {
-		return err
-	}
-	if err := createTopics(ctx, brokers, 1, orders+".dlq"); err != nil {
-		return err
-	}
-	if err := createTopics(ctx, brokers, o.partitions, orders+".alerts"); err != nil {
-		return err
-	}
-	nOrders, nRefunds, evaluations := w.counts()
-	progress("producing %d events (%d orders, %d refunds) to %d partitions", o.events, nOrders, nRefunds, o.partitions)
-	began := time.Now()
-	if err := w.produce(ctx, brokers, orders, refunds); err != nil {
-		return err
-	}
-	progress("produced in %v", time.Since(began).Round(time.Millisecond))
-
-	// (b) fraudwatch.
 	dir, err := os.MkdirTemp("", "fraudwatch-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildFraudwatch(ctx, dir)
+	b.dir = dir
+	for _, step := range []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.scaling, b.naive, b.node, b.streams} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	b.tbl.print(os.Stdout)
+	return nil
+}
+
+// ceilings measures (a): how many script calls Redis runs a second, for
+// the seed's one-event script and for ours.
+func (b *bench) ceilings(ctx context.Context) error {
+	seed := redis.NewScript(seedScript)
+	progress("(a) ceiling of a seed-style incr_and_check, pipelined EVALSHA for %v", b.o.ceilingFor)
+	var err error
+	b.seedCalls, err = ceiling(ctx, b.rdb, seed, seedCall("a:seed"), 4, 256, b.o.ceilingFor)
 	if err != nil {
 		return err
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	b.tbl.add("a", "Redis ceiling: seed-style incr_and_check (GET, INCRBY, TTL/EXPIRE), pipelined EVALSHA from Go", fmt.Sprintf("%.0f calls/s", b.seedCalls), "")
+	own, err := ownCeilings(ctx, b.rdb, b.o.ceilingFor)
+	if err != nil {
 		return err
 	}
-	progress("(b) fraudwatch, 1 process, over %d events", o.events)
-	fw := &fraudwatchRun{bin: bin, dir: dir, brokers: brokers, redis: o.redis, orders: orders, refunds: refunds,
-		group: "bench-fw-" + suffix, prefix: "fw", replicas: 1, events: o.events}
-	mem0, err := usedMemory(ctx, rdb)
+	for _, c := range own {
+		b.tbl.add("a", c.name, fmt.Sprintf("%.0f calls/s", c.perSec), fmt.Sprintf("%.2f × the seed-style script", c.perSec/b.seedCalls))
+	}
+	return nil
+}
+
+// produce writes the workload, once, for every contender to read.
+func (b *bench) produce(ctx context.Context) error {
+	w := b.workload(b.o.events, b.o.seed)
+	b.orders, b.refunds = "bench.orders."+b.suffix, "bench.refunds."+b.suffix
+	if err := createTopics(ctx, b.brokers, b.o.partitions, b.orders, b.refunds); err != nil {
+		return err
+	}
+	if err := createTopics(ctx, b.brokers, 1, b.orders+".dlq"); err != nil {
+		return err
+	}
+	if err := createTopics(ctx, b.brokers, b.o.partitions, b.orders+".alerts"); err != nil {
+		return err
+	}
+	nOrders, nRefunds, _ := w.counts()
+	progress("producing %d events (%d orders, %d refunds) to %d partitions", b.o.events, nOrders, nRefunds, b.o.partitions)
+	began := time.Now()
+	if err := w.produce(ctx, b.brokers, b.orders, b.refunds); err != nil {
+		return err
+	}
+	progress("produced in %v", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+func (b *bench) workload(events int, seed uint64) workload {
+	return workload{events: events, customers: b.o.customers, refunds: b.o.refunds, seed: seed}
+}
+
+// fraudwatch measures (b) with one process: throughput over the whole
+// workload, then, with every event still in its window, Redis memory, then
+// latency at half the throughput.
+func (b *bench) fraudwatch(ctx context.Context) error {
+	bin, err := buildFraudwatch(ctx, b.dir)
+	if err != nil {
+		return err
+	}
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
+	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: b.o.redis, orders: b.orders, refunds: b.refunds,
+		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events}
+	mem0, err := usedMemory(ctx, b.rdb)
 	if err != nil {
 		return err
 	}
 	var memPerEvent, countersPerEvent, p50, p99, p999, half float64
-	res, err := fw.measure(ctx, func() (int64, error) { return scriptCalls(ctx, rdb) }, func(reps []*replica, res *result) error {
+	res, err := b.fw.measure(ctx, b.scriptCalls(ctx), func(reps []*replica, res *result) error {
 		// Every event is still in its 10-minute window.
-		mem1, err := usedMemory(ctx, rdb)
+		mem1, err := usedMemory(ctx, b.rdb)
 		if err != nil {
 			return err
 		}
-		memPerEvent = float64(mem1-mem0) / float64(o.events)
-		plain, _, err := countersOnly(ctx, rdb, "fw")
+		memPerEvent = float64(mem1-mem0) / float64(b.o.events)
+		plain, _, err := countersOnly(ctx, b.rdb, "fw")
 		if err != nil {
 			return err
 		}
-		countersPerEvent = float64(plain) / float64(o.events)
+		countersPerEvent = float64(plain) / float64(b.o.events)
 		half = res.eventsPerSec / 2
-		if o.latencyRate > 0 {
-			half = o.latencyRate
+		if b.o.latencyRate > 0 {
+			half = b.o.latencyRate
 		}
-		progress("(b) latency at half that rate (%.0f events/s) for %v", half, o.latencyFor)
-		lw := workload{events: int(half*o.latencyFor.Seconds()) + 1000, customers: o.customers, refunds: o.refunds, seed: o.seed + 1}
-		p50, p99, p999, err = latencyAt(ctx, brokers, orders, refunds, reps, lw, half, o.latencyFor)
+		progress("(b) latency at half that rate (%.0f events/s) for %v", half, b.o.latencyFor)
+		lw := b.workload(int(half*b.o.latencyFor.Seconds())+1000, b.o.seed+1)
+		p50, p99, p999, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	b := res.eventsPerSec
-	tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(o.events), thousands(evaluations)),
-		fmt.Sprintf("%.0f events/s", b),
-		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b/(seedCeiling/rulesPerOrder), rulesPerOrder))
-	tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
+	b.fwEvents = res.eventsPerSec
+	_, _, evaluations := b.workload(b.o.events, b.o.seed).counts()
+	b.tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(b.o.events), thousands(evaluations)),
+		fmt.Sprintf("%.0f events/s", b.fwEvents),
+		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
+	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
 		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(p50), ms(p99), ms(p999)), "from fraudwatch_event_latency_seconds's buckets")
-	tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
-	tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
+	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
+	b.tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
 		fmt.Sprintf("plain counters alone: %.0f bytes (%.2f ×)", countersPerEvent, memPerEvent/countersPerEvent))
+	return nil
+}
 
-	// (b) again with more processes in the group.
-	for _, n := range o.scaling {
-		if err := rdb.FlushAll(ctx).Err(); err != nil {
+// scaling measures (b) again with more processes in the group.
+func (b *bench) scaling(ctx context.Context) error {
+	for _, n := range b.o.scaling {
+		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
 			return err
 		}
-		progress("(b) fraudwatch, %d processes, over %d events", n, o.events)
-		run := *fw
-		run.replicas, run.group = n, fmt.Sprintf("bench-fw%d-%s", n, suffix)
-		res, err := run.measure(ctx, func() (int64, error) { return scriptCalls(ctx, rdb) }, nil)
+		progress("(b) fraudwatch, %d processes, over %d events", n, b.o.events)
+		run := *b.fw
+		run.replicas, run.group = n, fmt.Sprintf("bench-fw%d-%s", n, b.suffix)
+		res, err := run.measure(ctx, b.scriptCalls(ctx), nil)
 		if err != nil {
 			return err
 		}
-		tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process", res.eventsPerSec/b, mib(res.peakRSS)))
+		b.tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
+			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process", res.eventsPerSec/b.fwEvents, mib(res.peakRSS)))
 	}
+	return nil
+}
 
-	// (c) the naive consumer.
-	n := min(o.naiveEvents, o.events)
+// naive measures (c): the obvious consumer, one awaited script per rule.
+func (b *bench) naive(ctx context.Context) error {
+	n := min(b.o.naiveEvents, b.o.events)
 	progress("(c) naive Go consumer over %d events", n)
-	naive, err := naiveConsumer(ctx, brokers, rdb, "bench-naive-"+suffix, "c", []string{orders, refunds}, n)
+	naive, err := naiveConsumer(ctx, b.brokers, b.rdb, "bench-naive-"+b.suffix, "c", []string{b.orders, b.refunds}, n)
 	if err != nil {
 		return err
 	}
-	tbl.add("c", fmt.Sprintf("naive Go consumer (one awaited script per rule, one commit per message), %s events", thousands(n)),
-		fmt.Sprintf("%.0f events/s", naive), fmt.Sprintf("(b) is %.1f × this", b/naive))
-
-	tbl.print(os.Stdout)
+	b.tbl.add("c", fmt.Sprintf("naive Go consumer (one awaited script per rule, one commit per message), %s events", thousands(n)),
+		fmt.Sprintf("%.0f events/s", naive), fmt.Sprintf("(b) is %.1f × this", b.fwEvents/naive))
 	return nil
+}
+
+// node measures (d): the case study's stack, Node.js with kafkajs and
+// ioredis, doing (c)'s Redis work.
+func (b *bench) node(ctx context.Context) error {
+	n := min(b.o.naiveEvents, b.o.events)
+	progress("(d) Node.js consumer (kafkajs eachMessage, ioredis defineCommand) over %d events", n)
+	rate, err := nodeConsumer(ctx, b.brokers, b.o.redis, "bench-node-"+b.suffix, "d", []string{b.orders, b.refunds}, n)
+	if err != nil {
+		return err
+	}
+	b.tbl.add("d", fmt.Sprintf("Node.js consumer, kafkajs eachMessage + ioredis defineCommand (one awaited script per rule, autoCommit), %s events", thousands(n)),
+		fmt.Sprintf("%.0f events/s", rate), fmt.Sprintf("(b) is %.1f × this", b.fwEvents/rate))
+	return nil
+}
+
+// streams measures (e): the same four rules as a Kafka Streams
+// application, what a Kafka shop would write instead.
+func (b *bench) streams(ctx context.Context) error {
+	progress("(e) Kafka Streams application over %d events", b.o.events)
+	rate, rss, err := kafkaStreams(ctx, b.brokers, []string{b.orders, b.refunds}, "bench-streams-"+b.suffix, b.o.events)
+	if err != nil {
+		return err
+	}
+	b.tbl.add("e", fmt.Sprintf("Kafka Streams 4.4.0 application (4 windowed aggregations, exactly_once_v2, 2 stream threads, -Xmx512m), %s events", thousands(b.o.events)),
+		fmt.Sprintf("%.0f events/s", rate), fmt.Sprintf("(b) is %.1f × this; RSS %s (peak)", b.fwEvents/rate, mib(rss)))
+	return nil
+}
+
+// scriptCalls counts the scripts Redis has run so far.
+func (b *bench) scriptCalls(ctx context.Context) func() (int64, error) {
+	return func() (int64, error) { return scriptCalls(ctx, b.rdb) }
 }
 
 // scriptCalls is how many scripts Redis has run so far.
