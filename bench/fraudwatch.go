@@ -37,6 +37,8 @@ type fraudwatchRun struct {
 type result struct {
 	eventsPerSec float64
 	callsPerSec  float64 // script calls Redis ran, per second
+	redis        redisProfile
+	cores        float64 // cores the processes used together
 	peakRSS      int64   // bytes, the largest of the processes
 	rssSamples   []int64 // bytes, over the run (the first process)
 }
@@ -158,10 +160,10 @@ func processed(ctx context.Context, reps []*replica) (float64, error) {
 }
 
 // measure runs the replicas over the workload already in the topics and
-// times them from their first processed event to their last, so that
-// joining the group is not counted. after, when set, runs while they are
+// times them from when they are first seen to have processed events to
+// their last, so that joining the group is not counted. after, when set, runs while they are
 // still up, once they are done.
-func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, error), after func(reps []*replica, res *result) error) (result, error) {
+func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot, error), after func(reps []*replica, res *result) error) (result, error) {
 	reps, err := r.start(ctx)
 	defer stop(reps)
 	if err != nil {
@@ -170,7 +172,9 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 	var (
 		first, last time.Time
 		res         result
-		calls0      int64
+		redis0      redisSnapshot
+		cpu0        float64
+		n0          float64 // events done when first seen
 	)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -186,10 +190,11 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 			return result{}, fmt.Errorf("read fraudwatch's metrics: %w", err)
 		}
 		if first.IsZero() && n > 0 {
-			first = time.Now()
-			if calls0, err = redisCalls(); err != nil {
+			first, n0 = time.Now(), n
+			if redis0, err = redis(); err != nil {
 				return result{}, err
 			}
+			cpu0 = cpuOf(reps)
 		}
 		if time.Since(rssEvery) >= 500*time.Millisecond {
 			rssEvery = time.Now()
@@ -201,13 +206,15 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 			last = time.Now()
 		}
 	}
-	calls1, err := redisCalls()
+	redis1, err := redis()
 	if err != nil {
 		return result{}, err
 	}
 	secs := last.Sub(first).Seconds()
-	res.eventsPerSec = float64(r.events) / secs
-	res.callsPerSec = float64(calls1-calls0) / secs
+	res.cores = (cpuOf(reps) - cpu0) / secs
+	res.eventsPerSec = (float64(r.events) - n0) / secs
+	res.callsPerSec = (redis1.scriptCalls() - redis0.scriptCalls()) / secs
+	res.redis = redis1.profile(redis0, float64(r.events)-n0, secs)
 	if after != nil {
 		if err := after(reps, &res); err != nil {
 			return result{}, err
@@ -219,6 +226,18 @@ func (r *fraudwatchRun) measure(ctx context.Context, redisCalls func() (int64, e
 		}
 	}
 	return res, nil
+}
+
+// cpuOf is the CPU seconds the replicas have used; one that cannot be
+// read counts as none, and the figure says less.
+func cpuOf(reps []*replica) float64 {
+	var sum float64
+	for _, rep := range reps {
+		if s, err := cpuSeconds(rep.cmd.Process.Pid); err == nil {
+			sum += s
+		}
+	}
+	return sum
 }
 
 // rssCurve describes RSS over the run: at its first, middle and last

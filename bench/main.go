@@ -198,7 +198,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	var memPerEvent, countersPerEvent, p50, p99, p999, half float64
-	res, err := b.fw.measure(ctx, b.scriptCalls(ctx), func(reps []*replica, res *result) error {
+	res, err := b.fw.measure(ctx, b.redis(ctx), func(reps []*replica, res *result) error {
 		// Every event is still in its 10-minute window.
 		mem1, err := usedMemory(ctx, b.rdb)
 		if err != nil {
@@ -227,6 +227,8 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	b.tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(b.o.events), thousands(evaluations)),
 		fmt.Sprintf("%.0f events/s", b.fwEvents),
 		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
+	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
+		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %%", 100*res.redis.core, 100*res.cores))
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
 		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(p50), ms(p99), ms(p999)), "from fraudwatch_event_latency_seconds's buckets")
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
@@ -244,12 +246,13 @@ func (b *bench) scaling(ctx context.Context) error {
 		progress("(b) fraudwatch, %d processes, over %d events", n, b.o.events)
 		run := *b.fw
 		run.replicas, run.group = n, fmt.Sprintf("bench-fw%d-%s", n, b.suffix)
-		res, err := run.measure(ctx, b.scriptCalls(ctx), nil)
+		res, err := run.measure(ctx, b.redis(ctx), nil)
 		if err != nil {
 			return err
 		}
 		b.tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process", res.eventsPerSec/b.fwEvents, mib(res.peakRSS)))
+			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process; redis-server %.0f %% of a core, fraudwatch %.0f %% in all",
+				res.eventsPerSec/b.fwEvents, mib(res.peakRSS), 100*res.redis.core, 100*res.cores))
 	}
 	return nil
 }
@@ -294,28 +297,9 @@ func (b *bench) streams(ctx context.Context) error {
 	return nil
 }
 
-// scriptCalls counts the scripts Redis has run so far.
-func (b *bench) scriptCalls(ctx context.Context) func() (int64, error) {
-	return func() (int64, error) { return scriptCalls(ctx, b.rdb) }
-}
-
-// scriptCalls is how many scripts Redis has run so far.
-func scriptCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for line := range strings.SplitSeq(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-				v, _ := strconv.ParseInt(calls, 10, 64)
-				n += v
-			}
-		}
-	}
-	return n, nil
+// redis snapshots what Redis has done so far.
+func (b *bench) redis(ctx context.Context) func() (redisSnapshot, error) {
+	return func() (redisSnapshot, error) { return snapshotRedis(ctx, b.rdb) }
 }
 
 // machine describes where the bench ran.

@@ -295,6 +295,55 @@ func TestProducerDuplicatesCountOnce(t *testing.T) {
 	}
 }
 
+// The latest ids are 8 bytes each, kept side by side: an id that only
+// appears across two of them is a new event.
+func TestStraddlingIDIsNotSeen(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	w := testWindow(prefix, "w", time.Minute, 100)
+	ids := []EventID{
+		{'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'},
+		{'c', 'c', 'c', 'c', 'd', 'd', 'd', 'd'},
+		{'b', 'b', 'b', 'b', 'c', 'c', 'c', 'c'}, // the middle of the first two
+		{'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'}, // the first again, at another offset
+	}
+	c := &Count{Source: "0:t", Windows: []Window{w}}
+	for i, id := range ids {
+		c.Changes = append(c.Changes, Change{Window: 0, Offset: int64(i), ID: id, Amount: 1})
+	}
+	b := s.Batch()
+	if err := b.Count(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(t, rdb, w); v != 3 {
+		t.Fatalf("counter = %d, want 3: the straddling id counted, the first's duplicate not", v)
+	}
+
+	// Refunds know their latest ids the same way.
+	refunds := []EventID{
+		{'e', 'e', 'e', 'e', 'f', 'f', 'f', 'f'},
+		{'g', 'g', 'g', 'g', 'h', 'h', 'h', 'h'},
+		{'f', 'f', 'f', 'f', 'g', 'g', 'g', 'g'},
+		{'e', 'e', 'e', 'e', 'f', 'f', 'f', 'f'},
+	}
+	r := &Refund{Source: "1:t", Windows: []Window{w}}
+	for i, id := range refunds {
+		r.Changes = append(r.Changes, Change{Window: 0, Offset: int64(i), ID: id, Amount: 1})
+	}
+	b = s.Batch()
+	if err := b.Refund(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(t, rdb, w); v != 0 {
+		t.Fatalf("after refunds counter = %d, want 0: three refunds applied", v)
+	}
+}
+
 // A crossing event redelivered after its window ended still hands its
 // alert off, and does not count into the new window, whether that window
 // is empty or was opened by events of other partitions.

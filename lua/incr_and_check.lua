@@ -36,12 +36,15 @@
 -- Lua's doubles), durations 10.
 local LATEST = 4 -- event ids a window remembers
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
+-- Locals, not globals: this body runs for every change of every event.
+local call, tonumber, match, find, sub, format = redis.call, tonumber, string.match, string.find, string.sub, string.format
+local KEYS, ARGV = KEYS, ARGV
 
 local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and string.match(s, '^[1-9]%d*$') ~= nil
+  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
 end
 local function offset(s)
-  return type(s) == 'string' and #s <= 15 and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
+  return type(s) == 'string' and #s <= 15 and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
 end
 
 local src, n = ARGV[1], tonumber(ARGV[3])
@@ -66,38 +69,40 @@ local windows = {}
 local function window(i)
   local w = windows[i]
   if not w then
-    local key = KEYS[2 * i - 1]
-    local got = redis.call('HMGET', key, 'v', src, 'r')
-    w = {key = key, marks = KEYS[2 * i], v = tonumber(got[1]) or 0, new = not got[1], last = tonumber(got[2]),
-      latest = got[3] or '', length = ARGV[2 + 2 * i], threshold = tonumber(ARGV[3 + 2 * i])}
+    local got = call('HMGET', KEYS[2 * i - 1], 'v', src, 'r')
+    w = {i = i, v = tonumber(got[1]) or 0, new = not got[1], last = tonumber(got[2]), latest = got[3] or '',
+      threshold = tonumber(ARGV[3 + 2 * i])}
     windows[i] = w
   end
   return w
 end
 
+-- seen tells whether id is among the window's latest ids, which are 8
+-- bytes each: a match that straddles two of them is not one.
 local function seen(w, id)
-  for j = 1, #w.latest, 8 do
-    if string.sub(w.latest, j, j + 7) == id then
+  local at = find(w.latest, id, 1, true)
+  while at do
+    if at % 8 == 1 then
       return true
     end
+    at = find(w.latest, id, at + 1, true)
   end
   return false
 end
 
 local function crossed(w, id)
   if w.has_marks == nil then
-    w.has_marks = redis.call('EXISTS', w.marks) == 1
+    w.has_marks = call('EXISTS', KEYS[2 * w.i]) == 1
   end
-  return w.has_marks and redis.call('HGET', w.marks, id)
+  return w.has_marks and call('HGET', KEYS[2 * w.i], id)
 end
 
-local reply = {}
-for c = 0, changes - 1 do
-  local a = first_change + 4 * c
+local reply, r = {}, 0
+for a = first_change, #ARGV, 4 do
   local i, off, id, inc = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   if not (i and i >= 1 and i <= n and i == math.floor(i) and usable[i] and offset(off)
-      and type(id) == 'string' and #id == 8 and positive(inc, 18)) then
-    reply[#reply + 1], reply[#reply + 2] = -1, -1
+      and type(id) == 'string' and #id == 8 and (inc == '1' or positive(inc, 18))) then
+    reply[r + 1], reply[r + 2] = -1, -1
   else
     local w = window(i)
     local o = tonumber(off)
@@ -107,55 +112,57 @@ for c = 0, changes - 1 do
     local again = (w.last and o <= w.last) or seen(w, id)
     local mark = (again or not w.last) and crossed(w, id)
     if mark then
-      reply[#reply + 1], reply[#reply + 2] = tonumber(mark), 1
+      reply[r + 1], reply[r + 2] = tonumber(mark), 1
     elseif again then
-      reply[#reply + 1], reply[#reply + 2] = w.v, 0
+      reply[r + 1], reply[r + 2] = w.v, 0
     else
       local prev = w.v
       local sum = prev + tonumber(inc)
       if sum > 4611686018427387904 then
         -- Saturate at 2^62, far above any threshold (at most 2^53), rather
         -- than let HINCRBY fail on overflow, which no retry could cure.
-        redis.call('HSET', w.key, 'v', '4611686018427387904')
+        call('HSET', KEYS[2 * i - 1], 'v', '4611686018427387904')
         w.v = 4611686018427387904
       elseif sum >= 9007199254740992 then
         -- Past 2^53 Lua's doubles round: HINCRBY adds in int64, to the
         -- counter as this call has it so far.
         if w.changed then
-          redis.call('HSET', w.key, 'v', string.format('%d', w.v))
+          call('HSET', KEYS[2 * i - 1], 'v', format('%d', w.v))
           w.changed = false
         end
-        w.v = redis.call('HINCRBY', w.key, 'v', inc)
+        w.v = call('HINCRBY', KEYS[2 * i - 1], 'v', inc)
       else
         w.v, w.changed = sum, true
       end
       w.last, w.dirty = o, true
-      w.latest = string.sub(w.latest .. id, -8 * LATEST)
+      w.latest = sub(w.latest .. id, -8 * LATEST)
       local first = 0
       if prev < w.threshold and w.v >= w.threshold then
         first = 1
-        redis.call('HSET', w.marks, id, string.format('%d', w.v))
-        redis.call('EXPIRE', w.marks, ARGV[2])
+        call('HSET', KEYS[2 * i], id, format('%d', w.v))
+        call('EXPIRE', KEYS[2 * i], ARGV[2])
         w.has_marks = true
       end
-      reply[#reply + 1], reply[#reply + 2] = w.v, first
+      reply[r + 1], reply[r + 2] = w.v, first
     end
   end
+  r = r + 2
 end
 
-for _, w in pairs(windows) do
+for i, w in pairs(windows) do
   if w.dirty then
+    local key = KEYS[2 * i - 1]
     if w.changed then
-      redis.call('HSET', w.key, 'v', string.format('%d', w.v), src, string.format('%d', w.last), 'r', w.latest)
+      call('HSET', key, 'v', format('%d', w.v), src, format('%d', w.last), 'r', w.latest)
     else
-      redis.call('HSET', w.key, src, string.format('%d', w.last), 'r', w.latest)
+      call('HSET', key, src, format('%d', w.last), 'r', w.latest)
     end
     -- A new window starts now. An existing one without a TTL (something
     -- removed it) gets its length again; a running window keeps its end:
     -- re-arming it on every event would let a steady trickle keep it open
     -- for ever.
-    if w.new or redis.call('TTL', w.key) == -1 then
-      redis.call('EXPIRE', w.key, w.length)
+    if w.new or call('TTL', key) == -1 then
+      call('EXPIRE', key, ARGV[2 + 2 * i])
     end
   end
 end

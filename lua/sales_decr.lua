@@ -22,12 +22,13 @@
 -- the caller can count clamps: a bare 0 cannot tell a full refund from an
 -- oversized one.
 local LATEST, MAX_CHANGES = 4, 4096
+local call, tonumber, match, find, sub, format = redis.call, tonumber, string.match, string.find, string.sub, string.format
 
 local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and string.match(s, '^[1-9]%d*$') ~= nil
+  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
 end
 local function offset(s)
-  return type(s) == 'string' and #s <= 15 and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
+  return type(s) == 'string' and #s <= 15 and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
 end
 
 local src, n = ARGV[1], #KEYS
@@ -41,18 +42,22 @@ local windows = {}
 local function window(i)
   local w = windows[i]
   if not w then
-    local got = redis.call('HMGET', KEYS[i], 'v', src, 'r')
+    local got = call('HMGET', KEYS[i], 'v', src, 'r')
     w = {key = KEYS[i], v = tonumber(got[1]), last = tonumber(got[2]), latest = got[3] or ''}
     windows[i] = w
   end
   return w
 end
 
+-- seen tells whether id is among the window's latest ids (see
+-- incr_and_check).
 local function seen(w, id)
-  for j = 1, #w.latest, 8 do
-    if string.sub(w.latest, j, j + 7) == id then
+  local at = find(w.latest, id, 1, true)
+  while at do
+    if at % 8 == 1 then
       return true
     end
+    at = find(w.latest, id, at + 1, true)
   end
   return false
 end
@@ -77,10 +82,10 @@ for c = 0, changes - 1 do
       local remaining
       if w.v >= 9007199254740992 then
         if w.changed then
-          redis.call('HSET', w.key, 'v', string.format('%d', w.v))
+          call('HSET', w.key, 'v', format('%d', w.v))
           w.changed = false
         end
-        remaining = redis.call('HINCRBY', w.key, 'v', '-' .. amount)
+        remaining = call('HINCRBY', w.key, 'v', '-' .. amount)
       else
         remaining, w.changed = w.v - tonumber(amount), true
       end
@@ -89,7 +94,7 @@ for c = 0, changes - 1 do
         remaining, clamped, w.changed = 0, 1, true
       end
       w.v, w.last, w.dirty = remaining, o, true
-      w.latest = string.sub(w.latest .. id, -8 * LATEST)
+      w.latest = sub(w.latest .. id, -8 * LATEST)
       reply[#reply + 1], reply[#reply + 2] = remaining, clamped
     end
   end
@@ -98,9 +103,9 @@ end
 for _, w in pairs(windows) do
   if w.dirty then
     if w.changed then
-      redis.call('HSET', w.key, 'v', string.format('%d', w.v), src, string.format('%d', w.last), 'r', w.latest)
+      call('HSET', w.key, 'v', format('%d', w.v), src, format('%d', w.last), 'r', w.latest)
     else
-      redis.call('HSET', w.key, src, string.format('%d', w.last), 'r', w.latest)
+      call('HSET', w.key, src, format('%d', w.last), 'r', w.latest)
     end
   end
 end

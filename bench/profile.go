@@ -1,0 +1,130 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisSnapshot is what Redis has done so far: per command, its calls and
+// the microseconds it spent in them (INFO commandstats, where commands a
+// script runs are counted too), and the CPU seconds redis-server used.
+type redisSnapshot struct {
+	commands map[string]commandStat
+	cpu      float64
+}
+
+type commandStat struct {
+	name        string
+	calls, usec float64
+}
+
+func snapshotRedis(ctx context.Context, rdb *redis.Client) (redisSnapshot, error) {
+	info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
+	if err != nil {
+		return redisSnapshot{}, fmt.Errorf("redis info: %w", err)
+	}
+	s := redisSnapshot{commands: map[string]commandStat{}}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		if cmd, ok := strings.CutPrefix(name, "cmdstat_"); ok {
+			st := commandStat{name: cmd}
+			for kv := range strings.SplitSeq(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				f, _ := strconv.ParseFloat(v, 64)
+				switch k {
+				case "calls":
+					st.calls = f
+				case "usec":
+					st.usec = f
+				}
+			}
+			s.commands[cmd] = st
+		} else if name == "used_cpu_user" || name == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(rest, 64)
+			s.cpu += f
+		}
+	}
+	return s, nil
+}
+
+// scriptCalls is how many scripts Redis ran.
+func (s redisSnapshot) scriptCalls() float64 {
+	return s.commands["evalsha"].calls + s.commands["eval"].calls
+}
+
+// redisProfile is where Redis's time went between two snapshots, per
+// event processed.
+type redisProfile struct {
+	core     float64       // share of one core redis-server used
+	scripts  float64       // µs per event inside EVALSHA, the commands they ran included
+	commands []commandStat // per event, the most costly first
+}
+
+// profile says where Redis's time went between before and s, over events
+// processed in secs seconds.
+func (s redisSnapshot) profile(before redisSnapshot, events, secs float64) redisProfile {
+	p := redisProfile{core: (s.cpu - before.cpu) / secs}
+	for name, st := range s.commands {
+		was := before.commands[name]
+		d := commandStat{name, (st.calls - was.calls) / events, (st.usec - was.usec) / events}
+		switch {
+		case name == "evalsha" || name == "eval":
+			p.scripts += d.usec
+		case d.usec < 0.05:
+			// Commands too rare to matter here (the alert path's).
+		case name == "info" || name == "hello" || strings.HasPrefix(name, "script|") || strings.HasPrefix(name, "client|"):
+			// The bench's own and the clients' handshakes.
+		default:
+			p.commands = append(p.commands, d)
+		}
+	}
+	slices.SortFunc(p.commands, func(a, b commandStat) int { return cmp.Compare(b.usec, a.usec) })
+	return p
+}
+
+// String reads like "25.1 µs in scripts: commands 8.5 µs (HMGET 5.2 µs in
+// 3.81 calls, ...), Lua and redis.call themselves 16.6 µs": what the
+// scripts' commands cost, and what running the scripts costs beyond them.
+func (p redisProfile) String() string {
+	var inner float64
+	parts := make([]string, len(p.commands))
+	for i, c := range p.commands {
+		inner += c.usec
+		parts[i] = fmt.Sprintf("%s %.1f µs in %.2f calls", strings.ToUpper(c.name), c.usec, c.calls)
+	}
+	return fmt.Sprintf("%.1f µs in scripts: commands %.1f µs (%s), Lua and redis.call themselves %.1f µs",
+		p.scripts, inner, strings.Join(parts, ", "), p.scripts-inner)
+}
+
+// cpuSeconds is the CPU time a process has used, from /proc/PID/stat.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which may hold spaces, in parens.
+	_, rest, ok := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, data)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, data)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc's times.
+const clockTicks = 100
