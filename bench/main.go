@@ -31,6 +31,7 @@ type options struct {
 	latencyFor  time.Duration
 	latencyRate float64
 	scaling     []int
+	contenders  string
 	kafka       string
 	brokers     string
 	redis       string
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
+	flag.StringVar(&o.contenders, "contenders", "cde", "which of the other contenders (c), (d) and (e) to run, e.g. \"c\" or \"\"")
 	scaling := flag.String("scaling", "2,4", "numbers of fraudwatch processes to measure besides 1, comma-separated (empty: none)")
 	flag.Parse()
 	for f := range strings.SplitSeq(*scaling, ",") {
@@ -122,7 +124,13 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	b.dir = dir
-	for _, step := range []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.scaling, b.naive, b.node, b.streams} {
+	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.scaling}
+	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
+		if strings.ContainsRune(o.contenders, rune('c'+i)) {
+			steps = append(steps, step)
+		}
+	}
+	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -205,7 +213,9 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 			return err
 		}
 		memPerEvent = float64(mem1-mem0) / float64(b.o.events)
-		plain, _, err := countersOnly(ctx, b.rdb, "fw")
+		plainDB := redis.NewClient(&redis.Options{Addr: b.o.redis, DB: 1})
+		defer plainDB.Close()
+		plain, _, err := countersOnly(ctx, b.rdb, plainDB, "fw")
 		if err != nil {
 			return err
 		}

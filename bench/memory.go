@@ -26,16 +26,20 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 
 // countersOnly is what the same counts take as the simplest store would
 // keep them: one plain counter with the window's TTL for each of
-// fraudwatch's windows (keys of kind w under prefix), no records. It writes
-// them, measures, and removes them again.
-func countersOnly(ctx context.Context, rdb *redis.Client, prefix string) (bytes int64, windows int, err error) {
+// fraudwatch's windows (keys of kind w under prefix in rdb's database), no
+// records. It writes them into plain, a client of another database of the
+// same Redis, measures, and removes them at once: deleting them from
+// fraudwatch's own database would leave Redis resizing its key table, and
+// freeing them in the background would leave it busy, for seconds of the
+// latency measured next.
+func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) (bytes int64, windows int, err error) {
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {
 		return 0, 0, err
 	}
-	var plain []string
+	n := 0
 	iter := rdb.Scan(ctx, 0, prefix+":{*}:w:*", 1000).Iterator()
-	pipe := rdb.Pipeline()
+	read, write := rdb.Pipeline(), plain.Pipeline()
 	var keys []string
 	flush := func() error {
 		if len(keys) == 0 {
@@ -44,10 +48,10 @@ func countersOnly(ctx context.Context, rdb *redis.Client, prefix string) (bytes 
 		vals := make([]*redis.StringCmd, len(keys))
 		ttls := make([]*redis.DurationCmd, len(keys))
 		for i, k := range keys {
-			vals[i] = pipe.HGet(ctx, k, "v")
-			ttls[i] = pipe.PTTL(ctx, k)
+			vals[i] = read.HGet(ctx, k, "v")
+			ttls[i] = read.PTTL(ctx, k)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		if _, err := read.Exec(ctx); err != nil && err != redis.Nil {
 			return err
 		}
 		for i, k := range keys {
@@ -57,10 +61,10 @@ func countersOnly(ctx context.Context, rdb *redis.Client, prefix string) (bytes 
 			}
 			// The counter's name as a one-key-per-rule store would have it.
 			name := "plain:" + strings.TrimPrefix(k, prefix+":")
-			pipe.Set(ctx, name, vals[i].Val(), ttl)
-			plain = append(plain, name)
+			write.Set(ctx, name, vals[i].Val(), ttl)
+			n++
 		}
-		_, err := pipe.Exec(ctx)
+		_, err := write.Exec(ctx)
 		keys = keys[:0]
 		return err
 	}
@@ -82,10 +86,8 @@ func countersOnly(ctx context.Context, rdb *redis.Client, prefix string) (bytes 
 	if err != nil {
 		return 0, 0, err
 	}
-	for i := 0; i < len(plain); i += 1000 {
-		if err := rdb.Unlink(ctx, plain[i:min(i+1000, len(plain))]...).Err(); err != nil {
-			return 0, 0, err
-		}
+	if err := plain.Do(ctx, "FLUSHDB", "SYNC").Err(); err != nil {
+		return 0, 0, err
 	}
-	return after - before, len(plain), nil
+	return after - before, n, nil
 }
