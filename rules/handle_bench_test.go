@@ -1,0 +1,81 @@
+package rules_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+type discardSink struct{}
+
+func (discardSink) Publish(context.Context, ...alert.Alert) error { return nil }
+
+// BenchmarkHandle is the hot path from a fetched batch's bytes to Redis's
+// answers: decoding 500 orders and counting them into the four rules of
+// make bench, against a real Redis. Its allocations per op are a batch's:
+// what the Go side spends beside Redis's time. Run it with -memprofile to
+// see where (README, Performance).
+func BenchmarkHandle(b *testing.B) {
+	rdb := redistest.Client(b)
+	scripts, err := lua.New(lua.Config{}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := func(name string, m alert.Metric, threshold int64, groupBy string) rules.Rule {
+		rr := rule(name, m, threshold, groupBy)
+		rr.Window = 10 * time.Minute
+		return rr
+	}
+	rs := []rules.Rule{
+		r("orders-per-customer", alert.Count, 20, "customer_id"),
+		r("amount-per-customer", alert.Amount, 2_000_000, "customer_id"),
+		r("orders-per-card", alert.Count, 35, "card_fingerprint"),
+		r("orders-per-ip", alert.Count, 12, "ip"),
+	}
+	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(b)}, rs, scripts, discardSink{},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 500
+	raw := make([][]byte, batch)
+	evs := make([]*event.Event, batch)
+	offset := int64(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		for i := range raw {
+			c := strconv.FormatInt((offset*7919)%100_000, 10)
+			raw[i], _ = json.Marshal(map[string]any{
+				"event_id": "ev-" + strconv.FormatInt(offset, 10), "type": "order", "order_id": "ord-" + strconv.FormatInt(offset, 10),
+				"customer_id": "cust-" + c, "card_fingerprint": "card-" + c, "ip": "10.0." + c, "amount": 1000 + offset%200_000, "currency": "KRW",
+			})
+			offset++
+		}
+		b.StartTimer()
+		for i, data := range raw {
+			ev, err := event.Decode(data, event.Order)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev.Source = event.Source{Topic: "orders", Partition: 0, Offset: offset - batch + int64(i)}
+			evs[i] = ev
+		}
+		if _, err := e.Handle(b.Context(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
