@@ -10,39 +10,100 @@ import (
 	"unicode/utf8"
 )
 
+// The members the schema names, as indexes of a members array.
+const (
+	fEventID = iota
+	fOrderID
+	fCustomerID
+	fEmail
+	fPhone
+	fCardFingerprint
+	fIP
+	fDeviceID
+	fShippingAddress
+	fType
+	fAmount
+	fCurrency
+	fOccurredAt
+	numFields
+)
+
+// fieldIndex is the index of a member the schema names, or -1.
+func fieldIndex(name []byte) int {
+	switch string(name) {
+	case "event_id":
+		return fEventID
+	case "order_id":
+		return fOrderID
+	case "customer_id":
+		return fCustomerID
+	case "email":
+		return fEmail
+	case "phone":
+		return fPhone
+	case "card_fingerprint":
+		return fCardFingerprint
+	case "ip":
+		return fIP
+	case "device_id":
+		return fDeviceID
+	case "shipping_address":
+		return fShippingAddress
+	case "type":
+		return fType
+	case "amount":
+		return fAmount
+	case "currency":
+		return fCurrency
+	case "occurred_at":
+		return fOccurredAt
+	}
+	return -1
+}
+
+// members holds the raw value of each member the schema names (the last,
+// should a name repeat, as encoding/json has it); nil when absent.
+type members [numFields]json.RawMessage
+
 // stringFields are the string fields of the schema, with where they go.
 var stringFields = []struct {
+	index    int
 	name     string
 	required bool
 	set      func(*Event) *string
 }{
-	{"event_id", true, func(e *Event) *string { return &e.EventID }},
-	{"order_id", true, func(e *Event) *string { return &e.OrderID }},
-	{"customer_id", true, func(e *Event) *string { return &e.CustomerID }},
-	{"email", false, func(e *Event) *string { return &e.Email }},
-	{"phone", false, func(e *Event) *string { return &e.Phone }},
-	{"card_fingerprint", false, func(e *Event) *string { return &e.CardFingerprint }},
-	{"ip", false, func(e *Event) *string { return &e.IP }},
-	{"device_id", false, func(e *Event) *string { return &e.DeviceID }},
-	{"shipping_address", false, func(e *Event) *string { return &e.ShippingAddress }},
+	{fEventID, "event_id", true, func(e *Event) *string { return &e.EventID }},
+	{fOrderID, "order_id", true, func(e *Event) *string { return &e.OrderID }},
+	{fCustomerID, "customer_id", true, func(e *Event) *string { return &e.CustomerID }},
+	{fEmail, "email", false, func(e *Event) *string { return &e.Email }},
+	{fPhone, "phone", false, func(e *Event) *string { return &e.Phone }},
+	{fCardFingerprint, "card_fingerprint", false, func(e *Event) *string { return &e.CardFingerprint }},
+	{fIP, "ip", false, func(e *Event) *string { return &e.IP }},
+	{fDeviceID, "device_id", false, func(e *Event) *string { return &e.DeviceID }},
+	{fShippingAddress, "shipping_address", false, func(e *Event) *string { return &e.ShippingAddress }},
 }
 
 // Decode decodes and validates one message value. topicType is the
 // type implied by the topic the message came from ("" when the topic
 // carries both types and the event must say). A returned error is always an
-// *InvalidError.
+// *InvalidError. The event keeps data, for group_by on fields it does not
+// name: data must not change while the event is in use.
 func Decode(data []byte, topicType Type) (*Event, error) {
 	if !utf8.Valid(data) {
 		return nil, invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+	var m members
+	if err := eachMember(data, func(name []byte, value json.RawMessage) {
+		if i := fieldIndex(name); i >= 0 {
+			m[i] = value
+		}
+	}); err != nil {
 		return nil, invalid(ReasonMalformedJSON, "", "value is not a JSON object")
 	}
-	e := &Event{raw: raw}
+	e := &Event{data: data}
 
 	for _, f := range stringFields {
-		v, ok, err := str(raw, f.name)
+		v, ok, err := str(m[f.index], f.name)
 		if err != nil {
 			return nil, err
 		}
@@ -56,24 +117,24 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 	}
 
 	var err error
-	if e.Type, err = eventType(raw, topicType); err != nil {
+	if e.Type, err = eventType(m[fType], topicType); err != nil {
 		return nil, err
 	}
-	if e.Amount, err = amount(raw); err != nil {
+	if e.Amount, err = amount(m[fAmount]); err != nil {
 		return nil, err
 	}
-	if e.Currency, err = currency(raw); err != nil {
+	if e.Currency, err = currency(m[fCurrency]); err != nil {
 		return nil, err
 	}
-	if e.OccurredAt, err = occurredAt(raw); err != nil {
+	if e.OccurredAt, err = occurredAt(m[fOccurredAt]); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 // eventType reads the event's type, which a topic of one type implies.
-func eventType(raw map[string]json.RawMessage, topicType Type) (Type, error) {
-	typ, ok, err := str(raw, "type")
+func eventType(v json.RawMessage, topicType Type) (Type, error) {
+	typ, ok, err := str(v, "type")
 	switch {
 	case err != nil:
 		return "", err
@@ -90,8 +151,8 @@ func eventType(raw map[string]json.RawMessage, topicType Type) (Type, error) {
 }
 
 // currency reads the optional currency code, upper-cased.
-func currency(raw map[string]json.RawMessage) (string, error) {
-	cur, ok, err := str(raw, "currency")
+func currency(v json.RawMessage) (string, error) {
+	cur, ok, err := str(v, "currency")
 	if err != nil || !ok {
 		return "", err
 	}
@@ -102,8 +163,8 @@ func currency(raw map[string]json.RawMessage) (string, error) {
 }
 
 // occurredAt reads the optional time of the event.
-func occurredAt(raw map[string]json.RawMessage) (time.Time, error) {
-	at, ok, err := str(raw, "occurred_at")
+func occurredAt(v json.RawMessage) (time.Time, error) {
+	at, ok, err := str(v, "occurred_at")
 	if err != nil || !ok {
 		return time.Time{}, err
 	}
@@ -114,11 +175,11 @@ func occurredAt(raw map[string]json.RawMessage) (time.Time, error) {
 	return t, nil
 }
 
-// str reads an optional string field. Absent, null and "" all count as
-// absent; any other JSON type is an error.
-func str(raw map[string]json.RawMessage, name string) (string, bool, error) {
-	v, ok := raw[name]
-	if !ok || isNull(v) {
+// str reads the optional string field name, whose raw value is v (nil:
+// absent). Absent, null and "" all count as absent; any other JSON type is
+// an error.
+func str(v json.RawMessage, name string) (string, bool, error) {
+	if v == nil || isNull(v) {
 		return "", false, nil
 	}
 	if len(v) == 0 || v[0] != '"' {
@@ -147,9 +208,8 @@ func unquote(v json.RawMessage) (string, error) {
 // amount reads the required amount: a JSON integer literal in
 // [1, MaxAmount]. 100.0, 1e2 and "100" are all refused: minor units are
 // whole numbers, and accepting a float would invite rounding.
-func amount(raw map[string]json.RawMessage) (int64, error) {
-	v, ok := raw["amount"]
-	if !ok || isNull(v) {
+func amount(v json.RawMessage) (int64, error) {
+	if v == nil || isNull(v) {
 		return 0, invalid(ReasonMissingField, "amount", "is required")
 	}
 	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {

@@ -52,8 +52,9 @@ type Event struct {
 
 	Source Source
 
-	// raw keeps every field, for group_by on fields this type does not name.
-	raw map[string]json.RawMessage
+	// data is the message the event was decoded from, for group_by on
+	// fields this type does not name.
+	data []byte
 }
 
 // Field returns the value of a field by its JSON name, as group_by sees it:
@@ -86,8 +87,15 @@ func (e *Event) Field(name string) (string, bool) {
 	case "currency":
 		return e.Currency, e.Currency != ""
 	}
-	v, ok := e.raw[name]
-	if !ok || len(v) == 0 {
+	var v json.RawMessage
+	// The last member of that name, as encoding/json has it. Decode has
+	// read data as an object already: this cannot fail.
+	_ = eachMember(e.data, func(n []byte, value json.RawMessage) {
+		if string(n) == name {
+			v = value
+		}
+	})
+	if len(v) == 0 {
 		return "", false
 	}
 	switch v[0] {

@@ -44,6 +44,10 @@ func FuzzDecode(f *testing.F) {
 		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"event_id":"e2"}`,
 		`{"event_id":"\ud800","order_id":"o1","customer_id":"c1","amount":1}`,
 		"{\"event_id\":\"e\xff\",\"order_id\":\"o1\",\"customer_id\":\"c1\",\"amount\":1}",
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"seller":"s\u00e9","seller":"t","z\u0061":"q","n":12.5,"b":true}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1,"\ud800x":"v","customer\u005fid":"c2"}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1} {}`,
+		`{"event_id":"e1","order_id":"o1","customer_id":"c1","amount":1} x`,
 		`[1,2]`, `"s"`, `null`, `0`, ``, `{`, `{}`, ` {"a":1} `,
 	}
 	for i, s := range seeds {
@@ -65,6 +69,11 @@ func FuzzDecode(f *testing.F) {
 			}
 			if !slices.Contains(specFields, ie.Field) {
 				t.Fatalf("error names field %q, which the schema does not define", ie.Field)
+			}
+			// Malformed is encoding/json's word, not a stricter parser's.
+			var obj map[string]json.RawMessage
+			if ie.Reason == event.ReasonMalformedJSON && json.Unmarshal(data, &obj) == nil && obj != nil {
+				t.Fatalf("Decode calls malformed what encoding/json reads as an object")
 			}
 			return
 		}
@@ -110,6 +119,14 @@ func FuzzDecode(f *testing.F) {
 		var plain map[string]any
 		if err := json.Unmarshal(data, &plain); err != nil {
 			t.Fatalf("Decode accepted what encoding/json refuses: %v", err)
+		}
+		for name, v := range plain {
+			// Fields the schema does not name, as group_by sees them.
+			if want, ok := v.(string); ok && !slices.Contains(specFields, name) {
+				if got, _ := e.Field(name); got != want {
+					t.Fatalf("Field(%q) = %q, encoding/json says %q", name, got, want)
+				}
+			}
 		}
 		for _, name := range specFields[1:] {
 			if want, ok := plain[name].(string); ok {

@@ -1,0 +1,86 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// An event is one JSON object, read member by member with jsontext: it
+// checks the syntax as encoding/json does, but hands out each value as the
+// span of the message it came from, where decoding into a map of
+// json.RawMessage made and copied one value per member (a third of the
+// hot path's allocations). jsontext is the tokenizer of encoding/json/v2,
+// here until that leaves GOEXPERIMENT.
+
+// scanner is a decoder with its reader, reused across messages.
+type scanner struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// Duplicate names are allowed, the last one winning, and escaped invalid
+// surrogates become U+FFFD, as encoding/json decodes them (unescaped
+// invalid UTF-8 never gets here: Decode refuses it first).
+var scanOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+var errNotObject = errors.New("not a JSON object")
+
+// eachMember calls fn with the name and the raw value of each member of
+// the JSON object data, in order; both are spans of data, the name without
+// its quotes and unescaped (which alone allocates). It fails when data is
+// not exactly one JSON object.
+func eachMember(data []byte, fn func(name []byte, value json.RawMessage)) error {
+	s := scanners.Get().(*scanner)
+	defer func() {
+		s.buf = bytes.Buffer{}
+		s.dec.Reset(&s.buf) // let go of data
+		scanners.Put(s)
+	}()
+	// A bytes.Buffer is read in place, without a copy.
+	s.buf = *bytes.NewBuffer(data)
+	s.dec.Reset(&s.buf, scanOptions...)
+	if tok, err := s.dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return errNotObject
+	}
+	// Spans are taken by offset, so that they are data's whatever the
+	// decoder does with its buffer.
+	span := func(v jsontext.Value) []byte {
+		end := int(s.dec.InputOffset())
+		return data[end-len(v) : end]
+	}
+	for s.dec.PeekKind() != '}' {
+		v, err := s.dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		name := span(v)
+		if bytes.IndexByte(name, '\\') < 0 {
+			name = name[1 : len(name)-1]
+		} else {
+			// As encoding/json unescapes it; rare enough to allocate.
+			unescaped, err := unquote(name)
+			if err != nil {
+				return err
+			}
+			name = []byte(unescaped)
+		}
+		if v, err = s.dec.ReadValue(); err != nil {
+			return err
+		}
+		fn(name, span(v))
+	}
+	if _, err := s.dec.ReadToken(); err != nil {
+		return err
+	}
+	if _, err := s.dec.ReadToken(); err != io.EOF {
+		return errNotObject
+	}
+	return nil
+}
