@@ -23,8 +23,8 @@ var nodeDir = filepath.Join("bench", "node")
 // consumer on kafkajs's eachMessage and ioredis's defineCommand, as the
 // typical Korean e-commerce write-up of this problem builds it
 // (bench/node/consumer.js). Its Redis work is exactly (c)'s: the same
-// seed-style scripts, byte for byte, with the same keys, rules and
-// thresholds, one awaited call per rule. What differs from (c) is the stack
+// seed-style scripts, handed over in its environment, with the same keys,
+// rules and thresholds, one awaited call per rule. What differs from (c) is the stack
 // and its defaults, kept as such a write-up keeps them: one partition at a
 // time and autoCommit, which commits once per fetched batch where (c)
 // commits every message. So fraudwatch is compared with what gets deployed,
@@ -47,6 +47,8 @@ func nodeConsumer(ctx context.Context, brokers []string, redisAddr, group, prefi
 		"FRAUDWATCH_NODE_PREFIX="+prefix,
 		"FRAUDWATCH_NODE_TOPICS="+strings.Join(topics, ","),
 		"FRAUDWATCH_NODE_EVENTS="+strconv.Itoa(n),
+		"FRAUDWATCH_NODE_INCR_SCRIPT="+seedScript,
+		"FRAUDWATCH_NODE_REFUND_SCRIPT="+seedRefund,
 	)
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	cmd.WaitDelay = 5 * time.Second

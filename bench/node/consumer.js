@@ -7,37 +7,13 @@
 //   FRAUDWATCH_NODE_BROKERS  host:port,...     FRAUDWATCH_NODE_REDIS_ADDR  host:port
 //   FRAUDWATCH_NODE_GROUP    consumer group    FRAUDWATCH_NODE_PREFIX      key prefix
 //   FRAUDWATCH_NODE_TOPICS   topic,...         FRAUDWATCH_NODE_EVENTS      messages to process
+//   FRAUDWATCH_NODE_INCR_SCRIPT, FRAUDWATCH_NODE_REFUND_SCRIPT   (c)'s two scripts
 // It prints one line, `events_per_sec <n>`, to stdout; everything else,
 // kafkajs's logs included, goes to stderr, so that line is all the bench reads.
 'use strict';
 
 const { Kafka, logLevel } = require('kafkajs');
 const Redis = require('ioredis');
-
-// Byte for byte seedScript (bench/ceiling.go) and seedRefund (bench/naive.go):
-// the same scripts, so Redis does the same work, under the same SHA1, as for (c).
-const seedScript = `
-local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
-local current = redis.call('INCRBY', KEYS[1], ARGV[1])
-if redis.call('TTL', KEYS[1]) == -1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-end
-local threshold = tonumber(ARGV[3])
-if prev < threshold and current >= threshold then
-  return {current, 1}
-end
-return {current, 0}
-`;
-const seedRefund = `
-local v = tonumber(redis.call('GET', KEYS[1]) or '0')
-if v <= 0 then return 0 end
-local left = redis.call('DECRBY', KEYS[1], ARGV[1])
-if left < 0 then
-  redis.call('SET', KEYS[1], '0', 'KEEPTTL')
-  return 0
-end
-return left
-`;
 
 function setting(name) {
   const v = process.env[name];
@@ -61,8 +37,10 @@ async function main() {
 
   const redis = new Redis(`redis://${setting('FRAUDWATCH_NODE_REDIS_ADDR')}`);
   // defineCommand sends EVALSHA and falls back to EVAL once, as the case study does.
-  redis.defineCommand('incrAndCheck', { numberOfKeys: 1, lua: seedScript });
-  redis.defineCommand('refundAmount', { numberOfKeys: 1, lua: seedRefund });
+  // The scripts are (c)'s, handed over by bench/node.go, so that Redis does the
+  // same work under the same SHA1.
+  redis.defineCommand('incrAndCheck', { numberOfKeys: 1, lua: setting('FRAUDWATCH_NODE_INCR_SCRIPT') });
+  redis.defineCommand('refundAmount', { numberOfKeys: 1, lua: setting('FRAUDWATCH_NODE_REFUND_SCRIPT') });
 
   const kafka = new Kafka({ clientId: 'fraudwatch-bench-node', brokers, logLevel: logLevel.WARN, logCreator: toStderr });
   const consumer = kafka.consumer({ groupId });
