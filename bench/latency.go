@@ -12,8 +12,10 @@ import (
 // latencyAt produces fresh events at rate per second for d, to the topics
 // the replicas read, and returns the end-to-end latency quantiles their
 // fraudwatch_event_latency_seconds histograms saw meanwhile: from each
-// event's Kafka timestamp to the end of its processing.
-func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, d time.Duration) (p50, p99, p999 float64, err error) {
+// event's Kafka timestamp to the end of its processing. trace, when set,
+// is called every second with the histograms of that second.
+func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, d time.Duration,
+	trace func(elapsed time.Duration, before, after histogram)) (p50, p99, p999 float64, err error) {
 	before, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 	if err != nil {
 		return 0, 0, 0, err
@@ -48,6 +50,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	defer t.Stop()
 	sent, owed := 0, 0.0
 	start := time.Now()
+	traced, second := before, start
 	for time.Since(start) < d {
 		select {
 		case <-ctx.Done():
@@ -68,6 +71,15 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 			return 0, 0, 0, err
 		}
 		sent += n
+		if trace != nil && time.Since(second) >= time.Second {
+			second = time.Now()
+			now, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			trace(time.Since(start), traced, now)
+			traced = now
+		}
 	}
 	// Wait for the replicas to process what was sent.
 	for {

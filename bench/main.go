@@ -30,6 +30,7 @@ type options struct {
 	ceilingFor  time.Duration
 	latencyFor  time.Duration
 	latencyRate float64
+	trace       bool
 	scaling     []int
 	contenders  string
 	kafka       string
@@ -48,6 +49,7 @@ func main() {
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
+	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
 	flag.StringVar(&o.kafka, "kafka", "real", `"real": the broker at -brokers; "fake": an in-process kfake`)
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
@@ -226,7 +228,11 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		}
 		progress("(b) latency at half that rate (%.0f events/s) for %v", half, b.o.latencyFor)
 		lw := b.workload(int(half*b.o.latencyFor.Seconds())+1000, b.o.seed+1)
-		p50, p99, p999, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor)
+		var trace func(time.Duration, histogram, histogram)
+		if b.o.trace {
+			trace = b.traceLatency(ctx)
+		}
+		p50, p99, p999, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor, trace)
 		return err
 	})
 	if err != nil {
@@ -305,6 +311,18 @@ func (b *bench) streams(ctx context.Context) error {
 	b.tbl.add("e", fmt.Sprintf("Kafka Streams 4.4.0 application (4 windowed aggregations, exactly_once_v2, 2 stream threads, -Xmx512m), %s events", thousands(b.o.events)),
 		fmt.Sprintf("%.0f events/s", rate), fmt.Sprintf("(b) is %.1f × this; RSS %s (peak)", b.fwEvents/rate, mib(rss)))
 	return nil
+}
+
+// traceLatency prints one second of the latency run, next to the size of
+// Redis's keyspace and memory: a key table doubling (at each power of two
+// keys) shows there.
+func (b *bench) traceLatency(ctx context.Context) func(time.Duration, histogram, histogram) {
+	return func(elapsed time.Duration, before, after histogram) {
+		keys, _ := b.rdb.DBSize(ctx).Result()
+		mem, _ := usedMemory(ctx, b.rdb)
+		progress("latency trace: %3.0f s: p50 %s, p99 %s; Redis %d keys, %s", elapsed.Seconds(),
+			ms(quantile(before, after, 0.5)), ms(quantile(before, after, 0.99)), keys, mib(mem))
+	}
 }
 
 // redis snapshots what Redis has done so far.
