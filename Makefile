@@ -34,4 +34,4 @@ bench:
 	./scripts/bench.sh
 
 bench-smoke:
-	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -latency-for 3s -scaling 2
+	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -latency-for 3s -scaling 2 -latency-trace
