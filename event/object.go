@@ -25,17 +25,19 @@ type scanner struct {
 
 var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
-// Duplicate names are allowed, the last one winning, and escaped invalid
-// surrogates become U+FFFD, as encoding/json decodes them (unescaped
-// invalid UTF-8 never gets here: Decode refuses it first).
+// Duplicate names are allowed (callers keep the last, as encoding/json
+// does), and escaped invalid surrogates become U+FFFD, as encoding/json
+// decodes them (unescaped invalid UTF-8 never gets here: Decode refuses it
+// first).
 var scanOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 var errNotObject = errors.New("not a JSON object")
 
 // eachMember calls fn with the name and the raw value of each member of
-// the JSON object data, in order; both are spans of data, the name without
-// its quotes and unescaped (which alone allocates). It fails when data is
-// not exactly one JSON object.
+// the JSON object data, in order. The value is a span of data; so is the
+// name, without its quotes, unless it holds escapes: then it is unescaped
+// into a copy, the only allocation here. It fails when data is not exactly
+// one JSON object.
 func eachMember(data []byte, fn func(name []byte, value json.RawMessage)) error {
 	s := scanners.Get().(*scanner)
 	defer func() {
