@@ -88,8 +88,9 @@ func (e *Event) Field(name string) (string, bool) {
 		return e.Currency, e.Currency != ""
 	}
 	var v json.RawMessage
-	// The last member of that name, as encoding/json has it. Decode has
-	// read data as an object already: this cannot fail.
+	// The last member of that name, as encoding/json has it. For an event
+	// Decode made this cannot fail (it read data as an object already); an
+	// event built otherwise has no data, so no other fields.
 	_ = eachMember(e.data, func(n []byte, value json.RawMessage) {
 		if string(n) == name {
 			v = value

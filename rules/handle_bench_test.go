@@ -54,7 +54,6 @@ func BenchmarkHandle(b *testing.B) {
 	evs := make([]*event.Event, batch)
 	offset := int64(0)
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
 		for i := range raw {
