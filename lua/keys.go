@@ -14,10 +14,10 @@ import (
 // into the windows of every group of one bucket, and no call ever touches
 // two slots (Redis Cluster):
 //
-//	fw:{3f}:w:orders-per-customer-1m:cust-42      the window: counter, last offsets, latest event ids
-//	fw:{3f}:x:orders-per-customer-1m:cust-42      the events that crossed its threshold
-//	fw:{3f}:c:orders-per-customer-1m:cust-42      the id of the alert that holds the cooldown
-//	fw:{3f}:a:orders-per-customer-1m:cust-42:…    one alert's delivery record
+//	fw:{3F}:w:orders-per-customer-1m:cust-42      the window: counter, last offsets, latest event ids
+//	fw:{3F}:x:orders-per-customer-1m:cust-42      the events that crossed its threshold
+//	fw:{3F}:c:orders-per-customer-1m:cust-42      the id of the alert that holds the cooldown
+//	fw:{3F}:a:orders-per-customer-1m:cust-42:…    one alert's delivery record
 //
 // A key reads kind, rule, group: rule names hold no ':' (package config
 // checks them) and the group is the last part (or the last but the
