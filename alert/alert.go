@@ -43,6 +43,22 @@ type Metric string
 const (
 	Count  Metric = "count"  // one per order
 	Amount Metric = "amount" // the orders' amounts in minor units, lowered by refunds
+	// Distinct counts the distinct values of one event field (the rule's
+	// field) among its orders.
+	Distinct Metric = "distinct"
+)
+
+// WindowType is how a rule's window is measured.
+type WindowType string
+
+// Window types.
+const (
+	// Fixed windows start with a group's first event as Redis sees it
+	// (processing time) and end a window later.
+	Fixed WindowType = "fixed"
+	// Sliding windows trail each event in event time: the window is the
+	// group's events of the last window before it.
+	Sliding WindowType = "sliding"
 )
 
 // Reasons a crossing is not notified: the reason label of
