@@ -242,6 +242,6 @@ func (c *Consumer) decode(msg kafka.Message) (*event.Event, *event.InvalidError)
 		}
 		return nil, &event.InvalidError{Reason: event.ReasonMalformedJSON, Detail: "undecodable"}
 	}
-	ev.Source = event.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
+	ev.Source = event.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset, Time: msg.Time}
 	return ev, nil
 }

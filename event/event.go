@@ -32,6 +32,9 @@ type Source struct {
 	Topic     string
 	Partition int
 	Offset    int64
+	// Time is the Kafka record's timestamp: the event's time when it
+	// carries no occurred_at.
+	Time time.Time
 }
 
 // Event is one decoded, validated order or refund.

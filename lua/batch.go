@@ -14,16 +14,24 @@ import (
 // Window is one (rule, group) window of a counting call. Its keys share the
 // hash tag of the call's other keys.
 type Window struct {
-	// Key is the window: its counter, the last offset counted from each
-	// partition, its latest event ids (Keys.Window).
+	// Key is the window: its counter (or buckets), the last offset counted
+	// from each partition, its latest event ids (Keys.Window).
 	Key string
-	// Marks keeps the events that crossed its threshold (Keys.Marks); only
-	// Count uses it.
+	// Marks keeps the events that crossed its threshold (Keys.Marks); all
+	// but Refund use it.
 	Marks string
-	// Length and Threshold are the rule's; only Count uses them. Length is
-	// whole seconds.
+	// Values keeps a distinct window's values (Keys.Values); only Distinct
+	// uses it.
+	Values string
+	// Length and Threshold are the rule's; all but Refund use them. Length
+	// is whole seconds.
 	Length    time.Duration
 	Threshold int64
+	// Sliding and Lateness are the rule's window type and
+	// allowed_lateness; Slide windows are all sliding, Distinct ones may be
+	// either.
+	Sliding  bool
+	Lateness time.Duration
 }
 
 // Change is one event's change to one window of a call.
@@ -33,19 +41,33 @@ type Change struct {
 	// Offset is the event's offset in the call's source partition.
 	Offset int64
 	ID     EventID
-	// Amount is the increment of Count, or the refund of Refund.
+	// Amount is the increment of Count, or the refund of Refund; for Slide,
+	// an order's increment, or a refund as a negative number.
 	Amount int64
+	// At is the event's time, in milliseconds since 1970, not negative;
+	// Slide and Distinct use it.
+	At int64
+	// Value is the event's value of a distinct rule's field (ValueOf).
+	Value EventID
 }
 
-// Counted is incr_and_check's answer to one Change.
+// Counted is the answer of incr_and_check, slide_and_check or
+// distinct_and_check to one Change.
 type Counted struct {
-	// Current is the window's counter after the change (after the event
+	// Current is the window's value after the change (after the event
 	// counted before, for a redelivery).
 	Current int64
-	// First is true for exactly one event per window: the one that took the
-	// counter from below the threshold to at or above it, however often it
-	// is delivered.
+	// First is true for exactly one event per crossing: the one that took
+	// the value from below the threshold to at or above it, however often
+	// it is delivered.
 	First bool
+	// Late is true when a sliding window did not count the event: it is
+	// older than the group's newest event time by more than the window and
+	// its lateness.
+	Late bool
+	// Clamped is true when a refund was larger than its sliding window
+	// held, which is now 0.
+	Clamped bool
 	// Err is ErrInvalidArguments when the script refused the change; it
 	// wrote nothing for it.
 	Err error
@@ -82,6 +104,34 @@ type Refund struct {
 	Changes []Change
 	Results []Refunded
 }
+
+// Slide is one slide_and_check call: a run of orders and refunds from one
+// partition, in its order, counted into the sliding windows of one group.
+type Slide struct {
+	Source  string
+	Windows []Window
+	Changes []Change
+	Results []Counted
+}
+
+// Distinct is one distinct_and_check call: a run of orders from one
+// partition, in its order, whose values are counted in the distinct
+// windows of one group.
+type Distinct struct {
+	Source  string
+	Windows []Window
+	Changes []Change
+	Results []Counted
+}
+
+// Span is how many buckets a sliding window is cut into: what the sliding
+// value can miss is at most one bucket's worth (1/Span of the window) at
+// its trailing edge.
+const Span = 40
+
+// MaxLateness bounds a sliding window's lateness, in windows: a group
+// keeps its buckets of 2 windows and the lateness.
+const MaxLateness = 100
 
 // Bounds of one call: it runs inside one script, which holds Redis
 // meanwhile.
@@ -171,6 +221,80 @@ func (b *Batch) Refund(r *Refund) error {
 		}
 	}})
 	return nil
+}
+
+// Slide adds a slide_and_check call; its Results are set by Exec.
+func (b *Batch) Slide(c *Slide) error {
+	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
+		return err
+	}
+	keys := make([]string, 0, 2*len(c.Windows))
+	args := make([]any, 0, 3+4*len(c.Windows)+5*len(c.Changes))
+	args = append(args, c.Source, seconds(b.s.cfg.Retention), len(c.Windows))
+	widths := make([]int64, len(c.Windows))
+	for i, w := range c.Windows {
+		width := w.Length.Milliseconds() / Span
+		if width < 1 || w.Lateness < 0 || w.Lateness > MaxLateness*w.Length {
+			return fmt.Errorf("lua: a sliding window of %v with lateness %v", w.Length, w.Lateness)
+		}
+		widths[i] = width
+		late := (w.Lateness.Milliseconds() + width - 1) / width
+		keys = append(keys, w.Key, w.Marks)
+		args = append(args, Span, late, w.Threshold, seconds(2*(w.Length+w.Lateness)))
+	}
+	for _, ch := range c.Changes {
+		if ch.Window < 0 || ch.Window >= len(widths) || ch.At < 0 {
+			return fmt.Errorf("lua: a change to window %d at %d", ch.Window, ch.At)
+		}
+		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.At/widths[ch.Window], ch.Amount)
+	}
+	c.Results = make([]Counted, len(c.Changes))
+	b.calls = append(b.calls, batchCall{SlideAndCheckName, slideAndCheck, keys, args, len(c.Changes), counted(c.Results)})
+	return nil
+}
+
+// Distinct adds a distinct_and_check call; its Results are set by Exec.
+func (b *Batch) Distinct(c *Distinct) error {
+	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
+		return err
+	}
+	keys := make([]string, 0, 3*len(c.Windows))
+	args := make([]any, 0, 3+5*len(c.Windows)+5*len(c.Changes))
+	args = append(args, c.Source, seconds(b.s.cfg.Retention), len(c.Windows))
+	for _, w := range c.Windows {
+		if hashTag(w.Values) != hashTag(w.Key) {
+			return fmt.Errorf("lua: the keys of a call must share one hash tag")
+		}
+		keys = append(keys, w.Key, w.Values, w.Marks)
+		kind, ttl := "fixed", w.Length
+		if w.Sliding {
+			kind, ttl = "sliding", 2*(w.Length+w.Lateness)
+		}
+		args = append(args, kind, w.Length.Milliseconds(), w.Lateness.Milliseconds(), w.Threshold, seconds(ttl))
+	}
+	for _, ch := range c.Changes {
+		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.At, string(ch.Value[:]))
+	}
+	c.Results = make([]Counted, len(c.Changes))
+	b.calls = append(b.calls, batchCall{DistinctAndCheckName, distinctAndCheck, keys, args, len(c.Changes), counted(c.Results)})
+	return nil
+}
+
+// counted answers Slide's and Distinct's results from their reply.
+func counted(results []Counted) func(pairs []int64, err error) {
+	return func(pairs []int64, err error) {
+		for i := range results {
+			switch {
+			case err != nil:
+				results[i].Err = err
+			case pairs[2*i] == -1 && pairs[2*i+1] == -1:
+				results[i].Err = ErrInvalidArguments
+			default:
+				flag := pairs[2*i+1]
+				results[i] = Counted{Current: pairs[2*i], First: flag == 1, Late: flag == 2, Clamped: flag == 3}
+			}
+		}
+	}
 }
 
 // checkCall refuses a call the scripts would, and one whose keys do not

@@ -88,6 +88,9 @@ func (k Keys) key(kind string, g Group, rule string) string {
 // Window is the key of a rule's window for a group.
 func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 
+// Values is the key of the values a distinct rule's window counts.
+func (k Keys) Values(g Group, rule string) string { return k.key("d", g, rule) }
+
 // Marks is the key of the marks of the events that crossed a rule's
 // threshold for a group, which outlive its windows so that a late
 // redelivery of one still hands its alert off.
@@ -188,3 +191,9 @@ func IDOf(eventID string) EventID {
 	sum := sha256.Sum256([]byte(eventID))
 	return EventID(sum[:8])
 }
+
+// ValueOf returns what a distinct window keeps of a value: the first 8
+// bytes of its SHA-256, so that a 10 KB value costs 8 bytes, and two values
+// count as one only if their hashes collide (about one pair in 2^32 among
+// 2^32 values; a window holds at most 10,001).
+func ValueOf(value string) EventID { return IDOf(value) }

@@ -24,10 +24,12 @@ import (
 // Script names, as used in errors and in the script label of
 // fraudwatch_script_errors_total.
 const (
-	IncrAndCheckName = "incr_and_check"
-	SalesDecrName    = "sales_decr"
-	AlertClaimName   = "alert_claim"
-	AlertSettleName  = "alert_settle"
+	IncrAndCheckName     = "incr_and_check"
+	SlideAndCheckName    = "slide_and_check"
+	DistinctAndCheckName = "distinct_and_check"
+	SalesDecrName        = "sales_decr"
+	AlertClaimName       = "alert_claim"
+	AlertSettleName      = "alert_settle"
 )
 
 var (
@@ -35,15 +37,21 @@ var (
 	incrAndCheckSrc string
 	//go:embed sales_decr.lua
 	salesDecrSrc string
+	//go:embed slide_and_check.lua
+	slideAndCheckSrc string
+	//go:embed distinct_and_check.lua
+	distinctAndCheckSrc string
 	//go:embed alert_claim.lua
 	alertClaimSrc string
 	//go:embed alert_settle.lua
 	alertSettleSrc string
 
-	incrAndCheck = redis.NewScript(incrAndCheckSrc)
-	salesDecr    = redis.NewScript(salesDecrSrc)
-	alertClaim   = redis.NewScript(alertClaimSrc)
-	alertSettle  = redis.NewScript(alertSettleSrc)
+	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
+	salesDecr        = redis.NewScript(salesDecrSrc)
+	slideAndCheck    = redis.NewScript(slideAndCheckSrc)
+	distinctAndCheck = redis.NewScript(distinctAndCheckSrc)
+	alertClaim       = redis.NewScript(alertClaimSrc)
+	alertSettle      = redis.NewScript(alertSettleSrc)
 
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {
@@ -52,6 +60,8 @@ var (
 	}{
 		{IncrAndCheckName, incrAndCheck},
 		{SalesDecrName, salesDecr},
+		{SlideAndCheckName, slideAndCheck},
+		{DistinctAndCheckName, distinctAndCheck},
 		{AlertClaimName, alertClaim},
 		{AlertSettleName, alertSettle},
 	}

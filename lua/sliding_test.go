@@ -1,0 +1,271 @@
+package lua
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sev is one event of a sliding or distinct test: its partition's source,
+// offset, id, time (seconds from the test's epoch), amount (negative: a
+// refund) and distinct value.
+type sev struct {
+	src    string
+	offset int64
+	id     string
+	at     float64
+	amount int64
+	value  string
+}
+
+// epoch keeps test times far from 0, as real ones are.
+const epoch = int64(1_800_000_000_000)
+
+func slidingWindow(prefix, name string, length, lateness time.Duration, threshold int64) Window {
+	w := testWindow(prefix, name, length, threshold)
+	w.Sliding, w.Lateness = true, lateness
+	return w
+}
+
+func changeOf(w int, e sev) Change {
+	return Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount,
+		At: epoch + int64(e.at*1000), Value: ValueOf(e.value)}
+}
+
+func trySlide(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]Counted, error) {
+	c := &Slide{Source: evs[0].src, Windows: windows}
+	for _, e := range evs {
+		for w := range windows {
+			c.Changes = append(c.Changes, changeOf(w, e))
+		}
+	}
+	b := s.Batch()
+	if err := b.Slide(c); err != nil {
+		return nil, err
+	}
+	return c.Results, b.Exec(ctx)
+}
+
+func slide(t *testing.T, s *Scripts, windows []Window, evs ...sev) []Counted {
+	t.Helper()
+	res, err := trySlide(t.Context(), s, windows, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// An order's value is what its group holds of the window before it, in
+// event time, whatever the order its events arrive in.
+func TestSlidingValues(t *testing.T) {
+	type step struct {
+		at    float64 // seconds
+		inc   int64
+		value int64
+		first bool
+		late  bool
+	}
+	o := func(at float64, value int64, first bool) step { return step{at: at, inc: 1, value: value, first: first} }
+	tests := []struct {
+		name      string
+		threshold int64
+		lateness  time.Duration
+		steps     []step
+	}{
+		{"three in a minute cross once", 3, time.Minute,
+			[]step{o(0, 1, false), o(10, 2, false), o(20, 3, true), o(30, 4, false)}},
+		{"the oldest leaves the window", 3, time.Minute,
+			[]step{o(0, 1, false), o(30, 2, false), o(61, 2, false), o(62, 3, true)}},
+		{"a burst across a fixed window's end", 3, time.Minute,
+			[]step{o(0, 1, false), o(110, 1, false), o(115, 2, false), o(125, 3, true), o(130, 4, false)}},
+		{"falling below and rising again is a new crossing", 2, time.Minute,
+			[]step{o(0, 1, false), o(1, 2, true), o(100, 1, false), o(101, 2, true)}},
+		{"a long pause empties the window", 2, time.Minute,
+			[]step{o(0, 1, false), o(10_000, 1, false), o(10_001, 2, true)}},
+		{"reversed arrival is judged by the newest window", 3, time.Minute,
+			[]step{o(30, 1, false), o(20, 2, false), o(10, 3, true)}},
+		{"an order older than its window but within lateness joins its own", 2, time.Minute,
+			[]step{o(200, 1, false), o(100, 1, false), o(95, 2, true)}},
+		{"an intermediate window crosses", 3, time.Minute,
+			[]step{o(90, 1, false), o(40, 2, false), o(0, 2, false), o(30, 3, true)}},
+		{"older than window and lateness is late", 2, 10 * time.Second,
+			[]step{o(100, 1, false), {at: 20, inc: 1, value: 1, late: true}, o(99, 2, true)}},
+		{"amounts", 1000, time.Minute,
+			[]step{{at: 0, inc: 600, value: 600}, {at: 5, inc: 300, value: 900}, {at: 70, inc: 500, value: 500}, {at: 71, inc: 500, value: 1000, first: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, prefix := newScripts(t)
+			w := slidingWindow(prefix, "w", time.Minute, tt.lateness, tt.threshold)
+			w2 := slidingWindow(prefix, "w2", time.Minute, tt.lateness, tt.threshold)
+			var all []sev
+			for i, st := range tt.steps {
+				e := sev{src: "0:t", offset: int64(i), id: fmt.Sprint("e", i), at: st.at, amount: st.inc}
+				all = append(all, e)
+				got := slide(t, s, []Window{w}, e)[0]
+				if got.Err != nil || got.Current != st.value || got.First != st.first || got.Late != st.late {
+					t.Fatalf("step %d (at %vs): %+v, want value %d first %v late %v", i, st.at, got, st.value, st.first, st.late)
+				}
+			}
+			// The same events in one call give the same answers.
+			for i, got := range slide(t, s, []Window{w2}, all...) {
+				st := tt.steps[i]
+				if got.Current != st.value || got.First != st.first || got.Late != st.late {
+					t.Fatalf("in one call, step %d: %+v", i, got)
+				}
+			}
+		})
+	}
+}
+
+// What a sliding value may miss is one bucket's worth at the trailing edge:
+// orders less than a window less a bucket apart (58.5 s of 60 s) always
+// count together; orders a window apart never do.
+func TestSlidingErrorBound(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	width := time.Minute / Span
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 100)
+	got := slide(t, s, []Window{w},
+		sev{src: "0:t", offset: 0, id: "a", at: 0, amount: 1},
+		sev{src: "0:t", offset: 1, id: "b", at: (time.Minute - width).Seconds() - 0.001, amount: 1},
+		sev{src: "0:t", offset: 2, id: "c", at: 60, amount: 1})
+	if got[1].Current != 2 || got[2].Current != 2 {
+		t.Fatalf("values %d, %d: want the first order counted at 58.5 s and gone at 60 s", got[1].Current, got[2].Current)
+	}
+}
+
+func TestSlidingRefunds(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 1_000_000)
+	src := "0:t"
+	got := slide(t, s, []Window{w},
+		sev{src: src, offset: 0, id: "o1", at: 0, amount: 500},
+		sev{src: src, offset: 1, id: "o2", at: 30, amount: 300},
+		sev{src: src, offset: 2, id: "r1", at: 40, amount: -400}, // 300 from o2, then 100 from o1
+		sev{src: src, offset: 3, id: "r1", at: 40, amount: -400}, // a second record of it
+		sev{src: src, offset: 4, id: "o3", at: 65, amount: 10},   // o1's bucket leaves
+		sev{src: src, offset: 5, id: "r2", at: 66, amount: -50},  // more than is left: clamped
+	)
+	want := []Counted{{Current: 500}, {Current: 800}, {Current: 400}, {Current: 400}, {Current: 10}, {Current: 0, Clamped: true}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// A refund for a group with nothing counted writes nothing.
+	other := slidingWindow(prefix, "other", time.Minute, time.Minute, 10)
+	if got := slide(t, s, []Window{other}, sev{src: src, offset: 9, id: "r", at: 1, amount: -5})[0]; got != (Counted{}) {
+		t.Fatalf("refund of nothing: %+v", got)
+	}
+	if n := rdb.Exists(t.Context(), other.Key).Val(); n != 0 {
+		t.Fatal("a refund of nothing made a window")
+	}
+}
+
+func TestSlidingRedeliveriesCountOnce(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 2)
+	a := sev{src: "0:t", offset: 10, id: "a", at: 0, amount: 1}
+	b := sev{src: "0:t", offset: 11, id: "b", at: 1, amount: 1}
+	slide(t, s, []Window{w}, a, b)
+	// Redelivered from the committed offset, and b recorded again by a
+	// producer retry on another partition.
+	got := slide(t, s, []Window{w}, a, b)
+	if got[0].Current != 2 || got[0].First || got[1].Current != 2 || !got[1].First {
+		t.Fatalf("redelivery: %+v", got)
+	}
+	got = slide(t, s, []Window{w}, sev{src: "1:t", offset: 0, id: "b", at: 1, amount: 1})
+	if got[0].Current != 2 || !got[0].First {
+		t.Fatalf("producer duplicate of the crossing order: %+v", got)
+	}
+}
+
+func TestSlidingFirstCrossUnderRace(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 100)
+	var mu sync.Mutex
+	firsts := 0
+	var wg sync.WaitGroup
+	for r := range 200 {
+		wg.Go(func() {
+			res, err := trySlide(context.Background(), s, []Window{w},
+				sev{src: fmt.Sprintf("%d:t", r), offset: 0, id: fmt.Sprint("e", r), at: float64(r%30) / 10, amount: 1})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res[0].First {
+				mu.Lock()
+				firsts++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firsts != 1 {
+		t.Fatalf("%d orders crossed first, want exactly 1", firsts)
+	}
+}
+
+// A group keeps its buckets of two windows and the lateness, however long
+// it runs.
+func TestSlidingMemoryIsBounded(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 1_000_000)
+	var evs []sev
+	for i := range 3000 {
+		evs = append(evs, sev{src: "0:t", offset: int64(i), id: fmt.Sprint("e", i), at: float64(i) / 5, amount: 1})
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), MaxChanges)
+		slide(t, s, []Window{w}, evs[:n]...)
+		evs = evs[n:]
+	}
+	fields := rdb.HLen(t.Context(), w.Key).Val()
+	// 2 spans and the lateness (1 span) of buckets, and k, r and the source.
+	if limit := int64(3*Span + 1 + 3); fields > limit {
+		t.Fatalf("a group holds %d fields, want at most %d", fields, limit)
+	}
+	if ttl := rdb.TTL(t.Context(), w.Key).Val(); ttl <= 3*time.Minute || ttl > 4*time.Minute {
+		t.Fatalf("TTL %v, want 2 × (window + lateness)", ttl)
+	}
+}
+
+func TestSlidingUnusableArguments(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 3)
+	// Calls the Go side refuses before sending.
+	for _, bad := range []Window{
+		slidingWindow(prefix, "short", 10*time.Millisecond, 0, 3),
+		slidingWindow(prefix, "late", time.Second, 101*time.Second, 3),
+	} {
+		if _, err := trySlide(t.Context(), s, []Window{bad}, sev{src: "0:t", id: "a", amount: 1}); err == nil {
+			t.Errorf("window %v lateness %v was sent", bad.Length, bad.Lateness)
+		}
+	}
+	// Changes the script refuses: each alone, writing nothing.
+	tests := []struct {
+		name string
+		args []any
+	}{
+		{"a zero amount", []any{1, 0, "aaaaaaaa", 1, 0}},
+		{"a negative bucket", []any{1, 0, "aaaaaaaa", -1, 1}},
+		{"a short id", []any{1, 0, "aaa", 1, 1}},
+		{"an unknown window", []any{2, 0, "aaaaaaaa", 1, 1}},
+		{"a fraction", []any{1, 0, "aaaaaaaa", 1, "1.5"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]any{"0:t", 60, 1, Span, 40, 3, 240}, tt.args...)
+			got, err := slideAndCheck.Run(t.Context(), rdb, []string{w.Key, w.Marks}, args...).Int64Slice()
+			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
+				t.Fatalf("reply %v, %v", got, err)
+			}
+			if rdb.Exists(t.Context(), w.Key, w.Marks).Val() != 0 {
+				t.Fatal("wrote")
+			}
+		})
+	}
+}
