@@ -81,24 +81,35 @@ const maxRuleName = 64
 // Defaults of a rule's optional fields; the cooldown defaults to the
 // window.
 const (
-	defaultSeverity = alert.SeverityWarning
-	defaultMode     = alert.ModeAlert
+	defaultSeverity   = alert.SeverityWarning
+	defaultMode       = alert.ModeAlert
+	defaultWindowType = alert.Fixed
+	// defaultLateness is a sliding rule's allowed_lateness when it gives
+	// none; fixed rules have none at all (see lateness).
+	defaultLateness = time.Minute
 )
 
 // spec is a rule as written in the file. The threshold arrives as whatever
 // YAML made of it, so that "3" and 3.5 get errors of their own.
 type spec struct {
-	Name        string         `mapstructure:"name"`
-	Description string         `mapstructure:"description"`
-	Metric      string         `mapstructure:"metric"`
-	GroupBy     []string       `mapstructure:"group_by"`
-	Window      *time.Duration `mapstructure:"window"`
-	Threshold   any            `mapstructure:"threshold"`
-	Cooldown    *time.Duration `mapstructure:"cooldown"`
-	Severity    string         `mapstructure:"severity"`
-	Mode        string         `mapstructure:"mode"`
-	Channel     string         `mapstructure:"channel"`
-	Enabled     *bool          `mapstructure:"enabled"`
+	Name        string `mapstructure:"name"`
+	Description string `mapstructure:"description"`
+	Metric      string `mapstructure:"metric"`
+	// Field is a pointer so that field: "" is told from no field.
+	Field      *string        `mapstructure:"field"`
+	GroupBy    []string       `mapstructure:"group_by"`
+	WindowType string         `mapstructure:"window_type"`
+	Window     *time.Duration `mapstructure:"window"`
+	Lateness   *time.Duration `mapstructure:"allowed_lateness"`
+	Threshold  any            `mapstructure:"threshold"`
+	// Where is read by ruleChecker.where, whose forms (a list, a mapping
+	// of tests) no struct describes.
+	Where    any            `mapstructure:"where"`
+	Cooldown *time.Duration `mapstructure:"cooldown"`
+	Severity string         `mapstructure:"severity"`
+	Mode     string         `mapstructure:"mode"`
+	Channel  string         `mapstructure:"channel"`
+	Enabled  *bool          `mapstructure:"enabled"`
 }
 
 // decodeRule reads the i-th rule of file and applies its defaults,
@@ -123,19 +134,22 @@ func decodeRule(item any, file string, i int) (rules.Rule, error) {
 			c.failed[base] = true
 		}
 	}
-	r := rules.Rule{
-		Name:        c.name(s.Name),
-		Description: s.Description,
-		Metric:      c.metric(s.Metric),
-		GroupBy:     c.groupBy(s.GroupBy),
-		Window:      c.window(s.Window),
-		Threshold:   c.threshold(s.Threshold),
-		Severity:    c.severity(s.Severity),
-		Mode:        c.mode(s.Mode),
-		Channel:     s.Channel,
-		Enabled:     s.Enabled == nil || *s.Enabled,
-	}
+	// One statement a field: the checks of field, allowed_lateness and
+	// threshold depend on the fields read before them.
+	r := rules.Rule{Name: c.name(s.Name), Description: s.Description}
+	r.Metric = c.metric(s.Metric)
+	r.GroupBy = c.groupBy(s.GroupBy)
+	r.Field = c.field(s.Field, r.Metric, r.GroupBy)
+	r.WindowType = c.windowType(s.WindowType)
+	r.Window = c.window(s.Window)
+	r.Lateness = c.lateness(s.Lateness, r.WindowType)
+	r.Threshold = c.threshold(s.Threshold, r.Metric)
+	r.Where = c.where(s.Where)
 	r.Cooldown = c.cooldown(s.Cooldown, r.Window)
+	r.Severity = c.severity(s.Severity)
+	r.Mode = c.mode(s.Mode)
+	r.Channel = s.Channel
+	r.Enabled = s.Enabled == nil || *s.Enabled
 	errs = append(append(errs, decodeErrs...), c.errs...)
 	return r, errors.Join(errs...)
 }
@@ -169,13 +183,66 @@ func (c *ruleChecker) name(name string) string {
 
 func (c *ruleChecker) metric(m string) alert.Metric {
 	switch alert.Metric(m) {
-	case alert.Count, alert.Amount:
+	case alert.Count, alert.Amount, alert.Distinct:
 	case "":
-		c.bad("metric", "is required (count or amount)")
+		c.bad("metric", "is required (count, amount or distinct)")
 	default:
-		c.bad("metric", "must be count or amount, not %q", m)
+		c.bad("metric", "must be count, amount or distinct, not %q", m)
 	}
 	return alert.Metric(m)
+}
+
+// field checks a distinct rule's field against its metric. With a metric
+// that is missing or wrong it only checks the name: whether a field belongs
+// depends on the metric meant, which is not known.
+func (c *ruleChecker) field(f *string, m alert.Metric, groupBy []string) string {
+	switch {
+	case f == nil:
+		if m == alert.Distinct {
+			c.bad("field", "is required for metric distinct (the event field whose distinct values it counts)")
+		}
+		return ""
+	case m == alert.Count || m == alert.Amount:
+		c.bad("field", "only distinct rules have a field")
+	case strings.TrimSpace(*f) == "":
+		c.bad("field", "is empty")
+	case m == alert.Distinct && slices.Contains(groupBy, *f):
+		c.bad("field", "%q is in group_by: a group holds one value of it, so its distinct count is always 1", *f)
+	}
+	return *f
+}
+
+func (c *ruleChecker) windowType(t string) alert.WindowType {
+	switch wt := alert.WindowType(t); wt {
+	case "":
+		return defaultWindowType
+	case alert.Fixed, alert.Sliding:
+		return wt
+	}
+	c.bad("window_type", "must be fixed or sliding, not %q", t)
+	return alert.WindowType(t)
+}
+
+// lateness checks allowed_lateness, in whole seconds as the window is. A
+// fixed rule has none to give: its windows follow processing time, where
+// nothing is late.
+func (c *ruleChecker) lateness(l *time.Duration, wt alert.WindowType) time.Duration {
+	switch {
+	case wt != alert.Sliding:
+		// A window_type that failed to decode reads as fixed here; its
+		// own error is enough.
+		if l != nil && wt == alert.Fixed && !c.failed["window_type"] {
+			c.bad("allowed_lateness", "only sliding rules have allowed_lateness")
+		}
+		return 0
+	case l == nil:
+		return defaultLateness
+	case *l < 0:
+		c.bad("allowed_lateness", "must not be negative")
+	case *l%time.Second != 0:
+		c.bad("allowed_lateness", "must be a whole number of seconds, got %v", *l)
+	}
+	return *l
 }
 
 func (c *ruleChecker) groupBy(fields []string) []string {
@@ -221,8 +288,10 @@ func (c *ruleChecker) cooldown(cd *time.Duration, window time.Duration) time.Dur
 
 // threshold reads the threshold as YAML made it: a string or a fraction is
 // refused outright, and only an integer gets the range check (a second
-// error about the range of 3.5 would only confuse).
-func (c *ruleChecker) threshold(v any) int64 {
+// error about the range of 3.5 would only confuse). A distinct rule's
+// window keeps up to threshold+1 values, so its threshold has a lower
+// maximum.
+func (c *ruleChecker) threshold(v any, m alert.Metric) int64 {
 	var n int64
 	switch t := v.(type) {
 	case nil:
@@ -244,7 +313,11 @@ func (c *ruleChecker) threshold(v any) int64 {
 		c.bad("threshold", "must be an integer, got %v", t)
 		return 0
 	}
-	if n <= 0 || n > rules.MaxThreshold {
+	switch {
+	case m == alert.Distinct && (n <= 0 || n > rules.MaxDistinctThreshold):
+		c.bad("threshold", "must be an integer between 1 and %d for metric distinct (a window keeps up to threshold+1 values)",
+			rules.MaxDistinctThreshold)
+	case n <= 0 || n > rules.MaxThreshold:
 		c.bad("threshold", "must be an integer between 1 and %d", int64(rules.MaxThreshold))
 	}
 	return n

@@ -67,7 +67,7 @@ func TestParseRulesValid(t *testing.T) {
 			yaml: oneRule(),
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
-				Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
 				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
@@ -89,7 +89,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "card-amount-10m", Description: "More than 1,000,000 won paid by one card within 10 minutes",
 				Metric: alert.Amount, GroupBy: []string{"card_fingerprint", "currency"},
-				Window: 10 * time.Minute, Threshold: 1_000_000, Cooldown: time.Hour,
+				WindowType: alert.Fixed, Window: 10 * time.Minute, Threshold: 1_000_000, Cooldown: time.Hour,
 				Severity: alert.SeverityCritical, Mode: alert.ModeShadow, Channel: "#fraud-risk", Enabled: false,
 			}},
 		},
@@ -98,7 +98,7 @@ func TestParseRulesValid(t *testing.T) {
 			yaml: oneRule("cooldown: 0"),
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
-				Window: time.Minute, Threshold: 3, Cooldown: 0,
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: 0,
 				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
@@ -107,7 +107,7 @@ func TestParseRulesValid(t *testing.T) {
 			yaml: oneRule("cooldown: 0s", "severity: info", "mode: alert", "enabled: true"),
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
-				Window: time.Minute, Threshold: 3, Cooldown: 0,
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: 0,
 				Severity: alert.SeverityInfo, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
@@ -116,7 +116,7 @@ func TestParseRulesValid(t *testing.T) {
 			yaml: oneRule("cooldown: ~", "window: 1h30m", "severity: high", "threshold: 9007199254740991"),
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
-				Window: 90 * time.Minute, Threshold: rules.MaxThreshold, Cooldown: 90 * time.Minute,
+				WindowType: alert.Fixed, Window: 90 * time.Minute, Threshold: rules.MaxThreshold, Cooldown: 90 * time.Minute,
 				Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
@@ -125,7 +125,70 @@ func TestParseRulesValid(t *testing.T) {
 			yaml: oneRule("name: "+strings.Repeat("a", 62)+"_9", "window: 1s", "threshold: 1", "group_by: [merchant_id, ip]"),
 			want: []rules.Rule{{
 				Name: strings.Repeat("a", 62) + "_9", Metric: alert.Count, GroupBy: []string{"merchant_id", "ip"},
-				Window: time.Second, Threshold: 1, Cooldown: time.Second,
+				WindowType: alert.Fixed, Window: time.Second, Threshold: 1, Cooldown: time.Second,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "window_type fixed is the default",
+			yaml: oneRule("window_type: fixed"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "sliding takes allowed_lateness 1m",
+			yaml: oneRule("window_type: sliding"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+				WindowType: alert.Sliding, Window: time.Minute, Lateness: time.Minute, Threshold: 3, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "sliding with allowed_lateness null takes 1m",
+			yaml: oneRule("window_type: sliding", "allowed_lateness: ~"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+				WindowType: alert.Sliding, Window: time.Minute, Lateness: time.Minute, Threshold: 3, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "sliding with allowed_lateness 0",
+			yaml: oneRule("window_type: sliding", "allowed_lateness: 0"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+				WindowType: alert.Sliding, Window: time.Minute, Lateness: 0, Threshold: 3, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "sliding with allowed_lateness longer than the window",
+			yaml: oneRule("window_type: sliding", "allowed_lateness: 2m30s", "metric: amount"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Amount, GroupBy: []string{"customer_id"},
+				WindowType: alert.Sliding, Window: time.Minute, Lateness: 150 * time.Second, Threshold: 3, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "distinct, threshold at its maximum",
+			yaml: oneRule("metric: distinct", "field: card_fingerprint", "threshold: 10000"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"},
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: rules.MaxDistinctThreshold, Cooldown: time.Minute,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			}},
+		},
+		{
+			name: "count threshold above the distinct maximum",
+			yaml: oneRule("threshold: 10001"),
+			want: []rules.Rule{{
+				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+				WindowType: alert.Fixed, Window: time.Minute, Threshold: 10001, Cooldown: time.Minute,
 				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
 			}},
 		},
@@ -136,9 +199,9 @@ func TestParseRulesValid(t *testing.T) {
   - {name: a, metric: amount, group_by: [ip], window: 2m, threshold: 500, cooldown: 5m}
 `,
 			want: []rules.Rule{
-				{Name: "b", Metric: alert.Count, GroupBy: []string{"email"}, Window: 30 * time.Second, Threshold: 2,
+				{Name: "b", Metric: alert.Count, GroupBy: []string{"email"}, WindowType: alert.Fixed, Window: 30 * time.Second, Threshold: 2,
 					Cooldown: 30 * time.Second, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
-				{Name: "a", Metric: alert.Amount, GroupBy: []string{"ip"}, Window: 2 * time.Minute, Threshold: 500,
+				{Name: "a", Metric: alert.Amount, GroupBy: []string{"ip"}, WindowType: alert.Fixed, Window: 2 * time.Minute, Threshold: 500,
 					Cooldown: 5 * time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
 			},
 		},
@@ -193,6 +256,40 @@ func TestParseRulesInvalid(t *testing.T) {
 		{"metric missing", oneRule("metric:"), []string{rule, "metric", "required"}},
 		{"metric unknown", oneRule("metric: sum"), []string{rule, "metric", `"sum"`}},
 		{"metric upper case", oneRule("metric: Count"), []string{rule, "metric", `"Count"`}},
+		{"metric names distinct", oneRule("metric: unique"), []string{rule, "metric", `must be count, amount or distinct, not "unique"`}},
+		{"metric missing names distinct", oneRule("metric:"), []string{rule, "metric", "(count, amount or distinct)"}},
+		{"distinct without field", oneRule("metric: distinct"), []string{rule, "field", "is required for metric distinct"}},
+		{"distinct with field null", oneRule("metric: distinct", "field: ~"), []string{rule, "field", "is required for metric distinct"}},
+		{"distinct with field empty", oneRule("metric: distinct", `field: ""`), []string{rule, "field: is empty"}},
+		{"distinct with field blank", oneRule("metric: distinct", `field: " "`), []string{rule, "field: is empty"}},
+		{"distinct field in group_by", oneRule("metric: distinct", "field: ip", "group_by: [customer_id, ip]"),
+			[]string{rule, "field", `"ip" is in group_by`, "always 1"}},
+		{"distinct field a list", oneRule("metric: distinct", "field: [ip]"), []string{rule, "field", "expected a string, got a list"}},
+		{"field on a count rule", oneRule("field: ip"), []string{rule, "field", "only distinct rules have a field"}},
+		{"field on an amount rule", oneRule("metric: amount", "field: ip"), []string{rule, "field", "only distinct rules have a field"}},
+		{"distinct threshold above 10000", oneRule("metric: distinct", "field: ip", "threshold: 10001"),
+			[]string{rule, "threshold", "between 1 and 10000 for metric distinct"}},
+		{"distinct threshold 0", oneRule("metric: distinct", "field: ip", "threshold: 0"),
+			[]string{rule, "threshold", "between 1 and 10000 for metric distinct"}},
+		{"distinct threshold a string", oneRule("metric: distinct", "field: ip", `threshold: "5"`), []string{rule, "threshold", `string "5"`}},
+		{"window_type unknown", oneRule("window_type: tumbling"), []string{rule, "window_type", `must be fixed or sliding, not "tumbling"`}},
+		{"window_type upper case", oneRule("window_type: Sliding"), []string{rule, "window_type", `"Sliding"`}},
+		{"window_type a number", oneRule("window_type: 1"), []string{rule, "window_type", "expected a string, got an integer"}},
+		{"window_type misspelt key", oneRule("window_typ: sliding"), []string{rule, "window_typ", "did you mean window_type?"}},
+		{"allowed_lateness on an implicitly fixed rule", oneRule("allowed_lateness: 30s"),
+			[]string{rule, "allowed_lateness", "only sliding rules have allowed_lateness"}},
+		{"allowed_lateness 0 on a fixed rule", oneRule("window_type: fixed", "allowed_lateness: 0s"),
+			[]string{rule, "allowed_lateness", "only sliding rules have allowed_lateness"}},
+		{"allowed_lateness negative", oneRule("window_type: sliding", "allowed_lateness: -1s"), []string{rule, "allowed_lateness", "negative"}},
+		{"allowed_lateness fractional seconds", oneRule("window_type: sliding", "allowed_lateness: 1500ms"),
+			[]string{rule, "allowed_lateness", "whole number of seconds, got 1.5s"}},
+		{"allowed_lateness bare number", oneRule("window_type: sliding", "allowed_lateness: 60"), []string{rule, "allowed_lateness", "unit"}},
+		{"allowed_lateness not a duration", oneRule("window_type: sliding", "allowed_lateness: late"),
+			[]string{rule, "allowed_lateness", "not a duration"}},
+		{"allowed_lateness misspelt key", oneRule("window_type: sliding", "allowed_latenes: 1m"),
+			[]string{rule, "allowed_latenes", "did you mean allowed_lateness?"}},
+		{"where misspelt key", oneRule("wher: {ip: [a]}"), []string{rule, "wher", "did you mean where?"}},
+		{"where error names its field", oneRule("where: {currency: [KRW, 5]}"), []string{rule, "where.currency[1]", "three-letter"}},
 		{"group_by missing", oneRule("group_by:"), []string{rule, "group_by", "at least one"}},
 		{"group_by empty list", oneRule("group_by: []"), []string{rule, "group_by", "at least one"}},
 		{"group_by a string", oneRule("group_by: customer_id"), []string{rule, "group_by"}},
@@ -357,5 +454,118 @@ func TestLoadRules(t *testing.T) {
 	_, err = config.LoadRules(filepath.Join(dir, "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadRules(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestParseRulesReportsEveryErrorOfNewKeys(t *testing.T) {
+	yaml := `rules:
+  - name: distinct-bad
+    metric: distinct
+    field: [ip]
+    group_by: [customer_id]
+    window_type: 5
+    allowed_lateness: 30s
+    window: 1m
+    threshold: 20000
+    where: {currency: [KRW, usd1], amount: {gte: 5, gt: 1}}
+  - name: count-bad
+    metric: count
+    field: ip
+    group_by: [ip]
+    window_type: sliding
+    allowed_lateness: 1.5s
+    window: 1m
+    threshold: 3
+    where: {a: {}, b: []}
+  - name: fixed-bad
+    metric: amount
+    group_by: [ip]
+    window: 1m
+    threshold: 3
+    window_type: fixed
+    allowed_lateness: 1m
+    where: [x]
+  - name: bad-metric
+    metric: sum
+    field: ip
+    group_by: [ip]
+    window: 1m
+    threshold: 20000
+`
+	_, err := config.ParseRules([]byte(yaml), "r.yaml")
+	if err == nil {
+		t.Fatal("ParseRules accepted a file with errors")
+	}
+	type key struct{ rule, field string }
+	// A field that failed to decode gets no second error (a field of the
+	// wrong type is not also missing, a window_type of the wrong type does
+	// not make allowed_lateness wrong), and a field's place depends on the
+	// metric only when the metric is known.
+	got := map[key]int{}
+	for _, fe := range fieldErrors(t, err) {
+		got[key{fe.Rule, fe.Field}]++
+	}
+	want := map[key]int{
+		{`"distinct-bad"`, "field"}: 1, {`"distinct-bad"`, "window_type"}: 1, {`"distinct-bad"`, "threshold"}: 1,
+		{`"distinct-bad"`, "where.currency[1]"}: 1, {`"distinct-bad"`, "where.amount"}: 1,
+		{`"count-bad"`, "field"}: 1, {`"count-bad"`, "allowed_lateness"}: 1,
+		{`"count-bad"`, "where.a"}: 1, {`"count-bad"`, "where.b"}: 1,
+		{`"fixed-bad"`, "allowed_lateness"}: 1, {`"fixed-bad"`, "where"}: 1,
+		{`"bad-metric"`, "metric"}: 1,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors by (rule, field):\ngot  %v\nwant %v\n%v", got, want, err)
+	}
+}
+
+func TestLoadRulesFeatures(t *testing.T) {
+	got, err := config.LoadRules("testdata/rules-features.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rules.Rule{
+		{
+			Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
+			WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
+			Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+		},
+		{
+			Name:        "cards-per-customer-10m",
+			Description: "Four or more cards used by one customer within ten minutes, card payments only",
+			Metric:      alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"},
+			WindowType: alert.Sliding, Window: 10 * time.Minute, Lateness: time.Minute, Threshold: 4,
+			Where: []rules.Condition{
+				{Field: "currency", In: []string{"KRW", "USD"}},
+				{Field: "payment_method", In: []string{"card"}},
+			},
+			Cooldown: 10 * time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true,
+		},
+		{
+			Name: "big-amount-per-ip-1h", Metric: alert.Amount, GroupBy: []string{"ip"},
+			WindowType: alert.Sliding, Window: time.Hour, Lateness: 5 * time.Minute, Threshold: 50_000_000,
+			Where: []rules.Condition{
+				{Field: "amount", GTE: i64(10000), LT: i64(5000000)},
+				{Field: "channel", In: []string{"web", "app"}, NotIn: []string{"kiosk"}, LTE: i64(9)},
+				{Field: "payment_method", NotIn: []string{"gift_card", "points"}},
+			},
+			Cooldown: 0, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true,
+		},
+		{
+			Name: "emails-per-device-1d", Metric: alert.Distinct, Field: "email", GroupBy: []string{"device_id"},
+			WindowType: alert.Fixed, Window: 24 * time.Hour, Threshold: rules.MaxDistinctThreshold,
+			Where: []rules.Condition{
+				{Field: "is_test", NotIn: []string{"true"}},
+				{Field: "risk_score", GT: i64(80)},
+			},
+			Cooldown: 24 * time.Hour, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: false,
+		},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("LoadRules gave %d rules, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("rule %d:\ngot  %+v where %s\nwant %+v where %s", i, got[i], conditions(got[i].Where), want[i], conditions(want[i].Where))
+		}
 	}
 }

@@ -2,18 +2,25 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // Summary is the one line `fraudwatch check` prints for a valid config:
 //
 //	config.yaml: ok: 4 rules (3 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq; redis 1 address; alerts to slack webhook
 //
-// It holds no secret.
+// Rules with a sliding window, a distinct metric or a where: filter add
+// their counts, "(3 alert, 1 shadow, 0 disabled; 1 sliding, 2 distinct, 1
+// with where)", so that the line of a rules file without them stays as it
+// was. RuleTable has the rules one by one. It holds no secret.
 func (c *Config) Summary() string {
-	var alerting, shadow, disabled int
+	var alerting, shadow, disabled, sliding, distinct, filtered int
 	for _, r := range c.Rules {
 		switch {
 		case !r.Enabled:
@@ -23,13 +30,26 @@ func (c *Config) Summary() string {
 		default:
 			alerting++
 		}
+		if r.WindowType == alert.Sliding {
+			sliding++
+		}
+		if r.Metric == alert.Distinct {
+			distinct++
+		}
+		if len(r.Where) > 0 {
+			filtered++
+		}
 	}
 	name := c.displayName()
 	if name == "" {
 		name = "(defaults)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: ok: %s (%d alert, %d shadow, %d disabled)", name, plural(len(c.Rules), "rule", "rules"), alerting, shadow, disabled)
+	fmt.Fprintf(&b, "%s: ok: %s (%d alert, %d shadow, %d disabled", name, plural(len(c.Rules), "rule", "rules"), alerting, shadow, disabled)
+	if sliding+distinct+filtered > 0 {
+		fmt.Fprintf(&b, "; %d sliding, %d distinct, %d with where", sliding, distinct, filtered)
+	}
+	b.WriteString(")")
 
 	k := &c.Kafka
 	fmt.Fprintf(&b, "; kafka %s", plural(len(k.Brokers), "broker", "brokers"))
@@ -77,4 +97,110 @@ func plural(n int, one, many string) string {
 		return fmt.Sprintf("%d %s", n, one)
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// RuleTable lists the rules one a line, under a header, in their file's
+// order: the detail Summary's counts leave out, for an operator checking
+// what each rule will see:
+//
+//	RULE                    STATE  SEVERITY  METRIC                     GROUP BY     WINDOW                    THRESHOLD  COOLDOWN  WHERE
+//	orders-per-customer-1m  alert  warning   count                      customer_id  fixed 1m                  3          1m        -
+//	cards-per-customer-10m  alert  high      distinct card_fingerprint  customer_id  sliding 10m, lateness 1m  4          10m       currency in KRW|USD; payment_method in card
+//
+// A where: list longer than a few values shows its first ones and how many
+// more there are. It holds no secret: rules have none.
+func (c *Config) RuleTable() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tSTATE\tSEVERITY\tMETRIC\tGROUP BY\tWINDOW\tTHRESHOLD\tCOOLDOWN\tWHERE")
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		state := string(r.Mode)
+		if !r.Enabled {
+			state = "disabled"
+		}
+		metric := string(r.Metric)
+		if r.Field != "" {
+			metric += " " + r.Field
+		}
+		window := "fixed " + shortDuration(r.Window)
+		if r.WindowType == alert.Sliding {
+			window = "sliding " + shortDuration(r.Window) + ", lateness " + shortDuration(r.Lateness)
+		}
+		cooldown := shortDuration(r.Cooldown)
+		if r.Cooldown == 0 {
+			cooldown = "off"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, state, r.Severity, metric,
+			strings.Join(r.GroupBy, ","), window, r.Threshold, cooldown, whereSummary(r.Where))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// shortDuration drops the zero units time.Duration.String keeps: 1h, not
+// 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// maxShownValues bounds the values a where: summary lists of one test,
+// which keeps a long allow list from stretching every line of the table.
+const maxShownValues = 4
+
+// whereSummary renders a where: filter in one cell: "-" for none, else its
+// conditions joined by "; ", each as its field and its tests:
+// "currency in KRW|USD", "payment_method not gift_card",
+// "amount >= 10000 < 5000000".
+func whereSummary(where []rules.Condition) string {
+	if len(where) == 0 {
+		return "-"
+	}
+	var conds []string
+	for _, c := range where {
+		parts := []string{c.Field}
+		if c.In != nil {
+			parts = append(parts, "in "+valueList(c.In))
+		}
+		if c.NotIn != nil {
+			parts = append(parts, "not "+valueList(c.NotIn))
+		}
+		for _, bound := range []struct {
+			op string
+			v  *int64
+		}{{">=", c.GTE}, {">", c.GT}, {"<=", c.LTE}, {"<", c.LT}} {
+			if bound.v != nil {
+				parts = append(parts, bound.op+" "+strconv.FormatInt(*bound.v, 10))
+			}
+		}
+		conds = append(conds, strings.Join(parts, " "))
+	}
+	return strings.Join(conds, "; ")
+}
+
+// valueList joins values with "|", quoting those that hold a separator,
+// a space or nothing printable, so that the list reads back unambiguously.
+func valueList(vs []string) string {
+	shown := vs
+	if len(vs) > maxShownValues {
+		shown = vs[:maxShownValues-1]
+	}
+	out := make([]string, 0, len(shown)+1)
+	for _, v := range shown {
+		if v == "" || strings.ContainsAny(v, "|; \"\t") || !strconv.CanBackquote(v) {
+			v = strconv.Quote(v)
+		}
+		out = append(out, v)
+	}
+	if len(shown) < len(vs) {
+		out = append(out, fmt.Sprintf("(+%d more)", len(vs)-len(shown)))
+	}
+	return strings.Join(out, "|")
 }
