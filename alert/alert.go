@@ -81,8 +81,10 @@ type Alert struct {
 	Mode Mode `json:"mode"`
 	// Channel overrides the notifier's default channel when set.
 	Channel string `json:"channel,omitempty"`
-	// Metric says what Current and Threshold measure.
+	// Metric says what Current and Threshold measure; Field is the field
+	// whose distinct values a distinct rule counts.
 	Metric Metric `json:"metric"`
+	Field  string `json:"field,omitempty"`
 	// GroupBy names the event fields of the group; GroupValues holds their
 	// values in the same order. Values are personal data: they go to Slack,
 	// never to logs or metrics.
@@ -94,7 +96,10 @@ type Alert struct {
 	Threshold int64         `json:"threshold"`
 	Currency  string        `json:"currency,omitempty"`
 	Window    time.Duration `json:"window_ns"`
-	Cooldown  time.Duration `json:"cooldown_ns"`
+	// WindowType is the rule's; empty means fixed (alerts written before
+	// there were others).
+	WindowType WindowType    `json:"window_type,omitempty"`
+	Cooldown   time.Duration `json:"cooldown_ns"`
 	// CooldownKey is the Redis key that holds the cooldown and RecordKey
 	// the alert's delivery record; both share the hash tag of the rule's
 	// counter.

@@ -142,7 +142,7 @@ func decodeRule(item any, file string, i int) (rules.Rule, error) {
 	r.Field = c.field(s.Field, r.Metric, r.GroupBy)
 	r.WindowType = c.windowType(s.WindowType)
 	r.Window = c.window(s.Window)
-	r.Lateness = c.lateness(s.Lateness, r.WindowType)
+	r.Lateness = c.lateness(s.Lateness, r.WindowType, r.Window)
 	r.Threshold = c.threshold(s.Threshold, r.Metric)
 	r.Where = c.where(s.Where)
 	r.Cooldown = c.cooldown(s.Cooldown, r.Window)
@@ -226,7 +226,7 @@ func (c *ruleChecker) windowType(t string) alert.WindowType {
 // lateness checks allowed_lateness, in whole seconds as the window is. A
 // fixed rule has none to give: its windows follow processing time, where
 // nothing is late.
-func (c *ruleChecker) lateness(l *time.Duration, wt alert.WindowType) time.Duration {
+func (c *ruleChecker) lateness(l *time.Duration, wt alert.WindowType, window time.Duration) time.Duration {
 	switch {
 	case wt != alert.Sliding:
 		// A window_type that failed to decode reads as fixed here; its
@@ -241,6 +241,8 @@ func (c *ruleChecker) lateness(l *time.Duration, wt alert.WindowType) time.Durat
 		c.bad("allowed_lateness", "must not be negative")
 	case *l%time.Second != 0:
 		c.bad("allowed_lateness", "must be a whole number of seconds, got %v", *l)
+	case window > 0 && *l > rules.MaxLateness*window:
+		c.bad("allowed_lateness", "must be at most %d × the window (%v), got %v", rules.MaxLateness, rules.MaxLateness*window, *l)
 	}
 	return *l
 }

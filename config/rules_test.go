@@ -283,6 +283,8 @@ func TestParseRulesInvalid(t *testing.T) {
 		{"allowed_lateness negative", oneRule("window_type: sliding", "allowed_lateness: -1s"), []string{rule, "allowed_lateness", "negative"}},
 		{"allowed_lateness fractional seconds", oneRule("window_type: sliding", "allowed_lateness: 1500ms"),
 			[]string{rule, "allowed_lateness", "whole number of seconds, got 1.5s"}},
+		{"allowed_lateness above 100 windows", oneRule("window_type: sliding", "window: 10s", "allowed_lateness: 1001s"),
+			[]string{rule, "allowed_lateness", "at most 100 × the window (16m40s), got 16m41s"}},
 		{"allowed_lateness bare number", oneRule("window_type: sliding", "allowed_lateness: 60"), []string{rule, "allowed_lateness", "unit"}},
 		{"allowed_lateness not a duration", oneRule("window_type: sliding", "allowed_lateness: late"),
 			[]string{rule, "allowed_lateness", "not a duration"}},

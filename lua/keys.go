@@ -14,13 +14,16 @@ import (
 // into the windows of every group of one bucket, and no call ever touches
 // two slots (Redis Cluster):
 //
-//	fw:{3F}:w:orders-per-customer-1m:cust-42      the window: counter, last offsets, latest event ids
-//	fw:{3F}:x:orders-per-customer-1m:cust-42      the events that crossed its threshold
-//	fw:{3F}:c:orders-per-customer-1m:cust-42      the id of the alert that holds the cooldown
-//	fw:{3F}:a:orders-per-customer-1m:cust-42:…    one alert's delivery record
+//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   the window: counter or buckets, last offsets, latest event ids
+//	fw:{3F}:d:cards-per-customer-1h.81f3a0c2:cust-42    a distinct window's values
+//	fw:{3F}:x:orders-per-customer-1m.5c0e19aa:cust-42   the events that crossed its threshold
+//	fw:{3F}:c:orders-per-customer-1m:cust-42            the id of the alert that holds the cooldown
+//	fw:{3F}:a:orders-per-customer-1m:cust-42:…          one alert's delivery record
 //
-// A key reads kind, rule, group: rule names hold no ':' (package config
-// checks them) and the group is the last part (or the last but the
+// Windows, values and marks take the rule's state name (rules.Rule.State:
+// its name and the fingerprint of its definition), cooldowns and records
+// its name. A key reads kind, rule, group: rule names hold no ':' (package
+// config checks them) and the group is the last part (or the last but the
 // record's hash, which holds no ':' either), so no two (kind, rule, group)
 // share a key.
 type Keys struct {

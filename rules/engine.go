@@ -49,11 +49,28 @@ type Engine struct {
 	counters counters
 	sink     sink
 	log      *slog.Logger
-	rules    atomic.Pointer[[]Rule]
+	rules    atomic.Pointer[[]active]
 
 	crossings *prometheus.CounterVec
 	clamped   *prometheus.CounterVec
+	late      *prometheus.CounterVec
+	future    prometheus.Counter
 }
+
+// active is a rule as the engine runs it.
+type active struct {
+	Rule
+	// state names its windows' keys: its name and the fingerprint of its
+	// definition, so that a changed definition starts fresh windows.
+	state string
+	kind  kind
+}
+
+// MaxFuture is how far ahead of the engine's clock an event's time may be:
+// an event from further ahead (a skewed clock) is counted at the time it is
+// processed, since one far in the future would otherwise move its group's
+// sliding windows ahead and make every later event late.
+const MaxFuture = time.Minute
 
 // NewEngine returns an engine evaluating rs.
 func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
@@ -84,9 +101,17 @@ func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger
 			Name: "fraudwatch_refunds_clamped_total",
 			Help: "Refunds larger than their window's amount counter, which was set to 0.",
 		}, []string{"rule"}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_events_late_total",
+			Help: "Events a sliding rule did not count: older than their group's newest event time by more than the window and allowed_lateness.",
+		}, []string{"rule"}),
+		future: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fraudwatch_events_future_total",
+			Help: "Events whose time was more than a minute ahead of the clock, counted at the time they were processed instead.",
+		}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{e.crossings, e.clamped} {
+		for _, col := range []prometheus.Collector{e.crossings, e.clamped, e.late, e.future} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("rules: register metrics: %w", err)
 			}
@@ -99,14 +124,18 @@ func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger
 // SetRules replaces the rules; events being evaluated finish with the old
 // set.
 func (e *Engine) SetRules(rs []Rule) {
-	rs = append([]Rule(nil), rs...)
-	for _, r := range rs {
+	as := make([]active, len(rs))
+	for i, r := range rs {
+		as[i] = active{Rule: r, state: r.State(), kind: kindOf(&r)}
 		e.crossings.WithLabelValues(r.Name)
 		if r.Metric == alert.Amount {
 			e.clamped.WithLabelValues(r.Name)
 		}
+		if r.WindowType == alert.Sliding {
+			e.late.WithLabelValues(r.Name)
+		}
 	}
-	e.rules.Store(&rs)
+	e.rules.Store(&as)
 }
 
 // Handle evaluates a batch of events, each read from its partition in
@@ -129,10 +158,15 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 	}
 	batch := e.counters.Batch()
 	for _, c := range p.calls {
-		if c.count != nil {
+		switch c.kind {
+		case fixedOrders:
 			err = batch.Count(c.count)
-		} else {
+		case fixedRefunds:
 			err = batch.Refund(c.refund)
+		case sliding:
+			err = batch.Slide(c.slide)
+		case distinct:
+			err = batch.Distinct(c.distinct)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rules: %w", err)
@@ -151,33 +185,39 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 }
 
 // answers reads the scripts' answers: the alerts of the first crossings,
-// clamped refunds (counted and logged), and the events a script refused.
+// late events and clamped refunds (counted and logged), and the events a
+// script refused.
 func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unprocessable map[int]error) {
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
 			r, ev := ref.rule, evs[ref.event]
-			var script string
-			var refused error
-			if c.count != nil {
-				res := c.count.Results[j]
-				script, refused = lua.IncrAndCheckName, res.Err
-				if refused == nil && res.First {
-					alerts = append(alerts, e.crossed(r, ev, res.Current))
-				}
-			} else {
-				res := c.refund.Results[j]
-				script, refused = lua.SalesDecrName, res.Err
-				if refused == nil && res.Clamped {
-					e.clamped.WithLabelValues(r.Name).Inc()
-					e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
-						"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
-				}
+			var res lua.Counted
+			switch c.kind {
+			case fixedOrders:
+				res = c.count.Results[j]
+			case fixedRefunds:
+				res = lua.Counted{Current: c.refund.Results[j].Remaining, Clamped: c.refund.Results[j].Clamped, Err: c.refund.Results[j].Err}
+			case sliding:
+				res = c.slide.Results[j]
+			case distinct:
+				res = c.distinct.Results[j]
 			}
-			if refused != nil && unprocessable[ref.event] == nil {
-				if unprocessable == nil {
-					unprocessable = map[int]error{}
+			switch {
+			case res.Err != nil:
+				if unprocessable[ref.event] == nil {
+					if unprocessable == nil {
+						unprocessable = map[int]error{}
+					}
+					unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", c.kind.script(), r.Name, event.ErrUnprocessable, res.Err)
 				}
-				unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", script, r.Name, event.ErrUnprocessable, refused)
+			case res.First:
+				alerts = append(alerts, e.crossed(r, ev, res.Current))
+			case res.Late:
+				e.late.WithLabelValues(r.Name).Inc()
+			case res.Clamped:
+				e.clamped.WithLabelValues(r.Name).Inc()
+				e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
+					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 			}
 		}
 	}
@@ -185,8 +225,8 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unp
 }
 
 // crossed counts a first crossing and makes its alert.
-func (e *Engine) crossed(r *Rule, ev *event.Event, current int64) alert.Alert {
-	values, _ := appendGroupValues(nil, r, ev)
+func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert {
+	values, _ := appendGroupValues(nil, &r.Rule, ev)
 	g := e.keys.Group(values)
 	e.crossings.WithLabelValues(r.Name).Inc()
 	e.log.Info("threshold crossed", "rule", r.Name, "mode", r.Mode,
@@ -202,12 +242,14 @@ func (e *Engine) crossed(r *Rule, ev *event.Event, current int64) alert.Alert {
 		Mode:        r.Mode,
 		Channel:     r.Channel,
 		Metric:      r.Metric,
+		Field:       r.Field,
 		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
 		GroupValues: displayValues(values),
 		Current:     current,
 		Threshold:   r.Threshold,
 		Currency:    ev.Currency,
 		Window:      r.Window,
+		WindowType:  r.WindowType,
 		Cooldown:    r.Cooldown,
 		ID:          r.Name + "/" + ev.EventID,
 		CooldownKey: e.keys.Cooldown(g, r.Name),
@@ -218,12 +260,36 @@ func (e *Engine) crossed(r *Rule, ev *event.Event, current int64) alert.Alert {
 	}
 }
 
+// kind is what a script call does, and so which script runs it.
+type kind uint8
+
+const (
+	fixedOrders  kind = iota // incr_and_check
+	fixedRefunds             // sales_decr
+	sliding                  // slide_and_check: orders and refunds
+	distinct                 // distinct_and_check
+)
+
+func kindOf(r *Rule) kind {
+	switch {
+	case r.Metric == alert.Distinct:
+		return distinct
+	case r.WindowType == alert.Sliding:
+		return sliding
+	}
+	return fixedOrders
+}
+
+func (k kind) script() string {
+	return [...]string{lua.IncrAndCheckName, lua.SalesDecrName, lua.SlideAndCheckName, lua.DistinctAndCheckName}[k]
+}
+
 // plan is the script calls of a batch of events, as they are gathered.
 type plan struct {
 	keys  lua.Keys
 	calls []*call
-	// open is the call each partition and bucket adds to now; windows
-	// finds a window's place in a call.
+	// open is the call each partition, bucket and script family adds to
+	// now; windows finds a window's place in a call.
 	open    map[bucketOf]*call
 	windows map[windowOf]windowIn
 }
@@ -231,25 +297,32 @@ type plan struct {
 // call is one script call with, for each of its changes, the rule and
 // event it stands for.
 type call struct {
-	count  *lua.Count
-	refund *lua.Refund
-	refs   []ref
+	kind     kind
+	count    *lua.Count
+	refund   *lua.Refund
+	slide    *lua.Slide
+	distinct *lua.Distinct
+	refs     []ref
 	// windows is how many windows the call has.
 	windows int
 }
 
 type ref struct {
-	rule  *Rule
+	rule  *active
 	event int
 }
 
-// bucketOf names the calls a change can go to: those of its partition and
-// bucket.
-type bucketOf struct{ source, tag string }
+// bucketOf names the calls a change can go to: those of its partition,
+// bucket and family (the kind, but a fixed rule's orders and refunds are
+// one family, taking turns).
+type bucketOf struct {
+	source, tag string
+	family      kind
+}
 
 // windowOf names a window: its rule and group.
 type windowOf struct {
-	rule  *Rule
+	rule  *active
 	group lua.Group
 }
 
@@ -259,10 +332,11 @@ type windowIn struct {
 	index int
 }
 
-// plan turns the events into script calls: for each partition and bucket
-// of groups, one call for each run of orders or refunds, so that a window
-// sees its events in their partition's order.
-func (e *Engine) plan(rs []Rule, evs []*event.Event) *plan {
+// plan turns the events into script calls: for each partition, bucket of
+// groups and family of script, one call (for fixed rules, one for each run
+// of orders or refunds), so that a window sees its events in their
+// partition's order.
+func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	p := &plan{keys: e.keys, open: map[bucketOf]*call{}, windows: map[windowOf]windowIn{}}
 	var (
 		topic  string
@@ -275,41 +349,88 @@ func (e *Engine) plan(rs []Rule, evs []*event.Event) *plan {
 			topic, part = ev.Source.Topic, ev.Source.Partition
 			src = lua.Source(topic, part)
 		}
+		refund := ev.Type == event.Refund
 		id := lua.IDOf(ev.EventID)
+		at := int64(-1) // the event's time, once a rule needs it
 		for k := range rs {
 			r := &rs[k]
-			if !r.Enabled || (ev.Type == event.Refund && r.Metric != alert.Amount) {
+			if !r.Enabled || (refund && r.Metric != alert.Amount) {
 				continue
 			}
 			var ok bool
-			if values, ok = appendGroupValues(values[:0], r, ev); !ok {
+			if values, ok = appendGroupValues(values[:0], &r.Rule, ev); !ok || !r.Matches(ev) {
 				continue
 			}
 			ch := lua.Change{Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
-			if ev.Type == event.Order && r.Metric == alert.Count {
+			if r.Metric == alert.Count {
 				ch.Amount = 1
 			}
-			p.add(src, ev.Type == event.Refund, r, p.keys.Group(values), ch, i)
+			k := r.kind
+			switch {
+			case k == fixedOrders && refund:
+				k = fixedRefunds
+			case k == sliding && refund:
+				ch.Amount = -ev.Amount
+			case k == distinct:
+				v, ok := ev.Field(r.Field)
+				if !ok {
+					continue
+				}
+				ch.Value = lua.ValueOf(v)
+			}
+			if k == sliding || k == distinct {
+				if at < 0 {
+					at = e.eventTime(ev)
+				}
+				ch.At = at
+			}
+			p.add(src, k, r, p.keys.Group(values), ch, i)
 		}
 	}
 	return p
 }
 
-// add adds one change to the call of its partition and bucket, opening a
-// call when there is none, when the run of orders or refunds changes, or
-// when the call is full.
-func (p *plan) add(src string, refund bool, r *Rule, g lua.Group, ch lua.Change, event int) {
-	b := bucketOf{src, g.Tag()}
+// eventTime is the time the sliding and distinct windows count an event
+// at, in milliseconds since 1970: its occurred_at, else its Kafka record's
+// time, else now; never more than MaxFuture ahead of now.
+func (e *Engine) eventTime(ev *event.Event) int64 {
+	t := ev.OccurredAt
+	if t.IsZero() {
+		t = ev.Source.Time
+	}
+	now := e.cfg.Now()
+	if t.IsZero() {
+		t = now
+	} else if t.After(now.Add(MaxFuture)) {
+		e.future.Inc()
+		t = now
+	}
+	return max(t.UnixMilli(), 0)
+}
+
+// add adds one change to the call of its partition, bucket and family,
+// opening a call when there is none, when the run of a fixed rule's orders
+// or refunds changes, or when the call is full.
+func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event int) {
+	family := k
+	if k == fixedRefunds {
+		family = fixedOrders
+	}
+	b := bucketOf{src, g.Tag(), family}
 	c := p.open[b]
 	in, known := p.windows[windowOf{r, g}]
 	known = known && c != nil && in.call == c
-	if c == nil || (c.refund != nil) != refund || len(c.refs) == lua.MaxChanges ||
-		(!known && c.windows == lua.MaxWindows) {
-		c, known = &call{}, false
-		if refund {
-			c.refund = &lua.Refund{Source: src}
-		} else {
+	if c == nil || c.kind != k || len(c.refs) == lua.MaxChanges || (!known && c.windows == lua.MaxWindows) {
+		c, known = &call{kind: k}, false
+		switch k {
+		case fixedOrders:
 			c.count = &lua.Count{Source: src}
+		case fixedRefunds:
+			c.refund = &lua.Refund{Source: src}
+		case sliding:
+			c.slide = &lua.Slide{Source: src}
+		case distinct:
+			c.distinct = &lua.Distinct{Source: src}
 		}
 		p.open[b] = c
 		p.calls = append(p.calls, c)
@@ -318,18 +439,30 @@ func (p *plan) add(src string, refund bool, r *Rule, g lua.Group, ch lua.Change,
 		in = windowIn{c, c.windows}
 		p.windows[windowOf{r, g}] = in
 		c.windows++
-		w := lua.Window{Key: p.keys.Window(g, r.Name), Marks: p.keys.Marks(g, r.Name), Length: r.Window, Threshold: r.Threshold}
-		if refund {
-			c.refund.Windows = append(c.refund.Windows, w)
-		} else {
+		w := lua.Window{Key: p.keys.Window(g, r.state), Marks: p.keys.Marks(g, r.state), Length: r.Window,
+			Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
+		switch k {
+		case fixedOrders:
 			c.count.Windows = append(c.count.Windows, w)
+		case fixedRefunds:
+			c.refund.Windows = append(c.refund.Windows, w)
+		case sliding:
+			c.slide.Windows = append(c.slide.Windows, w)
+		case distinct:
+			w.Values = p.keys.Values(g, r.state)
+			c.distinct.Windows = append(c.distinct.Windows, w)
 		}
 	}
 	ch.Window = in.index
-	if refund {
-		c.refund.Changes = append(c.refund.Changes, ch)
-	} else {
+	switch k {
+	case fixedOrders:
 		c.count.Changes = append(c.count.Changes, ch)
+	case fixedRefunds:
+		c.refund.Changes = append(c.refund.Changes, ch)
+	case sliding:
+		c.slide.Changes = append(c.slide.Changes, ch)
+	case distinct:
+		c.distinct.Changes = append(c.distinct.Changes, ch)
 	}
 	c.refs = append(c.refs, ref{rule: r, event: event})
 }

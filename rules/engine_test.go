@@ -64,6 +64,7 @@ type harness struct {
 	keys   lua.Keys
 	sink   *fakeSink
 	reg    *prometheus.Registry
+	rules  []rules.Rule
 	// offset is the next offset handle gives an event without a source.
 	offset int64
 }
@@ -87,7 +88,18 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: keys, sink: sink, reg: reg}
+	return &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: keys, sink: sink, reg: reg, rules: rs}
+}
+
+// state is what the keys of a rule's windows call it.
+func (h *harness) state(name string) string {
+	for _, r := range h.rules {
+		if r.Name == name {
+			return r.State()
+		}
+	}
+	h.t.Fatalf("no rule %s", name)
+	return ""
 }
 
 func rule(name string, m alert.Metric, threshold int64, groupBy ...string) rules.Rule {
@@ -163,7 +175,7 @@ func (h *harness) place(evs ...*event.Event) {
 // key does not exist.
 func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
-	n, err := h.rdb.HGet(h.t.Context(), h.keys.Window(h.keys.Group(values), name), "v").Int64()
+	n, err := h.rdb.HGet(h.t.Context(), h.keys.Window(h.keys.Group(values), h.state(name)), "v").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, false
 	}
@@ -196,7 +208,8 @@ func (h *harness) storedKeys() []string {
 	return keys
 }
 
-// metric reads a counter with a rule label; the label must be exported.
+// metric reads a counter with a label ("": one without labels); it must be
+// exported.
 func (h *harness) metric(name, label, value string) float64 {
 	h.t.Helper()
 	mfs, err := h.reg.Gather()
@@ -208,6 +221,9 @@ func (h *harness) metric(name, label, value string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" && len(m.GetLabel()) == 0 {
+				return m.GetCounter().GetValue()
+			}
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == label && lp.GetValue() == value {
 					return m.GetCounter().GetValue()
@@ -244,7 +260,7 @@ func TestEngineCountRuleCrossesOnce(t *testing.T) {
 	}
 	h.wantCounter("orders-3", alert.Count, 5, "c1")
 	h.wantCounter("orders-3", alert.Count, 2, "c2")
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"c1"}), "orders-3")).Result()
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"c1"}), h.state("orders-3"))).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("counter TTL = %v, %v; want the 1m window", ttl, err)
 	}
@@ -342,7 +358,7 @@ func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 	if n, ok := h.counter("amt-email", alert.Amount, "a@example.com"); ok {
 		t.Errorf("refund created a counter of %d", n)
 	}
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"cust-1"}), "amt")).Result()
+	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("amt"))).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("refunded counter TTL = %v, %v; want the window kept", ttl, err)
 	}
@@ -445,7 +461,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	// The cooldown key shares the counter's hash tag, so the dispatcher's
 	// SET NX lands in the same slot, and the counter really is there.
 	// (package lua's tests show that one tag means one slot.)
-	counterKey := h.keys.Window(g, r.Name)
+	counterKey := h.keys.Window(g, r.State())
 	tagC, tagD := hashTag(counterKey), hashTag(got[0].CooldownKey)
 	if tagC == "" || tagC != tagD {
 		t.Errorf("cooldown key %q and counter %q have tags %q and %q", got[0].CooldownKey, counterKey, tagD, tagC)
@@ -534,7 +550,7 @@ func TestEngineScriptErrors(t *testing.T) {
 	})
 	t.Run("sales_decr meets a key of the wrong type", func(t *testing.T) {
 		h := newHarness(t, rule("amt", alert.Amount, 1000, "customer_id"))
-		key := h.keys.Window(h.keys.Group([]string{"cust-1"}), "amt")
+		key := h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("amt"))
 		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
 			t.Fatal(err)
 		}

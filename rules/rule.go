@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // Rule is one velocity rule, with its defaults applied. Its metric, severity
@@ -64,9 +65,17 @@ type Condition struct {
 // doubles (2^53 - 1).
 const MaxThreshold = 1<<53 - 1
 
+// MaxLateness bounds a sliding rule's allowed_lateness, in windows: a
+// group keeps its buckets of two windows and the lateness.
+const MaxLateness = lua.MaxLateness
+
 // MaxDistinctThreshold bounds a distinct rule's threshold: a window keeps
 // up to threshold + 1 values.
 const MaxDistinctThreshold = 10_000
+
+// State names the rule's windows in their Redis keys: its name and the
+// fingerprint of its definition.
+func (r *Rule) State() string { return r.Name + "." + r.Fingerprint() }
 
 // Fingerprint names the rule's definition: what decides what its windows
 // hold (metric, field, group_by, window type and length, where). Windows
@@ -84,7 +93,11 @@ func (r *Rule) Fingerprint() string {
 	field("metric", string(r.Metric))
 	field("field", r.Field)
 	field("group_by", strings.Join(quoteAll(r.GroupBy), ","))
-	field("window_type", string(r.WindowType))
+	wt := r.WindowType
+	if wt == "" {
+		wt = alert.Fixed // a Rule made in code may leave it out
+	}
+	field("window_type", string(wt))
 	field("window", r.Window.String())
 	for _, c := range r.Where {
 		field("where", c.Field)

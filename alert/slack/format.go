@@ -60,6 +60,13 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	if metric == "" {
 		metric = "value"
 	}
+	if a.Metric == alert.Distinct && a.Field != "" {
+		metric = "distinct " + a.Field
+	}
+	window := alert.FormatDuration(a.Window)
+	if a.WindowType == alert.Sliding {
+		window += " sliding"
+	}
 
 	// Header: plain_text is never parsed for mentions, so it needs no
 	// escaping, only a length cap.
@@ -75,9 +82,9 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 
 	fields := []*slack.TextBlockObject{
 		mrkdwn("*Severity*\n" + emoji + " " + clipMrkdwn(sev, 20)),
-		mrkdwn("*Current " + clipMrkdwn(metric, 20) + "*\n" + clipMrkdwn(current, maxFieldText-50)),
+		mrkdwn("*Current " + clipMrkdwn(metric, 60) + "*\n" + clipMrkdwn(current, maxFieldText-90)),
 		mrkdwn("*Threshold*\n" + clipMrkdwn(threshold, maxFieldText-50)),
-		mrkdwn("*Window*\n" + alert.FormatDuration(a.Window)),
+		mrkdwn("*Window*\n" + window),
 		mrkdwn("*Cooldown*\n" + formatCooldown(a.Cooldown)),
 		mrkdwn("*Crossed at*\n" + at),
 		mrkdwn("*Order*\n" + clipMrkdwn(orNone(a.OrderID), maxIDText)),
@@ -86,7 +93,7 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
 	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(groupSection(a.GroupBy, a.GroupValues)), nil, nil))
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(
-		"fraudwatch · "+clipMrkdwn(metric, 20)+" rule "+clipMrkdwn(a.Rule, 200)+" · "+at)))
+		"fraudwatch · "+clipMrkdwn(metric, 60)+" rule "+clipMrkdwn(a.Rule, 200)+" · "+at)))
 
 	var fb strings.Builder
 	fb.WriteString(emoji + " [" + clipMrkdwn(sev, 20) + "] " + clipMrkdwn(a.Rule, 200))
@@ -94,8 +101,12 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 		fb.WriteString(": " + clipMrkdwn(a.Description, maxFallbackDesc))
 	}
 	fb.WriteString("\n" + groupLine(a.GroupBy, a.GroupValues))
-	fb.WriteString("\ncurrent " + clipMrkdwn(current, 200) + ", threshold " + clipMrkdwn(threshold, 200) +
-		", window " + alert.FormatDuration(a.Window) + ", cooldown " + formatCooldown(a.Cooldown))
+	counted := ""
+	if a.Metric == alert.Distinct {
+		counted = " " + clipMrkdwn(metric, 60)
+	}
+	fb.WriteString("\ncurrent " + clipMrkdwn(current, 200) + counted + ", threshold " + clipMrkdwn(threshold, 200) +
+		", window " + window + ", cooldown " + formatCooldown(a.Cooldown))
 	fb.WriteString("\norder " + clipMrkdwn(orNone(a.OrderID), maxFallbackID) +
 		", event " + clipMrkdwn(orNone(a.EventID), maxFallbackID) + ", at " + at)
 	return fb.String(), blocks

@@ -165,6 +165,10 @@ func TestFormatNamesEverything(t *testing.T) {
 	count.Currency = ""
 	count.Window = time.Minute
 	count.Cooldown = 0
+	cards := count
+	cards.Rule, cards.Description = "cards-per-customer-1h", ""
+	cards.Metric, cards.Field, cards.WindowType = alert.Distinct, "card_fingerprint", alert.Sliding
+	cards.Window = time.Hour
 
 	tests := []struct {
 		name string
@@ -198,6 +202,11 @@ func TestFormatNamesEverything(t *testing.T) {
 				"ord-77", "evt-991",
 				"2025-03-04T05:05:06Z",
 			},
+		},
+		{
+			name: "sliding distinct rule",
+			a:    cards,
+			want: []string{"cards-per-customer-1h", "distinct card_fingerprint", "current 3", "window 1h sliding"},
 		},
 	}
 	for _, tt := range tests {

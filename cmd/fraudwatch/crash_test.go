@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -257,8 +258,16 @@ rules_file: rules.yaml
 	if err != nil {
 		t.Fatal(err)
 	}
+	rs, err := config.ParseRules([]byte(crashRules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]string{}
+	for _, r := range rs {
+		state[r.Name] = r.State()
+	}
 	counter := func(rule, value string) int64 {
-		n, err := rdb.HGet(context.Background(), keys.Window(keys.Group([]string{value}), rule), "v").Int64()
+		n, err := rdb.HGet(context.Background(), keys.Window(keys.Group([]string{value}), state[rule]), "v").Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}

@@ -253,6 +253,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
+	fmt.Fprint(stdout, cfg.RuleTable())
 	return exitOK
 }
 

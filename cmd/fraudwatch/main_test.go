@@ -84,6 +84,8 @@ func TestCommandLine(t *testing.T) {
 		{"version", []string{"version"}, 0, []string{"fraudwatch ", "go1."}, nil},
 		{"help", []string{"help"}, 0, []string{"fraudwatch run --config FILE"}, nil},
 		{"check ok", []string{"check", "--config", good}, 0, []string{"2 rules"}, nil},
+		{"check prints the rule table", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0,
+			[]string{"RULE", "WINDOW", "amount-per-card-10m", "fixed 10m", "1000000"}, nil},
 		{"shipped example config", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0, []string{"4 rules"}, nil},
 		{"check without config", []string{"check"}, 2, nil, []string{"--config is required"}},
 		{"check missing file", []string{"check", "--config", "/nonexistent/fw.yaml"}, 2, nil, []string{"/nonexistent/fw.yaml"}},

@@ -1,0 +1,245 @@
+package rules_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+func slidingRule(name string, m alert.Metric, threshold int64, groupBy ...string) rules.Rule {
+	r := rule(name, m, threshold, groupBy...)
+	r.WindowType, r.Lateness = alert.Sliding, time.Minute
+	return r
+}
+
+func distinctRule(name string, wt alert.WindowType, field string, threshold int64, groupBy ...string) rules.Rule {
+	r := rule(name, alert.Distinct, threshold, groupBy...)
+	r.Field, r.WindowType = field, wt
+	if wt == alert.Sliding {
+		r.Lateness = time.Minute
+	}
+	return r
+}
+
+// base is the time the windows' tests start at: a day before the engine's
+// clock, so that their events are never from the future.
+var base = testNow.Add(-24 * time.Hour)
+
+// at is an order of cust-1 at a time after base, with an id of its own.
+func at(t *testing.T, d time.Duration, kv ...any) *event.Event {
+	return atTime(t, base.Add(d), kv...)
+}
+
+func atTime(t *testing.T, when time.Time, kv ...any) *event.Event {
+	id := fmt.Sprintf("o-%d", when.Sub(base))
+	return ev(t, event.Order, append([]any{"order_id", id, "event_id", "evt-" + id,
+		"occurred_at", when.Format(time.RFC3339Nano)}, kv...)...)
+}
+
+func alertsOf(h *harness, rule string) int {
+	n := 0
+	for _, a := range h.sink.got() {
+		if a.Rule == rule {
+			n++
+		}
+	}
+	return n
+}
+
+// Two orders in the last 10 s of a minute and two in the first 10 s of the
+// next: four in 20 s. The sliding rule sees them; a fixed window that
+// opened with an order 50 s earlier ends between them, and never holds 3.
+func TestStraddlingBurst(t *testing.T) {
+	h := newHarness(t, rule("fixed", alert.Count, 3, "customer_id"), slidingRule("sliding", alert.Count, 3, "customer_id"))
+	// Fixed windows run on Redis's clock: the first order opens one, and
+	// the test ends it as the minute would.
+	fixed := h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("fixed"))
+	h.handle(at(t, 0))
+	h.rdb.Del(t.Context(), fixed)
+	h.handle(at(t, 100*time.Second), at(t, 105*time.Second))
+	h.rdb.Del(t.Context(), fixed)
+	h.handle(at(t, 112*time.Second), at(t, 118*time.Second))
+	if n := alertsOf(h, "sliding"); n != 1 {
+		t.Errorf("sliding rule: %d alerts, want 1", n)
+	}
+	if n := alertsOf(h, "fixed"); n != 0 {
+		t.Errorf("fixed rule: %d alerts, want 0 (its window ended mid-burst)", n)
+	}
+	a := h.sink.got()[0]
+	if a.WindowType != alert.Sliding || a.Current != 3 || a.OrderID != "o-112000000000" {
+		t.Errorf("alert %+v", a)
+	}
+}
+
+// A backlog counted at full speed: orders an hour apart in event time
+// never meet in a sliding window, however fast they arrive; the fixed
+// rule, on processing time, crosses.
+func TestBacklogInEventTime(t *testing.T) {
+	h := newHarness(t, rule("fixed", alert.Count, 3, "customer_id"), slidingRule("sliding", alert.Count, 3, "customer_id"))
+	var evs []*event.Event
+	for i := range 5 {
+		evs = append(evs, at(t, time.Duration(i)*time.Hour))
+	}
+	h.handle(evs...)
+	if n := alertsOf(h, "sliding"); n != 0 {
+		t.Errorf("sliding rule: %d alerts on a backlog, want 0", n)
+	}
+	if n := alertsOf(h, "fixed"); n != 1 {
+		t.Errorf("fixed rule: %d alerts on a backlog, want 1", n)
+	}
+}
+
+func TestSlidingEventTime(t *testing.T) {
+	tests := []struct {
+		name   string
+		events func(t *testing.T) []*event.Event
+		alerts int
+		late   float64
+		future float64
+	}{
+		{"occurred_at decides", func(t *testing.T) []*event.Event {
+			return []*event.Event{at(t, 0), at(t, 30*time.Second), at(t, 59*time.Second)}
+		}, 1, 0, 0},
+		{"the Kafka record's time stands in for occurred_at", func(t *testing.T) []*event.Event {
+			var evs []*event.Event
+			for i := range 3 {
+				e := ev(t, event.Order, "order_id", fmt.Sprint("k", i))
+				e.Source = event.Source{Topic: "orders", Offset: int64(1000 + i), Time: base.Add(time.Duration(i) * 2 * time.Minute)}
+				evs = append(evs, e)
+			}
+			return evs
+		}, 0, 0, 0},
+		{"a late order is not counted and is counted as late", func(t *testing.T) []*event.Event {
+			return []*event.Event{at(t, 0), at(t, 10*time.Second), at(t, -10*time.Minute), at(t, 20*time.Second)}
+		}, 1, 1, 0},
+		{"a time far ahead is taken as now", func(t *testing.T) []*event.Event {
+			// Three orders an hour ahead would make the fourth, now, late.
+			return []*event.Event{atTime(t, testNow.Add(time.Hour)), atTime(t, testNow.Add(2*time.Hour)), atTime(t, testNow)}
+		}, 1, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, slidingRule("s", alert.Count, 3, "customer_id"))
+			h.handle(tt.events(t)...)
+			if n := alertsOf(h, "s"); n != tt.alerts {
+				t.Errorf("%d alerts, want %d", n, tt.alerts)
+			}
+			if n := h.metric("fraudwatch_events_late_total", "rule", "s"); n != tt.late {
+				t.Errorf("late = %v, want %v", n, tt.late)
+			}
+			if n := h.metric("fraudwatch_events_future_total", "", ""); n != tt.future {
+				t.Errorf("future = %v, want %v", n, tt.future)
+			}
+		})
+	}
+}
+
+func TestSlidingAmountsAndRefunds(t *testing.T) {
+	h := newHarness(t, slidingRule("amt", alert.Amount, 1000, "customer_id"), slidingRule("cnt", alert.Count, 3, "customer_id"))
+	refund := ev(t, event.Refund, "order_id", "o-0", "event_id", "refund-1", "amount", 500,
+		"occurred_at", base.Add(10*time.Second).Format(time.RFC3339))
+	h.handle(at(t, 0, "amount", 600), at(t, 5*time.Second, "amount", 300), refund)
+	h.handle(at(t, 20*time.Second, "amount", 500))
+	if n := alertsOf(h, "amt"); n != 0 {
+		t.Errorf("amount rule crossed at 900 (1400 less a 500 refund)")
+	}
+	h.handle(at(t, 30*time.Second, "amount", 100))
+	if n := alertsOf(h, "amt"); n != 1 {
+		t.Errorf("amount rule: %d alerts, want 1 at 1000", n)
+	}
+	if n := alertsOf(h, "cnt"); n != 1 {
+		t.Errorf("count rule: %d alerts, want 1: refunds do not lower counts", n)
+	}
+}
+
+func TestDistinctRules(t *testing.T) {
+	for _, wt := range []alert.WindowType{alert.Fixed, alert.Sliding} {
+		t.Run(string(wt), func(t *testing.T) {
+			h := newHarness(t, distinctRule("cards", wt, "card_fingerprint", 3, "customer_id"))
+			card := func(d time.Duration, fp string) *event.Event { return at(t, d, "card_fingerprint", fp, "amount", 100) }
+			h.handle(card(0, "fp-a"), card(time.Second, "fp-a"), card(2*time.Second, "fp-b"))
+			// A refund and an order without the field change nothing.
+			h.handle(ev(t, event.Refund, "order_id", "o-x", "event_id", "r-x", "card_fingerprint", "fp-z"), at(t, 3*time.Second))
+			if n := alertsOf(h, "cards"); n != 0 {
+				t.Fatalf("%d alerts at 2 distinct cards", n)
+			}
+			h.handle(card(4*time.Second, "fp-c"), card(5*time.Second, "fp-d"))
+			got := h.sink.got()
+			if len(got) != 1 || got[0].Current != 3 || got[0].Field != "card_fingerprint" || got[0].Metric != alert.Distinct {
+				t.Fatalf("alerts %+v, want one at the third card", got)
+			}
+		})
+	}
+}
+
+func TestWhereFilters(t *testing.T) {
+	r := rule("krw-big", alert.Count, 2, "customer_id")
+	lo := int64(10_000)
+	r.Where = []rules.Condition{{Field: "amount", GTE: &lo}, {Field: "currency", In: []string{"KRW"}}}
+	h := newHarness(t, r)
+	h.handle(
+		at(t, 0, "amount", 50_000, "currency", "USD"),
+		at(t, time.Second, "amount", 5_000, "currency", "KRW"),
+		at(t, 2*time.Second, "amount", 50_000),
+		at(t, 3*time.Second, "amount", 50_000, "currency", "krw"),
+	)
+	h.wantCounter("krw-big", alert.Count, 1, "cust-1")
+	h.handle(at(t, 4*time.Second, "amount", 10_000, "currency", "KRW"))
+	if n := alertsOf(h, "krw-big"); n != 1 {
+		t.Fatalf("%d alerts, want 1", n)
+	}
+}
+
+// A rule's windows are named by its definition: changing what it counts
+// starts afresh, changing its threshold does not.
+func TestDefinitionChangesStartFresh(t *testing.T) {
+	r := rule("r", alert.Count, 100, "customer_id")
+	h := newHarness(t, r)
+	h.handle(at(t, 0), at(t, time.Second))
+	h.wantCounter("r", alert.Count, 2, "cust-1")
+
+	higher := r
+	higher.Threshold = 200
+	h.engine.SetRules([]rules.Rule{higher})
+	h.handle(at(t, 2*time.Second))
+	h.wantCounter("r", alert.Count, 3, "cust-1")
+
+	for _, change := range []func(*rules.Rule){
+		func(r *rules.Rule) { r.Window = 2 * time.Minute },
+		func(r *rules.Rule) { r.WindowType = alert.Sliding; r.Lateness = time.Minute },
+		func(r *rules.Rule) { r.Metric = alert.Amount },
+		func(r *rules.Rule) { r.GroupBy = []string{"customer_id", "ip"} },
+		func(r *rules.Rule) { r.Where = []rules.Condition{{Field: "currency", NotIn: []string{"USD"}}} },
+	} {
+		changed := higher
+		change(&changed)
+		if changed.State() == higher.State() {
+			t.Errorf("%+v keeps the windows of %+v", changed, higher)
+		}
+	}
+	distinctA, distinctB := distinctRule("d", alert.Fixed, "card_fingerprint", 3, "customer_id"), distinctRule("d", alert.Fixed, "ip", 3, "customer_id")
+	if distinctA.State() == distinctB.State() {
+		t.Error("a distinct rule's field is not part of its definition")
+	}
+	same := higher
+	same.Cooldown, same.Severity, same.Mode, same.Channel, same.Lateness = time.Hour, alert.SeverityCritical, alert.ModeShadow, "#x", time.Hour
+	if same.State() != higher.State() {
+		t.Error("cooldown, severity, mode, channel or lateness changed the windows")
+	}
+	longer := higher
+	longer.Window = 2 * time.Minute
+	h.rules = append(h.rules, longer)
+	h.engine.SetRules([]rules.Rule{longer})
+	h.handle(at(t, 3*time.Second))
+	if n, _ := h.counter("r", alert.Count, "cust-1"); n != 3 {
+		t.Errorf("old windows changed: %d", n)
+	}
+	key := h.keys.Window(h.keys.Group([]string{"cust-1"}), longer.State())
+	if v := h.rdb.HGet(t.Context(), key, "v").Val(); v != "1" {
+		t.Errorf("new window holds %q, want 1", v)
+	}
+}
