@@ -67,7 +67,9 @@ func TestSlidingValues(t *testing.T) {
 		first bool
 		late  bool
 	}
-	o := func(at float64, value int64, first bool) step { return step{at: at, inc: 1, value: value, first: first} }
+	o := func(at float64, value int64, first bool) step {
+		return step{at: at, inc: 1, value: value, first: first}
+	}
 	tests := []struct {
 		name      string
 		threshold int64
