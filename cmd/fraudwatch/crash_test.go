@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,6 +42,18 @@ const crashRules = `rules:
     window: 1h
     threshold: 2300000
     severity: critical
+  - name: sliding-orders-per-customer
+    metric: count
+    group_by: [customer_id]
+    window_type: sliding
+    window: 1h
+    threshold: 40
+  - name: devices-per-customer
+    metric: distinct
+    field: device_id
+    group_by: [customer_id]
+    window: 1h
+    threshold: 5
 `
 
 // slackLog is an incoming webhook that records which (rule, group) each
@@ -51,7 +64,7 @@ type slackLog struct {
 	other []string
 }
 
-var groupRE = regexp.MustCompile(`(orders-per-customer|amount-per-card)[\s\S]*?((?:cust|card)-\d{4})`)
+var groupRE = regexp.MustCompile(`(sliding-orders-per-customer|orders-per-customer|amount-per-card|devices-per-customer)[\s\S]*?((?:cust|card)-\d{4})`)
 
 func (s *slackLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var msg struct {
@@ -75,12 +88,14 @@ type crashWorld struct {
 	orders, refunds []kafka.Message
 	count           map[string]int64 // customer -> orders
 	amount          map[string]int64 // card -> paid - refunded
+	devices         map[string]int64 // customer -> distinct devices, at most 6 (threshold + 1)
 	alerts          map[string]bool  // "rule group" expected to alert, once
 }
 
 func newCrashWorld(seed uint64, customers, orders, refunds int) *crashWorld {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	w := &crashWorld{count: map[string]int64{}, amount: map[string]int64{}, alerts: map[string]bool{}}
+	w := &crashWorld{count: map[string]int64{}, amount: map[string]int64{}, devices: map[string]int64{}, alerts: map[string]bool{}}
+	seen := map[string]map[string]bool{}
 	paid := map[string]int64{}
 	type placed struct {
 		customer, card string
@@ -91,16 +106,32 @@ func newCrashWorld(seed uint64, customers, orders, refunds int) *crashWorld {
 		c := rng.IntN(customers)
 		customer, card := fmt.Sprintf("cust-%04d", c), fmt.Sprintf("card-%04d", c)
 		amount := int64(10_000 + rng.IntN(90_000))
+		// Customer c uses up to c%8+1 devices: some never reach the
+		// distinct rule's 5.
+		device := fmt.Sprintf("dev-%d", rng.IntN(c%8+1))
+		if seen[customer] == nil {
+			seen[customer] = map[string]bool{}
+		}
+		seen[customer][device] = true
 		w.count[customer]++
 		paid[card] += amount
 		all = append(all, placed{customer, card, amount})
 		w.orders = append(w.orders, kafka.Message{Key: []byte(customer), Value: fmt.Appendf(nil,
-			`{"event_id":"o-%d","order_id":"ord-%d","customer_id":%q,"card_fingerprint":%q,"amount":%d,"currency":"KRW"}`,
-			i, i, customer, card, amount)})
+			`{"event_id":"o-%d","order_id":"ord-%d","customer_id":%q,"card_fingerprint":%q,"device_id":%q,"amount":%d,"currency":"KRW"}`,
+			i, i, customer, card, device, amount)})
 	}
 	for customer, n := range w.count {
 		if n >= 40 {
 			w.alerts["orders-per-customer "+customer] = true
+			// No order carries occurred_at: the sliding window runs on
+			// the records' times, all within its hour.
+			w.alerts["sliding-orders-per-customer "+customer] = true
+		}
+	}
+	for customer, devices := range seen {
+		w.devices[customer] = min(int64(len(devices)), 6)
+		if len(devices) >= 5 {
+			w.alerts["devices-per-customer "+customer] = true
 		}
 	}
 	for card, total := range paid {
@@ -273,16 +304,39 @@ rules_file: rules.yaml
 		}
 		return n
 	}
+	// A sliding window's value is the sum of its buckets, all within the
+	// hour here.
+	sliding := func(customer string) int64 {
+		fields, err := rdb.HGetAll(context.Background(), keys.Window(keys.Group([]string{customer}), state["sliding-orders-per-customer"])).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for f, v := range fields {
+			if _, err := strconv.ParseInt(f, 10, 64); err == nil {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				sum += n
+			}
+		}
+		return sum
+	}
+	devices := func(customer string) int64 {
+		n, err := rdb.ZCard(context.Background(), keys.Values(keys.Group([]string{customer}), state["devices-per-customer"])).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	// Below the truth: not there yet. Above it: counted twice, and no
 	// amount of waiting will mend that.
 	countsMatch := func() bool {
 		ok := true
 		for customer, want := range world.count {
-			got := counter("orders-per-customer", customer)
-			if got > want {
-				t.Fatalf("%s counted %d orders, truth %d: an event counted twice", customer, got, want)
+			got, slid, devs := counter("orders-per-customer", customer), sliding(customer), devices(customer)
+			if got > want || slid > want {
+				t.Fatalf("%s counted %d orders (sliding %d), truth %d: an event counted twice", customer, got, slid, want)
 			}
-			ok = ok && got == want
+			ok = ok && got == want && slid == want && devs == world.devices[customer]
 		}
 		return ok
 	}

@@ -90,8 +90,11 @@ func (c *console) format(a alert.Alert) string {
 
 	current := alert.FormatValue(a.Metric, a.Current, a.Currency)
 	threshold := alert.FormatValue(a.Metric, a.Threshold, a.Currency)
-	if a.Metric == alert.Count {
+	switch a.Metric {
+	case alert.Count:
 		current += " orders"
+	case alert.Distinct:
+		current += " distinct " + clean(a.Field)
 	}
 	fmt.Fprintf(&b, " · %s within %s, threshold %s", current, alert.FormatDuration(a.Window), threshold)
 	if a.OrderID != "" {

@@ -120,13 +120,20 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 // 1m" or "KRW 1,000,000 per card_fingerprint in 10m, cooldown 5m".
 func describeRule(r rules.Rule) string {
 	var what string
-	if r.Metric == alert.Amount {
+	switch r.Metric {
+	case alert.Amount:
 		// Thresholds carry no currency; the demo's traffic is in KRW.
 		what = alert.FormatValue(r.Metric, r.Threshold, demoCurrency) + " paid"
-	} else {
+	case alert.Distinct:
+		what = alert.FormatValue(r.Metric, r.Threshold, "") + " distinct " + r.Field
+	default:
 		what = alert.FormatValue(r.Metric, r.Threshold, "") + " orders"
 	}
-	s := fmt.Sprintf("%s per %s in %s", what, strings.Join(r.GroupBy, "+"), alert.FormatDuration(r.Window))
+	window := alert.FormatDuration(r.Window)
+	if r.WindowType == alert.Sliding {
+		window = "any " + window
+	}
+	s := fmt.Sprintf("%s per %s in %s", what, strings.Join(r.GroupBy, "+"), window)
 	if r.Cooldown != r.Window {
 		s += ", cooldown " + alert.FormatDuration(r.Cooldown)
 	}

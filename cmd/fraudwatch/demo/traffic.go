@@ -146,6 +146,9 @@ func (g *generator) planCycle(base time.Duration) {
 	g.clamp(jitter(9 * time.Second))
 	g.burst(jitter(12 * time.Second))
 	g.cardSpike(jitter(15 * time.Second))
+	if base%(3*cycle) == 0 {
+		g.cardTesting(jitter(7 * time.Second))
+	}
 	for t := invalidPeriod / 4; t < cycle; t += invalidPeriod {
 		g.invalid(jitter(t))
 	}
@@ -204,6 +207,20 @@ func (g *generator) bot(at time.Duration) {
 		amount := roundTo(9_900+g.rng.Int64N(20_001), 100)
 		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
 		at += g.between(200*time.Millisecond, 500*time.Millisecond)
+	}
+}
+
+// cardTesting: one customer tries 3-4 stolen cards with small orders, one
+// every 31-40 s, so that no minute holds 3 of their orders: only
+// cards-per-customer-10m, which counts distinct cards, catches it.
+func (g *generator) cardTesting(at time.Duration) {
+	who := g.fraudster()
+	n := 3 + g.rng.IntN(2)
+	for range n {
+		who.card = fmt.Sprintf("card-%012x", mix(g.rng.Uint64())&0xffff_ffff_ffff)
+		amount := roundTo(100+g.rng.Int64N(900), 100)
+		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
+		at += g.between(31*time.Second, 40*time.Second)
 	}
 }
 

@@ -128,6 +128,9 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 			refunds++
 		}
 		for _, r := range rs {
+			if r.Metric == alert.Distinct {
+				continue // card testing takes minutes: TestCardTesting
+			}
 			var vals []string
 			for _, f := range r.GroupBy {
 				v, ok := ev.Field(f)
@@ -178,6 +181,9 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 	}
 	for _, r := range rs {
 		at, ok := firstCross[r.Name]
+		if !ok && r.Metric == alert.Distinct {
+			continue
+		}
 		if !ok {
 			t.Errorf("rule %s never crossed in a cycle", r.Name)
 			continue
@@ -267,5 +273,53 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	if _, err := send(t.Context(), newGenerator(3), broken, "o", "r", func(produced) {}); err == nil ||
 		!strings.Contains(err.Error(), "broker gone") {
 		t.Errorf("send with a failing writer: err = %v", err)
+	}
+}
+
+// Card testing is one customer trying several cards with small orders,
+// never 3 within a minute: the distinct rule catches it, and no rule that
+// counts orders or amounts does. Every other customer keeps one card.
+func TestCardTesting(t *testing.T) {
+	type customer struct {
+		cards  map[string]bool
+		orders []time.Duration
+		max    int64
+	}
+	customers := map[string]*customer{}
+	for _, s := range simulate(t, 42, 4*time.Minute) {
+		if s.ev == nil || s.ev.Type != event.Order {
+			continue
+		}
+		c := customers[s.ev.CustomerID]
+		if c == nil {
+			c = &customer{cards: map[string]bool{}}
+			customers[s.ev.CustomerID] = c
+		}
+		c.cards[s.ev.CardFingerprint] = true
+		c.orders = append(c.orders, s.at)
+		c.max = max(c.max, s.ev.Amount)
+	}
+	testers := 0
+	for id, c := range customers {
+		if len(c.cards) == 1 {
+			continue
+		}
+		// A test that began in the last two minutes may not be over.
+		complete := c.orders[0] < 2*time.Minute
+		if (complete && len(c.cards) < 3) || len(c.cards) != len(c.orders) {
+			t.Errorf("%s: %d cards in %d orders", id, len(c.cards), len(c.orders))
+		}
+		testers++
+		for i := 2; i < len(c.orders); i++ {
+			if c.orders[i]-c.orders[i-2] <= time.Minute {
+				t.Errorf("%s: 3 orders within %v, which orders-per-customer-1m would catch", id, c.orders[i]-c.orders[i-2])
+			}
+		}
+		if c.max >= 1_000 {
+			t.Errorf("%s: a card test of %d KRW, want small ones", id, c.max)
+		}
+	}
+	if testers < 3 {
+		t.Errorf("%d card testers in 4 minutes, want one a minute", testers)
 	}
 }
