@@ -31,6 +31,7 @@ type fraudwatchRun struct {
 	prefix   string
 	replicas int
 	events   int
+	rules    string // the rules file; rulesYAML when empty
 }
 
 // result is what a contender achieved.
@@ -60,7 +61,11 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesYAML), 0o644); err != nil {
+	rules := r.rules
+	if rules == "" {
+		rules = rulesYAML
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o644); err != nil {
 		return "", err
 	}
 	cfg := fmt.Sprintf(`kafka:

@@ -126,7 +126,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	b.dir = dir
-	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.scaling}
+	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.windows, b.scaling}
 	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
 		if strings.ContainsRune(o.contenders, rune('c'+i)) {
 			steps = append(steps, step)
@@ -269,6 +269,39 @@ func (b *bench) scaling(ctx context.Context) error {
 		b.tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
 			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process; redis-server %.0f %% of a core, fraudwatch %.0f %% in all",
 				res.eventsPerSec/b.fwEvents, mib(res.peakRSS), 100*res.redis.core, 100*res.cores))
+	}
+	return nil
+}
+
+// windows measures (b) again with sliding windows and with a distinct
+// rule: what event time and distinct counts cost next to fixed windows.
+func (b *bench) windows(ctx context.Context) error {
+	for i, v := range []struct{ name, rules string }{
+		{"the 4 rules as sliding windows", slidingRulesYAML},
+		{"the 4 fixed rules and a fifth, distinct IPs per customer (sliding)", distinctRulesYAML},
+	} {
+		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		mem0, err := usedMemory(ctx, b.rdb)
+		if err != nil {
+			return err
+		}
+		progress("(b) fraudwatch, 1 process, %s, over %d events", v.name, b.o.events)
+		run := *b.fw
+		run.rules, run.group = v.rules, fmt.Sprintf("bench-fw-windows%d-%s", i, b.suffix)
+		var memPerEvent float64
+		res, err := run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
+			mem1, err := usedMemory(ctx, b.rdb)
+			memPerEvent = float64(mem1-mem0) / float64(b.o.events)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		b.tbl.add("b", "fraudwatch, 1 process, "+v.name, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
+			fmt.Sprintf("%.2f × fixed windows; Redis %.1f µs in scripts and %.0f bytes of memory per event",
+				res.eventsPerSec/b.fwEvents, res.redis.scripts, memPerEvent))
 	}
 	return nil
 }

@@ -33,6 +33,20 @@ const rulesYAML = `rules:
   - {name: orders-per-ip, metric: count, group_by: [ip], window: 10m, threshold: 12}
 `
 
+// slidingRulesYAML are the four rules in sliding windows. The workload's
+// events carry no occurred_at: their time is the Kafka record's.
+const slidingRulesYAML = `rules:
+  - {name: orders-per-customer, metric: count, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 20}
+  - {name: amount-per-customer, metric: amount, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 2000000}
+  - {name: orders-per-card, metric: count, group_by: [card_fingerprint], window_type: sliding, window: 10m, threshold: 35}
+  - {name: orders-per-ip, metric: count, group_by: [ip], window_type: sliding, window: 10m, threshold: 12}
+`
+
+// distinctRulesYAML are the four rules and a distinct count: the IP
+// addresses of a customer (each uses up to four).
+const distinctRulesYAML = rulesYAML + `  - {name: ips-per-customer, metric: distinct, field: ip, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 3}
+`
+
 // rulesPerOrder and rulesPerRefund are the rule evaluations one event
 // makes: an order feeds every rule, a refund only the amount rule.
 const (

@@ -98,7 +98,7 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 	fmt.Fprintf(tw, "\tthe traffic includes both on purpose (--log-level info shows every step)\n")
 	fmt.Fprintf(tw, "  traffic\t%d-%d orders/s by ordinary shoppers, %s to %s each, mixed with fraud:\n", minRate, maxRate,
 		alert.FormatValue(alert.Amount, 5_000, demoCurrency), alert.FormatValue(alert.Count, 150_000, ""))
-	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a bot IP, refunds, malformed events\n")
+	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a bot IP, card testing, refunds, malformed events\n")
 	if dl, ok := ctx.Deadline(); ok {
 		fmt.Fprintf(tw, "  runs\tfor %s (Ctrl-C stops it sooner), then prints a summary\n", time.Until(dl).Round(time.Second))
 	} else {
