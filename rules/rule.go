@@ -93,11 +93,7 @@ func (r *Rule) Fingerprint() string {
 	field("metric", string(r.Metric))
 	field("field", r.Field)
 	field("group_by", strings.Join(quoteAll(r.GroupBy), ","))
-	wt := r.WindowType
-	if wt == "" {
-		wt = alert.Fixed // a Rule made in code may leave it out
-	}
-	field("window_type", string(wt))
+	field("window_type", string(r.windowType()))
 	field("window", r.Window.String())
 	for _, c := range r.Where {
 		field("where", c.Field)
@@ -114,6 +110,15 @@ func (r *Rule) Fingerprint() string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:4])
+}
+
+// windowType is the rule's window type; a Rule made in code may leave it
+// out, for fixed.
+func (r *Rule) windowType() alert.WindowType {
+	if r.WindowType == "" {
+		return alert.Fixed
+	}
+	return r.WindowType
 }
 
 func quoteAll(vs []string) []string {

@@ -245,6 +245,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
+	diff := fs.String("diff", "", "a rules file to compare the configuration's rules with: what changing from it does")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -254,6 +255,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
 	fmt.Fprint(stdout, cfg.RuleTable())
+	if *diff != "" {
+		old, err := config.LoadRules(*diff)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch check: --diff %s:\n%v\n", *diff, err)
+			return exitUsage
+		}
+		fmt.Fprint(stdout, "\n"+config.DiffText(*diff, cfg.RulesFile, old, cfg.Rules))
+	}
 	return exitOK
 }
 

@@ -72,6 +72,14 @@ func writeConfig(t *testing.T, body, rulesBody string) string {
 func TestCommandLine(t *testing.T) {
 	good := writeConfig(t, "rules_file: rules.yaml\n", testRules)
 	badRule := writeConfig(t, "rules_file: rules.yaml\n", strings.Replace(testRules, "window: 1m", "window: 500ms", 1))
+	// The rules before a change: a lower threshold, a longer window, one
+	// rule more.
+	older := filepath.Join(filepath.Dir(good), "old-rules.yaml")
+	oldRules := strings.Replace(strings.Replace(testRules, "threshold: 3", "threshold: 2", 1), "window: 10m", "window: 5m", 1) +
+		"  - {name: gone, metric: count, group_by: [ip], window: 1m, threshold: 9}\n"
+	if err := os.WriteFile(older, []byte(oldRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	unknownKey := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  brokerz: [x]\n", testRules)
 	tests := []struct {
 		name     string
@@ -88,6 +96,11 @@ func TestCommandLine(t *testing.T) {
 			[]string{"RULE", "WINDOW", "amount-per-card-10m", "fixed 10m", "1000000"}, nil},
 		{"shipped example config", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0, []string{"4 rules"}, nil},
 		{"check without config", []string{"check"}, 2, nil, []string{"--config is required"}},
+		{"check --diff says what a change does", []string{"check", "--config", good, "--diff", older}, 0, []string{
+			"0 added, 1 removed, 2 changed, 0 unchanged", "- gone", "~ orders-per-customer: threshold 2 → 3 (keeps its windows)",
+			"~ amount-per-card: window 5m → 10m, cooldown 5m → 10m (starts its windows afresh"}, nil},
+		{"check --diff against an invalid file", []string{"check", "--config", good, "--diff", filepath.Join(filepath.Dir(badRule), "rules.yaml")}, 2,
+			nil, []string{"--diff", "window"}},
 		{"check missing file", []string{"check", "--config", "/nonexistent/fw.yaml"}, 2, nil, []string{"/nonexistent/fw.yaml"}},
 		{"check bad rule names file, rule and field", []string{"check", "--config", badRule}, 2, nil,
 			[]string{"rules.yaml", "orders-per-customer", "window"}},
