@@ -7,6 +7,7 @@ package rules
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,17 @@ const MaxLateness = lua.MaxLateness
 // MaxDistinctThreshold bounds a distinct rule's threshold: a window keeps
 // up to threshold + 1 values.
 const MaxDistinctThreshold = 10_000
+
+// Version names a rule set: the first 12 hex digits of the SHA-256 of its
+// rules, every field with its defaults applied, in order. Two files that
+// differ only in layout or comments have one version.
+func Version(rs []Rule) string {
+	// A Rule holds strings, numbers and slices of them: Marshal cannot
+	// fail.
+	data, _ := json.Marshal(rs)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}
 
 // State names the rule's windows in their Redis keys: its name and the
 // fingerprint of its definition.

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -237,9 +238,11 @@ shutdown_timeout: 20s
 rules_file: rules.yaml
 `, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redistest.Addr(t), prefix, srv.URL+"/hook", metrics[i]), crashRules)
 	}
+	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
 		cmd := command("run", "--config", configs[i], "--log-format", "text", "--log-level", "debug")
 		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+		everyReplica = append(everyReplica, r)
 		cmd.Stdout, cmd.Stderr = r.logs, r.logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -250,6 +253,39 @@ rules_file: rules.yaml
 	}
 	replicas := []*replica{start(0), start(1)}
 	var kills []time.Time
+
+	// The rules are reloaded under load too: both replicas' rules files
+	// change every few hundred milliseconds, between the rules above and a
+	// variant that keeps every window (another severity) and adds a shadow
+	// rule, which alerts nobody.
+	variant := strings.Replace(crashRules, "    severity: high\n", "    severity: critical\n", 1) +
+		"  - {name: shadow-cards, metric: count, group_by: [card_fingerprint], window: 1h, threshold: 1, mode: shadow}\n"
+	stopRewrites, rewritesDone := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stopRewrites:
+				rewritesDone <- n
+				return
+			case <-time.After(time.Duration(300+rand.IntN(400)) * time.Millisecond):
+			}
+			n++
+			body := crashRules
+			if n%2 == 1 {
+				body = variant
+			}
+			for _, c := range configs {
+				path := filepath.Join(filepath.Dir(c), "rules.yaml")
+				if err := os.WriteFile(path+".tmp", []byte(body), 0o600); err != nil {
+					t.Error(err)
+				}
+				if err := os.Rename(path+".tmp", path); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}()
 	killOne := func() {
 		i := rng.IntN(len(replicas))
 		time.Sleep(time.Duration(300+rng.IntN(1700)) * time.Millisecond) // a random moment, not a wait for a condition
@@ -393,11 +429,21 @@ rules_file: rules.yaml
 		defer slack.mu.Unlock()
 		return len(slack.posts) >= len(world.alerts)
 	})
+	close(stopRewrites)
+	rewrites := <-rewritesDone
 	// A clean stop drains and settles whatever is still in flight: any
 	// duplicate would have been posted by the time both have exited.
 	for i := range replicas {
 		stop(i)
 	}
+	reloads := 0
+	for _, r := range everyReplica {
+		reloads += strings.Count(r.logs.String(), `msg="rules reloaded"`)
+	}
+	if reloads == 0 {
+		t.Fatalf("the rules files changed %d times, and no replica reloaded them", rewrites)
+	}
+	t.Logf("rules files rewritten %d times, reloaded %d times by the replicas", rewrites, reloads)
 	if len(kills) != 6 {
 		t.Fatalf("%d kills, want 6", len(kills))
 	}

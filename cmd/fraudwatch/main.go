@@ -166,7 +166,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	// go-redis logs through a package-level logger; route it to ours.
 	redis.SetLogger(redisLogger{log})
-	a, err := app.New(cfg, app.Options{Logger: log})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	a, err := app.New(cfg, app.Options{Logger: log, Reload: hup})
 	if err != nil {
 		log.Error("fraudwatch could not start", "err", err)
 		return exitFailure

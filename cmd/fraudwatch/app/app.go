@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type Options struct {
 	// from the configuration (tests shorten heartbeats and commit
 	// intervals).
 	Groups func(*consumer.GroupConfig)
+	// Reload delivers the signals (SIGHUP) on which the rules file is read
+	// again; the file is also watched. Nil: on changes of the file only.
+	Reload <-chan os.Signal
 }
 
 // App is one fraudwatch process.
@@ -64,6 +68,8 @@ type App struct {
 	eng    *rules.Engine
 	events *consumer.Consumer
 	alerts *consumer.Group
+	rules  *reloader
+	hup    <-chan os.Signal
 
 	listener net.Listener
 	server   *http.Server
@@ -154,6 +160,13 @@ func (a *App) build(opts Options) error {
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}
+	if a.rules, err = newReloader(cfg.RulesFile, cfg.Rules, a.eng, a.disp, log.With("component", "rules"), a.reg); err != nil {
+		return err
+	}
+	a.hup = opts.Reload
+	if cfg.RulesFile != "" {
+		a.rules.arm()
+	}
 	a.events, err = consumer.New(events, a.eng, log.With("component", "consumer"), a.reg)
 	return err
 }
@@ -203,6 +216,9 @@ func (a *App) run(parent context.Context) error {
 	// committed.
 	var wg sync.WaitGroup
 	var eventsErr, alertsErr error
+	if a.cfg.RulesFile != "" {
+		wg.Go(func() { a.rules.watch(ctx, a.hup) })
+	}
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })
 	wg.Wait()
@@ -235,6 +251,9 @@ func (a *App) Close() error {
 }
 
 func (a *App) closeClients() {
+	if a.rules != nil {
+		a.rules.close()
+	}
 	if a.events != nil {
 		if err := a.events.Close(); err != nil {
 			a.log.Warn("closing consumer", "err", err)
