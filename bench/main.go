@@ -22,21 +22,22 @@ import (
 )
 
 type options struct {
-	events      int
-	customers   int
-	refunds     float64
-	partitions  int
-	naiveEvents int
-	ceilingFor  time.Duration
-	latencyFor  time.Duration
-	latencyRate float64
-	trace       bool
-	scaling     []int
-	contenders  string
-	kafka       string
-	brokers     string
-	redis       string
-	seed        uint64
+	events         int
+	customers      int
+	refunds        float64
+	partitions     int
+	naiveEvents    int
+	backtestEvents int
+	ceilingFor     time.Duration
+	latencyFor     time.Duration
+	latencyRate    float64
+	trace          bool
+	scaling        []int
+	contenders     string
+	kafka          string
+	brokers        string
+	redis          string
+	seed           uint64
 }
 
 func main() {
@@ -46,6 +47,7 @@ func main() {
 	flag.Float64Var(&o.refunds, "refunds", 0.05, "share of events that are refunds")
 	flag.IntVar(&o.partitions, "partitions", 8, "partitions of the orders and refunds topics")
 	flag.IntVar(&o.naiveEvents, "naive-events", 100_000, "events the naive consumer processes (it is slow)")
+	flag.IntVar(&o.backtestEvents, "backtest-events", 100_000, "events fraudwatch backtest replays")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
@@ -126,7 +128,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	b.dir = dir
-	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.windows, b.scaling}
+	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.windows, b.scaling, b.backtest}
 	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
 		if strings.ContainsRune(o.contenders, rune('c'+i)) {
 			steps = append(steps, step)

@@ -27,7 +27,8 @@ import (
 // record's hash, which holds no ':' either), so no two (kind, rule, group)
 // share a key.
 type Keys struct {
-	prefix string
+	prefix  string
+	buckets uint32
 }
 
 // Buckets is how many hash tags the groups are spread over: enough to
@@ -37,11 +38,19 @@ const Buckets = 256
 
 // NewKeys returns Keys under prefix. The prefix may not contain braces:
 // Redis takes the first {...} of a key as its hash tag.
-func NewKeys(prefix string) (Keys, error) {
+func NewKeys(prefix string) (Keys, error) { return NewKeysIn(prefix, Buckets) }
+
+// NewKeysIn returns Keys under prefix that spread groups over buckets
+// hash tags (1 to Buckets) rather than Buckets. Fewer buckets make fewer,
+// larger script calls, for a Redis that is no cluster: a backtest's.
+func NewKeysIn(prefix string, buckets int) (Keys, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return Keys{}, err
 	}
-	return Keys{prefix: prefix}, nil
+	if buckets < 1 || buckets > Buckets {
+		return Keys{}, fmt.Errorf("%d buckets: must be 1 to %d", buckets, Buckets)
+	}
+	return Keys{prefix: prefix, buckets: uint32(buckets)}, nil
 }
 
 // ValidatePrefix reports whether prefix can start fraudwatch's keys.
@@ -69,7 +78,7 @@ func (k Keys) Group(values []string) Group {
 		h ^= uint32(enc[i])
 		h *= 16777619
 	}
-	return Group{tag: tags[h%Buckets], enc: enc}
+	return Group{tag: tags[h%k.buckets], enc: enc}
 }
 
 // tags are the buckets' hash tags, made once: every event makes groups.

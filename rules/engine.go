@@ -37,6 +37,9 @@ type EngineConfig struct {
 	// Now tells the time of events that carry no occurred_at (default
 	// time.Now).
 	Now func() time.Time
+	// Buckets is how many hash tags groups are spread over (default
+	// lua.Buckets; see lua.NewKeysIn).
+	Buckets int
 }
 
 // Engine evaluates events against rules: every order runs incr_and_check
@@ -77,7 +80,10 @@ func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	keys, err := lua.NewKeys(cfg.KeyPrefix)
+	if cfg.Buckets == 0 {
+		cfg.Buckets = lua.Buckets
+	}
+	keys, err := lua.NewKeysIn(cfg.KeyPrefix, cfg.Buckets)
 	if err != nil {
 		return nil, fmt.Errorf("rules: key prefix: %w", err)
 	}

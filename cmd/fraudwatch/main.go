@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/demo"
 	"github.com/fraudwatch/fraudwatch/config"
 )
@@ -51,7 +53,9 @@ const usage = `fraudwatch: real-time order fraud monitor
 usage:
   fraudwatch run --config FILE        consume events, evaluate rules, alert, serve metrics
   fraudwatch demo [--duration 30s]    the whole pipeline in-process, nothing to install
-  fraudwatch check --config FILE      validate the configuration and rules
+  fraudwatch check --config FILE      validate the configuration and rules [--diff OLD_RULES]
+  fraudwatch backtest --config FILE --input events.jsonl
+                                      replay recorded events through the rules [--rules F] [--compare F]
   fraudwatch produce --config FILE --input events.jsonl
                                       send JSON-lines events to the configured topics
   fraudwatch version                  version, commit and Go version
@@ -74,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args, stdout, stderr)
 	case "produce":
 		return cmdProduce(args, stdout, stderr)
+	case "backtest":
+		return cmdBacktest(args, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -206,6 +212,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "optional configuration: its slack section and rules are used")
 	seed := fs.Int64("seed", 0, "traffic generator seed (0: a random one)")
 	noColor := fs.Bool("no-color", false, "never colour the output")
+	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines (input for backtest)")
 	var lf logFlags
 	lf.register(fs, "text")
 	lf.level = "warn"
@@ -224,6 +231,18 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	var rec io.Writer
+	if *record != "" {
+		f, err := os.Create(*record)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch demo: --record: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		buf := bufio.NewWriter(f)
+		defer buf.Flush()
+		rec = buf
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *duration > 0 {
@@ -237,6 +256,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		Color:  !*noColor && demo.IsTerminal(stdout),
 		Seed:   *seed,
 		Logger: log,
+		Record: rec,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
@@ -265,6 +285,64 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		fmt.Fprint(stdout, "\n"+config.DiffText(*diff, cfg.RulesFile, old, cfg.Rules))
+	}
+	return exitOK
+}
+
+func cmdBacktest(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML): its rules are replayed")
+	input := fs.String("input", "", "JSON-lines events, as produce takes them (- reads stdin)")
+	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
+	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add and remove against it")
+	format := fs.String("format", "text", "output: text or json")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if *input == "" {
+		fmt.Fprintln(stderr, "fraudwatch backtest: --input is required")
+		return exitUsage
+	}
+	cfg, ok := loadConfig("backtest", *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	opts := backtest.Options{Rules: cfg.Rules, RulesFrom: cfg.RulesFile, InputName: *input, Format: *format, Out: stdout}
+	if *other != "" {
+		rs, err := config.LoadRules(*other)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: --rules %s:\n%v\n", *other, err)
+			return exitUsage
+		}
+		opts.Rules, opts.RulesFrom = rs, *other
+	}
+	if *compare != "" {
+		rs, err := config.LoadRules(*compare)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: --compare %s:\n%v\n", *compare, err)
+			return exitUsage
+		}
+		opts.Compare, opts.CompareFrom = rs, *compare
+	}
+	in := io.Reader(os.Stdin)
+	if *input != "-" {
+		f, err := os.Open(*input)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		in = f
+	}
+	opts.Input = in
+	if demo.IsTerminal(stderr) {
+		opts.Progress = stderr
+	}
+	if err := backtest.Run(ctx, opts); err != nil {
+		fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+		return exitFailure
 	}
 	return exitOK
 }

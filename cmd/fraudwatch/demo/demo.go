@@ -62,6 +62,10 @@ type Options struct {
 	Seed int64
 	// Logger receives the pipeline's logs (default: discarded).
 	Logger *slog.Logger
+	// Record, when set, receives every message the traffic sends, as JSON
+	// lines once Kafka has acknowledged them: input for `fraudwatch
+	// backtest`.
+	Record io.Writer
 }
 
 // Run runs the demo until ctx ends, then stops the traffic, lets the
@@ -108,7 +112,7 @@ func Run(ctx context.Context, opts Options) error {
 	appDone := make(chan error, 1)
 	go func() { appDone <- a.Run(appCtx) }()
 
-	tr := startTraffic(ctx, seed, &cfg)
+	tr := startTraffic(ctx, seed, &cfg, opts.Record)
 	failure := watch(ctx, tr, appDone, func() {
 		out.print(progressLine(time.Since(started), tr.sentSoFar(), gather(a), out))
 	})
@@ -230,7 +234,7 @@ type traffic struct {
 	sent produced
 }
 
-func startTraffic(ctx context.Context, seed uint64, cfg *config.Config) *traffic {
+func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, record io.Writer) *traffic {
 	tr := &traffic{
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
@@ -243,7 +247,11 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config) *traffic
 	}
 	ctx, tr.cancel = context.WithCancel(ctx)
 	go func() {
-		_, err := send(ctx, newGenerator(seed), tr.w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
+		var w messageWriter = tr.w
+		if record != nil {
+			w = &recorder{w: tr.w, out: record}
+		}
+		_, err := send(ctx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
 			tr.mu.Lock()
 			tr.sent = p
 			tr.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -53,8 +54,8 @@ func number(t *testing.T, out string, re string) int {
 func TestRunCatchesFraud(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	var buf bytes.Buffer
-	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t)})
+	var buf, record bytes.Buffer
+	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
 	out := buf.String()
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -111,7 +112,38 @@ func TestRunCatchesFraud(t *testing.T) {
 	if n := number(t, summary, `suppressed\s+(\d+) shadow`); n == 0 {
 		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
 	}
+
+	// A backtest of the recording raises the alerts the run raised.
+	printed := map[string]bool{}
+	for _, m := range alertGroup.FindAllStringSubmatch(out, -1) {
+		printed[m[1]+" "+m[2]] = true
+	}
+	rs, err := config.ParseRules(builtinRules, "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := backtest.Read(&record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := backtest.Replay(t.Context(), rs, evs.List, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := map[string]bool{}
+	for _, a := range rep.Alerts {
+		if a.Outcome == "sent" {
+			replayed[a.Rule+" "+a.Group] = true
+		}
+	}
+	if !maps.Equal(printed, replayed) {
+		t.Errorf("the run alerted %v,\nits backtest %v", slices.Sorted(maps.Keys(printed)), slices.Sorted(maps.Keys(replayed)))
+	}
 }
+
+// alertGroup matches a printed alert's rule and, on its second line, its
+// group.
+var alertGroup = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  ALERT\s+\S+\s+([a-z0-9_-]+):.*\n\s+(\S+=\S+) ·`)
 
 // With a configuration, its rules and its Slack section are used; its Kafka
 // and Redis are not (they point nowhere here).

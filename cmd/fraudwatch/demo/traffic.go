@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -346,6 +347,25 @@ func (p planned) message(ordersTopic, refundsTopic string, now time.Time) (kafka
 // messageWriter is the part of a kafka.Writer the traffic needs.
 type messageWriter interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// recorder writes each message's value, a line each, once w has written
+// them.
+type recorder struct {
+	w   messageWriter
+	out io.Writer
+}
+
+func (r *recorder) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if err := r.w.WriteMessages(ctx, msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if _, err := r.out.Write(append(append([]byte(nil), m.Value...), '\n')); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+	}
+	return nil
 }
 
 // send runs the generator against Kafka until ctx ends, and returns what

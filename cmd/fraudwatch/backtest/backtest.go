@@ -1,0 +1,322 @@
+// Package backtest replays recorded events through the rules and the very
+// Lua scripts that run in production, on a Redis inside this process
+// (miniredis, never the production one), in event-time order, and reports
+// what the rules would have done: crossings, alerts after cooldowns, the
+// groups that crossed most, and the alert list. It is what `fraudwatch
+// backtest` runs.
+package backtest
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// Limits of a replay's batches. A batch is counted as one step of Redis's
+// clock, so it spans little event time: fixed windows, which run on
+// Redis's clock, then open and close as they did when the events came.
+const (
+	batchSize = 500
+	batchSpan = time.Second
+	// maxLine bounds a line of input, as the consumer bounds a message.
+	maxLine = 1 << 20
+)
+
+// Events is a replay's input, decoded and in event-time order.
+type Events struct {
+	List []*event.Event
+	// Invalid counts the lines that are not events, by reason.
+	Invalid map[event.Reason]int
+	Orders  int
+	Refunds int
+}
+
+// Read reads JSON-lines events, one event a line with its "type" as
+// `fraudwatch produce` takes them, and puts them in event-time order. An
+// event's time is its occurred_at; one without takes the time of the line
+// before it. Blank lines are skipped; other lines that are not valid events
+// are counted by reason.
+func Read(in io.Reader) (*Events, error) {
+	evs := &Events{Invalid: map[event.Reason]int{}}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), maxLine)
+	var last time.Time
+	type timed struct {
+		ev *event.Event
+		at time.Time
+	}
+	var list []timed
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		ev, err := event.Decode(slices.Clone(line), "")
+		if err != nil {
+			var inv *event.InvalidError
+			if errors.As(err, &inv) {
+				evs.Invalid[inv.Reason]++
+				continue
+			}
+			return nil, fmt.Errorf("backtest: decode: %w", err)
+		}
+		if !ev.OccurredAt.IsZero() {
+			last = ev.OccurredAt
+		}
+		list = append(list, timed{ev, last})
+		if ev.Type == event.Refund {
+			evs.Refunds++
+		} else {
+			evs.Orders++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("backtest: a line longer than %d bytes", maxLine)
+		}
+		return nil, fmt.Errorf("backtest: read: %w", err)
+	}
+	slices.SortStableFunc(list, func(a, b timed) int { return a.at.Compare(b.at) })
+	evs.List = make([]*event.Event, len(list))
+	for i, t := range list {
+		// One partition, in event-time order: the windows take the
+		// offsets as the order of the events.
+		t.ev.Source = event.Source{Topic: "backtest", Partition: 0, Offset: int64(i), Time: t.at}
+		evs.List[i] = t.ev
+	}
+	return evs, nil
+}
+
+// Alert is one crossing of the replay and what became of it.
+type Alert struct {
+	At    time.Time `json:"at"`
+	Rule  string    `json:"rule"`
+	Group string    `json:"group"`
+	Value int64     `json:"value"`
+	Order string    `json:"order_id"`
+	Event string    `json:"event_id"`
+	// Outcome is "sent", or why not: "cooldown" or "shadow".
+	Outcome string `json:"outcome"`
+}
+
+// Rule sums up one rule's crossings.
+type Rule struct {
+	Name      string       `json:"name"`
+	Crossings int          `json:"crossings"`
+	Sent      int          `json:"alerts"`
+	Cooldown  int          `json:"suppressed_cooldown"`
+	Shadow    int          `json:"suppressed_shadow"`
+	Top       []GroupCount `json:"top_groups"`
+}
+
+// GroupCount is how often one group crossed one rule.
+type GroupCount struct {
+	Group     string `json:"group"`
+	Crossings int    `json:"crossings"`
+}
+
+// Report is what a replay found.
+type Report struct {
+	Version string    `json:"rules_version"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	Rules   []Rule    `json:"rules"`
+	Alerts  []Alert   `json:"alerts"`
+}
+
+// topGroups is how many groups a rule's summary names.
+const topGroups = 3
+
+// collector is the engine's sink: it keeps the crossings of a batch.
+type collector struct{ alerts []alert.Alert }
+
+func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
+	c.alerts = append(c.alerts, alerts...)
+	return nil
+}
+
+// Replay runs the events through rs on a fresh in-process Redis. progress,
+// when set, is called now and then with the events replayed so far.
+func Replay(ctx context.Context, rs []rules.Rule, evs []*event.Event, progress func(done int)) (*Report, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		return nil, fmt.Errorf("backtest: start the in-process redis: %w", err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		return nil, err
+	}
+	var clock time.Time // the engine's, the latest time of the batch
+	sink := &collector{}
+	// One bucket: no cluster to spread keys over, and the in-process
+	// Redis pays for each call (a Lua state of its own) far more than for
+	// each change.
+	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return clock }, Buckets: 1},
+		rs, scripts, sink, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Version: rules.Version(rs)}
+	if len(evs) > 0 {
+		rep.From, rep.To = evs[0].Source.Time, evs[len(evs)-1].Source.Time
+	}
+	var redisTime time.Time
+	for start := 0; start < len(evs); {
+		end := start + 1
+		for end < len(evs) && end-start < batchSize && evs[end].Source.Time.Sub(evs[start].Source.Time) < batchSpan {
+			end++
+		}
+		batch := evs[start:end]
+		// Redis's clock moves to the batch, so that TTLs (fixed windows,
+		// cooldowns) run out as they did.
+		if at := batch[0].Source.Time; redisTime.IsZero() {
+			mr.SetTime(at)
+			redisTime = at
+		} else if d := at.Sub(redisTime); d > 0 {
+			mr.FastForward(d)
+			mr.SetTime(at)
+			redisTime = at
+		}
+		clock = batch[len(batch)-1].Source.Time
+		sink.alerts = sink.alerts[:0]
+		if _, err := eng.Handle(ctx, batch); err != nil {
+			return nil, fmt.Errorf("backtest: events %d to %d: %w", start, end, err)
+		}
+		for _, a := range sink.alerts {
+			outcome, err := claim(ctx, scripts, a)
+			if err != nil {
+				return nil, err
+			}
+			rep.Alerts = append(rep.Alerts, Alert{At: a.At, Rule: a.Rule, Group: groupText(a), Value: a.Current,
+				Order: a.OrderID, Event: a.EventID, Outcome: outcome})
+		}
+		start = end
+		if progress != nil {
+			progress(start)
+		}
+	}
+	rep.Rules = summarize(rs, rep.Alerts)
+	return rep, nil
+}
+
+// claim decides an alert as the dispatcher does: shadow rules never
+// notify, and an alert whose (rule, group) holds a cooldown is suppressed.
+func claim(ctx context.Context, s *lua.Scripts, a alert.Alert) (string, error) {
+	if a.Shadow() {
+		return alert.SuppressedShadow, nil
+	}
+	c, err := s.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown)
+	if err != nil {
+		return "", fmt.Errorf("backtest: claim alert: %w", err)
+	}
+	if c != lua.ClaimSend {
+		return alert.SuppressedCooldown, nil
+	}
+	if err := s.SettleAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, true); err != nil {
+		return "", fmt.Errorf("backtest: settle alert: %w", err)
+	}
+	return "sent", nil
+}
+
+func groupText(a alert.Alert) string {
+	parts := make([]string, len(a.GroupBy))
+	for i, f := range a.GroupBy {
+		v := ""
+		if i < len(a.GroupValues) {
+			v = a.GroupValues[i]
+		}
+		parts[i] = f + "=" + v
+	}
+	return strings.Join(parts, ",")
+}
+
+func summarize(rs []rules.Rule, alerts []Alert) []Rule {
+	out := make([]Rule, len(rs))
+	index := map[string]int{}
+	groups := make([]map[string]int, len(rs))
+	for i, r := range rs {
+		out[i].Name = r.Name
+		index[r.Name] = i
+		groups[i] = map[string]int{}
+	}
+	for _, a := range alerts {
+		i := index[a.Rule]
+		out[i].Crossings++
+		groups[i][a.Group]++
+		switch a.Outcome {
+		case "sent":
+			out[i].Sent++
+		case alert.SuppressedCooldown:
+			out[i].Cooldown++
+		case alert.SuppressedShadow:
+			out[i].Shadow++
+		}
+	}
+	for i := range out {
+		out[i].Top = []GroupCount{}
+		for g, n := range groups[i] {
+			out[i].Top = append(out[i].Top, GroupCount{g, n})
+		}
+		slices.SortFunc(out[i].Top, func(a, b GroupCount) int {
+			return cmp.Or(cmp.Compare(b.Crossings, a.Crossings), cmp.Compare(a.Group, b.Group))
+		})
+		out[i].Top = out[i].Top[:min(len(out[i].Top), topGroups)]
+	}
+	return out
+}
+
+// Difference is what changing the rules does to the alerts sent.
+type Difference struct {
+	Added   []Alert `json:"added"`
+	Removed []Alert `json:"removed"`
+}
+
+// Compare lists the alerts sent under new but not old, and under old but
+// not new, each in time order. Alerts of one rule and group are paired in
+// time order: a group alerted under both, by another event, is no change.
+func Compare(old, new *Report) Difference {
+	key := func(a Alert) string { return a.Rule + "\x00" + a.Group }
+	count := func(r *Report) map[string]int {
+		m := map[string]int{}
+		for _, a := range r.Alerts {
+			if a.Outcome == "sent" {
+				m[key(a)]++
+			}
+		}
+		return m
+	}
+	// unpaired keeps the alerts of r beyond the number the other report
+	// has of their rule and group.
+	unpaired := func(r *Report, other map[string]int) []Alert {
+		out := []Alert{}
+		seen := map[string]int{}
+		for _, a := range r.Alerts {
+			if a.Outcome != "sent" {
+				continue
+			}
+			k := key(a)
+			if seen[k]++; seen[k] > other[k] {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	return Difference{Added: unpaired(new, count(old)), Removed: unpaired(old, count(new))}
+}

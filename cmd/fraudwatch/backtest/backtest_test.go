@@ -1,0 +1,192 @@
+package backtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/event"
+)
+
+const testRules = `rules:
+  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
+  - {name: burst-sliding, metric: count, group_by: [customer_id], window_type: sliding, window: 1m, threshold: 3}
+  - {name: big, metric: amount, group_by: [card_fingerprint], window: 10m, threshold: 1000, mode: shadow}
+  - {name: cards, metric: distinct, field: card_fingerprint, group_by: [customer_id], window: 10m, threshold: 2, cooldown: 0s}
+`
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// line is one event of an input: an order unless typ says refund.
+func line(id, typ, customer, card string, amount int64, at time.Duration) string {
+	if typ == "" {
+		typ = "order"
+	}
+	return fmt.Sprintf(`{"event_id":%q,"type":%q,"order_id":"o-%s","customer_id":%q,"card_fingerprint":%q,"amount":%d,"occurred_at":%q}`,
+		id, typ, id, customer, card, amount, t0.Add(at).Format(time.RFC3339Nano))
+}
+
+func parseRules(t *testing.T, yaml string) Options {
+	t.Helper()
+	rs, err := config.ParseRules([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Rules: rs, RulesFrom: "rules.yaml", InputName: "events.jsonl"}
+}
+
+func run(t *testing.T, o Options, input string) string {
+	t.Helper()
+	var out bytes.Buffer
+	o.Input, o.Out = strings.NewReader(input), &out
+	if err := Run(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func TestRead(t *testing.T) {
+	input := strings.Join([]string{
+		line("c", "", "x", "k", 1, 30*time.Second),
+		"",
+		line("a", "", "x", "k", 1, 10*time.Second),
+		`{"event_id":"b","type":"order","order_id":"o-b","customer_id":"x","amount":1}`, // no time: a's
+		`{"event_id":"d","order_id":"o-d","customer_id":"x","amount":1}`,                // no type
+		`{"event_id":"e","type":"order","order_id":"o-e","customer_id":"x","amount":"1"}`,
+		`not json`,
+		line("f", "refund", "x", "k", 1, 20*time.Second),
+	}, "\n")
+	evs, err := Read(strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for i, ev := range evs.List {
+		order = append(order, ev.EventID)
+		if ev.Source.Offset != int64(i) {
+			t.Errorf("%s at offset %d, want %d", ev.EventID, ev.Source.Offset, i)
+		}
+	}
+	if got := strings.Join(order, ","); got != "a,b,f,c" {
+		t.Errorf("order %s, want a,b,f,c (event time; b takes a's)", got)
+	}
+	want := map[event.Reason]int{event.ReasonMissingField: 1, event.ReasonInvalidAmount: 1, event.ReasonMalformedJSON: 1}
+	if fmt.Sprint(evs.Invalid) != fmt.Sprint(want) || evs.Orders != 3 || evs.Refunds != 1 {
+		t.Errorf("invalid %v, %d orders, %d refunds", evs.Invalid, evs.Orders, evs.Refunds)
+	}
+}
+
+func TestReplay(t *testing.T) {
+	var lines []string
+	// x: three orders in 20 s, then three more 2 minutes later: the fixed
+	// window has ended and the cooldown (the window) too, so both alert.
+	for i, at := range []time.Duration{0, 10 * time.Second, 20 * time.Second, 140 * time.Second, 150 * time.Second, 160 * time.Second} {
+		lines = append(lines, line(fmt.Sprint("x", i), "", "x", "card-x", 400, at))
+	}
+	// y: three orders over 90 s: no minute holds them all, but y's fixed
+	// window, which opened with its first order, holds two, so neither
+	// rule crosses; and a second card.
+	for i, at := range []time.Duration{30 * time.Second, 75 * time.Second, 120 * time.Second} {
+		lines = append(lines, line(fmt.Sprint("y", i), "", "y", fmt.Sprint("card-y", i%2), 1, at))
+	}
+	o := parseRules(t, testRules)
+	o.Format = "json"
+	var got struct {
+		Report Report `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(run(t, o, strings.Join(lines, "\n"))), &got); err != nil {
+		t.Fatal(err)
+	}
+	var crossings []string
+	for _, a := range got.Report.Alerts {
+		crossings = append(crossings, fmt.Sprintf("%s %s %s %d %s", a.At.Sub(t0), a.Rule, a.Group, a.Value, a.Outcome))
+	}
+	want := []string{
+		"20s burst customer_id=x 3 sent",
+		"20s burst-sliding customer_id=x 3 sent",
+		"20s big card_fingerprint=card-x 1200 shadow",
+		"1m15s cards customer_id=y 2 sent",
+		"2m40s burst customer_id=x 3 sent",
+		"2m40s burst-sliding customer_id=x 3 sent",
+	}
+	// A batch's crossings come in the order of its script calls.
+	slices.Sort(crossings)
+	slices.Sort(want)
+	if strings.Join(crossings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("crossings:\n%s\nwant:\n%s", strings.Join(crossings, "\n"), strings.Join(want, "\n"))
+	}
+	if r := got.Report.Rules[0]; r.Name != "burst" || r.Crossings != 2 || r.Sent != 2 || len(r.Top) != 1 || r.Top[0] != (GroupCount{"customer_id=x", 2}) {
+		t.Errorf("burst: %+v", r)
+	}
+}
+
+// A cooldown longer than the gap between two crossings suppresses the
+// second, as the dispatcher would.
+func TestReplayCooldown(t *testing.T) {
+	o := parseRules(t, `rules:
+  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 2, cooldown: 10m}
+`)
+	var lines []string
+	for i, at := range []time.Duration{0, time.Second, 2 * time.Minute, 2*time.Minute + time.Second, 11 * time.Minute, 11*time.Minute + time.Second} {
+		lines = append(lines, line(fmt.Sprint("x", i), "", "x", "k", 1, at))
+	}
+	out := run(t, o, strings.Join(lines, "\n"))
+	if !regexpMatch(`burst\s+3\s+2\s+1\s+0\s`, out) {
+		t.Errorf("want 3 crossings, 2 alerts, 1 suppressed by the cooldown:\n%s", out)
+	}
+}
+
+// The same input gives the same output, byte for byte.
+func TestReplayIsDeterministic(t *testing.T) {
+	var lines []string
+	for i := range 1000 {
+		lines = append(lines, line(fmt.Sprint("e", i), "", fmt.Sprint("c", i%97), fmt.Sprint("k", i%13), int64(100+i%7*50), time.Duration(i)*150*time.Millisecond))
+		if i%20 == 0 {
+			lines = append(lines, line(fmt.Sprint("r", i), "refund", fmt.Sprint("c", i%97), fmt.Sprint("k", i%13), 100, time.Duration(i)*150*time.Millisecond))
+		}
+	}
+	input := strings.Join(lines, "\n")
+	for _, format := range []string{"text", "json"} {
+		o := parseRules(t, testRules)
+		o.Format = format
+		first, second := run(t, o, input), run(t, o, input)
+		if first != second {
+			t.Errorf("%s: two replays differ", format)
+		}
+		if !strings.Contains(first, "burst") {
+			t.Errorf("%s: no report:\n%s", format, first)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	var lines []string
+	for i, at := range []time.Duration{0, time.Second} {
+		lines = append(lines, line(fmt.Sprint("x", i), "", "x", "k", 1, at))
+	}
+	for i, at := range []time.Duration{0, time.Second, 2 * time.Second} {
+		lines = append(lines, line(fmt.Sprint("y", i), "", "y", "k", 1, at))
+	}
+	o := parseRules(t, `rules:
+  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 2}
+`)
+	old := parseRules(t, `rules:
+  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
+  - {name: gone, metric: count, group_by: [card_fingerprint], window: 1m, threshold: 5}
+`)
+	o.Compare, o.CompareFrom = old.Rules, "old.yaml"
+	out := run(t, o, strings.Join(lines, "\n"))
+	if !strings.Contains(out, "against old.yaml: 1 alerts added, 1 removed") ||
+		!regexpMatch(`\+ 2026-03-01T12:00:01Z\s+burst\s+customer_id=x\s+2\s+o-x1`, out) ||
+		!regexpMatch(`- 2026-03-01T12:00:02Z\s+gone\s+card_fingerprint=k\s+5\s+o-y2`, out) {
+		t.Errorf("compare:\n%s", out)
+	}
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }

@@ -1,0 +1,160 @@
+package backtest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// Options are one `fraudwatch backtest`.
+type Options struct {
+	// Rules are replayed; RulesFrom says where they came from.
+	Rules     []rules.Rule
+	RulesFrom string
+	// Compare, when set, is replayed too, and the alerts Rules add and
+	// remove against it are listed; CompareFrom says where it came from.
+	Compare     []rules.Rule
+	CompareFrom string
+	// Input is JSON lines (see Read); InputName names it.
+	Input     io.Reader
+	InputName string
+	// Format is "text" (the default) or "json".
+	Format string
+	// Out receives the report; Progress, when set, a progress line now and
+	// then (a terminal's).
+	Out      io.Writer
+	Progress io.Writer
+}
+
+// Run replays the input and writes the report.
+func Run(ctx context.Context, o Options) error {
+	if o.Format == "" {
+		o.Format = "text"
+	}
+	if o.Format != "text" && o.Format != "json" {
+		return fmt.Errorf("backtest: --format must be text or json, not %q", o.Format)
+	}
+	if len(o.Rules) == 0 {
+		return errors.New("backtest: no rules")
+	}
+	evs, err := Read(o.Input)
+	if err != nil {
+		return err
+	}
+	progress := func(string) func(int) { return nil }
+	if o.Progress != nil {
+		progress = func(what string) func(int) {
+			last := time.Now()
+			return func(done int) {
+				if done == len(evs.List) || time.Since(last) > 100*time.Millisecond {
+					last = time.Now()
+					fmt.Fprintf(o.Progress, "\rbacktest: %s: %d of %d events", what, done, len(evs.List))
+					if done == len(evs.List) {
+						fmt.Fprintln(o.Progress)
+					}
+				}
+			}
+		}
+	}
+	rep, err := Replay(ctx, o.Rules, evs.List, progress(o.RulesFrom))
+	if err != nil {
+		return err
+	}
+	var diff *Difference
+	if o.Compare != nil {
+		old, err := Replay(ctx, o.Compare, evs.List, progress(o.CompareFrom))
+		if err != nil {
+			return err
+		}
+		d := Compare(old, rep)
+		diff = &d
+	}
+	if o.Format == "json" {
+		return writeJSON(o, evs, rep, diff)
+	}
+	return writeText(o, evs, rep, diff)
+}
+
+func writeJSON(o Options, evs *Events, rep *Report, diff *Difference) error {
+	invalid := map[string]int{}
+	for r, n := range evs.Invalid {
+		invalid[string(r)] = n
+	}
+	out := struct {
+		Input       string         `json:"input"`
+		Orders      int            `json:"orders"`
+		Refunds     int            `json:"refunds"`
+		Invalid     map[string]int `json:"invalid"`
+		RulesFrom   string         `json:"rules_from"`
+		Report      *Report        `json:"report"`
+		CompareFrom string         `json:"compare_from,omitempty"`
+		Compare     *Difference    `json:"compare,omitempty"`
+	}{o.InputName, evs.Orders, evs.Refunds, invalid, o.RulesFrom, rep, o.CompareFrom, diff}
+	enc := json.NewEncoder(o.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func writeText(o Options, evs *Events, rep *Report, diff *Difference) error {
+	w := o.Out
+	fmt.Fprintf(w, "backtest of %s: %d events (%d orders, %d refunds)", o.InputName, len(evs.List), evs.Orders, evs.Refunds)
+	if len(evs.List) > 0 {
+		fmt.Fprintf(w, " from %s to %s", stamp(rep.From), stamp(rep.To))
+	}
+	fmt.Fprintln(w)
+	if len(evs.Invalid) > 0 {
+		total := 0
+		var parts []string
+		for _, r := range slices.Sorted(maps.Keys(evs.Invalid)) {
+			total += evs.Invalid[r]
+			parts = append(parts, fmt.Sprintf("%s %d", r, evs.Invalid[r]))
+		}
+		fmt.Fprintf(w, "invalid lines: %d (%s)\n", total, strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "rules: %s, version %s\n\n", o.RulesFrom, rep.Version)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tCROSSINGS\tALERTS\tCOOLDOWN\tSHADOW\tTOP GROUPS")
+	for _, r := range rep.Rules {
+		top := make([]string, len(r.Top))
+		for i, g := range r.Top {
+			top[i] = fmt.Sprintf("%s (%d)", g.Group, g.Crossings)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Crossings, r.Sent, r.Cooldown, r.Shadow, cmp.Or(strings.Join(top, ", "), "-"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ncrossings (%d): time, rule, group, value, order, outcome\n", len(rep.Alerts))
+	alertLines(w, "  ", rep.Alerts, true)
+	if diff != nil {
+		fmt.Fprintf(w, "\nagainst %s: %d alerts added, %d removed\n", o.CompareFrom, len(diff.Added), len(diff.Removed))
+		alertLines(w, "+ ", diff.Added, false)
+		alertLines(w, "- ", diff.Removed, false)
+	}
+	return nil
+}
+
+func alertLines(w io.Writer, prefix string, alerts []Alert, outcome bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, a := range alerts {
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s", prefix, stamp(a.At), a.Rule, a.Group, a.Value, a.Order)
+		if outcome {
+			fmt.Fprintf(tw, "\t%s", a.Outcome)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
