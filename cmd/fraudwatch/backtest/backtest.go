@@ -34,6 +34,10 @@ const (
 	batchSpan = time.Second
 	// maxLine bounds a line of input, as the consumer bounds a message.
 	maxLine = 1 << 20
+	// clockStep is how far event time moves before Redis's clock follows.
+	// Windows and cooldowns are whole seconds; a key expires at most this
+	// much late.
+	clockStep = time.Second
 )
 
 // Events is a replay's input, decoded and in event-time order.
@@ -185,11 +189,12 @@ func Replay(ctx context.Context, rs []rules.Rule, evs []*event.Event, progress f
 		}
 		batch := evs[start:end]
 		// Redis's clock moves to the batch, so that TTLs (fixed windows,
-		// cooldowns) run out as they did.
+		// cooldowns) run out as they did: to within clockStep, since
+		// moving it visits every key.
 		if at := batch[0].Source.Time; redisTime.IsZero() {
 			mr.SetTime(at)
 			redisTime = at
-		} else if d := at.Sub(redisTime); d > 0 {
+		} else if d := at.Sub(redisTime); d >= clockStep {
 			mr.FastForward(d)
 			mr.SetTime(at)
 			redisTime = at

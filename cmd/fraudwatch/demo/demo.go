@@ -90,6 +90,25 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The rules go into a file of the demo's own, which it changes halfway.
+	// Rules given in code, with no file to copy, are not reloaded.
+	var reload *rulesReload
+	cfg.RulesFile = ""
+	content := builtinRules
+	if opts.Config != nil && len(opts.Config.Rules) > 0 {
+		content, _ = os.ReadFile(opts.Config.RulesFile)
+	}
+	if len(content) > 0 {
+		dir, err := os.MkdirTemp("", "fraudwatch-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if reload, err = prepareReload(dir, content, cfg.Rules); err != nil {
+			return err
+		}
+		cfg.RulesFile = reload.path
+	}
 	w, err := startWorld(&cfg)
 	if err != nil {
 		return err
@@ -113,9 +132,15 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { appDone <- a.Run(appCtx) }()
 
 	tr := startTraffic(ctx, seed, &cfg, opts.Record)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reload.run(ctx, a, out, started)
+	}()
 	failure := watch(ctx, tr, appDone, func() {
 		out.print(progressLine(time.Since(started), tr.sentSoFar(), gather(a), out))
 	})
+	<-reloaded
 	final, err := tr.stop()
 	if err != nil && failure == nil {
 		failure = err

@@ -1,0 +1,120 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// reloadWithout is when the demo reloads its rules when it runs until
+// Ctrl-C: with --duration, it reloads halfway.
+const reloadWithout = time.Minute
+
+// rulesReload is the demo's hot reload: its rules are in a file of its
+// own, which it rewrites halfway with one threshold lowered, as an
+// operator would, so that the terminal shows the swap and the next alerts
+// follow the new rule.
+type rulesReload struct {
+	path    string
+	content []byte
+	rule    string
+	from    int64
+	to      int64
+}
+
+// prepareReload writes the rules into a file of the demo's own in dir and
+// picks the change: the first alerting rule with a threshold above 1 gets
+// two thirds of it. Nil when there is nothing to lower.
+func prepareReload(dir string, content []byte, rs []rules.Rule) (*rulesReload, error) {
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return nil, fmt.Errorf("demo: write the rules file: %w", err)
+	}
+	for _, r := range rs {
+		if !r.Enabled || r.Mode != "alert" || r.Threshold < 2 {
+			continue
+		}
+		to := max(1, r.Threshold*2/3)
+		changed, ok := lowerThreshold(content, r.Name, r.Threshold, to)
+		if !ok {
+			continue
+		}
+		// The change must be exactly this one, or the demo would show
+		// something else than it says.
+		after, err := config.ParseRules(changed, path)
+		if err != nil {
+			continue
+		}
+		if d := rules.Diff(rs, after); len(d) != 1 || len(d[0].Fields) != 1 || d[0].Fields[0].Field != "threshold" {
+			continue
+		}
+		return &rulesReload{path: path, content: changed, rule: r.Name, from: r.Threshold, to: to}, nil
+	}
+	return &rulesReload{path: path}, nil
+}
+
+// lowerThreshold replaces the threshold of the rule named name in a rules
+// file's text: the first "threshold: from" after its name.
+func lowerThreshold(content []byte, name string, from, to int64) ([]byte, bool) {
+	at := regexp.MustCompile(`(?m)name:\s*` + regexp.QuoteMeta(name) + `\s*($|[,}#])`).FindIndex(content)
+	if at == nil {
+		return nil, false
+	}
+	re := regexp.MustCompile(`threshold:\s*` + strconv.FormatInt(from, 10) + `\b`)
+	loc := re.FindIndex(content[at[1]:])
+	if loc == nil {
+		return nil, false
+	}
+	start, end := at[1]+loc[0], at[1]+loc[1]
+	out := append([]byte(nil), content[:start]...)
+	out = append(out, "threshold: "+strconv.FormatInt(to, 10)...)
+	return append(out, content[end:]...), true
+}
+
+// when is how long after the start the reload comes: halfway through a
+// run with a deadline, else reloadWithout.
+func (rr *rulesReload) when(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl) / 2
+	}
+	return reloadWithout
+}
+
+// run rewrites the rules file at the reload's time, as editors save (a new
+// file renamed over the old), waits for the pipeline to take it, and says
+// so on the terminal.
+func (rr *rulesReload) run(ctx context.Context, a *app.App, out *output, started time.Time) {
+	if rr == nil || rr.content == nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rr.when(ctx)):
+	}
+	tmp := rr.path + ".tmp"
+	if err := os.WriteFile(tmp, rr.content, 0o600); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, rr.path); err != nil {
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if gather(a).get("fraudwatch_rules_reloads_total", "ok") > 0 {
+			out.print(out.style(ansiBold, fmt.Sprintf("  ↻ %s  rules file changed and reloaded: %s threshold %d → %d, swapped in between batches, its windows kept; its next alerts follow it",
+				clock(time.Since(started)), rr.rule, rr.from, rr.to)) + "\n")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
