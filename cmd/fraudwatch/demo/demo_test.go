@@ -52,7 +52,9 @@ func number(t *testing.T, out string, re string) int {
 }
 
 func TestRunCatchesFraud(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// Long enough for the second burst of a cycle (at 12 s), after the
+	// rules' reload halfway.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	var buf, record bytes.Buffer
 	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
@@ -113,7 +115,21 @@ func TestRunCatchesFraud(t *testing.T) {
 		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
 	}
 
-	// A backtest of the recording raises the alerts the run raised.
+	// Halfway, the rules file is rewritten with a lower threshold: the
+	// terminal says so, and the next burst is alerted at it.
+	reloadAt := strings.Index(out, "rules file changed and reloaded: orders-per-customer-1m threshold 3 → 2")
+	if reloadAt < 0 {
+		t.Fatal("the demo did not show its rules' reload")
+	}
+	if !regexp.MustCompile(`orders-per-customer-1m: .*\n.* · 2 orders within 1m, threshold 2 ·`).MatchString(out[reloadAt:]) {
+		t.Error("no alert after the reload follows the new threshold")
+	}
+	if strings.Contains(out[:reloadAt], "threshold 2 ·") {
+		t.Error("an alert before the reload shows the new threshold")
+	}
+
+	// A backtest of the recording raises the alerts the run raised (the
+	// reload lowered a threshold the bursts pass anyway).
 	printed := map[string]bool{}
 	for _, m := range alertGroup.FindAllStringSubmatch(out, -1) {
 		printed[m[1]+" "+m[2]] = true
