@@ -295,14 +295,20 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML): its rules are replayed")
 	input := fs.String("input", "", "JSON-lines events, as produce takes them (- reads stdin)")
+	fromTopic := fs.Bool("from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
+	since := fs.Duration("since", 24*time.Hour, "with --from-topic: how far back to read")
 	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
 	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add and remove against it")
 	format := fs.String("format", "text", "output: text or json")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
-	if *input == "" {
-		fmt.Fprintln(stderr, "fraudwatch backtest: --input is required")
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "fraudwatch backtest: --format must be text or json, not %q\n", *format)
+		return exitUsage
+	}
+	if (*input == "") == !*fromTopic {
+		fmt.Fprintln(stderr, "fraudwatch backtest: give --input or --from-topic, one of them")
 		return exitUsage
 	}
 	cfg, ok := loadConfig("backtest", *path, stderr)
@@ -326,17 +332,28 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.Compare, opts.CompareFrom = rs, *compare
 	}
-	in := io.Reader(os.Stdin)
-	if *input != "-" {
+	switch {
+	case *fromTopic:
+		transport, err := app.KafkaTransport(cfg.Kafka)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+			return exitUsage
+		}
+		opts.InputName = fmt.Sprintf("topics %s and %s since %v", cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, *since)
+		opts.Events = func(ctx context.Context) (*backtest.Events, error) {
+			return backtest.FromTopics(ctx, cfg.Kafka, transport, *since, time.Now())
+		}
+	case *input == "-":
+		opts.Input = os.Stdin
+	default:
 		f, err := os.Open(*input)
 		if err != nil {
 			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
 			return exitUsage
 		}
 		defer f.Close()
-		in = f
+		opts.Input = f
 	}
-	opts.Input = in
 	if demo.IsTerminal(stderr) {
 		opts.Progress = stderr
 	}

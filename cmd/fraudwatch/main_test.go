@@ -80,6 +80,14 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(older, []byte(oldRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	events := filepath.Join(filepath.Dir(good), "events.jsonl")
+	if err := os.WriteFile(events, []byte(`{"event_id":"a","type":"order","order_id":"1","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:00Z"}
+{"event_id":"b","type":"order","order_id":"2","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:01Z"}
+{"event_id":"c","type":"order","order_id":"3","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:02Z"}
+not an event
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	unknownKey := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  brokerz: [x]\n", testRules)
 	tests := []struct {
 		name     string
@@ -106,6 +114,13 @@ func TestCommandLine(t *testing.T) {
 			[]string{"rules.yaml", "orders-per-customer", "window"}},
 		{"check unknown key", []string{"check", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
 		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
+		{"backtest", []string{"backtest", "--config", good, "--input", events}, 0, []string{
+			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02Z"}, nil},
+		{"backtest against other rules", []string{"backtest", "--config", good, "--input", events, "--compare", older, "--format", "json"}, 0,
+			[]string{`"compare"`, `"removed"`}, nil},
+		{"backtest without input", []string{"backtest", "--config", good}, 2, nil, []string{"--input or --from-topic"}},
+		{"backtest with both inputs", []string{"backtest", "--config", good, "--input", events, "--from-topic"}, 2, nil, []string{"one of them"}},
+		{"backtest in an unknown format", []string{"backtest", "--config", good, "--input", events, "--format", "xml"}, 2, nil, []string{"text or json"}},
 		{"stray argument", []string{"check", "--config", good, "extra"}, 2, nil, []string{"unexpected arguments"}},
 		{"run with a bad log level", []string{"run", "--config", good, "--log-level", "loud"}, 2, nil, []string{"--log-level"}},
 		{"produce without input", []string{"produce", "--config", good}, 2, nil, []string{"--input is required"}},

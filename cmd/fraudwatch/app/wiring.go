@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
@@ -107,6 +108,17 @@ func groupConfigs(c *config.Config) (events consumer.Config, alerts consumer.Gro
 
 // kafkaSecurity builds the TLS and SASL settings of the kafka section, for
 // every Kafka client of the cluster (the groups, the writers, produce).
+// KafkaTransport connects to the configured brokers as the consumer does
+// (client id, TLS, SASL): for tools that read the topics outside a group,
+// such as backtest --from-topic.
+func KafkaTransport(k config.Kafka) (*kafka.Transport, error) {
+	tc, mech, err := kafkaSecurity(k)
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Transport{ClientID: k.ClientID, DialTimeout: 10 * time.Second, TLS: tc, SASL: mech}, nil
+}
+
 func kafkaSecurity(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
 	tc, err := k.TLS.ClientConfig()
 	if err != nil {

@@ -8,6 +8,7 @@ package backtest
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -49,37 +50,64 @@ type Events struct {
 	Refunds int
 }
 
+// raw is one event as read: its bytes, the type its topic implies ("" for
+// a line, which must say), and its record's time (zero for a line).
+type raw struct {
+	data []byte
+	typ  event.Type
+	at   time.Time
+}
+
 // Read reads JSON-lines events, one event a line with its "type" as
 // `fraudwatch produce` takes them, and puts them in event-time order. An
 // event's time is its occurred_at; one without takes the time of the line
 // before it. Blank lines are skipped; other lines that are not valid events
 // are counted by reason.
 func Read(in io.Reader) (*Events, error) {
-	evs := &Events{Invalid: map[event.Reason]int{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), maxLine)
+	var raws []raw
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		raws = append(raws, raw{data: slices.Clone(line)})
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("backtest: a line longer than %d bytes", maxLine)
+		}
+		return nil, fmt.Errorf("backtest: read: %w", err)
+	}
+	return decode(raws), nil
+}
+
+// decode decodes raws and puts them in event-time order: occurred_at, else
+// the record's time, else the time of the event before.
+func decode(raws []raw) *Events {
+	evs := &Events{Invalid: map[event.Reason]int{}}
 	var last time.Time
 	type timed struct {
 		ev *event.Event
 		at time.Time
 	}
 	var list []timed
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
+	for _, r := range raws {
+		ev, err := event.Decode(r.data, r.typ)
+		if err != nil {
+			reason := event.ReasonMalformedJSON
+			if inv, ok := errors.AsType[*event.InvalidError](err); ok {
+				reason = inv.Reason
+			}
+			evs.Invalid[reason]++
 			continue
 		}
-		ev, err := event.Decode(slices.Clone(line), "")
-		if err != nil {
-			var inv *event.InvalidError
-			if errors.As(err, &inv) {
-				evs.Invalid[inv.Reason]++
-				continue
-			}
-			return nil, fmt.Errorf("backtest: decode: %w", err)
-		}
-		if !ev.OccurredAt.IsZero() {
+		switch {
+		case !ev.OccurredAt.IsZero():
 			last = ev.OccurredAt
+		case !r.at.IsZero():
+			last = r.at
 		}
 		list = append(list, timed{ev, last})
 		if ev.Type == event.Refund {
@@ -87,12 +115,6 @@ func Read(in io.Reader) (*Events, error) {
 		} else {
 			evs.Orders++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("backtest: a line longer than %d bytes", maxLine)
-		}
-		return nil, fmt.Errorf("backtest: read: %w", err)
 	}
 	slices.SortStableFunc(list, func(a, b timed) int { return a.at.Compare(b.at) })
 	evs.List = make([]*event.Event, len(list))
@@ -102,7 +124,7 @@ func Read(in io.Reader) (*Events, error) {
 		t.ev.Source = event.Source{Topic: "backtest", Partition: 0, Offset: int64(i), Time: t.at}
 		evs.List[i] = t.ev
 	}
-	return evs, nil
+	return evs
 }
 
 // Alert is one crossing of the replay and what became of it.

@@ -25,8 +25,10 @@ type Options struct {
 	// remove against it are listed; CompareFrom says where it came from.
 	Compare     []rules.Rule
 	CompareFrom string
-	// Input is JSON lines (see Read); InputName names it.
+	// Input is JSON lines (see Read), or, when nil, Events gives the
+	// events (FromTopics); InputName names them.
 	Input     io.Reader
+	Events    func(context.Context) (*Events, error)
 	InputName string
 	// Format is "text" (the default) or "json".
 	Format string
@@ -47,7 +49,16 @@ func Run(ctx context.Context, o Options) error {
 	if len(o.Rules) == 0 {
 		return errors.New("backtest: no rules")
 	}
-	evs, err := Read(o.Input)
+	var evs *Events
+	var err error
+	switch {
+	case o.Input != nil:
+		evs, err = Read(o.Input)
+	case o.Events != nil:
+		evs, err = o.Events(ctx)
+	default:
+		err = errors.New("backtest: no input")
+	}
 	if err != nil {
 		return err
 	}

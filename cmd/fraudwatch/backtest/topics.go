@@ -1,0 +1,113 @@
+package backtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/event"
+)
+
+// fetchBytes bounds one fetch: many events a round trip.
+const fetchBytes = 8 << 20
+
+// FromTopics reads what the configured orders and refunds topics hold from
+// since before now to their ends as they are at the start, partition by
+// partition. It joins no group and commits nothing: the consumers' offsets
+// and the topics are left as they are. Each event's time, when it carries
+// no occurred_at, is its record's.
+func FromTopics(ctx context.Context, k config.Kafka, transport kafka.RoundTripper, since time.Duration, now time.Time) (*Events, error) {
+	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: transport, Timeout: 30 * time.Second}
+	var raws []raw
+	for _, t := range []struct {
+		topic string
+		typ   event.Type
+	}{{k.OrdersTopic, event.Order}, {k.RefundsTopic, event.Refund}} {
+		got, err := readTopic(ctx, c, t.topic, t.typ, now.Add(-since))
+		if err != nil {
+			return nil, err
+		}
+		raws = append(raws, got...)
+	}
+	return decode(raws), nil
+}
+
+func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Type, from time.Time) ([]raw, error) {
+	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("backtest: metadata of %s: %w", topic, err)
+	}
+	if len(md.Topics) != 1 {
+		return nil, fmt.Errorf("backtest: topic %s not found", topic)
+	}
+	if err := md.Topics[0].Error; err != nil {
+		return nil, fmt.Errorf("backtest: topic %s: %w", topic, err)
+	}
+	var reqs []kafka.OffsetRequest
+	for _, p := range md.Topics[0].Partitions {
+		reqs = append(reqs, kafka.TimeOffsetOf(p.ID, from), kafka.LastOffsetOf(p.ID))
+	}
+	offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, fmt.Errorf("backtest: offsets of %s: %w", topic, err)
+	}
+	var out []raw
+	for _, po := range offs.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("backtest: offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		// The first offset at or after from; none (-1) when every record
+		// is older.
+		start, end := int64(-1), po.LastOffset
+		for o := range po.Offsets {
+			start = o
+		}
+		if start < 0 {
+			start = end
+		}
+		for off := start; off < end; {
+			res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: po.Partition, Offset: off,
+				MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
+			if err != nil {
+				return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
+			}
+			if res.Error != nil {
+				return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, res.Error)
+			}
+			read := 0
+			for off < end {
+				rec, err := res.Records.ReadRecord()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
+				}
+				off = rec.Offset + 1
+				read++
+				if rec.Time.Before(from) {
+					// A broker may answer with its batch's first offset.
+					continue
+				}
+				var value []byte
+				if rec.Value != nil {
+					if value, err = io.ReadAll(rec.Value); err != nil {
+						return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, rec.Offset, err)
+					}
+				}
+				out = append(out, raw{data: value, typ: typ, at: rec.Time})
+			}
+			if read == 0 {
+				// What is left are transactions' markers, which a fetch
+				// never returns.
+				break
+			}
+		}
+	}
+	return out, nil
+}

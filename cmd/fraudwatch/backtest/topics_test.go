@@ -1,0 +1,48 @@
+package backtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+)
+
+// --from-topic reads both topics from a time on, takes the type from the
+// topic and the time from the record when the event has none, and leaves
+// no trace: no group, no commit.
+func TestFromTopics(t *testing.T) {
+	k := kafkatest.New(t)
+	cfg := config.Default()
+	cfg.Kafka.Brokers = k.Brokers
+	cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic = k.Topic(t, "orders", 2), k.Topic(t, "refunds", 1)
+	now := time.Now().Truncate(time.Millisecond)
+	msg := func(value string, age time.Duration) kafka.Message {
+		return kafka.Message{Key: []byte("c"), Value: []byte(value), Time: now.Add(-age)}
+	}
+	k.Produce(t, cfg.Kafka.OrdersTopic,
+		msg(`{"event_id":"old","order_id":"o0","customer_id":"c","amount":1}`, 3*time.Hour),
+		msg(`{"event_id":"a","order_id":"o1","customer_id":"c","amount":1}`, 50*time.Minute),
+		msg(`{"event_id":"b","order_id":"o2","customer_id":"c","amount":1,"occurred_at":"`+now.Add(-40*time.Minute).Format(time.RFC3339Nano)+`"}`, 10*time.Minute),
+		msg(`{"event_id":"bad","order_id":"o3","amount":1}`, time.Minute),
+	)
+	k.Produce(t, cfg.Kafka.RefundsTopic, msg(`{"event_id":"r","order_id":"o1","customer_id":"c","amount":1}`, 45*time.Minute))
+	evs, err := FromTopics(t.Context(), cfg.Kafka, &kafka.Transport{}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs.List {
+		got = append(got, fmt.Sprintf("%s %s %v", ev.EventID, ev.Type, now.Sub(ev.Source.Time)))
+	}
+	want := []string{"a order 50m0s", "r refund 45m0s", "b order 40m0s"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if evs.Invalid["missing_field"] != 1 {
+		t.Errorf("invalid %v, want the one without a customer", evs.Invalid)
+	}
+}
