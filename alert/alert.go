@@ -66,6 +66,7 @@ const (
 const (
 	SuppressedCooldown = "cooldown" // another alert of the (rule, group) holds the cooldown
 	SuppressedShadow   = "shadow"   // the rule is in shadow mode
+	SuppressedSilenced = "silenced" // a silence of the rule or of its group ran (fraudwatch silence)
 )
 
 // Alert is one first crossing of a rule's threshold by one group. Its JSON
@@ -105,6 +106,11 @@ type Alert struct {
 	// counter.
 	CooldownKey string `json:"cooldown_key"`
 	RecordKey   string `json:"record_key"`
+	// SilenceKey holds the silences of the (rule, group), RuleSilence
+	// those of the rule in the group's hash tag. Empty in alerts written
+	// before silences existed, which no silence stops.
+	SilenceKey  string `json:"silence_key,omitempty"`
+	RuleSilence string `json:"rule_silence_key,omitempty"`
 	// OrderID and EventID identify the event that crossed.
 	OrderID string `json:"order_id"`
 	EventID string `json:"event_id"`

@@ -68,7 +68,7 @@ func (c *DispatcherConfig) Validate() error {
 // per alert that every redelivery of it gets again, its outcome, and how
 // long those records live.
 type claims interface {
-	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration) (lua.Claim, error)
+	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (lua.Claim, error)
 	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error
 	Retention() time.Duration
 }
@@ -113,7 +113,7 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 		}, []string{"rule"}),
 		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_suppressed_total",
-			Help: "Crossings not notified: the cooldown was held, or the rule is in shadow mode.",
+			Help: "Crossings not notified: the cooldown was held, the rule is in shadow mode, or a silence ran.",
 		}, []string{"rule", "reason"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alert_failures_total",
@@ -142,6 +142,7 @@ func (d *Dispatcher) Track(rule string) {
 	d.m.retries.WithLabelValues(rule)
 	d.m.suppressed.WithLabelValues(rule, SuppressedCooldown)
 	d.m.suppressed.WithLabelValues(rule, SuppressedShadow)
+	d.m.suppressed.WithLabelValues(rule, SuppressedSilenced)
 }
 
 // HandleMessages settles a batch of the alerts topic's messages, one by
@@ -190,7 +191,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
 		return nil
 	}
-	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown)
+	var silences []string
+	if a.SilenceKey != "" && a.RuleSilence != "" {
+		silences = []string{a.SilenceKey, a.RuleSilence}
+	}
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences...)
 	if err != nil {
 		return fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
@@ -198,6 +203,10 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 	case lua.ClaimSuppressed:
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedCooldown).Inc()
 		log.Info("alert suppressed: the cooldown is held by an earlier alert")
+		return nil
+	case lua.ClaimSilenced:
+		d.m.suppressed.WithLabelValues(a.Rule, SuppressedSilenced).Inc()
+		log.Info("alert silenced: a silence of its rule or group runs")
 		return nil
 	case lua.ClaimSent:
 		log.Info("alert already delivered; not posting it again")

@@ -1,7 +1,11 @@
 -- alert_claim: decide, once per alert, whether the dispatcher may send it.
 --
 -- KEYS[1]  the (rule, group) cooldown: holds the id of the alert that took it
--- KEYS[2]  this alert's delivery record: pending | sent | suppressed | failed
+-- KEYS[2]  this alert's delivery record: pending | sent | suppressed |
+--          silenced | failed
+-- KEYS[3]  optional: the (rule, group)'s silences, a hash of silence id ->
+--          its end, milliseconds since 1970
+-- KEYS[4]  with KEYS[3]: the rule's silences, the same way
 -- ARGV[1]  alert id, 1 to 256 bytes
 -- ARGV[2]  cooldown, seconds (0: no cooldown)
 -- ARGV[3]  how long the delivery record lives, seconds (positive)
@@ -10,6 +14,7 @@
 --   1   send it: the cooldown is this alert's (taken now, or by an earlier
 --       attempt at this same alert, which may have crashed before sending)
 --   0   suppressed: another alert holds the cooldown
+--   4   silenced: a silence of the rule or of its group runs now
 --   2   already sent: acknowledge it, do not post again
 --   3   given up before (a permanent failure): acknowledge it
 --  -1   an argument is unusable; nothing written
@@ -27,7 +32,7 @@ end
 
 local id = ARGV[1]
 if not (type(id) == 'string' and #id >= 1 and #id <= 256
-    and seconds(ARGV[2], true) and seconds(ARGV[3], false)) then
+    and seconds(ARGV[2], true) and seconds(ARGV[3], false) and (#KEYS == 2 or #KEYS == 4)) then
   return -1
 end
 
@@ -38,6 +43,25 @@ elseif state == 'failed' then
   return 3
 elseif state == 'suppressed' then
   return 0
+elseif state == 'silenced' then
+  return 4
+end
+
+-- A silence that has not ended, by Redis's clock, silences the alert
+-- before it can take the cooldown. A silences hash holds at most 100
+-- (silence_add).
+if #KEYS == 4 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  for k = 3, 4 do
+    local ends = redis.call('HVALS', KEYS[k])
+    for i = 1, #ends do
+      if (tonumber(ends[i]) or 0) > now then
+        redis.call('SET', KEYS[2], 'silenced', 'EX', ARGV[3])
+        return 4
+      end
+    end
+  end
 end
 
 if ARGV[2] ~= '0' then

@@ -103,6 +103,30 @@ func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 // Values is the key of the values a distinct rule's window counts.
 func (k Keys) Values(g Group, rule string) string { return k.key("d", g, rule) }
 
+// Silences is the key of the silences of a rule's group: silence id -> its
+// end (alert_claim, silence_add).
+func (k Keys) Silences(g Group, rule string) string { return k.key("s", g, rule) }
+
+// RuleSilences is the key of the silences of a whole rule in the hash tag
+// of g: a rule's silence is written to every bucket, so that claiming an
+// alert reads it in the alert's own slot. "*" is no group's encoding.
+func (k Keys) RuleSilences(g Group, rule string) string {
+	return k.key("s", Group{tag: g.tag, enc: "*"}, rule)
+}
+
+// AllRuleSilences lists a rule's silences keys, one a bucket.
+func (k Keys) AllRuleSilences(rule string) []string {
+	out := make([]string, k.buckets)
+	for b := range out {
+		out[b] = k.RuleSilences(Group{tag: tags[b]}, rule)
+	}
+	return out
+}
+
+// SilenceIndex is the key of every silence's description (id -> JSON), for
+// listing and expiring them; claims never read it.
+func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }
+
 // Marks is the key of the marks of the events that crossed a rule's
 // threshold for a group, which outlive its windows so that a late
 // redelivery of one still hands its alert off.

@@ -30,6 +30,7 @@ const (
 	SalesDecrName        = "sales_decr"
 	AlertClaimName       = "alert_claim"
 	AlertSettleName      = "alert_settle"
+	SilenceAddName       = "silence_add"
 )
 
 var (
@@ -45,6 +46,8 @@ var (
 	alertClaimSrc string
 	//go:embed alert_settle.lua
 	alertSettleSrc string
+	//go:embed silence_add.lua
+	silenceAddSrc string
 
 	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
 	salesDecr        = redis.NewScript(salesDecrSrc)
@@ -52,6 +55,7 @@ var (
 	distinctAndCheck = redis.NewScript(distinctAndCheckSrc)
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
+	silenceAdd       = redis.NewScript(silenceAddSrc)
 
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {
@@ -64,6 +68,7 @@ var (
 		{DistinctAndCheckName, distinctAndCheck},
 		{AlertClaimName, alertClaim},
 		{AlertSettleName, alertSettle},
+		{SilenceAddName, silenceAdd},
 	}
 )
 
@@ -175,20 +180,54 @@ const (
 	ClaimSent Claim = 2
 	// ClaimFailed: this alert was given up on before.
 	ClaimFailed Claim = 3
+	// ClaimSilenced: a silence of the rule or of the alert's group runs.
+	ClaimSilenced Claim = 4
 )
 
 // ClaimAlert decides whether alert id may be sent, taking the cooldown
-// (cooldown 0: none) for it when free. Every redelivery of one alert gets
-// the same decision for as long as its record lives (Retention).
-func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration) (Claim, error) {
-	n, err := s.single(ctx, alertClaim, AlertClaimName, []string{cooldownKey, recordKey}, id, seconds(cooldown), seconds(s.cfg.Retention))
+// (cooldown 0: none) for it when free. silences, when given, are the
+// (rule, group)'s and the rule's silences keys (Keys.Silences,
+// Keys.RuleSilences): a silence that runs silences the alert. Every
+// redelivery of one alert gets the same decision for as long as its record
+// lives (Retention).
+func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (Claim, error) {
+	keys := []string{cooldownKey, recordKey}
+	if len(silences) == 2 {
+		keys = append(keys, silences...)
+	}
+	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, id, seconds(cooldown), seconds(s.cfg.Retention))
 	if err != nil {
 		return 0, err
 	}
-	if n < 0 || n > 3 {
+	if n < 0 || n > 4 {
 		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
 	}
 	return Claim(n), nil
+}
+
+// AddSilence adds silence id, ending at ends, to each silences key (one
+// for a group's silence, every bucket's for a rule's: Keys.AllRuleSilences),
+// pipelined. A key that already holds 100 silences refuses it.
+func (s *Scripts) AddSilence(ctx context.Context, keys []string, id string, ends time.Time) error {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = silenceAdd.EvalSha(ctx, pipe, []string{k}, id, ends.UnixMilli())
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, k := range keys {
+		n, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			n, err = silenceAdd.Run(ctx, s.rdb, []string{k}, id, ends.UnixMilli()).Int64()
+		}
+		if err != nil {
+			return s.redisError(ctx, SilenceAddName, err)
+		}
+		if n != 1 {
+			return s.fail(SilenceAddName, fmt.Errorf("%w: %s holds 100 silences, or the silence has ended", ErrInvalidArguments, k))
+		}
+	}
+	return nil
 }
 
 // SettleAlert records that a claimed alert was sent, or failed for good;

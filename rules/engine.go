@@ -259,6 +259,8 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 		Cooldown:    r.Cooldown,
 		ID:          r.Name + "/" + ev.EventID,
 		CooldownKey: e.keys.Cooldown(g, r.Name),
+		SilenceKey:  e.keys.Silences(g, r.Name),
+		RuleSilence: e.keys.RuleSilences(g, r.Name),
 		RecordKey:   e.keys.AlertRecord(g, r.Name, ev.EventID),
 		OrderID:     ev.OrderID,
 		EventID:     ev.EventID,

@@ -1,0 +1,188 @@
+// Package silence keeps the silences that stop a rule's alerts, or one
+// group's, for a while (`fraudwatch silence`). A silence is written where
+// the alert_claim script reads it, in the slot of the alerts it stops, so
+// that every replica honours it atomically when it claims an alert; its
+// description is kept in an index for listing and expiring.
+package silence
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// MaxFor bounds how long a silence lasts.
+const MaxFor = 365 * 24 * time.Hour
+
+// Silence is one silence, as it is listed.
+type Silence struct {
+	ID   string `json:"id"`
+	Rule string `json:"rule"`
+	// Match holds the group's values by field: every group_by field of the
+	// rule, or none for a silence of the whole rule.
+	Match   map[string]string `json:"match,omitempty"`
+	Reason  string            `json:"reason"`
+	Author  string            `json:"author,omitempty"`
+	Created time.Time         `json:"created"`
+	Ends    time.Time         `json:"ends"`
+}
+
+// rediser is what the store needs of a go-redis client.
+type rediser interface {
+	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+}
+
+// adder writes a silence where claims read it (lua.Scripts).
+type adder interface {
+	AddSilence(ctx context.Context, keys []string, id string, ends time.Time) error
+}
+
+// Store adds, lists and expires silences.
+type Store struct {
+	rdb     rediser
+	scripts adder
+	keys    lua.Keys
+}
+
+// NewStore returns a Store on rdb under the keys' prefix.
+func NewStore(rdb rediser, scripts adder, keys lua.Keys) *Store {
+	return &Store{rdb: rdb, scripts: scripts, keys: keys}
+}
+
+// Add silences rule (one of rs) for d from now: the whole rule, or, with
+// match, the one group whose group_by values it gives, every one of them.
+func (s *Store) Add(ctx context.Context, rs []rules.Rule, rule string, match map[string]string, d time.Duration, reason, author string, now time.Time) (Silence, error) {
+	i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == rule })
+	if i < 0 {
+		return Silence{}, usage("no rule %q in the rules", rule)
+	}
+	r := rs[i]
+	if d <= 0 || d > MaxFor {
+		return Silence{}, usage("--for must be more than 0 and at most %v, got %v", MaxFor, d)
+	}
+	if strings.TrimSpace(reason) == "" {
+		return Silence{}, usage("--reason is required: say why, for whoever finds it")
+	}
+	keys, err := s.silenceKeys(r, match)
+	if err != nil {
+		return Silence{}, err
+	}
+	sil := Silence{ID: newID(), Rule: rule, Match: match, Reason: reason, Author: author,
+		Created: now.UTC().Truncate(time.Second), Ends: now.Add(d).UTC().Truncate(time.Millisecond)}
+	desc, err := json.Marshal(sil)
+	if err != nil {
+		return Silence{}, fmt.Errorf("silence: %w", err)
+	}
+	// The index first: a silence that is in force is always listed, and so
+	// can always be expired.
+	if err := s.rdb.HSet(ctx, s.keys.SilenceIndex(), sil.ID, desc).Err(); err != nil {
+		return Silence{}, fmt.Errorf("silence: write the index: %w", err)
+	}
+	if err := s.scripts.AddSilence(ctx, keys, sil.ID, sil.Ends); err != nil {
+		return Silence{}, fmt.Errorf("silence: %w", err)
+	}
+	return sil, nil
+}
+
+// silenceKeys checks match against r's group_by and names the keys the
+// silence goes to.
+func (s *Store) silenceKeys(r rules.Rule, match map[string]string) ([]string, error) {
+	if len(match) == 0 {
+		return s.keys.AllRuleSilences(r.Name), nil
+	}
+	for _, f := range slices.Sorted(maps.Keys(match)) {
+		if !slices.Contains(r.GroupBy, f) {
+			return nil, usage("rule %s does not group by %s (it groups by %s)", r.Name, f, strings.Join(r.GroupBy, ", "))
+		}
+	}
+	values := make([]string, len(r.GroupBy))
+	for j, f := range r.GroupBy {
+		v, ok := match[f]
+		if !ok || v == "" {
+			return nil, usage("rule %s groups by %s: --match needs a value for each of them, or none to silence the rule", r.Name, strings.Join(r.GroupBy, ", "))
+		}
+		values[j] = v
+	}
+	return []string{s.keys.Silences(s.keys.Group(values), r.Name)}, nil
+}
+
+// List returns the silences in force at now, the soonest to end first, and
+// forgets the ended ones.
+func (s *Store) List(ctx context.Context, now time.Time) ([]Silence, error) {
+	all, err := s.rdb.HGetAll(ctx, s.keys.SilenceIndex()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("silence: read the index: %w", err)
+	}
+	var out []Silence
+	var ended []string
+	for id, desc := range all {
+		var sil Silence
+		if err := json.Unmarshal([]byte(desc), &sil); err != nil || !sil.Ends.After(now) {
+			ended = append(ended, id)
+			continue
+		}
+		out = append(out, sil)
+	}
+	if len(ended) > 0 {
+		if err := s.rdb.HDel(ctx, s.keys.SilenceIndex(), ended...).Err(); err != nil {
+			return nil, fmt.Errorf("silence: forget ended silences: %w", err)
+		}
+	}
+	slices.SortFunc(out, func(a, b Silence) int { return cmp.Or(a.Ends.Compare(b.Ends), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// Expire ends silence id now: alerts claimed from now on are not silenced
+// by it.
+func (s *Store) Expire(ctx context.Context, rs []rules.Rule, id string) (Silence, error) {
+	desc, err := s.rdb.HGet(ctx, s.keys.SilenceIndex(), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Silence{}, usage("no silence %s in force", id)
+	}
+	if err != nil {
+		return Silence{}, fmt.Errorf("silence: read the index: %w", err)
+	}
+	var sil Silence
+	if err := json.Unmarshal([]byte(desc), &sil); err != nil {
+		return Silence{}, fmt.Errorf("silence: %s: %w", id, err)
+	}
+	// The keys follow from the rule's group_by; a rule since removed from
+	// the rules has no alerts left to silence.
+	var keys []string
+	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == sil.Rule }); i >= 0 {
+		if keys, err = s.silenceKeys(rs[i], sil.Match); err != nil {
+			return Silence{}, err
+		}
+	}
+	for _, k := range keys {
+		if err := s.rdb.HDel(ctx, k, id).Err(); err != nil {
+			return Silence{}, fmt.Errorf("silence: expire %s: %w", id, err)
+		}
+	}
+	if err := s.rdb.HDel(ctx, s.keys.SilenceIndex(), id).Err(); err != nil {
+		return Silence{}, fmt.Errorf("silence: expire %s: %w", id, err)
+	}
+	return sil, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}

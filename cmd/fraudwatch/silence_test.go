@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+// The silence commands, as an operator types them, against a real Redis.
+func TestSilenceCommands(t *testing.T) {
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: %q\nrules_file: rules.yaml\n",
+		redistest.Addr(t), redistest.Prefix(t)), testRules)
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"silence"}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, errOut := run("add", "--config", cfg, "--rule", "orders-per-customer", "--match", "customer_id=c-1",
+		"--for", "2h", "--reason", "known reseller", "--author", "kim")
+	if code != 0 || !strings.Contains(out, "rule orders-per-customer for customer_id=c-1 until") {
+		t.Fatalf("add: %d %q %q", code, out, errOut)
+	}
+	id := strings.TrimSuffix(strings.Fields(out)[1], ":")
+	if code, out, _ := run("list", "--config", cfg); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "kim") {
+		t.Errorf("list: %d %q", code, out)
+	}
+	if code, out, _ := run("expire", id, "--config", cfg); code != 0 || !strings.Contains(out, "expired") {
+		t.Errorf("expire: %d %q", code, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "add, list or expire"},
+		{[]string{"add", "--config", cfg, "--for", "1h", "--reason", "x"}, "--rule is required"},
+		{[]string{"add", "--config", cfg, "--rule", "orders-per-customer", "--match", "customer_id", "--for", "1h", "--reason", "x"}, "FIELD=VALUE"},
+		{[]string{"add", "--config", cfg, "--rule", "orders-per-customer", "--match", "ip=1", "--for", "1h", "--reason", "x"}, "does not group by ip"},
+		{[]string{"add", "--config", cfg, "--rule", "orders-per-customer", "--for", "1h"}, "--reason is required"},
+		{[]string{"expire", "--config", cfg}, "give its ID"},
+		{[]string{"expire", id, "--config", cfg}, "no silence " + id},
+	} {
+		if code, _, errOut := run(tt.args...); code != exitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("silence %v: exit %d, %q; want 2 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
