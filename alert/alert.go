@@ -91,6 +91,10 @@ type Alert struct {
 	// never to logs or metrics.
 	GroupBy     []string `json:"group_by"`
 	GroupValues []string `json:"group_values"`
+	// Group names the group as its Redis keys do (lua.Group.Encoding):
+	// the dispatcher builds the alert's keys from it and the rule, and
+	// takes none from the message.
+	Group string `json:"group,omitempty"`
 	// Current is the window's counter after the crossing event; Threshold
 	// is the rule's. Amounts are in minor units of Currency.
 	Current   int64         `json:"current"`

@@ -73,12 +73,17 @@ type Group struct {
 // Group derives the group of group_by values.
 func (k Keys) Group(values []string) Group {
 	enc := encodeGroup(values)
-	var h uint32 = 2166136261 // FNV-1a
-	for i := 0; i < len(enc); i++ {
-		h ^= uint32(enc[i])
+	return Group{tag: tags[fnv(enc)%k.buckets], enc: enc}
+}
+
+// fnv is FNV-1a: a group's bucket.
+func fnv(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
 		h *= 16777619
 	}
-	return Group{tag: tags[h%k.buckets], enc: enc}
+	return h
 }
 
 // tags are the buckets' hash tags, made once: every event makes groups.
@@ -92,6 +97,53 @@ var tags = func() (t [Buckets]string) {
 // Tag is the hash tag of the group's bucket, braces included: what the keys
 // of its groups share.
 func (g Group) Tag() string { return g.tag }
+
+// Encoding is the group's values as its keys spell them (see encodeGroup):
+// what an alert carries to name its group.
+func (g Group) Encoding() string { return g.enc }
+
+// ParseGroup is the group an Encoding names. It refuses anything
+// encodeGroup never makes, so that a group read from a message cannot
+// reach outside its own keys (a ':' of its own, a brace, a hash tag).
+func (k Keys) ParseGroup(enc string) (Group, error) {
+	if !validEncoding(enc) {
+		return Group{}, fmt.Errorf("lua: %q is no group's encoding", enc)
+	}
+	return Group{tag: tags[fnv(enc)%k.buckets], enc: enc}, nil
+}
+
+// validEncoding reports whether encodeGroup can make enc.
+func validEncoding(enc string) bool {
+	switch {
+	case enc == "%":
+		return true
+	case strings.HasPrefix(enc, "~"):
+		if len(enc) != 65 {
+			return false
+		}
+		for i := 1; i < len(enc); i++ {
+			if !strings.ContainsRune("0123456789abcdef", rune(enc[i])) {
+				return false
+			}
+		}
+		return true
+	case enc == "" || len(enc) > maxPlainGroup:
+		return false
+	}
+	for i := 0; i < len(enc); i++ {
+		c := enc[i]
+		switch {
+		case keeps(c), c == ':':
+		case c == '%' && i+2 < len(enc) && isHex(enc[i+1]) && isHex(enc[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
 
 func (k Keys) key(kind string, g Group, rule string) string {
 	return k.prefix + ":" + g.tag + ":" + kind + ":" + rule + ":" + g.enc

@@ -298,3 +298,26 @@ func TestValidatePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A group read back from its encoding is the group, and nothing that
+// encodeGroup cannot make is one.
+func TestParseGroup(t *testing.T) {
+	k, err := lua.NewKeys("fw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, values := range [][]string{{"cust-42"}, {"a:b", "c"}, {"kim@example.com", "+82 10"}, {""}, {strings.Repeat("x", 300)},
+		{"{3F}"}, {"ü}"}} {
+		g := k.Group(values)
+		got, err := k.ParseGroup(g.Encoding())
+		if err != nil || got != g {
+			t.Errorf("%q: ParseGroup(%q) = %+v, %v; want %+v", values, g.Encoding(), got, err, g)
+		}
+	}
+	for _, enc := range []string{"", "a{b", "a}b", "a b", "%ZZ", "%4", "~abc", "~" + strings.Repeat("g", 64),
+		strings.Repeat("a", 201), "a\x00b"} {
+		if _, err := k.ParseGroup(enc); err == nil {
+			t.Errorf("ParseGroup(%q) accepted it", enc)
+		}
+	}
+}
