@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -21,23 +23,39 @@ const (
 	// a dead letter written without its value because the dead-letter
 	// writer or topic would not take it whole.
 	HeaderValueDropped = "fraudwatch-value-dropped"
+	// HeaderKeyDropped and HeaderHeadersDropped are set, to the original
+	// key's size and the original headers' (keys and values) in bytes, on
+	// a dead letter that even without its value was too large: it is
+	// written with fraudwatch's own headers only.
+	HeaderKeyDropped     = "fraudwatch-key-dropped"
+	HeaderHeadersDropped = "fraudwatch-headers-dropped"
 )
 
 // deadLetterHeaderRoom is what the dead-letter writer allows beyond the
 // largest fetched message, for the headers deadLetter adds.
 const deadLetterHeaderRoom = 64 << 10
 
+// maxErrorHeader bounds fraudwatch-error on a dead letter stripped to its
+// own headers: the reason and field are short, but an unprocessable
+// event's detail is an error text that could grow.
+const maxErrorHeader = 1024
+
 // deadLetter writes the original key, value and headers to the dead-letter
-// topic, adding why and where from.
+// topic, adding why and where from. What the dead-letter topic (or the
+// writer) refuses as too large is written again smaller: first without the
+// value, then without the key and the original headers too, each dropped
+// part's size in a header, since no retry could make it fit and an invalid
+// event must never stop its partition.
 func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event.InvalidError) error {
-	headers := make([]kafka.Header, 0, len(msg.Headers)+4)
+	own := []kafka.Header{
+		{Key: HeaderError, Value: []byte(why.Error())},
+		{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
+		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
+	}
+	headers := make([]kafka.Header, 0, len(msg.Headers)+len(own)+1)
 	headers = append(headers, msg.Headers...)
-	headers = append(headers,
-		kafka.Header{Key: HeaderError, Value: []byte(why.Error())},
-		kafka.Header{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
-		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
-		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
-	)
+	headers = append(headers, own...)
 	err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
 	if err == nil {
 		return nil
@@ -45,17 +63,52 @@ func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event
 	if !tooLarge(err) {
 		return fmt.Errorf("consumer: write dead letter: %w", err)
 	}
-	// Too large for the writer or for the dead-letter topic: no retry can
-	// help, and an invalid event must never stop the partition. The key,
-	// headers and source still let an operator find the original.
-	headers = append(headers, kafka.Header{Key: HeaderValueDropped, Value: []byte(strconv.Itoa(len(msg.Value)))})
-	if err := c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Headers: headers}); err != nil {
+	// The key, headers and source still let an operator find the original.
+	valueDropped := kafka.Header{Key: HeaderValueDropped, Value: []byte(strconv.Itoa(len(msg.Value)))}
+	headers = append(headers, valueDropped)
+	err = c.dlq.WriteMessages(ctx, kafka.Message{Key: msg.Key, Headers: headers})
+	if err == nil {
+		c.log.Warn("dead letter too large for the dead-letter topic; written without its value",
+			"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+			"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value))
+		return nil
+	}
+	if !tooLarge(err) {
 		return fmt.Errorf("consumer: write dead letter without its value: %w", err)
 	}
-	c.log.Warn("dead letter too large for the dead-letter topic; written without its value",
+	// A huge key or huge headers: what is left is fraudwatch's own
+	// headers, small and bounded, and the source still finds the original
+	// (while the topic keeps it).
+	own[0].Value = clipHeader(own[0].Value, maxErrorHeader)
+	headerBytes := 0
+	for _, h := range msg.Headers {
+		headerBytes += len(h.Key) + len(h.Value)
+	}
+	own = append(own, valueDropped,
+		kafka.Header{Key: HeaderKeyDropped, Value: []byte(strconv.Itoa(len(msg.Key)))},
+		kafka.Header{Key: HeaderHeadersDropped, Value: []byte(strconv.Itoa(headerBytes))},
+	)
+	if err := c.dlq.WriteMessages(ctx, kafka.Message{Headers: own}); err != nil {
+		return fmt.Errorf("consumer: write dead letter without its value, key and headers: %w", err)
+	}
+	c.log.Warn("dead letter too large for the dead-letter topic; written without its value, key and headers",
 		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-		"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value), "err", err)
+		"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value),
+		"key_bytes", len(msg.Key), "header_bytes", headerBytes)
 	return nil
+}
+
+// clipHeader cuts b to at most n bytes, on a rune boundary when b is
+// UTF-8, marking the cut with "…".
+func clipHeader(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return append(slices.Clip(b[:cut]), "…"...)
 }
 
 // tooLarge reports whether a write failed because a message is too large:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
@@ -108,6 +109,122 @@ func TestOversizedDeadLetters(t *testing.T) {
 				t.Errorf("invalid{reason=oversized} = %v, want 1", got)
 			}
 		})
+	}
+}
+
+// A dead letter that is too large even without its value (a huge key, huge
+// headers) is written with fraudwatch's own headers only, the sizes of what
+// was dropped in headers, so that it cannot stop its partition either.
+func TestDeadLettersDropKeyAndHeadersWhenStillTooLarge(t *testing.T) {
+	const limit = 2048 // the dead-letter topic's max.message.bytes, or the writer's
+	big := func(n int) []byte { return bytes.Repeat([]byte("k"), n) }
+	tests := []struct {
+		name    string
+		key     []byte
+		headers []kafka.Header
+		value   []byte
+		// writer: the writer refuses, not the broker.
+		writer bool
+		// wantStripped: written without key and headers; otherwise only
+		// the value is dropped.
+		wantStripped bool
+	}{
+		{name: "a large value alone is dropped alone", key: []byte("k-1"),
+			headers: []kafka.Header{{Key: "trace", Value: []byte("t")}}, value: big(4000)},
+		{name: "a huge key", key: big(4000), headers: []kafka.Header{{Key: "trace", Value: []byte("t")}},
+			value: []byte("not json"), wantStripped: true},
+		{name: "huge headers", key: []byte("k-1"),
+			headers: []kafka.Header{{Key: "a", Value: big(1500)}, {Key: "b", Value: big(1500)}},
+			value:   []byte("not json"), wantStripped: true},
+		{name: "a huge key, headers and value", key: big(3000),
+			headers: []kafka.Header{{Key: "a", Value: big(3000)}}, value: big(4000), wantStripped: true},
+		{name: "the writer refuses a huge key", key: big(4000), value: []byte("not json"), writer: true,
+			wantStripped: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dlqMax := strconv.Itoa(limit)
+			if tt.writer {
+				dlqMax = ""
+			}
+			e := newEnvTopics(t, "", dlqMax)
+			rec := newRecorder()
+			cfg := e.config()
+			cfg.MaxEventBytes = 1024
+			startWith(t, cfg, rec, func(c *Consumer) {
+				if tt.writer {
+					c.dlq.BatchBytes = limit
+				}
+			})
+			produceLarge(t, e, e.orders,
+				kafka.Message{Key: tt.key, Value: tt.value, Headers: tt.headers},
+				kafka.Message{Key: []byte("k-ok"), Value: order("ok", "c", 1)},
+			)
+
+			waitFor(t, 30*time.Second, "the valid event after the dead letter", func() bool { return len(rec.ids()) == 1 })
+			dead := e.cluster.ReadAll(t, e.dlq, 1, 20*time.Second)
+			if len(dead) != 1 {
+				t.Fatalf("dead letters = %d, want 1", len(dead))
+			}
+			d := dead[0]
+			h := headerMap(d)
+			if h[HeaderError] == "" || h[HeaderSourceTopic] != e.orders || h[HeaderSourcePartition] != "0" || h[HeaderSourceOffset] != "0" {
+				t.Errorf("dead letter lost fraudwatch's headers: %v", h)
+			}
+			if len(d.Value) != 0 && len(tt.value) > limit {
+				t.Errorf("dead letter has a %d-byte value, want none", len(d.Value))
+			}
+			if !tt.wantStripped {
+				if !bytes.Equal(d.Key, tt.key) || h["trace"] != "t" {
+					t.Errorf("key %q, headers %v: want the original key and headers", d.Key, h)
+				}
+				for _, k := range []string{HeaderKeyDropped, HeaderHeadersDropped} {
+					if _, ok := h[k]; ok {
+						t.Errorf("%s set on a dead letter that kept its key and headers", k)
+					}
+				}
+				return
+			}
+			headerBytes := 0
+			for _, kv := range tt.headers {
+				headerBytes += len(kv.Key) + len(kv.Value)
+			}
+			want := map[string]string{
+				HeaderKeyDropped:     strconv.Itoa(len(tt.key)),
+				HeaderHeadersDropped: strconv.Itoa(headerBytes),
+				HeaderValueDropped:   strconv.Itoa(len(tt.value)),
+			}
+			for k, v := range want {
+				if h[k] != v {
+					t.Errorf("%s = %q, want %q", k, h[k], v)
+				}
+			}
+			if len(d.Key) != 0 || len(d.Value) != 0 {
+				t.Errorf("stripped dead letter has a %d-byte key and a %d-byte value, want neither", len(d.Key), len(d.Value))
+			}
+			if len(d.Headers) != 4+len(want) {
+				t.Errorf("stripped dead letter has headers %v, want fraudwatch's only", h)
+			}
+		})
+	}
+}
+
+func TestClipHeader(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefg…"},
+		{"가나다라마", 8, "가…"}, // 3-byte runes: never half of one
+	}
+	for _, tt := range tests {
+		got := string(clipHeader([]byte(tt.in), tt.n))
+		if got != tt.want || len(got) > tt.n || !utf8.ValidString(got) {
+			t.Errorf("clipHeader(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
 	}
 }
 
