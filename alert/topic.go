@@ -27,6 +27,28 @@ func (c *TopicConfig) Validate() error {
 	return nil
 }
 
+// MaxMessageBytes is the largest alert message the writer sends (kafka-go's
+// default, just under the broker's default max.message.bytes). Package
+// rules bounds every field of an alert so that it stays far below it; a
+// topic whose own limit is set lower may still refuse one (TooLargeError).
+const MaxMessageBytes = 1 << 20
+
+// TooLargeError reports the alerts of a Publish that the alerts topic, or
+// the writer, refused for their size, each written alone: no retry can
+// write them. Every other alert of the call was written.
+type TooLargeError struct {
+	// Refused holds the indexes, among Publish's alerts, of those refused.
+	Refused []int
+	// Err is the refusal of the last of them.
+	Err error
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("alert: %d alerts too large for the alerts topic: %v", len(e.Refused), e.Err)
+}
+
+func (e *TooLargeError) Unwrap() error { return e.Err }
+
 // Topic writes alerts to the alerts topic. Publish returns once every
 // in-sync replica has the alert, so that the source event's offset may be
 // committed: from then on the alert survives a crash of this process.
@@ -51,6 +73,7 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 		// Crossings from several partitions may share a batch; none waits
 		// long for company.
 		BatchTimeout: 2 * time.Millisecond,
+		BatchBytes:   MaxMessageBytes,
 	}
 	if cfg.Transport != nil {
 		w.Transport = cfg.Transport
@@ -59,7 +82,8 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 }
 
 // Publish writes alerts and waits for all in-sync replicas to have every
-// one of them.
+// one of them. Alerts refused for their size are reported in a
+// *TooLargeError, once every other alert is written.
 func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
 	msgs := make([]kafka.Message, len(alerts))
 	for i, a := range alerts {
@@ -69,10 +93,58 @@ func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
 		}
 		msgs[i] = kafka.Message{Key: []byte(a.CooldownKey), Value: value}
 	}
-	if err := t.w.WriteMessages(ctx, msgs...); err != nil {
+	err := t.w.WriteMessages(ctx, msgs...)
+	if err == nil {
+		return nil
+	}
+	if !tooLarge(err) {
 		return fmt.Errorf("alert: write %d alerts to %s: %w", len(alerts), t.w.Topic, err)
 	}
-	return nil
+	// A batch is refused whole, and may be refused for the size of all
+	// its alerts together: only an alert refused on its own is too large.
+	// Those of a batch that was written are not written again.
+	written, _ := errors.AsType[kafka.WriteErrors](err)
+	tl := &TooLargeError{}
+	for i, m := range msgs {
+		if i < len(written) && written[i] == nil {
+			continue
+		}
+		if err := t.w.WriteMessages(ctx, m); err != nil {
+			if !tooLarge(err) {
+				return fmt.Errorf("alert: write an alert of rule %s to %s: %w", alerts[i].Rule, t.w.Topic, err)
+			}
+			tl.Refused = append(tl.Refused, i)
+			// The error travels in logs and dead-letter headers: it names
+			// the rule, never the event.
+			tl.Err = fmt.Errorf("alert: write an alert of rule %s to %s: %w", alerts[i].Rule, t.w.Topic, err)
+		}
+	}
+	if len(tl.Refused) == 0 {
+		return nil
+	}
+	return tl
+}
+
+// tooLarge reports whether a write failed because a message is too large:
+// refused by the writer (kafka.MessageTooLargeError, which unwraps to
+// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
+// which does not unwrap).
+func tooLarge(err error) bool {
+	size := func(err error) bool {
+		// RecordListTooLarge: the batch exceeds the topic's segment size.
+		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
+	}
+	if size(err) {
+		return true
+	}
+	if we, ok := errors.AsType[kafka.WriteErrors](err); ok {
+		for _, e := range we {
+			if e != nil && size(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Close flushes and closes the writer. It is idempotent.

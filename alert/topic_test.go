@@ -1,9 +1,15 @@
 package alert_test
 
 import (
+	"errors"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
@@ -58,5 +64,78 @@ func TestDecodeRejectsWhatItCannotDeliver(t *testing.T) {
 		if _, err := alert.Decode([]byte(in)); err == nil {
 			t.Errorf("Decode(%q) accepted it", in)
 		}
+	}
+}
+
+// An alert the alerts topic (or the writer) refuses for its size is
+// reported as such, by its index, once the others are written: retrying it
+// would hold its partition for ever. Alerts that fit alone but not
+// together in one batch are all written.
+func TestPublishReportsAlertsTooLargeForTheTopic(t *testing.T) {
+	const topicMax = 4096 // max.message.bytes of the topic
+	sized := func(id string, description int) alert.Alert {
+		a := sampleAlert()
+		id = "evt-private-" + id
+		a.ID, a.EventID, a.RecordKey = a.Rule+"/"+id, id, "fw:{r:g}:alert:"+id
+		a.Description = strings.Repeat("d", description)
+		return a
+	}
+	tests := []struct {
+		name   string
+		alerts []alert.Alert
+		// wantRefused lists the indexes refused; nil: no error.
+		wantRefused []int
+	}{
+		{name: "all fit", alerts: []alert.Alert{sized("a", 10), sized("b", 10)}},
+		{name: "together larger than the topic takes, each fits",
+			alerts: []alert.Alert{sized("a", 1500), sized("b", 1500), sized("c", 1500)}},
+		{name: "one too large for the topic", alerts: []alert.Alert{sized("a", 10), sized("big", 8000), sized("c", 10)},
+			wantRefused: []int{1}},
+		{name: "two too large, one larger than the writer takes",
+			alerts:      []alert.Alert{sized("big", 8000), sized("a", 10), sized("huge", alert.MaxMessageBytes+1)},
+			wantRefused: []int{0, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := kafkatest.New(t)
+			name := k.Topic(t, "alerts", 1, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(topicMax)})
+			topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer topic.Close()
+			err = topic.Publish(t.Context(), tt.alerts...)
+			tl, isTooLarge := errors.AsType[*alert.TooLargeError](err)
+			switch {
+			case tt.wantRefused == nil && err != nil:
+				t.Fatalf("Publish = %v, want nil", err)
+			case tt.wantRefused != nil && !isTooLarge:
+				t.Fatalf("Publish = %v, want a *alert.TooLargeError", err)
+			case tt.wantRefused != nil && !slices.Equal(tl.Refused, tt.wantRefused):
+				t.Fatalf("refused = %v, want %v", tl.Refused, tt.wantRefused)
+			case tt.wantRefused != nil && strings.Contains(err.Error(), "private"):
+				// It travels in logs and dead-letter headers.
+				t.Errorf("Publish = %v: it names an event", err)
+			}
+			var want []string
+			for i, a := range tt.alerts {
+				if !slices.Contains(tt.wantRefused, i) {
+					want = append(want, a.ID)
+				}
+			}
+			var got []string
+			for _, m := range k.ReadAll(t, name, len(want), 20*time.Second) {
+				a, err := alert.Decode(m.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, a.ID)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("on the topic: %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -181,19 +181,48 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 	if err := batch.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
 	}
-	alerts, unprocessable := e.answers(p, evs)
+	alerts, from, unprocessable := e.answers(p, evs)
 	if len(alerts) > 0 {
 		if err := e.sink.Publish(ctx, alerts...); err != nil {
-			return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
+			return e.refused(err, alerts, from, evs, unprocessable)
 		}
 	}
 	return unprocessable, nil
 }
 
-// answers reads the scripts' answers: the alerts of the first crossings,
-// late events and clamped refunds (counted and logged), and the events a
-// script refused.
-func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unprocessable map[int]error) {
+// refused handles a failed hand-off of alerts, from[i] the event of
+// alerts[i]. Alerts the alerts topic refused for their size would be
+// refused on every retry, which would hold their partition for ever: their
+// events are unprocessable, and go to the dead-letter topic. Any other
+// failure retries the batch.
+func (e *Engine) refused(err error, alerts []alert.Alert, from []int, evs []*event.Event, unprocessable map[int]error) (map[int]error, error) {
+	tl, ok := errors.AsType[*alert.TooLargeError](err)
+	if !ok || len(tl.Refused) == 0 {
+		return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
+	}
+	for _, i := range tl.Refused {
+		if i < 0 || i >= len(alerts) {
+			return nil, fmt.Errorf("rules: hand off %d alerts: refusal of alert %d: %w", len(alerts), i, err)
+		}
+	}
+	if unprocessable == nil {
+		unprocessable = map[int]error{}
+	}
+	for _, i := range tl.Refused {
+		a, ev := &alerts[i], evs[from[i]]
+		e.log.Error("alert too large for the alerts topic; its event goes to the dead-letter topic", "rule", a.Rule,
+			"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset, "err", tl.Err)
+		if unprocessable[from[i]] == nil {
+			unprocessable[from[i]] = fmt.Errorf("rules: publish the alert of rule %s: %w: %w", a.Rule, event.ErrUnprocessable, tl.Err)
+		}
+	}
+	return unprocessable, nil
+}
+
+// answers reads the scripts' answers: the alerts of the first crossings
+// with, in from, the index of each one's event; late events and clamped
+// refunds (counted and logged); and the events a script refused.
+func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, from []int, unprocessable map[int]error) {
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
 			r, ev := ref.rule, evs[ref.event]
@@ -218,6 +247,7 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unp
 				}
 			case res.First:
 				alerts = append(alerts, e.crossed(r, ev, res.Current))
+				from = append(from, ref.event)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
@@ -227,7 +257,7 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, unp
 			}
 		}
 	}
-	return alerts, unprocessable
+	return alerts, from, unprocessable
 }
 
 // crossed counts a first crossing and makes its alert.
@@ -243,17 +273,18 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 	}
 	return alert.Alert{
 		Rule:        r.Name,
-		Description: r.Description,
+		Description: clipText(r.Description, maxAlertText),
 		Severity:    r.Severity,
 		Mode:        r.Mode,
-		Channel:     r.Channel,
+		Channel:     clipText(r.Channel, maxNameText),
 		Metric:      r.Metric,
-		Field:       r.Field,
-		GroupBy:     slices.Clone(r.GroupBy), // the alert outlives this call; the rule set is shared
+		Field:       clipText(r.Field, maxNameText),
+		GroupBy:     clipAll(r.GroupBy, maxNameText, maxGroupNames), // a copy: the alert outlives this call; the rule set is shared
 		GroupValues: displayValues(values),
+		Group:       g.Encoding(),
 		Current:     current,
 		Threshold:   r.Threshold,
-		Currency:    ev.Currency,
+		Currency:    clipText(ev.Currency, maxCurrency),
 		Window:      r.Window,
 		WindowType:  r.WindowType,
 		Cooldown:    r.Cooldown,
@@ -262,7 +293,7 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 		SilenceKey:  e.keys.Silences(g, r.Name),
 		RuleSilence: e.keys.RuleSilences(g, r.Name),
 		RecordKey:   e.keys.AlertRecord(g, r.Name, ev.EventID),
-		OrderID:     ev.OrderID,
+		OrderID:     clipText(ev.OrderID, maxAlertText),
 		EventID:     ev.EventID,
 		At:          at,
 	}
@@ -475,27 +506,60 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 	c.refs = append(c.refs, ref{rule: r, event: event})
 }
 
-// maxDisplayValue bounds each group value an alert carries: the alert
-// travels through a Kafka topic and into Slack, where a 10 KB address helps
-// nobody and could make the alert too large to publish.
-const maxDisplayValue = 1024
+// Bounds of an alert's text, in bytes before JSON escaping (which at
+// worst multiplies them by 6, \u0001 for a control byte): the alert
+// travels through a Kafka topic and into Slack, where a 10 KB address
+// helps nobody, and however its event and rule are written it stays far
+// below the alerts topic's message limit (alert.MaxMessageBytes). Its ID
+// and EventID are not cut, since they name the crossing: event.Decode
+// bounds event ids (event.MaxIDBytes), config.ParseRules rule names, and
+// package lua the keys.
+const (
+	// maxDisplayValue bounds each group value, and maxGroupValues all of
+	// them together (a rule with many group_by fields gets less of each).
+	maxDisplayValue = 1024
+	maxGroupValues  = 16 * maxDisplayValue
+	// maxAlertText bounds order_id and the description.
+	maxAlertText = 1024
+	// maxNameText bounds a field name (each of group_by, and field) and
+	// the channel; maxGroupNames all of group_by together.
+	maxNameText   = 256
+	maxGroupNames = 16 * maxNameText
+	maxCurrency   = 16
+)
 
-// displayValues returns the group values an alert shows, each cut to
-// maxDisplayValue bytes on a rune boundary.
+// displayValues returns the group values an alert shows, each cut on a
+// rune boundary to maxDisplayValue bytes, or less when there are so many
+// that together they would exceed maxGroupValues.
 func displayValues(values []string) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		if len(v) <= maxDisplayValue {
-			out[i] = v
-			continue
-		}
-		cut := maxDisplayValue
-		for cut > 0 && !utf8.RuneStart(v[cut]) {
-			cut--
-		}
-		out[i] = v[:cut] + "…"
+	return clipAll(values, maxDisplayValue, maxGroupValues)
+}
+
+// clipAll returns a copy of ss with each string clipped to each bytes, or
+// to an equal share of total when that is less.
+func clipAll(ss []string, each, total int) []string {
+	if len(ss) == 0 {
+		return slices.Clone(ss)
+	}
+	n := min(each, total/len(ss))
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = clipText(s, n)
 	}
 	return out
+}
+
+// clipText cuts s to at most n bytes on a rune boundary, then marks the
+// cut with "…" (3 bytes more).
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // appendGroupValues appends the rule's group_by values of the event to

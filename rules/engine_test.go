@@ -16,8 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -741,4 +743,203 @@ func TestEngineSetRulesWhileHandling(t *testing.T) {
 	}
 	wg.Wait()
 	h.wantCounter("a", alert.Count, 100, "cust-1")
+}
+
+// However long an event's values and a rule's texts are, an alert stays far
+// below the alerts topic's message limit, even where JSON escapes every
+// byte six-fold: every string field is cut on a rune boundary, marked "…".
+func TestAlertsStayFarBelowTheTopicLimit(t *testing.T) {
+	const huge = 200 << 10
+	escapes := strings.Repeat("<", huge)            // "\u003c" in JSON
+	runes := strings.Repeat("강", huge/3)            // 3 bytes a rune
+	longID := strings.Repeat("e", event.MaxIDBytes) // as long as Decode lets it be
+	many := func(n int, value string) (fields []string, kv []any) {
+		for i := range n {
+			f := fmt.Sprintf("%s_%d", strings.Repeat("f", 2000), i)
+			fields = append(fields, f)
+			kv = append(kv, f, value)
+		}
+		return fields, kv
+	}
+	// Not huge: every field is found by a scan of the event.
+	manyFields, manyValues := many(64, escapes[:4096])
+	tests := []struct {
+		name string
+		rule func(*rules.Rule)
+		kv   []any
+		// clipped names the fields that must be cut.
+		clipped func(a alert.Alert) []string
+	}{
+		{
+			name:    "a huge order id",
+			kv:      []any{"order_id", escapes},
+			clipped: func(a alert.Alert) []string { return []string{a.OrderID} },
+		},
+		{
+			name:    "a multi-byte order id",
+			kv:      []any{"order_id", runes},
+			clipped: func(a alert.Alert) []string { return []string{a.OrderID} },
+		},
+		{
+			name: "a huge description, channel and group value",
+			rule: func(r *rules.Rule) {
+				r.Description, r.Channel = escapes, "#"+escapes
+			},
+			kv:      []any{"customer_id", runes},
+			clipped: func(a alert.Alert) []string { return []string{a.Description, a.Channel, a.GroupValues[0]} },
+		},
+		{
+			name: "many long group_by fields with huge values",
+			rule: func(r *rules.Rule) { r.GroupBy = manyFields },
+			kv:   manyValues,
+			clipped: func(a alert.Alert) []string {
+				return append(slices.Clone(a.GroupBy), a.GroupValues...)
+			},
+		},
+		{
+			name: "a distinct rule's long field",
+			rule: func(r *rules.Rule) {
+				r.Metric, r.Field = alert.Distinct, strings.Repeat("x", huge)
+			},
+			kv:      []any{strings.Repeat("x", huge), "card"},
+			clipped: func(a alert.Alert) []string { return []string{a.Field} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rule("long", alert.Count, 1, "customer_id")
+			if tt.rule != nil {
+				tt.rule(&r)
+			}
+			h := newHarness(t, r)
+			h.handle(ev(t, event.Order, append([]any{"event_id", longID}, tt.kv...)...))
+			got := h.sink.got()
+			if len(got) != 1 {
+				t.Fatalf("alerts = %d, want 1", len(got))
+			}
+			a := got[0]
+			value, err := json.Marshal(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(value) > alert.MaxMessageBytes/4 {
+				t.Errorf("alert of %d bytes, want at most a quarter of the topic's limit (%d)", len(value), alert.MaxMessageBytes/4)
+			}
+			for _, s := range tt.clipped(a) {
+				if !strings.HasSuffix(s, "…") || !utf8.ValidString(s) {
+					t.Errorf("field of %d bytes not cut on a rune boundary with …: %.40q", len(s), s)
+				}
+			}
+			if a.EventID != longID || a.ID != "long/"+longID {
+				t.Errorf("event id %q, id %q: the crossing's names must stay whole", a.EventID, a.ID)
+			}
+		})
+	}
+}
+
+// An alert the alerts topic refuses for its size would be refused on every
+// retry: its event is unprocessable (dead-lettered) instead, the batch is
+// done, and the other alerts are on the topic.
+func TestEngineAlertRefusedForSizeMakesItsEventUnprocessable(t *testing.T) {
+	k := kafkatest.New(t)
+	name := k.Topic(t, "alerts", 1, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: "2048"})
+	topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t)},
+		[]rules.Rule{rule("one", alert.Count, 1, "customer_id")}, scripts, topic,
+		slog.New(slog.NewJSONHandler(&logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Clipped, its order id is still 6 KB of JSON (\u003c a byte).
+	big := ev(t, event.Order, "order_id", "PRIVATE-"+strings.Repeat("<", 4000), "event_id", "e-big", "customer_id", "c-big")
+	small := ev(t, event.Order, "order_id", "o-small", "customer_id", "c-small")
+	big.Source = event.Source{Topic: "orders", Offset: 7}
+	small.Source = event.Source{Topic: "orders", Offset: 8}
+
+	unprocessable, err := e.Handle(t.Context(), []*event.Event{big, small})
+	if err != nil {
+		t.Fatalf("Handle = %v, want the batch done", err)
+	}
+	if len(unprocessable) != 1 || !errors.Is(unprocessable[0], event.ErrUnprocessable) {
+		t.Fatalf("unprocessable = %v, want event 0 marked event.ErrUnprocessable", unprocessable)
+	}
+	if msg := unprocessable[0].Error(); !strings.Contains(msg, "one") || strings.Contains(msg, "PRIVATE") {
+		t.Errorf("error %q: want it to name the rule and not the event (it travels in a header)", msg)
+	}
+	msgs := k.ReadAll(t, name, 1, 20*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("alerts on the topic = %d, want 1", len(msgs))
+	}
+	if a, err := alert.Decode(msgs[0].Value); err != nil || a.OrderID != "o-small" {
+		t.Fatalf("the alert on the topic is %+v (%v), want o-small's", a, err)
+	}
+	if out := logs.String(); !strings.Contains(out, `"offset":7`) || strings.Contains(out, "PRIVATE") {
+		t.Errorf("log does not name the source, or names the order:\n%s", out)
+	}
+}
+
+// How Handle takes the sink's refusals: alerts refused for their size make
+// their events unprocessable; anything else is a failed batch.
+func TestEngineSinkRefusals(t *testing.T) {
+	tooLarge := func(idx ...int) error {
+		return &alert.TooLargeError{Refused: idx, Err: errors.New("message too large")}
+	}
+	tests := []struct {
+		name              string
+		err               error
+		wantErr           bool
+		wantUnprocessable []int // indexes of events
+	}{
+		{name: "the first alert refused", err: tooLarge(0), wantUnprocessable: []int{0}},
+		{name: "both refused", err: tooLarge(0, 1), wantUnprocessable: []int{0, 2}},
+		{name: "a refusal wrapped", err: fmt.Errorf("sink: %w", tooLarge(1)), wantUnprocessable: []int{2}},
+		{name: "an index out of range is a failed batch", err: tooLarge(5), wantErr: true},
+		{name: "no alert named is a failed batch", err: tooLarge(), wantErr: true},
+		{name: "any other error is a failed batch", err: errors.New("broker down"), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, rule("one", alert.Count, 1, "customer_id"))
+			h.sink.err = tt.err
+			// Events 0 and 2 cross (alerts 0 and 1); event 1 is a second
+			// order of event 0's group.
+			evs := []*event.Event{
+				ev(t, event.Order, "order_id", "o1", "customer_id", "a"),
+				ev(t, event.Order, "order_id", "o2", "customer_id", "a"),
+				ev(t, event.Order, "order_id", "o3", "customer_id", "b"),
+			}
+			h.place(evs...)
+			unprocessable, err := h.engine.Handle(t.Context(), evs)
+			if tt.wantErr {
+				if err == nil || !errors.Is(err, tt.err) {
+					t.Fatalf("Handle = %v, %v; want an error wrapping %v", unprocessable, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for i, err := range unprocessable {
+				if !errors.Is(err, event.ErrUnprocessable) {
+					t.Errorf("event %d: %v, want event.ErrUnprocessable", i, err)
+				}
+				got = append(got, i)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.wantUnprocessable) {
+				t.Fatalf("unprocessable events %v, want %v", got, tt.wantUnprocessable)
+			}
+		})
+	}
 }
