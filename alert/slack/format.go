@@ -43,7 +43,8 @@ var severityEmoji = map[alert.Severity]string{
 // Format renders an alert as a Block Kit message and the plain-text fallback
 // Slack shows in notifications and clients without blocks. Every value that
 // came from an event is escaped for mrkdwn (so "<!channel>" cannot ping
-// anyone) and cut to fit Slack's limits.
+// anyone), rid of control and format characters (so U+202E cannot reverse
+// what an analyst reads) and cut to fit Slack's limits.
 func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	emoji, ok := severityEmoji[a.Severity]
 	if !ok {
@@ -203,9 +204,16 @@ func clip(s string, limit int, escape bool) string {
 			return "&lt;"
 		case escape && r == '>':
 			return "&gt;"
-		case unicode.IsControl(r):
-			// A newline in a value would break the layout of the message.
+		case unicode.IsControl(r), unicode.In(r, unicode.Zl, unicode.Zp):
+			// A newline in a value would break the layout of the message,
+			// and so would U+2028 and U+2029 (line and paragraph
+			// separators).
 			return " "
+		case unicode.Is(unicode.Cf, r):
+			// Format characters are invisible: bidi overrides and isolates
+			// (U+202E makes "gpj.exe" read "exe.jpg"), marks, zero-width
+			// joiners. Dropped, a value reads as what it is.
+			return ""
 		}
 		return string(r)
 	}

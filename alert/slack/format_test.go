@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -295,6 +296,46 @@ func TestFormatEscapes(t *testing.T) {
 	}
 }
 
+// Bidi overrides and other invisible format characters in event values
+// would make Slack show something else than the value (U+202E turns
+// "cust-1\u202egpj.exe" into "cust-1exe.jpg"); they are dropped, and line
+// separators become spaces.
+func TestFormatStripsFormatCharacters(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        string // what is shown instead
+	}{
+		{"right-to-left override", "cust-1\u202egpj.exe", "cust-1gpj.exe"},
+		{"every bidi embedding, override and pop", "a\u202ab\u202bc\u202cd\u202de\u202ef", "abcdef"},
+		{"bidi isolates", "a\u2066b\u2067c\u2068d\u2069e", "abcde"},
+		{"directional marks", "a\u200eb\u200fc", "abc"},
+		{"zero-width characters and a byte order mark", "a\u200bb\u200cc\u200dd\ufeffe\u00adf", "abcdef"},
+		{"line and paragraph separators", "a\u2028b\u2029c", "a b c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := sampleAlert()
+			a.Description = "desc " + tt.value
+			a.GroupValues = []string{tt.value, tt.value}
+			a.OrderID = tt.value
+			a.EventID = tt.value
+			fallback, blocks := Format(a)
+			objs := textObjects(t, blocks)
+			for where, text := range map[string]string{"fallback": fallback, "blocks": allText(objs)} {
+				if i := strings.IndexFunc(text, func(r rune) bool {
+					return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+				}); i >= 0 {
+					r, _ := utf8.DecodeRuneInString(text[i:])
+					t.Errorf("%s holds %U:\n%q", where, r, text)
+				}
+				if !strings.Contains(text, tt.want) {
+					t.Errorf("%s lacks %q:\n%q", where, tt.want, text)
+				}
+			}
+		})
+	}
+}
+
 func TestFormatTruncatesLongValues(t *testing.T) {
 	// 10 KB of a shipping address mixing Hangul (3 bytes in UTF-8), an
 	// emoji (2 UTF-16 units) and characters that grow when escaped.
@@ -401,6 +442,8 @@ func TestClip(t *testing.T) {
 		{"한국어", 2, true, "한…"},
 		{"😀😀", 3, true, "😀…"}, // an emoji is two UTF-16 units
 		{"a\nb\tc", 10, true, "a b c"},
+		{"a\u202eb\u2028c", 10, true, "ab c"},
+		{"\u202e\u202e\u202eabcdef", 4, true, "abc…"}, // dropped characters take no room
 		{"", 5, true, ""},
 		{"\xff\xfe", 5, true, "\ufffd\ufffd"}, // invalid UTF-8 comes out valid
 	}
