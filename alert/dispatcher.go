@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +34,34 @@ type DispatcherConfig struct {
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one delivery attempt.
 	AttemptTimeout time.Duration
+	// KeyPrefix starts the Redis keys the dispatcher builds for the alerts
+	// it reads (redis.key_prefix; default "fw").
+	KeyPrefix string
 }
+
+// RuleSettings are what the dispatcher takes from a rule, and never from
+// an alert's message: whether it notifies, its cooldown and its channel.
+type RuleSettings struct {
+	Mode     Mode
+	Cooldown time.Duration
+	Channel  string
+}
+
+// Reasons an alert read from the alerts topic is dropped: the reason label
+// of fraudwatch_alerts_dropped_total.
+const (
+	DroppedUnreadable  = "unreadable"   // not an alert's JSON
+	DroppedMalformed   = "malformed"    // a field out of bounds, or no group
+	DroppedUnknownRule = "unknown_rule" // a rule not in force, after unknownRuleGrace
+	DroppedRefused     = "refused"      // the claim script refused its arguments
+	DroppedStale       = "stale"        // older than its delivery record would live
+)
+
+// unknownRuleGrace is how long an alert of a rule the dispatcher does not
+// know is retried before it is dropped: replicas reload a changed rules
+// file within a second of each other, and an alert of a rule just added
+// may reach a replica that has not yet.
+const unknownRuleGrace = time.Minute
 
 func (c *DispatcherConfig) setDefaults() {
 	if c.MaxAttempts == 0 {
@@ -48,6 +78,9 @@ func (c *DispatcherConfig) setDefaults() {
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = 15 * time.Second
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "fw"
 	}
 }
 
@@ -82,6 +115,8 @@ type Dispatcher struct {
 	cfg      DispatcherConfig
 	notifier Notifier
 	claims   claims
+	keys     lua.Keys
+	rules    atomic.Pointer[map[string]RuleSettings]
 	log      *slog.Logger
 	m        dispatcherMetrics
 }
@@ -91,6 +126,7 @@ type dispatcherMetrics struct {
 	suppressed *prometheus.CounterVec
 	failures   *prometheus.CounterVec
 	retries    *prometheus.CounterVec
+	dropped    *prometheus.CounterVec
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -123,15 +159,38 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 			Name: "fraudwatch_alert_delivery_errors_total",
 			Help: "Failed delivery attempts that will be retried (Slack down, rate limited, timeouts).",
 		}, []string{"rule"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_dropped_total",
+			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, of an unknown rule, refused by the claim script, or stale.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnknownRule, DroppedRefused, DroppedStale} {
+		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("alert: register metrics: %w", err)
 			}
 		}
 	}
-	return &Dispatcher{cfg: cfg, notifier: n, claims: c, log: log, m: m}, nil
+	keys, err := lua.NewKeys(cfg.KeyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("alert: key prefix: %w", err)
+	}
+	d := &Dispatcher{cfg: cfg, notifier: n, claims: c, keys: keys, log: log, m: m}
+	d.rules.Store(&map[string]RuleSettings{})
+	return d, nil
+}
+
+// SetRules replaces the rules whose alerts the dispatcher delivers, by
+// name, and exports their metrics from zero.
+func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
+	rs := maps.Clone(rules)
+	for name := range rs {
+		d.Track(name)
+	}
+	d.rules.Store(&rs)
 }
 
 // Track exports zero-valued series for a rule, so that dashboards and
@@ -162,21 +221,100 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 // once the message may be committed, an error (see Deliver) when it must
 // come round again.
 func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error {
+	where := []any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset}
 	a, err := Decode(msg.Value)
 	if err != nil {
 		// Only fraudwatch writes this topic; a message it cannot read is
 		// a bug or a foreign writer, and no retry will make it readable.
-		d.log.Error("unreadable alert skipped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
+		d.m.dropped.WithLabelValues(DroppedUnreadable).Inc()
+		d.log.Error("unreadable alert dropped", append(where, "err", err)...)
 		return nil
 	}
-	if age := time.Since(msg.Time); age > d.claims.Retention() {
+	age := time.Since(msg.Time)
+	if age > d.claims.Retention() {
 		// Its delivery record may have expired: sending it now could post
 		// it a second time, and days late it is news to nobody.
-		d.log.Warn("stale alert skipped", "rule", a.Rule, "alert_id", a.ID, "age", age.Round(time.Second),
-			"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
+		d.m.dropped.WithLabelValues(DroppedStale).Inc()
+		d.log.Warn("stale alert dropped", append(where, "age", age.Round(time.Second))...)
 		return nil
 	}
-	return d.Deliver(ctx, a)
+	a, reason, err := d.trust(a)
+	switch {
+	case reason == DroppedUnknownRule && age < unknownRuleGrace:
+		return fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, unknownRuleGrace)
+	case err != nil:
+		d.m.dropped.WithLabelValues(reason).Inc()
+		d.log.Error("alert dropped", append(where, "reason", reason, "err", err)...)
+		return nil
+	}
+	err = d.Deliver(ctx, a)
+	if errors.Is(err, lua.ErrInvalidArguments) {
+		// The script will refuse it every time: retrying would hold the
+		// partition for ever.
+		d.m.dropped.WithLabelValues(DroppedRefused).Inc()
+		d.log.Error("alert dropped", append(where, "reason", DroppedRefused, "rule", a.Rule, "err", err)...)
+		return nil
+	}
+	return err
+}
+
+// Bounds of an alert read from the topic. fraudwatch's own alerts stay
+// far within them (rules.Engine clips what it writes).
+const (
+	maxIDBytes      = 128 // an event id (event.MaxIDBytes)
+	maxValueBytes   = 1024 + len("…")
+	maxGroupFields  = 64
+	maxTextBytes    = 1024 + len("…")
+	maxFieldBytes   = 256 + len("…")
+	maxRuleBytes    = 64
+	maxCurrencyByte = 16 + len("…")
+)
+
+// trust makes an alert read from the topic one the dispatcher can act on
+// without trusting its writer: its rule must be one in force, and the
+// rule's settings replace the message's mode, cooldown and channel; every
+// field must be within bounds; and its id and Redis keys are built here
+// from its rule, group and event id, never taken from the message. On
+// error, reason says why (a Dropped* reason).
+func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
+	malformed := func(format string, args ...any) (Alert, string, error) {
+		return Alert{}, DroppedMalformed, fmt.Errorf("alert: "+format, args...)
+	}
+	switch {
+	case a.Rule == "" || len(a.Rule) > maxRuleBytes || strings.ContainsAny(a.Rule, ":{} "):
+		return malformed("rule name of %d bytes", len(a.Rule))
+	case a.EventID == "" || len(a.EventID) > maxIDBytes:
+		return malformed("event id of %d bytes", len(a.EventID))
+	case len(a.GroupValues) == 0 || len(a.GroupValues) > maxGroupFields || len(a.GroupBy) != len(a.GroupValues):
+		return malformed("%d group values for %d fields", len(a.GroupValues), len(a.GroupBy))
+	case len(a.OrderID) > maxTextBytes || len(a.Description) > maxTextBytes || len(a.Currency) > maxCurrencyByte || len(a.Field) > maxFieldBytes:
+		return malformed("a text field too long")
+	}
+	for i := range a.GroupValues {
+		if len(a.GroupValues[i]) > maxValueBytes || len(a.GroupBy[i]) > maxFieldBytes {
+			return malformed("group field %d too long", i)
+		}
+	}
+	rs, ok := (*d.rules.Load())[a.Rule]
+	if !ok {
+		return Alert{}, DroppedUnknownRule, fmt.Errorf("alert: rule %s is not in force", a.Rule)
+	}
+	g, err := d.keys.ParseGroup(a.Group)
+	if a.Group == "" {
+		// Written before alerts named their group: its values then (cut
+		// only beyond 1 KB) name it too.
+		g, err = d.keys.Group(a.GroupValues), nil
+	}
+	if err != nil {
+		return malformed("%w", err)
+	}
+	a.Mode, a.Cooldown, a.Channel = rs.Mode, rs.Cooldown, rs.Channel
+	a.ID = a.Rule + "/" + a.EventID
+	a.CooldownKey = d.keys.Cooldown(g, a.Rule)
+	a.RecordKey = d.keys.AlertRecord(g, a.Rule, a.EventID)
+	a.SilenceKey = d.keys.Silences(g, a.Rule)
+	a.RuleSilence = d.keys.RuleSilences(g, a.Rule)
+	return a, "", nil
 }
 
 // Deliver settles one alert: it is sent, suppressed (cooldown or shadow),

@@ -143,6 +143,7 @@ type testEnv struct {
 	rdb     *redis.Client
 	scripts *lua.Scripts
 	pfx     string
+	keys    lua.Keys
 }
 
 // testDispatcher returns a dispatcher with small backoffs, the real claim
@@ -167,6 +168,10 @@ func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) 
 		t.Fatal(err)
 	}
 	env.scripts = scripts
+	if env.keys, err = lua.NewKeys(env.pfx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KeyPrefix = env.pfx
 	d, err := alert.NewDispatcher(cfg, n, scripts, nil, env.reg)
 	if err != nil {
 		t.Fatalf("NewDispatcher: %v", err)
@@ -175,15 +180,43 @@ func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) 
 	return env
 }
 
+// knowRule makes the dispatcher deliver the sample alert's rule, with its
+// settings, as HandleMessage requires.
+func (e *testEnv) knowRule() {
+	a := sampleAlert()
+	e.d.SetRules(map[string]alert.RuleSettings{a.Rule: {Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel}})
+}
+
+// total sums every series of a counter.
+func (e *testEnv) total(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range families {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // alert returns an alert of group under the test's prefix, crossed by
-// eventID.
+// eventID, with its keys as the engine makes them.
 func (e *testEnv) alert(group, eventID string) alert.Alert {
 	a := sampleAlert()
 	a.EventID = eventID
 	a.ID = a.Rule + "/" + eventID
-	tag := e.pfx + ":{" + a.Rule + ":" + group + "}"
-	a.CooldownKey = tag + ":cooldown"
-	a.RecordKey = tag + ":alert:" + eventID
+	a.GroupBy, a.GroupValues = []string{"card_fingerprint"}, []string{group}
+	g := e.keys.Group(a.GroupValues)
+	a.Group = g.Encoding()
+	a.CooldownKey = e.keys.Cooldown(g, a.Rule)
+	a.RecordKey = e.keys.AlertRecord(g, a.Rule, eventID)
+	a.SilenceKey, a.RuleSilence = e.keys.Silences(g, a.Rule), e.keys.RuleSilences(g, a.Rule)
 	return a
 }
 
@@ -506,15 +539,23 @@ func TestHandleMessage(t *testing.T) {
 		// Its record may be gone: posting it could post it twice.
 		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0},
 		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0},
-		{"a message without keys is skipped", func(a alert.Alert) []byte {
-			a.CooldownKey, a.RecordKey = "", ""
+		// The message's keys, id, mode, cooldown and channel are not
+		// trusted: the dispatcher builds them from the rule and group.
+		{"a message's keys are not used", func(a alert.Alert) []byte {
+			a.CooldownKey, a.RecordKey, a.SilenceKey, a.RuleSilence, a.ID = "x", "x:y", "", "", "forged"
+			a.Mode, a.Cooldown, a.Channel = alert.ModeShadow, 0, "#elsewhere"
 			return encode(a)
-		}, fresh, 0},
+		}, fresh, 1},
+		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0},
+		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0},
+		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0},
+		{"an old unknown rule's alert is dropped", func(a alert.Alert) []byte { a.Rule = "gone"; return encode(a) }, fresh.Add(-2 * time.Minute), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
 			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env.knowRule()
 			a := env.alert("g1", "evt-1")
 			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: tt.at, Value: tt.value(a)}
 			if err := env.d.HandleMessage(t.Context(), msg); err != nil {
@@ -527,7 +568,39 @@ func TestHandleMessage(t *testing.T) {
 			if recorded != (tt.wantPosts == 1) {
 				t.Errorf("delivery record written: %v, want %v", recorded, tt.wantPosts == 1)
 			}
+			if n := env.rdb.Exists(t.Context(), "x", "x:y").Val(); n != 0 {
+				t.Error("the message's own keys were written")
+			}
+			dropped := env.total(t, "fraudwatch_alerts_dropped_total")
+			if (dropped == 1) != (tt.wantPosts == 0) {
+				t.Errorf("%v alerts dropped", dropped)
+			}
 		})
+	}
+}
+
+// An alert of a rule this replica does not know is retried for a while,
+// since a rules file reloaded elsewhere may be reloaded here a moment
+// later; the rule's settings then apply.
+func TestHandleMessageWaitsForANewRule(t *testing.T) {
+	f := newFakeSlack(t, func(int) reply { return reply{} })
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env.knowRule()
+	a := env.alert("g1", "evt-1")
+	a.Rule = "new-rule"
+	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: encode(a)}
+	if err := env.d.HandleMessage(t.Context(), msg); err == nil {
+		t.Fatal("an alert of an unknown rule was settled at once")
+	}
+	env.d.SetRules(map[string]alert.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
+	if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.deliveredCount(); got != 0 {
+		t.Errorf("%d posts: the rule in force is a shadow rule", got)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_suppressed_total", "rule", "new-rule", "reason", "shadow"); got != 1 {
+		t.Errorf("suppressed{shadow} = %v", got)
 	}
 }
 

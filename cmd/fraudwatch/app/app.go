@@ -131,12 +131,12 @@ func (a *App) build(opts Options) error {
 			return err
 		}
 	}
-	if a.disp, err = alert.NewDispatcher(opts.Dispatcher, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
+	dcfg := opts.Dispatcher
+	dcfg.KeyPrefix = cfg.Redis.KeyPrefix
+	if a.disp, err = alert.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
 		return err
 	}
-	for _, r := range cfg.Rules {
-		a.disp.Track(r.Name)
-	}
+	a.disp.SetRules(alertSettings(cfg.Rules))
 
 	events, alerts, err := groupConfigs(cfg)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -34,9 +35,18 @@ type ruleSetter interface {
 	SetRules([]rules.Rule)
 }
 
-// ruleTracker exports the metrics of a rule's alerts from zero.
-type ruleTracker interface {
-	Track(rule string)
+// alertRules takes the rules whose alerts the dispatcher delivers.
+type alertRules interface {
+	SetRules(map[string]alert.RuleSettings)
+}
+
+// alertSettings are the rules as the dispatcher takes them.
+func alertSettings(rs []rules.Rule) map[string]alert.RuleSettings {
+	m := make(map[string]alert.RuleSettings, len(rs))
+	for _, r := range rs {
+		m[r.Name] = alert.RuleSettings{Mode: r.Mode, Cooldown: r.Cooldown, Channel: r.Channel}
+	}
+	return m
 }
 
 // reloader keeps the rules in force in step with the rules file. The file
@@ -51,7 +61,7 @@ type ruleTracker interface {
 type reloader struct {
 	path   string
 	engine ruleSetter
-	alerts ruleTracker
+	alerts alertRules
 	log    *slog.Logger
 
 	reloads *prometheus.CounterVec
@@ -66,7 +76,7 @@ type reloader struct {
 	closeOnce sync.Once
 }
 
-func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts ruleTracker, log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
+func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts alertRules, log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
 	r := &reloader{path: path, engine: engine, alerts: alerts, log: log, rules: rs, current: rules.Version(rs),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_rules_reloads_total",
@@ -122,9 +132,9 @@ func (r *reloader) read(why string, counted bool) string {
 		return reloadUnchanged
 	}
 	changes := rules.Diff(r.rules, rs)
-	for _, rule := range rs {
-		r.alerts.Track(rule.Name)
-	}
+	// The dispatcher first: the engine's first alert of a new rule then
+	// finds its rule there.
+	r.alerts.SetRules(alertSettings(rs))
 	r.engine.SetRules(rs)
 	r.version.DeleteLabelValues(r.current)
 	r.version.WithLabelValues(v).Set(1)

@@ -52,9 +52,9 @@ func number(t *testing.T, out string, re string) int {
 }
 
 func TestRunCatchesFraud(t *testing.T) {
-	// Long enough for the second burst of a cycle (at 12 s), after the
-	// rules' reload halfway.
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	// Long enough for the second card spike of a cycle (from 15 s), after
+	// the rules' reload halfway.
+	ctx, cancel := context.WithTimeout(t.Context(), 18*time.Second)
 	defer cancel()
 	var buf, record bytes.Buffer
 	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
@@ -116,20 +116,20 @@ func TestRunCatchesFraud(t *testing.T) {
 	}
 
 	// Halfway, the rules file is rewritten with a lower threshold: the
-	// terminal says so, and the next burst is alerted at it.
-	reloadAt := strings.Index(out, "rules file changed and reloaded: orders-per-customer-1m threshold 3 → 2")
+	// terminal says so, and the next card spike is alerted at it.
+	reloadAt := strings.Index(out, "rules file changed and reloaded: amount-per-card-10m threshold 1000000 → 500000")
 	if reloadAt < 0 {
 		t.Fatal("the demo did not show its rules' reload")
 	}
-	if !regexp.MustCompile(`orders-per-customer-1m: .*\n.* · 2 orders within 1m, threshold 2 ·`).MatchString(out[reloadAt:]) {
+	if !regexp.MustCompile(`amount-per-card-10m: .*\n.* threshold KRW 500,000 ·`).MatchString(out[reloadAt:]) {
 		t.Error("no alert after the reload follows the new threshold")
 	}
-	if strings.Contains(out[:reloadAt], "threshold 2 ·") {
+	if strings.Contains(out[:reloadAt], "threshold KRW 500,000") {
 		t.Error("an alert before the reload shows the new threshold")
 	}
 
-	// A backtest of the recording raises the alerts the run raised (the
-	// reload lowered a threshold the bursts pass anyway).
+	// A backtest of the recording raises the alerts the run raised: card
+	// spikes pass the old threshold too, and ordinary shoppers neither.
 	printed := map[string]bool{}
 	for _, m := range alertGroup.FindAllStringSubmatch(out, -1) {
 		printed[m[1]+" "+m[2]] = true

@@ -1,11 +1,13 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,18 +33,21 @@ type rulesReload struct {
 }
 
 // prepareReload writes the rules into a file of the demo's own in dir and
-// picks the change: the first alerting rule with a threshold above 1 gets
-// two thirds of it. Nil when there is nothing to lower.
+// picks the change: the alerting rule with the highest threshold gets half
+// of it (with the built-in rules, the amount per card: ordinary shoppers
+// stay far below half, so that only fraud crosses it still).
 func prepareReload(dir string, content []byte, rs []rules.Rule) (*rulesReload, error) {
 	path := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(path, content, 0o600); err != nil {
 		return nil, fmt.Errorf("demo: write the rules file: %w", err)
 	}
-	for _, r := range rs {
+	byThreshold := slices.Clone(rs)
+	slices.SortStableFunc(byThreshold, func(a, b rules.Rule) int { return cmp.Compare(b.Threshold, a.Threshold) })
+	for _, r := range byThreshold {
 		if !r.Enabled || r.Mode != "alert" || r.Threshold < 2 {
 			continue
 		}
-		to := max(1, r.Threshold*2/3)
+		to := r.Threshold / 2
 		changed, ok := lowerThreshold(content, r.Name, r.Threshold, to)
 		if !ok {
 			continue
