@@ -138,3 +138,63 @@ func TestDecodeErrorsHideSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactAddress(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"broker:9092", "broker:9092"},
+		{"[::1]:6379", "[::1]:6379"},
+		{"user:pass@broker:9092", "user:[redacted]@broker:9092"},
+		{"redis://:secret@host:6379", "redis://:[redacted]@host:6379"},
+		{"rediss://default:s3cr3t@host:6380/0", "rediss://default:[redacted]@host:6380/0"},
+		{"redis://token@host:6379", "redis://[redacted]@host:6379"},
+		{"user:p@ss@host:1", "user:[redacted]@host:1"},              // the last @ ends the userinfo
+		{"user:a://b@host:1", "user:[redacted]@host:1"},             // not a scheme: a password holding ://
+		{"redis://:pass/word@host:1", "redis://:[redacted]@host:1"}, // a / inside the password
+		{"host:6379?password=secret", "host:6379?[redacted]"},
+		{"redis://u:p@host:1?password=secret", "redis://u:[redacted]@host:1?[redacted]"},
+		{"@host:1", "@host:1"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := redactAddress(tt.in); got != tt.want {
+			t.Errorf("redactAddress(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// An address given as a URL or with credentials is refused, and the message
+// shows the address with its password redacted, wherever it came from.
+func TestAddressErrorsHideCredentials(t *testing.T) {
+	tests := []struct {
+		name, yaml, env, envValue string
+		secret, want              string
+	}{
+		{name: "a redis URL", yaml: "redis:\n  addrs: [\"redis://:rsecret-1@cache:6379\"]\n",
+			secret: "rsecret-1", want: `redis.addrs[0]: "redis://:[redacted]@cache:6379" is not host:port: too many colons in address`},
+		{name: "a broker with user and password", yaml: "kafka:\n  brokers: [\"ok:9092\", \"fw:ksecret-2@b:9092\"]\n",
+			secret: "ksecret-2", want: `kafka.brokers[1]: "fw:[redacted]@b:9092" is not host:port: too many colons in address`},
+		{name: "a broker URL with a query", yaml: "kafka:\n  brokers: [\"kafka://b:9092?password=ksecret-3\"]\n",
+			secret: "ksecret-3", want: `kafka.brokers[0]: "kafka://b:9092?[redacted]" is not host:port: too many colons in address`},
+		{name: "metrics.listen", yaml: "metrics:\n  listen: \"admin:msecret-4@0.0.0.0:9464\"\n",
+			secret: "msecret-4", want: `metrics.listen: "admin:[redacted]@0.0.0.0:9464" is not host:port (or :port): too many colons in address`},
+		{name: "from the environment", env: "FRAUDWATCH_REDIS_ADDRS", envValue: "rediss://default:rsecret-5@cache:6380",
+			secret: "rsecret-5", want: `redis.addrs[0]: "rediss://default:[redacted]@cache:6380" is not host:port: too many colons in address (set by FRAUDWATCH_REDIS_ADDRS)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			if tt.env != "" {
+				t.Setenv(tt.env, tt.envValue)
+			}
+			path := writeConfig(t, tt.yaml)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("Load accepted it")
+			}
+			if strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("error shows the password %q: %v", tt.secret, err)
+			}
+			wantMessages(t, err, path+": "+tt.want)
+		})
+	}
+}

@@ -46,7 +46,7 @@ func (c *Config) checkSettings() []error {
 	if c.Metrics.Listen == "" {
 		k.bad("metrics.listen", "is required (host:port, or :port for every interface)")
 	} else if _, _, err := splitHostPort(c.Metrics.Listen, false); err != nil {
-		k.bad("metrics.listen", "%q is not host:port (or :port): %v", c.Metrics.Listen, err)
+		k.bad("metrics.listen", "%q is not host:port (or :port): %v", redactAddress(c.Metrics.Listen), err)
 	}
 	k.positive("shutdown_timeout", c.ShutdownTimeout)
 	return k.errs
@@ -217,7 +217,8 @@ func (k *checker) hostPorts(field string, addrs []string, what string) {
 	}
 	for i, a := range addrs {
 		if _, _, err := splitHostPort(a, true); err != nil {
-			k.bad(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: %v", a, err)
+			// An address in URL form may carry a password.
+			k.bad(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: %v", redactAddress(a), err)
 		}
 	}
 }
