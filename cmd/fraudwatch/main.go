@@ -285,6 +285,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "warning: "+w)
+	}
 	fmt.Fprint(stdout, cfg.RuleTable())
 	if *diff != "" {
 		old, err := config.LoadRules(*diff)

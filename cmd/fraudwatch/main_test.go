@@ -147,21 +147,56 @@ not an event
 }
 
 func TestCheckNeverPrintsSecrets(t *testing.T) {
-	path := writeConfig(t, `rules_file: rules.yaml
+	tests := []struct {
+		name    string
+		config  string
+		code    int
+		secrets []string
+		// want is printed too (on stdout when code is 0, else on stderr).
+		want []string
+	}{
+		{name: "secret settings", config: `rules_file: rules.yaml
 slack:
   token: xoxb-very-secret-token
   channel: "#fraud"
 redis:
   password: redis-secret-pw
-`, testRules)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"check", "--config", path}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+`, secrets: []string{"xoxb-very-secret-token", "redis-secret-pw"}},
+		{name: "a password inside a redis address", config: `rules_file: rules.yaml
+redis:
+  addrs: ["redis://:redis-url-secret@cache:6379"]
+`, code: 2, secrets: []string{"redis-url-secret"}, want: []string{`"redis://:[redacted]@cache:6379"`}},
+		{name: "a password inside a broker address", config: `rules_file: rules.yaml
+kafka:
+  brokers: ["fw:broker-url-secret@kafka:9092"]
+`, code: 2, secrets: []string{"broker-url-secret"}, want: []string{`"fw:[redacted]@kafka:9092"`}},
+		{name: "sasl plain without tls, with a warning", config: `rules_file: rules.yaml
+kafka:
+  sasl: {mechanism: plain, username: fw, password: sasl-secret-pw}
+`, secrets: []string{"sasl-secret-pw"}, want: []string{"\nwarning: kafka.sasl.mechanism: plain without kafka.tls.enabled"}},
 	}
-	for _, secret := range []string{"xoxb-very-secret-token", "redis-secret-pw"} {
-		if strings.Contains(stdout.String()+stderr.String(), secret) {
-			t.Fatalf("check printed a secret: %s", stdout.String())
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.config, testRules)
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"check", "--config", path}, &stdout, &stderr); code != tt.code {
+				t.Fatalf("exit %d, want %d: %s%s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, secret := range tt.secrets {
+				if strings.Contains(stdout.String()+stderr.String(), secret) {
+					t.Fatalf("check printed a secret: %s%s", stdout.String(), stderr.String())
+				}
+			}
+			out := stdout.String()
+			if tt.code != 0 {
+				out = stderr.String()
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("check printed no %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
 
