@@ -202,6 +202,9 @@ func (a *App) run(parent context.Context) error {
 	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
 		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic,
 		"alerts_topic", a.cfg.Kafka.AlertsTopic)
+	for _, w := range a.cfg.Warnings() {
+		a.log.Warn("insecure setting", "warning", w)
+	}
 
 	// Loading the scripts proves Redis is reachable. An outage is not fatal:
 	// events wait for Redis, /readyz reports it, and calls load the scripts
@@ -209,6 +212,8 @@ func (a *App) run(parent context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := a.lua.Load(lctx); err != nil && ctx.Err() == nil {
 		a.log.Warn("redis not reachable at start; events will wait for it", "err", err)
+	} else if err == nil {
+		checkEviction(lctx, a.rdb, a.log)
 	}
 	cancel()
 

@@ -4,10 +4,36 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// Timeouts of every HTTP server fraudwatch runs. Without them a client
+// that sends its request slowly, or never reads the answer, or keeps an
+// idle connection, holds a connection and a goroutine for as long as it
+// likes; a few thousand such clients exhaust the process.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
+	// httpWriteTimeout bounds a whole answer: a scrape of /metrics, a
+	// /readyz (whose checks take at most a second each).
+	httpWriteTimeout = 30 * time.Second
+	httpIdleTimeout  = 2 * time.Minute
+)
+
+// newHTTPServer is the one way fraudwatch makes an HTTP server: serving
+// h, with every timeout set.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+	}
+}
 
 // newServer serves /metrics, /healthz and /readyz (README, Metrics and
 // health).
@@ -18,17 +44,25 @@ func newServer(a *App) *http.Server {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return newHTTPServer(mux)
 }
 
-// readyz answers 200 only when Redis answers and both groups hold their
-// assignments; otherwise 503 with the reasons.
+// readyProbeTTL is how long the key of /readyz's write probe lives: it
+// needs none, and expires on its own.
+const readyProbeTTL = 5 * time.Second
+
+// readyz answers 200 only when Redis answers and takes writes, and both
+// groups hold their assignments; otherwise 503 with the reasons.
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	var problems []string
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
 		problems = append(problems, "redis: not answering")
+	} else if err := a.rdb.Set(ctx, a.cfg.Redis.KeyPrefix+":readyz", "1", readyProbeTTL).Err(); err != nil {
+		// A full Redis under noeviction still answers PING, and refuses
+		// every script that counts: only a write shows it.
+		problems = append(problems, redisWriteProblem(err))
 	}
 	if !a.events.Ready() {
 		problems = append(problems, "kafka events group: "+a.events.Status())
@@ -44,4 +78,12 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// redisWriteProblem says why Redis refused /readyz's write probe.
+func redisWriteProblem(err error) string {
+	if strings.HasPrefix(err.Error(), "OOM ") {
+		return "redis: out of memory (used memory above maxmemory): writes refused, events and alerts wait"
+	}
+	return "redis: write refused: " + err.Error()
 }

@@ -1,0 +1,235 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+// Every HTTP server bounds each phase of a request, so that slow or idle
+// clients cannot hold its connections open.
+func TestHTTPServerTimeouts(t *testing.T) {
+	srv := newServer(&App{reg: prometheus.NewRegistry()})
+	tests := []struct {
+		name string
+		got  time.Duration
+	}{
+		{"ReadHeaderTimeout", srv.ReadHeaderTimeout},
+		{"ReadTimeout", srv.ReadTimeout},
+		{"WriteTimeout", srv.WriteTimeout},
+		{"IdleTimeout", srv.IdleTimeout},
+	}
+	for _, tt := range tests {
+		if tt.got <= 0 {
+			t.Errorf("%s = %v, want it set", tt.name, tt.got)
+		}
+	}
+	if srv.WriteTimeout <= time.Second {
+		t.Errorf("WriteTimeout = %v: /readyz's checks take up to a second each", srv.WriteTimeout)
+	}
+}
+
+// logBuffer is a log an App writes while the test reads it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func slogText(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// A Redis that would evict keys when full is a loud warning at start, as
+// are insecure settings; a Redis that will not say is skipped quietly.
+func TestStartWarnings(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy string
+		mutate func(p *pipeline)
+		want   []string
+		absent []string
+	}{
+		{name: "noeviction", policy: "noeviction", absent: []string{"maxmemory_policy", "insecure setting"}},
+		{name: "allkeys-lru", policy: "allkeys-lru",
+			want: []string{`level=WARN msg="redis may evict fraudwatch's keys`, "maxmemory_policy=allkeys-lru"}},
+		{name: "volatile-ttl", policy: "volatile-ttl", want: []string{"maxmemory_policy=volatile-ttl"}},
+		{name: "insecure_skip_verify", policy: "noeviction",
+			mutate: func(p *pipeline) { p.cfg.Redis.TLS.InsecureSkipVerify = true },
+			want:   []string{`level=WARN msg="insecure setting" warning="redis.tls.insecure_skip_verify: true`},
+			absent: []string{"maxmemory_policy"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline(t, 1, countRule)
+			srv := redistest.Start(t)
+			if err := redistest.Connect(t, srv.Addr).ConfigSet(t.Context(), "maxmemory-policy", tt.policy).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p.cfg.Redis.Addrs = []string{srv.Addr}
+			if tt.mutate != nil {
+				tt.mutate(p)
+			}
+			var logs logBuffer
+			opts := p.options()
+			opts.Logger = slogText(&logs)
+			r := p.startWith(opts)
+			// The checks run before the groups start: once ready, they are
+			// done.
+			waitFor(t, 30*time.Second, "ready", func() bool { return r.ready(t) })
+			out := logs.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("log lacks %q:\n%s", w, out)
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("log has %q:\n%s", a, out)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckEviction(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := redistest.Connect(t, srv.Addr)
+	// A user that may do anything but read or change the configuration,
+	// as managed Redis services have it.
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		policy string
+		user   string
+		want   string // "" for no record
+		level  string
+	}{
+		{name: "noeviction", policy: "noeviction"},
+		{name: "allkeys-lru", policy: "allkeys-lru", want: "maxmemory_policy=allkeys-lru", level: "WARN"},
+		{name: "volatile-lfu", policy: "volatile-lfu", want: "maxmemory_policy=volatile-lfu", level: "WARN"},
+		{name: "CONFIG denied", policy: "allkeys-lru", user: "noconfig", want: "redis maxmemory-policy not checked", level: "DEBUG"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := admin.ConfigSet(t.Context(), "maxmemory-policy", tt.policy).Err(); err != nil {
+				t.Fatal(err)
+			}
+			opts := &redis.Options{Addr: srv.Addr, MaxRetries: -1}
+			if tt.user != "" {
+				opts.Username, opts.Password = tt.user, "pw"
+			}
+			rdb := redis.NewClient(opts)
+			defer rdb.Close()
+			var logs logBuffer
+			checkEviction(t.Context(), rdb, slogText(&logs))
+			out := logs.String()
+			switch {
+			case tt.want == "" && out != "":
+				t.Errorf("logged:\n%s\nwant nothing", out)
+			case tt.want != "" && (!strings.Contains(out, tt.want) || !strings.Contains(out, "level="+tt.level)):
+				t.Errorf("logged:\n%s\nwant %s with %q", out, tt.level, tt.want)
+			}
+		})
+	}
+}
+
+// A full Redis under noeviction answers PING but refuses every write, and
+// so every event: /readyz says so, and is ready again once Redis has room.
+func TestReadyzReportsRedisOutOfMemory(t *testing.T) {
+	p := newPipeline(t, 1, countRule)
+	srv := redistest.Start(t)
+	p.cfg.Redis.Addrs = []string{srv.Addr}
+	r := p.start()
+	get := func() (int, string) {
+		resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(); return code == http.StatusOK })
+
+	rdb := redistest.Connect(t, srv.Addr)
+	ctx := t.Context()
+	used := usedMemory(ctx, t, rdb)
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+1<<20, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A large value's own request counts toward the memory Redis checks:
+	// smaller values fill what is left, until even a tiny one is refused.
+	n := 0
+	for _, size := range []int{64 << 10, 1 << 10, 16} {
+		fill := strings.Repeat("x", size)
+		for full := false; !full; n++ {
+			if n == 100_000 {
+				t.Fatal("Redis never ran out of memory")
+			}
+			err := rdb.Set(ctx, "filler:"+strconv.Itoa(n), fill, 0).Err()
+			switch {
+			case err == nil:
+			case strings.HasPrefix(err.Error(), "OOM "):
+				full = true
+			default:
+				t.Fatal(err)
+			}
+		}
+	}
+	code, body := get()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis: out of memory") {
+		t.Fatalf("/readyz with Redis full = %d %q, want 503 naming Redis's memory", code, body)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "/readyz 200 once Redis has room", func() bool { code, _ := get(); return code == http.StatusOK })
+}
+
+func usedMemory(ctx context.Context, t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no used_memory in INFO memory:\n%s", info)
+	return 0
+}
