@@ -38,7 +38,7 @@ type Command struct {
 func Run(ctx context.Context, s *Store, c Command) error {
 	switch c.Name {
 	case "add":
-		sil, err := s.Add(ctx, c.Rules, c.Rule, c.Match, c.For, c.Reason, c.Author, c.Now)
+		sil, err := s.Add(ctx, c.Rules, Spec{Rule: c.Rule, Match: c.Match, For: c.For, Reason: c.Reason, Author: c.Author}, c.Now)
 		if err != nil {
 			return err
 		}

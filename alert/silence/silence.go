@@ -33,11 +33,15 @@ type Silence struct {
 	Rule string `json:"rule"`
 	// Match holds the group's values by field: every group_by field of the
 	// rule, or none for a silence of the whole rule.
-	Match   map[string]string `json:"match,omitempty"`
-	Reason  string            `json:"reason"`
-	Author  string            `json:"author,omitempty"`
-	Created time.Time         `json:"created"`
-	Ends    time.Time         `json:"ends"`
+	Match map[string]string `json:"match,omitempty"`
+	// Group is the group as its keys spell it (lua.Group.Encoding), when
+	// the silence came from an alert (a Slack button): its values in
+	// Match may be cut for showing.
+	Group   string    `json:"group,omitempty"`
+	Reason  string    `json:"reason"`
+	Author  string    `json:"author,omitempty"`
+	Created time.Time `json:"created"`
+	Ends    time.Time `json:"ends"`
 }
 
 // rediser is what the store needs of a go-redis client.
@@ -65,9 +69,24 @@ func NewStore(rdb rediser, scripts adder, keys lua.Keys) *Store {
 	return &Store{rdb: rdb, scripts: scripts, keys: keys}
 }
 
-// Add silences rule (one of rs) for d from now: the whole rule, or, with
-// match, the one group whose group_by values it gives, every one of them.
-func (s *Store) Add(ctx context.Context, rs []rules.Rule, rule string, match map[string]string, d time.Duration, reason, author string, now time.Time) (Silence, error) {
+// Spec asks for a silence.
+type Spec struct {
+	Rule string
+	// Match gives the group's values by field, every group_by field of the
+	// rule; none silences the whole rule.
+	Match map[string]string
+	// Group, when set, names the group by its encoding instead, and Match
+	// only shows it.
+	Group  string
+	For    time.Duration
+	Reason string
+	Author string
+}
+
+// Add silences a rule (one of rs) for spec.For from now: the whole rule,
+// or one group.
+func (s *Store) Add(ctx context.Context, rs []rules.Rule, spec Spec, now time.Time) (Silence, error) {
+	rule, match, d, reason, author := spec.Rule, spec.Match, spec.For, spec.Reason, spec.Author
 	i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == rule })
 	if i < 0 {
 		return Silence{}, usage("no rule %q in the rules", rule)
@@ -79,12 +98,12 @@ func (s *Store) Add(ctx context.Context, rs []rules.Rule, rule string, match map
 	if strings.TrimSpace(reason) == "" {
 		return Silence{}, usage("--reason is required: say why, for whoever finds it")
 	}
-	keys, err := s.silenceKeys(r, match)
+	sil := Silence{ID: newID(), Rule: rule, Match: match, Group: spec.Group, Reason: reason, Author: author,
+		Created: now.UTC().Truncate(time.Second), Ends: now.Add(d).UTC().Truncate(time.Millisecond)}
+	keys, err := s.silenceKeys(r, sil)
 	if err != nil {
 		return Silence{}, err
 	}
-	sil := Silence{ID: newID(), Rule: rule, Match: match, Reason: reason, Author: author,
-		Created: now.UTC().Truncate(time.Second), Ends: now.Add(d).UTC().Truncate(time.Millisecond)}
 	desc, err := json.Marshal(sil)
 	if err != nil {
 		return Silence{}, fmt.Errorf("silence: %w", err)
@@ -100,9 +119,17 @@ func (s *Store) Add(ctx context.Context, rs []rules.Rule, rule string, match map
 	return sil, nil
 }
 
-// silenceKeys checks match against r's group_by and names the keys the
-// silence goes to.
-func (s *Store) silenceKeys(r rules.Rule, match map[string]string) ([]string, error) {
+// silenceKeys checks a silence's group against r's group_by and names the
+// keys the silence goes to.
+func (s *Store) silenceKeys(r rules.Rule, sil Silence) ([]string, error) {
+	if sil.Group != "" {
+		g, err := s.keys.ParseGroup(sil.Group)
+		if err != nil {
+			return nil, usage("%v", err)
+		}
+		return []string{s.keys.Silences(g, r.Name)}, nil
+	}
+	match := sil.Match
 	if len(match) == 0 {
 		return s.keys.AllRuleSilences(r.Name), nil
 	}
@@ -166,7 +193,7 @@ func (s *Store) Expire(ctx context.Context, rs []rules.Rule, id string) (Silence
 	// the rules has no alerts left to silence.
 	var keys []string
 	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == sil.Rule }); i >= 0 {
-		if keys, err = s.silenceKeys(rs[i], sil.Match); err != nil {
+		if keys, err = s.silenceKeys(rs[i], sil); err != nil {
 			return Silence{}, err
 		}
 	}

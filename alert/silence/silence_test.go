@@ -35,6 +35,7 @@ type env struct {
 	disp  *alert.Dispatcher
 	reg   *prometheus.Registry
 	sink  *sink
+	keys  lua.Keys
 	sent  atomic.Int64
 	off   int64
 }
@@ -60,6 +61,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.store = silence.NewStore(rdb, scripts, keys)
+	e.keys = keys
 	if e.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix}, testRules, scripts, e.sink, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestSilences(t *testing.T) {
 	}
 
 	// One customer of one rule.
-	one, err := e.store.Add(ctx, testRules, "burst", map[string]string{"customer_id": "c1"}, time.Hour, "known reseller", "kim", now)
+	one, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", Match: map[string]string{"customer_id": "c1"}, For: time.Hour, Reason: "known reseller", Author: "kim"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestSilences(t *testing.T) {
 	}
 
 	// A whole rule: every group, in every bucket.
-	all, err := e.store.Add(ctx, testRules, "pair", nil, 2*time.Hour, "noisy rule", "", now)
+	all, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "pair", For: 2 * time.Hour, Reason: "noisy rule"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +130,19 @@ func TestSilences(t *testing.T) {
 		if n := e.order(t, c, c+"@x"); n != 1 {
 			t.Errorf("%s: %d alerts, want only burst's", c, n)
 		}
+	}
+
+	// A group named by its encoding, as a Slack button names it.
+	byGroup, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", Group: e.keys.Group([]string{"c7"}).Encoding(),
+		Match: map[string]string{"customer_id": "c7"}, For: 3 * time.Hour, Reason: "snoozed from Slack"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.order(t, "c7", "c7@x"); n != 0 {
+		t.Errorf("c7: %d alerts, want none: burst for c7 and pair are silenced", n)
+	}
+	if _, err := e.store.Expire(ctx, testRules, byGroup.ID); err != nil {
+		t.Fatal(err)
 	}
 
 	list, err := e.store.List(ctx, now)
@@ -148,7 +163,7 @@ func TestSilences(t *testing.T) {
 		t.Errorf("expired silences still listed: %+v", list)
 	}
 	// And ended ones are not listed.
-	if _, err := e.store.Add(ctx, testRules, "burst", nil, time.Minute, "brief", "", now); err != nil {
+	if _, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", For: time.Minute, Reason: "brief"}, now); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := e.store.List(ctx, now.Add(2*time.Minute)); len(list) != 0 {
@@ -175,7 +190,7 @@ func TestSilenceAddRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.store.Add(t.Context(), testRules, tt.rule, tt.match, tt.d, tt.reason, "", time.Now())
+			_, err := e.store.Add(t.Context(), testRules, silence.Spec{Rule: tt.rule, Match: tt.match, For: tt.d, Reason: tt.reason}, time.Now())
 			if err == nil || !errors.Is(err, silence.ErrUsage) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Add = %v, want a usage error with %q", err, tt.want)
 			}

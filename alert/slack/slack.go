@@ -39,6 +39,9 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient, when set, is used as is.
 	HTTPClient *http.Client
+	// Buttons adds "Snooze … 1 h", "… 24 h" and "Acknowledge" to each
+	// alert: token mode with interactivity set up (Interactions).
+	Buttons bool
 }
 
 func (c *Config) setDefaults() {
@@ -120,6 +123,11 @@ func New(cfg Config) (*Notifier, error) {
 // revoked token or an unknown channel included (see refused).
 func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
 	fallback, blocks := Format(a)
+	if n.cfg.Buttons {
+		if b := buttons(a.Rule, a.Group, identity(a), groupMatch(a)); b != nil {
+			blocks = append(blocks, b)
+		}
+	}
 	var err error
 	if n.api == nil {
 		err = slack.PostWebhookCustomHTTPContext(ctx, n.cfg.WebhookURL, n.cfg.HTTPClient, &slack.WebhookMessage{

@@ -1,0 +1,302 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/slack-go/slack"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+)
+
+// Action ids of an alert's buttons.
+const (
+	actionSnooze = "fraudwatch_snooze"
+	actionAck    = "fraudwatch_ack"
+)
+
+// Snoozes are the buttons' silence lengths.
+var snoozes = []time.Duration{time.Hour, 24 * time.Hour}
+
+// buttonValue is what a button carries back: the alert's rule and group,
+// and how long to snooze it. Slack returns it as sent, but only in a
+// request signed with the app's signing secret.
+type buttonValue struct {
+	Rule   string            `json:"r"`
+	Group  string            `json:"g"`
+	Match  map[string]string `json:"m,omitempty"`
+	Snooze string            `json:"s,omitempty"`
+}
+
+// maxButtonValue is Slack's limit of a button's value.
+const maxButtonValue = 2000
+
+// Silencer creates the silence a Snooze button asks for.
+type Silencer interface {
+	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (ends time.Time, err error)
+}
+
+// replays remembers the signatures of handled requests, so that a request
+// sent again is refused: true when the signature is new.
+type replays interface {
+	First(ctx context.Context, signature string, ttl time.Duration) (bool, error)
+}
+
+// Interactions answers Slack's interactivity requests: the clicks on an
+// alert's buttons. Every request must carry a valid signature made with
+// the app's signing secret, less than 5 minutes old, and never seen
+// before; anything else gets 401 and changes nothing.
+type Interactions struct {
+	secret  string
+	silence Silencer
+	seen    replays
+	client  *http.Client
+	log     *slog.Logger
+}
+
+// NewInteractions returns the handler of /slack/interactions.
+func NewInteractions(signingSecret string, s Silencer, seen replays, client *http.Client, log *slog.Logger) (*Interactions, error) {
+	if signingSecret == "" || s == nil || seen == nil {
+		return nil, errors.New("slack: interactions need a signing secret, a silencer and a replay guard")
+	}
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Interactions{secret: signingSecret, silence: s, seen: seen, client: client, log: log}, nil
+}
+
+// maxInteraction bounds a request's body; Slack's are a few KB.
+const maxInteraction = 1 << 20
+
+func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInteraction+1))
+	if err != nil || len(body) > maxInteraction {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return
+	}
+	sv, err := slack.NewSecretsVerifier(r.Header, h.secret)
+	if err == nil {
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
+	}
+	if err != nil {
+		h.log.Warn("slack interaction refused: bad or missing signature", "err", err)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	// A valid request is valid for 5 minutes: remember it as long, and
+	// refuse it a second time.
+	first, err := h.seen.First(r.Context(), r.Header.Get("X-Slack-Signature"), 10*time.Minute)
+	if err != nil {
+		h.log.Error("slack interaction: replay guard unavailable", "err", err)
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	if !first {
+		h.log.Warn("slack interaction refused: replayed")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	var cb slack.InteractionCallback
+	if err := json.Unmarshal([]byte(formValue(body, "payload")), &cb); err != nil {
+		http.Error(w, "no payload", http.StatusBadRequest)
+		return
+	}
+	if cb.Type != slack.InteractionTypeBlockActions || len(cb.ActionCallback.BlockActions) == 0 {
+		w.WriteHeader(http.StatusOK) // not ours to act on
+		return
+	}
+	act := cb.ActionCallback.BlockActions[0]
+	note, err := h.act(r.Context(), act, &cb)
+	if err != nil {
+		h.log.Warn("slack interaction failed", "action", act.ActionID, "err", err)
+		note = ":warning: " + err.Error()
+	}
+	// Slack waits 3 seconds for this answer; the message's update goes
+	// through its response_url.
+	w.WriteHeader(http.StatusOK)
+	if err := h.update(r.Context(), &cb, note); err != nil {
+		h.log.Warn("slack interaction: update the message", "err", err)
+	}
+}
+
+// act does what a button asks and says so, for the message.
+func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slack.InteractionCallback) (string, error) {
+	who := cb.User.ID
+	var v buttonValue
+	if err := json.Unmarshal([]byte(act.Value), &v); err != nil || v.Rule == "" || v.Group == "" {
+		return "", errors.New("this button carries no alert")
+	}
+	switch act.ActionID {
+	case actionAck:
+		h.log.Info("alert acknowledged in slack", "rule", v.Rule)
+		return fmt.Sprintf(":white_check_mark: Acknowledged by <@%s>", escapeID(who)), nil
+	case actionSnooze:
+		d, err := time.ParseDuration(v.Snooze)
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			return "", errors.New("this button carries no snooze")
+		}
+		ends, err := h.silence.Snooze(ctx, v.Rule, v.Group, v.Match, d, "slack:"+who)
+		if err != nil {
+			return "", fmt.Errorf("could not snooze: %w", err)
+		}
+		h.log.Info("alert snoozed from slack", "rule", v.Rule, "for", d)
+		return fmt.Sprintf(":zzz: Snoozed by <@%s> for %s, until %s", escapeID(who), snoozeText(d),
+			ends.UTC().Format("2006-01-02 15:04 MST")), nil
+	}
+	return "", errors.New("unknown button")
+}
+
+// update replaces the alert's message with itself, its buttons gone and a
+// line saying who did what, until when.
+func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback, note string) error {
+	if !strings.HasPrefix(cb.ResponseURL, "https://") && !strings.HasPrefix(cb.ResponseURL, "http://") {
+		return errors.New("no response_url")
+	}
+	var blocks []slack.Block
+	for _, b := range cb.Message.Blocks.BlockSet {
+		if b.BlockType() != slack.MBTAction {
+			blocks = append(blocks, b)
+		}
+	}
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(note)))
+	msg := slack.WebhookMessage{Text: cb.Message.Text, ReplaceOriginal: true, Blocks: &slack.Blocks{BlockSet: blocks}}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cb.ResponseURL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("response_url answered %s", resp.Status)
+	}
+	return nil
+}
+
+// buttons are an alert's actions: snooze its group for each of snoozes,
+// and acknowledge it. Nil when the alert cannot name its group.
+func buttons(rule, group, identity string, match map[string]string) slack.Block {
+	if group == "" {
+		return nil
+	}
+	var elems []slack.BlockElement
+	for _, d := range snoozes {
+		v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Match: match, Snooze: d.String()})
+		if !ok {
+			return nil
+		}
+		elems = append(elems, slack.NewButtonBlockElement(actionSnooze, v,
+			slack.NewTextBlockObject(slack.PlainTextType, clipPlain("Snooze "+identity+" "+snoozeText(d), 75), false, false)))
+	}
+	v, ok := encodeValue(buttonValue{Rule: rule, Group: group})
+	if !ok {
+		return nil
+	}
+	ack := slack.NewButtonBlockElement(actionAck, v, slack.NewTextBlockObject(slack.PlainTextType, "Acknowledge", false, false))
+	ack.Style = slack.StylePrimary
+	return slack.NewActionBlock("fraudwatch_actions", append(elems, ack)...)
+}
+
+// identity is how a button names the alert's group: its values.
+func identity(a alert.Alert) string {
+	return strings.Join(a.GroupValues, ", ")
+}
+
+// groupMatch is the alert's group by field, for the silence to show.
+func groupMatch(a alert.Alert) map[string]string {
+	m := make(map[string]string, len(a.GroupBy))
+	for i, f := range a.GroupBy {
+		if i < len(a.GroupValues) {
+			m[f] = a.GroupValues[i]
+		}
+	}
+	return m
+}
+
+func encodeValue(v buttonValue) (string, bool) {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > maxButtonValue {
+		// Values too long to carry: the group alone names it.
+		v.Match = nil
+		if b, err = json.Marshal(v); err != nil || len(b) > maxButtonValue {
+			return "", false
+		}
+	}
+	return string(b), true
+}
+
+func snoozeText(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return d.String()
+}
+
+// escapeID keeps a user id from breaking out of its mention.
+func escapeID(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' {
+			return r
+		}
+		return -1
+	}, id)
+}
+
+// formValue reads one field of a form-encoded body.
+func formValue(body []byte, name string) string {
+	req, err := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req.PostFormValue(name)
+}
+
+// setNXer is what RedisReplays needs of a go-redis client.
+type setNXer interface {
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
+}
+
+// RedisReplays remembers request signatures in Redis, under prefix, so
+// that every replica refuses a request another one handled.
+type RedisReplays struct {
+	rdb    setNXer
+	prefix string
+}
+
+// NewRedisReplays returns a replay guard on rdb under the key prefix.
+func NewRedisReplays(rdb setNXer, prefix string) *RedisReplays {
+	return &RedisReplays{rdb: rdb, prefix: prefix}
+}
+
+// First reports whether signature is new, and remembers it for ttl.
+func (r *RedisReplays) First(ctx context.Context, signature string, ttl time.Duration) (bool, error) {
+	sum := sha256.Sum256([]byte(signature))
+	return r.rdb.SetNX(ctx, r.prefix+":slack-seen:"+hex.EncodeToString(sum[:16]), 1, ttl).Result()
+}

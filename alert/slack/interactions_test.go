@@ -1,0 +1,168 @@
+package slack
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+const testSecret = "8f742231b10e8888abcd99yyyzzz85a5"
+
+type fakeSilencer struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeSilencer) Snooze(_ context.Context, rule, group string, match map[string]string, d time.Duration, who string) (time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("%s %s %v %v %s", rule, group, match, d, who))
+	return time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC), nil
+}
+
+// request is a click as Slack sends it, signed with secret at ts.
+func request(t *testing.T, secret string, ts time.Time, payload string) *http.Request {
+	t.Helper()
+	body := "payload=" + url.QueryEscape(payload)
+	req := httptest.NewRequest(http.MethodPost, "/slack/interactions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if secret != "" {
+		stamp := strconv.FormatInt(ts.Unix(), 10)
+		mac := hmac.New(sha256.New, []byte(secret))
+		fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+		req.Header.Set("X-Slack-Request-Timestamp", stamp)
+		req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	}
+	return req
+}
+
+// click is the payload of a click on one of an alert's buttons.
+func click(t *testing.T, responseURL string, b slack.Block, button int) string {
+	t.Helper()
+	actions := b.(*slack.ActionBlock)
+	btn := actions.Elements.ElementSet[button].(*slack.ButtonBlockElement)
+	payload := map[string]any{
+		"type":         "block_actions",
+		"user":         map[string]string{"id": "U123", "name": "kim"},
+		"response_url": responseURL,
+		"actions":      []map[string]string{{"action_id": btn.ActionID, "block_id": "fraudwatch_actions", "type": "button", "value": btn.Value}},
+		"message": map[string]any{"text": "the alert", "blocks": []any{
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, "*Rule* burst", false, false), nil, nil), actions}},
+	}
+	data, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestInteractions(t *testing.T) {
+	var mu sync.Mutex
+	var updates []string
+	responses := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		updates = append(updates, string(body))
+		mu.Unlock()
+	}))
+	defer responses.Close()
+	silencer := &fakeSilencer{}
+	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(redistest.Client(t), redistest.Prefix(t)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
+	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
+	snooze1h, ack := click(t, responses.URL, b, 0), click(t, responses.URL, b, 2)
+	now := time.Now()
+	signed := request(t, testSecret, now, snooze1h)
+
+	tests := []struct {
+		name    string
+		req     *http.Request
+		code    int
+		silence string
+		update  string
+	}{
+		{"unsigned", request(t, "", now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"forged", request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"six minutes old", request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", ""},
+		{"snooze for an hour", signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123",
+			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC"},
+		{"the same request again", request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"acknowledge", request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "Acknowledged by \\u003c@U123\\u003e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			silencer.calls, updates = nil, nil
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, tt.req)
+			if w.Code != tt.code {
+				t.Fatalf("status %d, want %d", w.Code, tt.code)
+			}
+			if got := strings.Join(silencer.calls, ";"); got != tt.silence {
+				t.Errorf("silences %q, want %q", got, tt.silence)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.update == "" {
+				if len(updates) != 0 {
+					t.Errorf("the message was updated: %q", updates)
+				}
+				return
+			}
+			if len(updates) != 1 || !strings.Contains(updates[0], tt.update) || !strings.Contains(updates[0], `"replace_original":true`) ||
+				strings.Contains(updates[0], `"type":"actions"`) || !strings.Contains(updates[0], "*Rule* burst") {
+				t.Errorf("update %q, want the message without its buttons and with %q", updates, tt.update)
+			}
+		})
+	}
+}
+
+// Each alert carries its buttons in token mode with interactivity: two
+// snoozes and an acknowledgement, naming its rule and group.
+func TestButtons(t *testing.T) {
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}}
+	b, ok := buttons(a.Rule, a.Group, identity(a), groupMatch(a)).(*slack.ActionBlock)
+	if !ok || len(b.Elements.ElementSet) != 3 {
+		t.Fatalf("buttons %+v", b)
+	}
+	var labels []string
+	for _, e := range b.Elements.ElementSet {
+		btn := e.(*slack.ButtonBlockElement)
+		labels = append(labels, btn.Text.Text)
+		var v buttonValue
+		if err := json.Unmarshal([]byte(btn.Value), &v); err != nil || v.Rule != "burst" || v.Group != "cust-42" {
+			t.Errorf("button %q carries %q", btn.Text.Text, btn.Value)
+		}
+	}
+	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge" {
+		t.Errorf("labels %q", got)
+	}
+	// An alert that cannot name its group (written before alerts did) has
+	// none, and a long group loses its shown values, not its buttons.
+	if buttons("burst", "", "x", nil) != nil {
+		t.Error("buttons without a group")
+	}
+	long := map[string]string{"address": strings.Repeat("x", 3000)}
+	if buttons("burst", "~abc", "x", long) == nil {
+		t.Error("a long group lost its buttons")
+	}
+}
