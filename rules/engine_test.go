@@ -428,22 +428,24 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	h.handle(ev(t, event.Order, "order_id", "o3", "card_fingerprint", "fp{2}", "amount", 1_000_000))
 
 	values := []string{"cust-1", "fp{1}"}
-	g := h.keys.Group(values)
+	g, g2 := h.keys.Group(values), h.keys.Group([]string{"cust-1", "fp{2}"})
 	want := []alert.Alert{
 		{
 			ID: "big-spender/evt-o2", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
-			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Current: 1_300_000, Threshold: 1_000_000,
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Group: g.Encoding(), Current: 1_300_000, Threshold: 1_000_000,
 			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g, r.Name),
-			RecordKey: h.keys.AlertRecord(g, r.Name, "evt-o2"),
-			OrderID:   "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
+			RecordKey:  h.keys.AlertRecord(g, r.Name, "evt-o2"),
+			SilenceKey: h.keys.Silences(g, r.Name), RuleSilence: h.keys.RuleSilences(g, r.Name),
+			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
 		},
 		{
 			ID: "big-spender/evt-o3", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
-			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Current: 1_000_000,
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Group: g2.Encoding(), Current: 1_000_000,
 			Threshold: 1_000_000, Window: 10 * time.Minute, Cooldown: time.Hour,
-			CooldownKey: h.keys.Cooldown(h.keys.Group([]string{"cust-1", "fp{2}"}), r.Name),
-			RecordKey:   h.keys.AlertRecord(h.keys.Group([]string{"cust-1", "fp{2}"}), r.Name, "evt-o3"),
-			OrderID:     "o3", EventID: "evt-o3", At: testNow, // no occurred_at: the engine's clock
+			CooldownKey: h.keys.Cooldown(g2, r.Name),
+			RecordKey:   h.keys.AlertRecord(g2, r.Name, "evt-o3"),
+			SilenceKey:  h.keys.Silences(g2, r.Name), RuleSilence: h.keys.RuleSilences(g2, r.Name),
+			OrderID: "o3", EventID: "evt-o3", At: testNow, // no occurred_at: the engine's clock
 		},
 	}
 	got := h.sink.got()
