@@ -135,6 +135,12 @@ type Slack struct {
 	// APIURL overrides the Slack Web API base URL (proxies, tests).
 	APIURL  string        `mapstructure:"api_url"`
 	Timeout time.Duration `mapstructure:"timeout"`
+	// SigningSecret verifies the clicks on alerts' buttons (the Slack
+	// app's signing secret); InteractionsListen is the address their
+	// requests arrive at (/slack/interactions). Together, in token mode,
+	// they put Snooze and Acknowledge buttons on every alert.
+	SigningSecret      Secret `mapstructure:"signing_secret"`
+	InteractionsListen string `mapstructure:"interactions_listen"`
 }
 
 // SlackMode is how alerts are delivered.

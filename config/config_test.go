@@ -138,6 +138,9 @@ func TestLoadFullFile(t *testing.T) {
 			Channel: "#fraud-risk",
 			APIURL:  "https://slack-proxy.internal/api/",
 			Timeout: 4 * time.Second,
+			// Buttons: Slack's interactivity on a listener of its own.
+			SigningSecret:      "slack-signing-secret-77a1",
+			InteractionsListen: "127.0.0.1:9501",
 		},
 		Metrics:         Metrics{Listen: "127.0.0.1:9500"},
 		RulesFile:       filepath.Join(dir, "rules.yaml"),

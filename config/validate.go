@@ -181,6 +181,22 @@ func (k *checker) slack(s *Slack) {
 		k.bad("slack.api_url", "is not an http(s) URL")
 	}
 	k.positive("slack.timeout", s.Timeout)
+	switch {
+	case (s.SigningSecret == "") != (s.InteractionsListen == ""):
+		k.bad("slack.interactions_listen", "slack.signing_secret and slack.interactions_listen go together: buttons need both")
+	case s.InteractionsListen == "":
+	case s.Token == "":
+		k.bad("slack.interactions_listen", "needs slack.token: buttons update their messages in bot-token mode only")
+	case s.InteractionsListen == k.c.Metrics.Listen:
+		k.bad("slack.interactions_listen", "must differ from metrics.listen: Slack's requests get a listener of their own")
+	default:
+		if _, _, err := splitHostPort(s.InteractionsListen, false); err != nil {
+			k.bad("slack.interactions_listen", "%q is not host:port (or :port): %v", redactAddress(s.InteractionsListen), err)
+		}
+	}
+	if trimmed(s.SigningSecret) {
+		k.bad("slack.signing_secret", "has leading or trailing white space")
+	}
 }
 
 // checker collects FieldErrors for one Config.

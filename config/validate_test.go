@@ -137,6 +137,21 @@ func TestValidate(t *testing.T) {
 		{"bad api url with credentials, not echoed", func(c *Config) { c.Slack.APIURL = "ftp://user:SecretPw@proxy/api" },
 			[]string{`slack.api_url: is not an http(s) URL`}},
 		{"api url", func(c *Config) { c.Slack.APIURL = "http://127.0.0.1:8080/api/" }, nil},
+		{"buttons", func(c *Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", ":9091"
+		}, nil},
+		{"a signing secret without a listener", func(c *Config) { c.Slack.Token, c.Slack.SigningSecret = "xoxb-1", "s3cret" },
+			[]string{"slack.interactions_listen: slack.signing_secret and slack.interactions_listen go together"}},
+		{"a listener without a signing secret", func(c *Config) { c.Slack.Token, c.Slack.InteractionsListen = "xoxb-1", ":9091" },
+			[]string{"slack.interactions_listen: slack.signing_secret and slack.interactions_listen go together"}},
+		{"buttons without a token", func(c *Config) { c.Slack.SigningSecret, c.Slack.InteractionsListen = "s3cret", ":9091" },
+			[]string{"slack.interactions_listen: needs slack.token"}},
+		{"buttons on the metrics listener", func(c *Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", c.Metrics.Listen
+		}, []string{"slack.interactions_listen: must differ from metrics.listen"}},
+		{"buttons on no address", func(c *Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", "9091"
+		}, []string{`slack.interactions_listen: "9091" is not host:port`}},
 		{"no listen", func(c *Config) { c.Metrics.Listen = "" }, []string{"metrics.listen: is required"}},
 		{"port only", func(c *Config) { c.Metrics.Listen = "9464" },
 			[]string{`metrics.listen: "9464" is not host:port (or :port): missing port in address`}},

@@ -73,6 +73,7 @@ type App struct {
 
 	listener net.Listener
 	server   *http.Server
+	ia       *interactions // nil without Slack buttons
 
 	runOnce sync.Once
 }
@@ -109,6 +110,9 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 		return nil, fmt.Errorf("app: listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
 	}
 	a.server = newServer(a)
+	if err := a.buildInteractions(); err != nil {
+		return nil, err
+	}
 	ok = true
 	return a, nil
 }
@@ -202,6 +206,10 @@ func (a *App) run(parent context.Context) error {
 	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
 		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic,
 		"alerts_topic", a.cfg.Kafka.AlertsTopic)
+	if a.ia != nil {
+		go a.ia.serve(func(err error) { stop(err) })
+		a.log.Info("slack interactions listening", "addr", a.InteractionsAddr())
+	}
 	for _, w := range a.cfg.Warnings() {
 		a.log.Warn("insecure setting", "warning", w)
 	}
@@ -232,6 +240,11 @@ func (a *App) run(parent context.Context) error {
 	if parent.Err() == nil {
 		errs = append(errs, context.Cause(ctx))
 	}
+	if a.ia != nil {
+		if err := a.ia.stop(parent, 2*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	a.closeClients()
 	sctx, cancelServer := context.WithTimeout(context.WithoutCancel(parent), 2*time.Second)
 	defer cancelServer()
@@ -250,6 +263,9 @@ func (a *App) Close() error {
 		a.closeClients()
 		if a.listener != nil {
 			_ = a.listener.Close()
+		}
+		if a.ia != nil {
+			_ = a.ia.listener.Close()
 		}
 	})
 	return nil

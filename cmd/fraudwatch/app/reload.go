@@ -99,6 +99,13 @@ func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts alertRu
 	return r, nil
 }
 
+// inForce is the rule set in force.
+func (r *reloader) inForce() []rules.Rule {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rules
+}
+
 // reload reads the rules file and puts its rules in force if they are
 // valid and new. why says what prompted it, for the log.
 func (r *reloader) reload(why string) string {

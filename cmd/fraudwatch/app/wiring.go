@@ -49,7 +49,8 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 	case config.SlackWebhook:
 		sc = slack.Config{WebhookURL: c.WebhookURL.Value(), Timeout: c.Timeout}
 	case config.SlackToken:
-		sc = slack.Config{Token: c.Token.Value(), Channel: c.Channel, APIURL: c.APIURL, Timeout: c.Timeout}
+		sc = slack.Config{Token: c.Token.Value(), Channel: c.Channel, APIURL: c.APIURL, Timeout: c.Timeout,
+			Buttons: c.InteractionsListen != ""}
 	default:
 		return alert.NewLogNotifier(log.With("component", "alert")), nil
 	}

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/alert/slack"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// interactions serves the clicks on alerts' buttons (slack.Interactions)
+// on a listener of its own, slack.interactions_listen: what Slack must
+// reach is apart from metrics and health.
+type interactions struct {
+	listener net.Listener
+	server   *http.Server
+}
+
+// buildInteractions opens the interactions listener when buttons are
+// configured.
+func (a *App) buildInteractions() error {
+	s := a.cfg.Slack
+	if s.InteractionsListen == "" {
+		return nil
+	}
+	keys, err := lua.NewKeys(a.cfg.Redis.KeyPrefix)
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	store := silence.NewStore(a.rdb, a.lua, keys)
+	h, err := slack.NewInteractions(s.SigningSecret.Value(), snoozer{store: store, rules: a.rules.inForce},
+		slack.NewRedisReplays(a.rdb, a.cfg.Redis.KeyPrefix), nil, a.log.With("component", "slack"))
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /slack/interactions", h)
+	l, err := net.Listen("tcp", s.InteractionsListen)
+	if err != nil {
+		return fmt.Errorf("app: listen on slack.interactions_listen %s: %w", s.InteractionsListen, err)
+	}
+	a.ia = &interactions{listener: l, server: newHTTPServer(mux)}
+	return nil
+}
+
+// InteractionsAddr is the interactions listener's address, "" without one.
+func (a *App) InteractionsAddr() string {
+	if a.ia == nil {
+		return ""
+	}
+	return a.ia.listener.Addr().String()
+}
+
+// serve runs until stop; a failure stops the App as metrics' would.
+func (ia *interactions) serve(fail func(error)) {
+	if err := ia.server.Serve(ia.listener); !errors.Is(err, http.ErrServerClosed) {
+		fail(fmt.Errorf("app: slack interactions server: %w", err))
+	}
+}
+
+// stop ends the server within d: before Redis closes, which its clicks use.
+func (ia *interactions) stop(ctx context.Context, d time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	if err := ia.server.Shutdown(sctx); err != nil {
+		return fmt.Errorf("app: stop slack interactions server: %w", err)
+	}
+	return nil
+}
+
+// snoozer silences an alert's group from a Snooze button, for the rules in
+// force.
+type snoozer struct {
+	store *silence.Store
+	rules func() []rules.Rule
+}
+
+func (s snoozer) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (time.Time, error) {
+	sil, err := s.store.Add(ctx, s.rules(), silence.Spec{Rule: rule, Group: group, Match: match, For: d,
+		Reason: "snoozed from Slack", Author: who}, time.Now())
+	return sil.Ends, err
+}

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/config"
+)
+
+// fakeSlackAPI is Slack's Web API as token mode uses it: it keeps each
+// chat.postMessage's blocks, and each message update sent to a
+// response_url.
+type fakeSlackAPI struct {
+	*httptest.Server
+	mu      sync.Mutex
+	posts   []string // the blocks of each post, as JSON
+	updates []string
+}
+
+func newFakeSlackAPI(t *testing.T) *fakeSlackAPI {
+	f := &fakeSlackAPI{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch r.URL.Path {
+		case "/api/chat.postMessage":
+			form, _ := url.ParseQuery(string(body))
+			f.posts = append(f.posts, form.Get("blocks"))
+			fmt.Fprint(w, `{"ok":true,"channel":"C1","ts":"1.1"}`)
+		case "/response":
+			f.updates = append(f.updates, string(body))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeSlackAPI) snapshot() (posts, updates []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.posts...), append([]string(nil), f.updates...)
+}
+
+// Token mode with a signing secret and a listener: each alert carries its
+// buttons; a signed click on "Snooze … 1 h" silences the group, so that
+// its next crossing is not posted, and updates the message; a forged
+// click changes nothing.
+func TestSlackButtons(t *testing.T) {
+	p := newPipeline(t, 1, `
+rules:
+  - name: burst
+    metric: count
+    group_by: [customer_id]
+    window: 1s
+    threshold: 2
+    cooldown: 0s
+`)
+	api := newFakeSlackAPI(t)
+	const secret = "test-signing-secret"
+	p.cfg.Slack = config.Slack{Token: "xoxb-test", Channel: "#fraud", APIURL: api.URL + "/api/", Timeout: 5 * time.Second,
+		SigningSecret: secret, InteractionsListen: "127.0.0.1:0"}
+	opts := p.options()
+	opts.Notifier = nil // the real Slack notifier, against the fake API
+	r := p.startWith(opts)
+
+	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
+	waitFor(t, 20*time.Second, "the first alert", func() bool { posts, _ := api.snapshot(); return len(posts) == 1 })
+	posts, _ := api.snapshot()
+	var blocks []struct {
+		Type     string `json:"type"`
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+			// A button's text is an object, a context element's a string.
+			Text json.RawMessage `json:"text"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal([]byte(posts[0]), &blocks); err != nil {
+		t.Fatalf("blocks %s: %v", posts[0], err)
+	}
+	last := blocks[len(blocks)-1]
+	if last.Type != "actions" || len(last.Elements) != 3 || !strings.Contains(string(last.Elements[0].Text), `"text":"Snooze c 1 h"`) {
+		t.Fatalf("the alert's last block is %+v, want its three buttons", last)
+	}
+
+	click := func(secretUsed string, button int) int {
+		t.Helper()
+		payload, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "user": map[string]string{"id": "U42"}, "response_url": api.URL + "/response",
+			"actions": []map[string]string{{"action_id": last.Elements[button].ActionID, "block_id": "fraudwatch_actions", "type": "button", "value": last.Elements[button].Value}},
+		})
+		body := "payload=" + url.QueryEscape(string(payload))
+		stamp := strconv.FormatInt(time.Now().Unix(), 10)
+		mac := hmac.New(sha256.New, []byte(secretUsed))
+		fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+r.app.InteractionsAddr()+"/slack/interactions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Slack-Request-Timestamp", stamp)
+		req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := click("forged", 0); code != http.StatusUnauthorized {
+		t.Fatalf("a forged click: %d, want 401", code)
+	}
+	if code := click(secret, 0); code != http.StatusOK {
+		t.Fatalf("a signed click: %d", code)
+	}
+	waitFor(t, 10*time.Second, "the message's update", func() bool {
+		_, updates := api.snapshot()
+		return len(updates) == 1
+	})
+	if _, updates := api.snapshot(); !strings.Contains(updates[0], "Snoozed by") {
+		t.Fatalf("the message became %s", updates[0])
+	}
+
+	// The next window's crossing of the snoozed group is silenced.
+	key := p.keys.Window(p.keys.Group([]string{"c"}), p.state("burst"))
+	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(t.Context(), key).Val() == 0 })
+	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
+	waitFor(t, 20*time.Second, "the silenced crossing", func() bool {
+		return r.metric("fraudwatch_alerts_suppressed_total", "rule", "burst", "reason", "silenced") == 1
+	})
+	if posts, _ := api.snapshot(); len(posts) != 1 {
+		t.Errorf("%d posts, want the first only", len(posts))
+	}
+}
