@@ -2,10 +2,12 @@ package alert
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +39,9 @@ type DispatcherConfig struct {
 	// KeyPrefix starts the Redis keys the dispatcher builds for the alerts
 	// it reads (redis.key_prefix; default "fw").
 	KeyPrefix string
+	// ParkedRetry is how often parked alerts are tried again (default
+	// 30 s): those whose channel the notifier refused.
+	ParkedRetry time.Duration
 }
 
 // RuleSettings are what the dispatcher takes from a rule, and never from
@@ -82,6 +87,9 @@ func (c *DispatcherConfig) setDefaults() {
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = "fw"
 	}
+	if c.ParkedRetry == 0 {
+		c.ParkedRetry = 30 * time.Second
+	}
 }
 
 // Validate reports settings that cannot work.
@@ -104,6 +112,12 @@ type claims interface {
 	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (lua.Claim, error)
 	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error
 	Retention() time.Duration
+	// The parked alerts: those whose channel the notifier refuses.
+	Park(ctx context.Context, key, id string, data []byte) error
+	Parked(ctx context.Context, key string) (map[string]string, error)
+	Unpark(ctx context.Context, key, id string) error
+	Lease(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, key string) error
 }
 
 // Dispatcher delivers alerts through a Notifier, once each: it claims each
@@ -127,6 +141,7 @@ type dispatcherMetrics struct {
 	failures   *prometheus.CounterVec
 	retries    *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
+	parked     *prometheus.GaugeVec
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -163,12 +178,16 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 			Name: "fraudwatch_alerts_dropped_total",
 			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, of an unknown rule, refused by the claim script, or stale.",
 		}, []string{"reason"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fraudwatch_alerts_parked",
+			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel.",
+		}, []string{"channel"}),
 	}
 	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnknownRule, DroppedRefused, DroppedStale} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("alert: register metrics: %w", err)
 			}
@@ -370,6 +389,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
+		if ce, ok := errors.AsType[*ChannelError](err); ok {
+			// Its channel is the problem, not Slack: the alerts of other
+			// channels behind it on this partition must not wait for it.
+			return d.park(ctx, a, ce, log)
+		}
 		retry, wait := RetryPolicy(err)
 		if !retry {
 			if err := d.settle(ctx, a, false); err != nil {
@@ -397,6 +421,131 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
 	}
+}
+
+// park keeps a claimed alert whose channel the notifier refuses in Redis,
+// for RetryParked; then the alert may be acknowledged.
+func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *slog.Logger) error {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("alert: park %s: %w", a.ID, err)
+	}
+	if err := d.claims.Park(ctx, d.keys.Parked(), a.ID, data); err != nil {
+		return fmt.Errorf("alert: park %s: %w", a.ID, err)
+	}
+	d.m.parked.WithLabelValues(channelLabel(ce.Channel)).Inc()
+	log.Warn("alert parked: slack refuses its channel; other channels' alerts go on, and it is retried",
+		"channel", ce.Channel, "err", ce.Err)
+	return nil
+}
+
+// RetryParkedEvery runs RetryParked every ParkedRetry until ctx ends.
+func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
+	t := time.NewTicker(d.cfg.ParkedRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := d.RetryParked(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("retrying parked alerts", "err", err)
+			}
+		}
+	}
+}
+
+// RetryParked tries once more each parked alert that no other replica is
+// trying: it is posted, or stays parked while its channel is refused, or
+// is forgotten when it was settled meanwhile. It also sets
+// fraudwatch_alerts_parked from what is parked.
+func (d *Dispatcher) RetryParked(ctx context.Context) error {
+	all, err := d.claims.Parked(ctx, d.keys.Parked())
+	if err != nil {
+		return fmt.Errorf("alert: retry parked alerts: %w", err)
+	}
+	waiting := map[string]float64{}
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		var a Alert
+		if err := json.Unmarshal([]byte(all[id]), &a); err != nil || a.ID != id {
+			_ = d.claims.Unpark(ctx, d.keys.Parked(), id)
+			continue
+		}
+		// Two replicas must never post one alert: one lease a try, longer
+		// than the try.
+		ok, err := d.claims.Lease(ctx, d.keys.ParkedLease(id), 2*d.cfg.AttemptTimeout)
+		if err != nil {
+			return fmt.Errorf("alert: retry parked alerts: %w", err)
+		}
+		if ok {
+			still, err := d.retryParked(ctx, a)
+			// The next pass may try again at once; a crash leaves the
+			// lease to run out.
+			_ = d.claims.Release(ctx, d.keys.ParkedLease(id))
+			if err != nil {
+				return err
+			}
+			if !still {
+				continue
+			}
+		}
+		waiting[channelLabel(a.Channel)]++
+	}
+	d.m.parked.Reset()
+	for ch, n := range waiting {
+		d.m.parked.WithLabelValues(ch).Set(n)
+	}
+	return nil
+}
+
+// retryParked tries one parked alert once; still says it stays parked.
+func (d *Dispatcher) retryParked(ctx context.Context, a Alert) (still bool, err error) {
+	log := d.log.With("rule", a.Rule, "alert_id", a.ID, "channel", a.Channel)
+	var silences []string
+	if a.SilenceKey != "" && a.RuleSilence != "" {
+		silences = []string{a.SilenceKey, a.RuleSilence}
+	}
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences...)
+	if err != nil {
+		return true, fmt.Errorf("alert: claim parked %s: %w", a.ID, err)
+	}
+	if claim == lua.ClaimSend {
+		actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
+		notifyErr := d.notifier.Notify(actx, a)
+		cancel()
+		if _, refused := errors.AsType[*ChannelError](notifyErr); refused || (notifyErr != nil && isRetryable(notifyErr)) {
+			return true, nil
+		}
+		if err := d.settle(ctx, a, notifyErr == nil); err != nil {
+			return true, err
+		}
+		if notifyErr == nil {
+			d.m.sent.WithLabelValues(a.Rule).Inc()
+			log.Info("parked alert sent")
+		} else {
+			d.m.failures.WithLabelValues(a.Rule).Inc()
+			log.Error("parked alert refused for good; given up", "err", notifyErr)
+		}
+	}
+	// Settled now, or before (by a redelivery, a silence, the cooldown).
+	if err := d.claims.Unpark(ctx, d.keys.Parked(), a.ID); err != nil {
+		return true, fmt.Errorf("alert: %w", err)
+	}
+	return false, nil
+}
+
+func isRetryable(err error) bool {
+	retry, _ := RetryPolicy(err)
+	return retry
+}
+
+// channelLabel names a channel in the parked gauge; "" is the notifier's
+// default channel.
+func channelLabel(ch string) string {
+	if ch == "" {
+		return "(default)"
+	}
+	return ch
 }
 
 // settle records the outcome of a claimed alert. It insists: an alert sent

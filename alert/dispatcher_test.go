@@ -294,7 +294,9 @@ func TestDispatcherDelivery(t *testing.T) {
 		{"404 no_service is kept until fixed", false, always(reply{status: 404, body: "no_service"}), true, 4, 0, 0, true},
 		{"403 action_prohibited is kept until fixed", false, always(reply{status: 403, body: "action_prohibited"}), true, 4, 0, 0, true},
 		{"token ok", true, always(reply{body: okJSON}), false, 1, 1, 0, true},
-		{"token ok:false channel_not_found is kept until fixed", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), true, 4, 0, 0, true},
+		// Only its own channel is wrong: parked, so that the partition
+		// goes on (TestChannelRefusalParksOnlyItsAlerts).
+		{"token ok:false channel_not_found is parked", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), false, 1, 0, 0, true},
 		{"token ok:false invalid_auth is kept until fixed", true, always(reply{body: `{"ok":false,"error":"invalid_auth"}`}), true, 4, 0, 0, true},
 		{"token ok:false invalid_blocks is refused for good", true, always(reply{body: `{"ok":false,"error":"invalid_blocks"}`}), false, 1, 0, 1, false},
 		{"token ok:false internal_error then ok", true, seq(reply{body: `{"ok":false,"error":"internal_error"}`}, reply{body: okJSON}), false, 2, 1, 0, true},
@@ -610,4 +612,87 @@ func encode(a alert.Alert) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// channelNotifier refuses the channel "#gone" while gone is set, and
+// records what it posts.
+type channelNotifier struct {
+	mu    sync.Mutex
+	gone  bool
+	posts []string
+}
+
+func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.gone && a.Channel == "#gone" {
+		return &alert.ChannelError{Channel: a.Channel, Err: errors.New("slack: channel_not_found")}
+	}
+	n.posts = append(n.posts, a.Rule+" "+a.EventID)
+	return nil
+}
+
+func (n *channelNotifier) snapshot() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.posts...)
+}
+
+// A rule whose channel Slack refuses parks its own alerts; the alerts of
+// other rules behind it on the same partition go on. Retried once the
+// channel is back, a parked alert is posted once, whichever replica
+// retries it.
+func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
+	n := &channelNotifier{gone: true}
+	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	env.d.SetRules(map[string]alert.RuleSettings{
+		"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"},
+		"r-ok":   {Mode: alert.ModeAlert, Channel: "#ok"},
+	})
+	gone, ok := env.alert("g1", "e1"), env.alert("g2", "e2")
+	gone.Rule, ok.Rule = "r-gone", "r-ok"
+	msgs := []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(gone)}, {Topic: "alerts", Offset: 1, Time: time.Now(), Value: encode(ok)}}
+	done, err := env.d.HandleMessages(t.Context(), msgs)
+	if err != nil || done != 2 {
+		t.Fatalf("HandleMessages = %d, %v; want both acknowledged", done, err)
+	}
+	if got := n.snapshot(); len(got) != 1 || got[0] != "r-ok e2" {
+		t.Fatalf("posts %v, want the other channel's alert", got)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#gone"); got != 1 {
+		t.Errorf("parked{#gone} = %v, want 1", got)
+	}
+	if err := env.d.RetryParked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.snapshot(); len(got) != 1 {
+		t.Fatalf("posts %v while the channel is still refused", got)
+	}
+
+	// The channel is back; two replicas retry at once.
+	n.mu.Lock()
+	n.gone = false
+	n.mu.Unlock()
+	other := testDispatcher(t, n, alert.DispatcherConfig{KeyPrefix: env.pfx})
+	var wg sync.WaitGroup
+	for _, d := range []*alert.Dispatcher{env.d, other.d} {
+		wg.Go(func() {
+			if err := d.RetryParked(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := n.snapshot(); len(got) != 2 || got[1] != "r-gone e1" {
+		t.Fatalf("posts %v, want the parked alert once", got)
+	}
+	if err := env.d.RetryParked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#gone"); got != 0 {
+		t.Errorf("parked{#gone} = %v after delivery", got)
+	}
+	if left := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); left != 0 {
+		t.Errorf("%d alerts still parked", left)
+	}
 }

@@ -33,6 +33,19 @@ func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() error   { return e.err }
 func (e *permanentError) Retryable() bool { return false }
 
+// ChannelError is a notifier's refusal of a channel (Slack's
+// channel_not_found, not_in_channel, is_archived): the message is fine,
+// its destination is not, until someone fixes the channel or the app's
+// membership. The dispatcher parks such an alert, so that the alerts of
+// other channels keep flowing.
+type ChannelError struct {
+	Channel string
+	Err     error
+}
+
+func (e *ChannelError) Error() string { return e.Err.Error() }
+func (e *ChannelError) Unwrap() error { return e.Err }
+
 // RetryAfter marks err as a rate limit: the next attempt waits wait, as
 // the receiver asked (Slack's Retry-After), rather than the backoff.
 func RetryAfter(err error, wait time.Duration) error {

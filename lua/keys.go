@@ -175,6 +175,16 @@ func (k Keys) AllRuleSilences(rule string) []string {
 	return out
 }
 
+// Parked is the key of the alerts parked because Slack refuses their
+// channel (alert id -> the alert); ParkedLease the lease of one of them.
+func (k Keys) Parked() string { return k.prefix + ":parked" }
+
+// ParkedLease is the key of the lease on one parked alert's retry.
+func (k Keys) ParkedLease(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return k.prefix + ":parked-lease:" + hex.EncodeToString(sum[:16])
+}
+
 // SilenceIndex is the key of every silence's description (id -> JSON), for
 // listing and expiring them; claims never read it.
 func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }

@@ -150,6 +150,9 @@ func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
 	if refused(err) {
 		return alert.Permanent(wrapped)
 	}
+	if ch, ok := channelRefused(err, a.Channel, n.cfg.Channel); ok {
+		return &alert.ChannelError{Channel: ch, Err: wrapped}
+	}
 	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
 		return alert.RetryAfter(wrapped, rl.RetryAfter)
 	}
@@ -198,6 +201,23 @@ func refused(err error) bool {
 		}
 	}
 	return false
+}
+
+// channelErrors are Slack's refusals of a channel rather than of a
+// message or of the app.
+var channelErrors = map[string]bool{"channel_not_found": true, "not_in_channel": true, "is_archived": true}
+
+// channelRefused reports whether err is Slack refusing the channel the
+// alert went to (token mode), and names it.
+func channelRefused(err error, channel, fallback string) (string, bool) {
+	se, ok := errors.AsType[slack.SlackErrorResponse](err)
+	if !ok || !channelErrors[se.Err] {
+		return "", false
+	}
+	if channel == "" {
+		channel = fallback
+	}
+	return channel, true
 }
 
 // redact removes the webhook URL and the token from err. Go's HTTP client

@@ -464,6 +464,28 @@ func TestSlackTokenErrors(t *testing.T) {
 	}
 }
 
+// A channel Slack refuses is told apart from every other error: its
+// alerts are parked, not retried in the way of others.
+func TestSlackChannelRefusals(t *testing.T) {
+	for _, code := range []string{"channel_not_found", "not_in_channel", "is_archived", "invalid_auth", "internal_error"} {
+		t.Run(code, func(t *testing.T) {
+			srv := postMessageServer(t, 200, nil, `{"ok":false,"error":"`+code+`"}`)
+			n, err := New(Config{Timeout: testTimeout, Token: testToken, Channel: "#a", APIURL: srv.URL + "/api"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := sampleAlert()
+			a.Channel = "#rule-channel"
+			err = n.Notify(context.Background(), a)
+			ce, ok := errors.AsType[*alert.ChannelError](err)
+			want := code != "invalid_auth" && code != "internal_error"
+			if ok != want || (ok && ce.Channel != "#rule-channel") {
+				t.Errorf("Notify = %v: a channel refusal %v (%+v), want %v", err, ok, ce, want)
+			}
+		})
+	}
+}
+
 // Errors that name a secret in their own text, not in a *url.Error, are
 // replaced by their scrubbed text, keeping whether to retry.
 func TestSlackRedactScrubsAnyError(t *testing.T) {

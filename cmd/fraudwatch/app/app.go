@@ -232,6 +232,7 @@ func (a *App) run(parent context.Context) error {
 	if a.cfg.RulesFile != "" {
 		wg.Go(func() { a.rules.watch(ctx, a.hup) })
 	}
+	wg.Go(func() { a.disp.RetryParkedEvery(ctx) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })
 	wg.Wait()
