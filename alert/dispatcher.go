@@ -131,6 +131,7 @@ type Dispatcher struct {
 	claims   claims
 	keys     lua.Keys
 	rules    atomic.Pointer[map[string]RuleSettings]
+	dead     atomic.Pointer[deadLetterer]
 	log      *slog.Logger
 	m        dispatcherMetrics
 }
@@ -202,6 +203,33 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 	return d, nil
 }
 
+// deadLetterer takes the alerts the dispatcher cannot trust or settle
+// (consumer.Consumer's dead-letter topic).
+type deadLetterer interface {
+	DeadLetter(ctx context.Context, msg kafka.Message, why string) error
+}
+
+// SetDeadLetters makes the dispatcher write the messages it drops to a
+// dead-letter topic, where an operator finds them; without one they are
+// only counted and logged.
+func (d *Dispatcher) SetDeadLetters(dl deadLetterer) { d.dead.Store(&dl) }
+
+// drop counts and logs a message of the alerts topic that is not
+// delivered, and writes it to the dead-letter topic; an error means the
+// message must come round again.
+func (d *Dispatcher) drop(ctx context.Context, msg kafka.Message, reason string, err error, where []any) error {
+	if dl := d.dead.Load(); dl != nil {
+		// err names the reason and the field, never a value (package
+		// lua's errors do not quote group encodings either).
+		if werr := (*dl).DeadLetter(ctx, msg, "alert "+reason+": "+err.Error()); werr != nil {
+			return fmt.Errorf("alert: dead-letter an alert (%s): %w", reason, werr)
+		}
+	}
+	d.m.dropped.WithLabelValues(reason).Inc()
+	d.log.Error("alert dropped", append(where, "reason", reason, "err", err)...)
+	return nil
+}
+
 // SetRules replaces the rules whose alerts the dispatcher delivers, by
 // name, and exports their metrics from zero.
 func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
@@ -245,9 +273,7 @@ func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error
 	if err != nil {
 		// Only fraudwatch writes this topic; a message it cannot read is
 		// a bug or a foreign writer, and no retry will make it readable.
-		d.m.dropped.WithLabelValues(DroppedUnreadable).Inc()
-		d.log.Error("unreadable alert dropped", append(where, "err", err)...)
-		return nil
+		return d.drop(ctx, msg, DroppedUnreadable, errors.New("alert: not an alert's JSON"), where)
 	}
 	age := time.Since(msg.Time)
 	if age > d.claims.Retention() {
@@ -262,17 +288,13 @@ func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error
 	case reason == DroppedUnknownRule && age < unknownRuleGrace:
 		return fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, unknownRuleGrace)
 	case err != nil:
-		d.m.dropped.WithLabelValues(reason).Inc()
-		d.log.Error("alert dropped", append(where, "reason", reason, "err", err)...)
-		return nil
+		return d.drop(ctx, msg, reason, err, where)
 	}
 	err = d.Deliver(ctx, a)
 	if errors.Is(err, lua.ErrInvalidArguments) {
 		// The script will refuse it every time: retrying would hold the
 		// partition for ever.
-		d.m.dropped.WithLabelValues(DroppedRefused).Inc()
-		d.log.Error("alert dropped", append(where, "reason", DroppedRefused, "rule", a.Rule, "err", err)...)
-		return nil
+		return d.drop(ctx, msg, DroppedRefused, err, append(where, "rule", a.Rule))
 	}
 	return err
 }

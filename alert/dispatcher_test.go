@@ -558,6 +558,8 @@ func TestHandleMessage(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
 			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
 			env.knowRule()
+			dead := &fakeDeadLetters{}
+			env.d.SetDeadLetters(dead)
 			a := env.alert("g1", "evt-1")
 			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: tt.at, Value: tt.value(a)}
 			if err := env.d.HandleMessage(t.Context(), msg); err != nil {
@@ -577,7 +579,46 @@ func TestHandleMessage(t *testing.T) {
 			if (dropped == 1) != (tt.wantPosts == 0) {
 				t.Errorf("%v alerts dropped", dropped)
 			}
+			// Every dropped message but a stale one is dead-lettered, its
+			// reason in fraudwatch-error, never a value from it.
+			stale := tt.at.Before(fresh.Add(-7 * 24 * time.Hour))
+			if wantDead := tt.wantPosts == 0 && !stale; (len(dead.whys) == 1) != wantDead || (wantDead && !strings.HasPrefix(dead.whys[0], "alert ")) {
+				t.Errorf("dead letters %q, want one: %v", dead.whys, wantDead)
+			}
+			for _, why := range dead.whys {
+				if strings.Contains(why, "a}{b") || strings.Contains(why, "eeeeeeee") {
+					t.Errorf("a dead letter's reason carries a value: %q", why)
+				}
+			}
 		})
+	}
+}
+
+type fakeDeadLetters struct {
+	whys []string
+	err  error
+}
+
+func (f *fakeDeadLetters) DeadLetter(_ context.Context, _ kafka.Message, why string) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.whys = append(f.whys, why)
+	return nil
+}
+
+// A message that cannot be dead-lettered is not dropped either: it comes
+// round again.
+func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
+	env.knowRule()
+	env.d.SetDeadLetters(&fakeDeadLetters{err: errors.New("kafka down")})
+	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: []byte(`{"id":`)}
+	if err := env.d.HandleMessage(t.Context(), msg); err == nil {
+		t.Fatal("an unreadable alert was acknowledged without its dead letter")
+	}
+	if got := env.total(t, "fraudwatch_alerts_dropped_total"); got != 0 {
+		t.Errorf("%v counted as dropped", got)
 	}
 }
 

@@ -47,8 +47,16 @@ const maxErrorHeader = 1024
 // part's size in a header, since no retry could make it fit and an invalid
 // event must never stop its partition.
 func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event.InvalidError) error {
+	return c.DeadLetter(ctx, msg, why.Error())
+}
+
+// DeadLetter writes msg to the dead-letter topic as deadLetter does, with
+// why as its fraudwatch-error header: why must name a reason and a field,
+// never a value. The alerts group's dispatcher sends the alerts it cannot
+// trust here too.
+func (c *Consumer) DeadLetter(ctx context.Context, msg kafka.Message, why string) error {
 	own := []kafka.Header{
-		{Key: HeaderError, Value: []byte(why.Error())},
+		{Key: HeaderError, Value: []byte(why)},
 		{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
 		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},

@@ -107,7 +107,8 @@ func (g Group) Encoding() string { return g.enc }
 // reach outside its own keys (a ':' of its own, a brace, a hash tag).
 func (k Keys) ParseGroup(enc string) (Group, error) {
 	if !validEncoding(enc) {
-		return Group{}, fmt.Errorf("lua: %q is no group's encoding", enc)
+		// Not quoted: it spells a group's values, which are personal data.
+		return Group{}, errors.New("lua: no group's encoding")
 	}
 	return Group{tag: tags[fnv(enc)%k.buckets], enc: enc}, nil
 }

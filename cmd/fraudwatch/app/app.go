@@ -171,8 +171,13 @@ func (a *App) build(opts Options) error {
 	if cfg.RulesFile != "" {
 		a.rules.arm()
 	}
-	a.events, err = consumer.New(events, a.eng, log.With("component", "consumer"), a.reg)
-	return err
+	if a.events, err = consumer.New(events, a.eng, log.With("component", "consumer"), a.reg); err != nil {
+		return err
+	}
+	// Alerts the dispatcher cannot trust or settle go where invalid events
+	// go.
+	a.disp.SetDeadLetters(a.events)
+	return nil
 }
 
 // Addr is the metrics listener's address (useful with listen ":0").

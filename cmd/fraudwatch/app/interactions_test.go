@@ -144,3 +144,19 @@ rules:
 		t.Errorf("%d posts, want the first only", len(posts))
 	}
 }
+
+// A message on the alerts topic that is no alert goes to the dead-letter
+// topic, with why, and the alerts behind it are settled.
+func TestUntrustedAlertsAreDeadLettered(t *testing.T) {
+	p := newPipeline(t, 1, amountRules)
+	p.start()
+	p.kafka.ProduceTo(t, p.cfg.Kafka.AlertsTopic, 0, []byte(`{"id":`))
+	got := p.kafka.ReadAll(t, p.cfg.Kafka.DeadLetterTopic, 1, 20*time.Second)
+	headers := map[string]string{}
+	for _, h := range got[0].Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if !strings.HasPrefix(headers["fraudwatch-error"], "alert unreadable") || headers["fraudwatch-source-topic"] != p.cfg.Kafka.AlertsTopic {
+		t.Errorf("dead letter headers %v", headers)
+	}
+}
