@@ -12,8 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // ErrUsage marks the errors of a command given wrongly: exit code 2.
@@ -22,7 +20,7 @@ var ErrUsage = errors.New("usage")
 // Command is one `fraudwatch silence` command: add, list or expire.
 type Command struct {
 	Name   string
-	Rules  []rules.Rule
+	Rules  Rules
 	Rule   string
 	Match  map[string]string
 	For    time.Duration

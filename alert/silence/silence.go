@@ -21,7 +21,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/lua"
-	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 // MaxFor bounds how long a silence lasts.
@@ -83,24 +82,28 @@ type Spec struct {
 	Author string
 }
 
+// Rules are the rules in force as silences see them: each rule's group_by
+// fields, by name. (Package silence takes no rules.Rule: alerts flow from
+// the rules, not back.)
+type Rules map[string][]string
+
 // Add silences a rule (one of rs) for spec.For from now: the whole rule,
 // or one group.
-func (s *Store) Add(ctx context.Context, rs []rules.Rule, spec Spec, now time.Time) (Silence, error) {
-	rule, match, d, reason, author := spec.Rule, spec.Match, spec.For, spec.Reason, spec.Author
-	i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == rule })
-	if i < 0 {
+func (s *Store) Add(ctx context.Context, rs Rules, spec Spec, now time.Time) (Silence, error) {
+	rule, d, reason, author := spec.Rule, spec.For, spec.Reason, spec.Author
+	groupBy, ok := rs[rule]
+	if !ok {
 		return Silence{}, usage("no rule %q in the rules", rule)
 	}
-	r := rs[i]
 	if d <= 0 || d > MaxFor {
 		return Silence{}, usage("--for must be more than 0 and at most %v, got %v", MaxFor, d)
 	}
 	if strings.TrimSpace(reason) == "" {
 		return Silence{}, usage("--reason is required: say why, for whoever finds it")
 	}
-	sil := Silence{ID: newID(), Rule: rule, Match: match, Group: spec.Group, Reason: reason, Author: author,
+	sil := Silence{ID: newID(), Rule: rule, Match: spec.Match, Group: spec.Group, Reason: reason, Author: author,
 		Created: now.UTC().Truncate(time.Second), Ends: now.Add(d).UTC().Truncate(time.Millisecond)}
-	keys, err := s.silenceKeys(r, sil)
+	keys, err := s.silenceKeys(rule, groupBy, sil)
 	if err != nil {
 		return Silence{}, err
 	}
@@ -121,32 +124,32 @@ func (s *Store) Add(ctx context.Context, rs []rules.Rule, spec Spec, now time.Ti
 
 // silenceKeys checks a silence's group against r's group_by and names the
 // keys the silence goes to.
-func (s *Store) silenceKeys(r rules.Rule, sil Silence) ([]string, error) {
+func (s *Store) silenceKeys(rule string, groupBy []string, sil Silence) ([]string, error) {
 	if sil.Group != "" {
 		g, err := s.keys.ParseGroup(sil.Group)
 		if err != nil {
 			return nil, usage("%v", err)
 		}
-		return []string{s.keys.Silences(g, r.Name)}, nil
+		return []string{s.keys.Silences(g, rule)}, nil
 	}
 	match := sil.Match
 	if len(match) == 0 {
-		return s.keys.AllRuleSilences(r.Name), nil
+		return s.keys.AllRuleSilences(rule), nil
 	}
 	for _, f := range slices.Sorted(maps.Keys(match)) {
-		if !slices.Contains(r.GroupBy, f) {
-			return nil, usage("rule %s does not group by %s (it groups by %s)", r.Name, f, strings.Join(r.GroupBy, ", "))
+		if !slices.Contains(groupBy, f) {
+			return nil, usage("rule %s does not group by %s (it groups by %s)", rule, f, strings.Join(groupBy, ", "))
 		}
 	}
-	values := make([]string, len(r.GroupBy))
-	for j, f := range r.GroupBy {
+	values := make([]string, len(groupBy))
+	for j, f := range groupBy {
 		v, ok := match[f]
 		if !ok || v == "" {
-			return nil, usage("rule %s groups by %s: --match needs a value for each of them, or none to silence the rule", r.Name, strings.Join(r.GroupBy, ", "))
+			return nil, usage("rule %s groups by %s: --match needs a value for each of them, or none to silence the rule", rule, strings.Join(groupBy, ", "))
 		}
 		values[j] = v
 	}
-	return []string{s.keys.Silences(s.keys.Group(values), r.Name)}, nil
+	return []string{s.keys.Silences(s.keys.Group(values), rule)}, nil
 }
 
 // List returns the silences in force at now, the soonest to end first, and
@@ -177,7 +180,7 @@ func (s *Store) List(ctx context.Context, now time.Time) ([]Silence, error) {
 
 // Expire ends silence id now: alerts claimed from now on are not silenced
 // by it.
-func (s *Store) Expire(ctx context.Context, rs []rules.Rule, id string) (Silence, error) {
+func (s *Store) Expire(ctx context.Context, rs Rules, id string) (Silence, error) {
 	desc, err := s.rdb.HGet(ctx, s.keys.SilenceIndex(), id).Result()
 	if errors.Is(err, redis.Nil) {
 		return Silence{}, usage("no silence %s in force", id)
@@ -192,8 +195,8 @@ func (s *Store) Expire(ctx context.Context, rs []rules.Rule, id string) (Silence
 	// The keys follow from the rule's group_by; a rule since removed from
 	// the rules has no alerts left to silence.
 	var keys []string
-	if i := slices.IndexFunc(rs, func(r rules.Rule) bool { return r.Name == sil.Rule }); i >= 0 {
-		if keys, err = s.silenceKeys(rs[i], sil); err != nil {
+	if groupBy, ok := rs[sil.Rule]; ok {
+		if keys, err = s.silenceKeys(sil.Rule, groupBy, sil); err != nil {
 			return Silence{}, err
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-var testRules = []rules.Rule{
+var ruleSet = []rules.Rule{
 	{Name: "burst", Metric: alert.Count, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 1,
 		Cooldown: 0, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true},
 	{Name: "pair", Metric: alert.Count, GroupBy: []string{"email", "phone"}, Window: time.Minute, Threshold: 1,
@@ -62,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.store = silence.NewStore(rdb, scripts, keys)
 	e.keys = keys
-	if e.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix}, testRules, scripts, e.sink, nil, nil); err != nil {
+	if e.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix}, ruleSet, scripts, e.sink, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	notify := alert.NotifierFunc(func(context.Context, alert.Alert) error { e.sent.Add(1); return nil })
@@ -237,6 +237,9 @@ func TestRunPrints(t *testing.T) {
 		t.Errorf("list printed %q", out.String())
 	}
 }
+
+// testRules are ruleSet as silences take them.
+var testRules = silence.Rules{"burst": {"customer_id"}, "pair": {"email", "phone"}}
 
 func counter(t *testing.T, reg *prometheus.Registry, rule, reason string) prometheus.Collector {
 	t.Helper()

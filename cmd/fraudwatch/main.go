@@ -455,7 +455,7 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fraudwatch silence: %v\n", err)
 		return exitUsage
 	}
-	err = silence.Run(ctx, silence.NewStore(rdb, scripts, keys), silence.Command{Name: sub, Rules: cfg.Rules, Rule: *rule,
+	err = silence.Run(ctx, silence.NewStore(rdb, scripts, keys), silence.Command{Name: sub, Rules: app.SilenceRules(cfg.Rules), Rule: *rule,
 		Match: match, For: *dur, Reason: *reason, Author: *author, ID: id, Format: *format, Out: stdout, Now: time.Now()})
 	if err != nil {
 		fmt.Fprintf(stderr, "fraudwatch silence %s: %v\n", sub, err)

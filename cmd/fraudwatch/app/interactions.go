@@ -82,7 +82,16 @@ type snoozer struct {
 }
 
 func (s snoozer) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (time.Time, error) {
-	sil, err := s.store.Add(ctx, s.rules(), silence.Spec{Rule: rule, Group: group, Match: match, For: d,
+	sil, err := s.store.Add(ctx, SilenceRules(s.rules()), silence.Spec{Rule: rule, Group: group, Match: match, For: d,
 		Reason: "snoozed from Slack", Author: who}, time.Now())
 	return sil.Ends, err
+}
+
+// SilenceRules are rules as package silence takes them.
+func SilenceRules(rs []rules.Rule) silence.Rules {
+	groups := make(silence.Rules, len(rs))
+	for _, r := range rs {
+		groups[r.Name] = r.GroupBy
+	}
+	return groups
 }
