@@ -107,8 +107,6 @@ func groupConfigs(c *config.Config) (events consumer.Config, alerts consumer.Gro
 	return events, alerts, nil
 }
 
-// kafkaSecurity builds the TLS and SASL settings of the kafka section, for
-// every Kafka client of the cluster (the groups, the writers, produce).
 // KafkaTransport connects to the configured brokers as the consumer does
 // (client id, TLS, SASL): for tools that read the topics outside a group,
 // such as backtest --from-topic.
@@ -120,6 +118,8 @@ func KafkaTransport(k config.Kafka) (*kafka.Transport, error) {
 	return &kafka.Transport{ClientID: k.ClientID, DialTimeout: 10 * time.Second, TLS: tc, SASL: mech}, nil
 }
 
+// kafkaSecurity builds the TLS and SASL settings of the kafka section, for
+// every Kafka client of the cluster (the groups, the writers, produce).
 func kafkaSecurity(k config.Kafka) (*tls.Config, sasl.Mechanism, error) {
 	tc, err := k.TLS.ClientConfig()
 	if err != nil {
