@@ -102,7 +102,7 @@ not an event
 		{"check ok", []string{"check", "--config", good}, 0, []string{"2 rules"}, nil},
 		{"check prints the rule table", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0,
 			[]string{"RULE", "WINDOW", "amount-per-card-10m", "fixed 10m", "1000000"}, nil},
-		{"shipped example config", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0, []string{"4 rules"}, nil},
+		{"shipped example config", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0, []string{"5 rules", "1 sliding, 1 distinct, 1 with where"}, nil},
 		{"check without config", []string{"check"}, 2, nil, []string{"--config is required"}},
 		{"check --diff says what a change does", []string{"check", "--config", good, "--diff", older}, 0, []string{
 			"0 added, 1 removed, 2 changed, 0 unchanged", "- gone", "~ orders-per-customer: threshold 2 → 3 (keeps its windows)",
