@@ -52,9 +52,10 @@ func number(t *testing.T, out string, re string) int {
 }
 
 func TestRunCatchesFraud(t *testing.T) {
-	// Long enough for the second card spike of a cycle (from 15 s), after
-	// the rules' reload halfway.
-	ctx, cancel := context.WithTimeout(t.Context(), 18*time.Second)
+	// Long enough for the second card spike of a cycle (from 15 s, its
+	// third order by 17.8 s at the latest), after the rules' reload
+	// halfway.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var buf, record bytes.Buffer
 	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
@@ -117,14 +118,14 @@ func TestRunCatchesFraud(t *testing.T) {
 
 	// Halfway, the rules file is rewritten with a lower threshold: the
 	// terminal says so, and the next card spike is alerted at it.
-	reloadAt := strings.Index(out, "rules file changed and reloaded: amount-per-card-10m threshold 1000000 → 500000")
+	reloadAt := strings.Index(out, "rules file changed and reloaded: amount-per-card-10m threshold 1000000 → 700000")
 	if reloadAt < 0 {
 		t.Fatal("the demo did not show its rules' reload")
 	}
-	if !regexp.MustCompile(`amount-per-card-10m: .*\n.* threshold KRW 500,000 ·`).MatchString(out[reloadAt:]) {
+	if !regexp.MustCompile(`amount-per-card-10m: .*\n.* threshold KRW 700,000 ·`).MatchString(out[reloadAt:]) {
 		t.Error("no alert after the reload follows the new threshold")
 	}
-	if strings.Contains(out[:reloadAt], "threshold KRW 500,000") {
+	if strings.Contains(out[:reloadAt], "threshold KRW 700,000") {
 		t.Error("an alert before the reload shows the new threshold")
 	}
 
