@@ -162,7 +162,10 @@ func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) 
 	if cfg.AttemptTimeout == 0 {
 		cfg.AttemptTimeout = 10 * time.Second
 	}
-	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: redistest.Prefix(t)}
+	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: cfg.KeyPrefix}
+	if env.pfx == "" {
+		env.pfx = redistest.Prefix(t) // a replica of its own; a given prefix shares another's Redis state
+	}
 	scripts, err := lua.New(lua.Config{}, env.rdb, env.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -661,14 +664,33 @@ type channelNotifier struct {
 	mu    sync.Mutex
 	gone  bool
 	posts []string
+	// second, when set, is closed by a second post to "#gone": the first
+	// waits for it a while, so that two replicas posting one parked alert
+	// at once would both post.
+	second chan struct{}
+	calls  int
 }
 
 func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.gone && a.Channel == "#gone" {
+		n.mu.Unlock()
 		return &alert.ChannelError{Channel: a.Channel, Err: errors.New("slack: channel_not_found")}
 	}
+	if n.second != nil && a.Channel == "#gone" {
+		n.calls++
+		if n.calls == 2 {
+			close(n.second)
+		} else {
+			n.mu.Unlock()
+			select {
+			case <-n.second:
+			case <-time.After(300 * time.Millisecond):
+			}
+			n.mu.Lock()
+		}
+	}
+	defer n.mu.Unlock()
 	n.posts = append(n.posts, a.Rule+" "+a.EventID)
 	return nil
 }
@@ -712,7 +734,7 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 
 	// The channel is back; two replicas retry at once.
 	n.mu.Lock()
-	n.gone = false
+	n.gone, n.second = false, make(chan struct{})
 	n.mu.Unlock()
 	other := testDispatcher(t, n, alert.DispatcherConfig{KeyPrefix: env.pfx})
 	var wg sync.WaitGroup
