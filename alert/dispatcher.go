@@ -42,6 +42,14 @@ type DispatcherConfig struct {
 	// ParkedRetry is how often parked alerts are tried again (default
 	// 30 s): those whose channel the notifier refused.
 	ParkedRetry time.Duration
+	// ChannelBudget and OverallBudget bound the messages a notifier that
+	// sends digests (Digester) gets, per channel (default 1 a second, up
+	// to 3 at once: Slack's own limit) and in all (default 5 a second, up
+	// to 15), shared by every replica. Past them, a batch's alerts go out
+	// as one digest per rule, of which DigestSize (default 10) are listed.
+	ChannelBudget lua.Budget
+	OverallBudget lua.Budget
+	DigestSize    int
 }
 
 // RuleSettings are what the dispatcher takes from a rule, and never from
@@ -90,6 +98,15 @@ func (c *DispatcherConfig) setDefaults() {
 	if c.ParkedRetry == 0 {
 		c.ParkedRetry = 30 * time.Second
 	}
+	if c.ChannelBudget == (lua.Budget{}) {
+		c.ChannelBudget = lua.Budget{Rate: 1, Burst: 3}
+	}
+	if c.OverallBudget == (lua.Budget{}) {
+		c.OverallBudget = lua.Budget{Rate: 5, Burst: 15}
+	}
+	if c.DigestSize == 0 {
+		c.DigestSize = 10
+	}
 }
 
 // Validate reports settings that cannot work.
@@ -118,6 +135,23 @@ type claims interface {
 	Unpark(ctx context.Context, key, id string) error
 	Lease(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, key string) error
+	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, error)
+}
+
+// Digester is a Notifier that can also post many alerts of one rule as
+// one message: the dispatcher then keeps to the alert budgets, and merges
+// what is past them into digests.
+type Digester interface {
+	NotifyDigest(ctx context.Context, d Digest) error
+}
+
+// Digest is the alerts of one rule, from one batch of the alerts topic,
+// that were past the budget: all of them count, List of them are shown.
+type Digest struct {
+	Rule    string
+	Channel string
+	Alerts  []Alert
+	List    int
 }
 
 // Dispatcher delivers alerts through a Notifier, once each: it claims each
@@ -143,6 +177,7 @@ type dispatcherMetrics struct {
 	retries    *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
 	parked     *prometheus.GaugeVec
+	digested   *prometheus.CounterVec
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -179,6 +214,10 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 			Name: "fraudwatch_alerts_dropped_total",
 			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, of an unknown rule, refused by the claim script, or stale.",
 		}, []string{"reason"}),
+		digested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_digested_total",
+			Help: "Alerts sent as part of a digest, past the alert budget (also in fraudwatch_alerts_sent_total).",
+		}, []string{"rule"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fraudwatch_alerts_parked",
 			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel.",
@@ -188,7 +227,7 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("alert: register metrics: %w", err)
 			}
@@ -244,6 +283,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 // rate() see it before its first alert.
 func (d *Dispatcher) Track(rule string) {
 	d.m.sent.WithLabelValues(rule)
+	d.m.digested.WithLabelValues(rule)
 	d.m.failures.WithLabelValues(rule)
 	d.m.retries.WithLabelValues(rule)
 	d.m.suppressed.WithLabelValues(rule, SuppressedCooldown)
@@ -256,24 +296,69 @@ func (d *Dispatcher) Track(rule string) {
 // how many may be committed, and an error (see Deliver) when the next must
 // come round again.
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	digester, _ := d.notifier.(Digester)
+	var held []heldAlert
 	for i, msg := range msgs {
-		if err := d.HandleMessage(ctx, msg); err != nil {
-			return i, err
+		a, ok, err := d.accept(ctx, msg)
+		if err != nil {
+			return d.flush(ctx, digester, held, i, err)
+		}
+		if !ok {
+			continue
+		}
+		send, err := d.claim(ctx, a)
+		if errors.Is(err, lua.ErrInvalidArguments) {
+			// The script will refuse it every time: retrying would hold
+			// the partition for ever.
+			err = d.drop(ctx, msg, DroppedRefused, err, []any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "rule", a.Rule})
+			if err != nil {
+				return d.flush(ctx, digester, held, i, err)
+			}
+			continue
+		}
+		if err != nil {
+			return d.flush(ctx, digester, held, i, err)
+		}
+		if !send {
+			continue
+		}
+		if digester != nil {
+			chKey, allKey := d.keys.Budget(a.Channel)
+			ok, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
+			if err != nil {
+				return d.flush(ctx, digester, held, i, fmt.Errorf("alert: budget: %w", err))
+			}
+			if !ok {
+				// Past the budget: claimed, it waits for its rule's digest.
+				held = append(held, heldAlert{index: i, alert: a})
+				continue
+			}
+		}
+		if err := d.send(ctx, a); err != nil {
+			return d.flush(ctx, digester, held, i, err)
 		}
 	}
-	return len(msgs), nil
+	return d.flush(ctx, digester, held, len(msgs), nil)
 }
 
 // HandleMessage settles one message of the alerts topic. It returns nil
 // once the message may be committed, an error (see Deliver) when it must
 // come round again.
 func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error {
+	_, err := d.HandleMessages(ctx, []kafka.Message{msg})
+	return err
+}
+
+// accept reads a message of the alerts topic into an alert it can act on
+// (trust); false when the message is settled already: dropped (to the
+// dead-letter topic) or stale.
+func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (Alert, bool, error) {
 	where := []any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset}
 	a, err := Decode(msg.Value)
 	if err != nil {
 		// Only fraudwatch writes this topic; a message it cannot read is
 		// a bug or a foreign writer, and no retry will make it readable.
-		return d.drop(ctx, msg, DroppedUnreadable, errors.New("alert: not an alert's JSON"), where)
+		return Alert{}, false, d.drop(ctx, msg, DroppedUnreadable, errors.New("alert: not an alert's JSON"), where)
 	}
 	age := time.Since(msg.Time)
 	if age > d.claims.Retention() {
@@ -281,22 +366,37 @@ func (d *Dispatcher) HandleMessage(ctx context.Context, msg kafka.Message) error
 		// it a second time, and days late it is news to nobody.
 		d.m.dropped.WithLabelValues(DroppedStale).Inc()
 		d.log.Warn("stale alert dropped", append(where, "age", age.Round(time.Second))...)
-		return nil
+		return Alert{}, false, nil
 	}
 	a, reason, err := d.trust(a)
 	switch {
 	case reason == DroppedUnknownRule && age < unknownRuleGrace:
-		return fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, unknownRuleGrace)
+		return Alert{}, false, fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, unknownRuleGrace)
 	case err != nil:
-		return d.drop(ctx, msg, reason, err, where)
+		return Alert{}, false, d.drop(ctx, msg, reason, err, where)
 	}
-	err = d.Deliver(ctx, a)
-	if errors.Is(err, lua.ErrInvalidArguments) {
-		// The script will refuse it every time: retrying would hold the
-		// partition for ever.
-		return d.drop(ctx, msg, DroppedRefused, err, append(where, "rule", a.Rule))
+	return a, true, nil
+}
+
+// heldAlert is a claimed alert past the budget, with its message's index
+// in the batch.
+type heldAlert struct {
+	index int
+	alert Alert
+}
+
+// flush sends the held alerts as digests, then answers as HandleMessages
+// does: n messages may be committed, err says why not more. Should a
+// digest fail, the messages from the first held one on come round again
+// (those settled meanwhile are recognised by their records).
+func (d *Dispatcher) flush(ctx context.Context, dg Digester, held []heldAlert, n int, err error) (int, error) {
+	if len(held) == 0 {
+		return n, err
 	}
-	return err
+	if derr := d.sendDigests(ctx, dg, held); derr != nil {
+		return held[0].index, derr
+	}
+	return n, err
 }
 
 // Bounds of an alert read from the topic. fraudwatch's own alerts stay
@@ -364,11 +464,22 @@ func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
 // ErrNotDelivered when Slack kept failing, when the alert must be delivered
 // again later.
 func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
+	send, err := d.claim(ctx, a)
+	if err != nil || !send {
+		return err
+	}
+	return d.send(ctx, a)
+}
+
+// claim decides an alert (alert_claim): true when it is to be sent, now
+// its; false when it is settled (shadow, suppressed, silenced, sent or
+// given up before).
+func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
 	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	if a.Shadow() {
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedShadow).Inc()
 		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
-		return nil
+		return false, nil
 	}
 	var silences []string
 	if a.SilenceKey != "" && a.RuleSilence != "" {
@@ -376,25 +487,32 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 	}
 	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences...)
 	if err != nil {
-		return fmt.Errorf("alert: claim %s: %w", a.ID, err)
+		return false, fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
 	switch claim {
 	case lua.ClaimSuppressed:
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedCooldown).Inc()
 		log.Info("alert suppressed: the cooldown is held by an earlier alert")
-		return nil
+		return false, nil
 	case lua.ClaimSilenced:
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedSilenced).Inc()
 		log.Info("alert silenced: a silence of its rule or group runs")
-		return nil
+		return false, nil
 	case lua.ClaimSent:
 		log.Info("alert already delivered; not posting it again")
-		return nil
+		return false, nil
 	case lua.ClaimFailed:
 		log.Info("alert given up on before; not retrying it")
-		return nil
+		return false, nil
 	}
+	return true, nil
+}
 
+// send posts a claimed alert, retrying as RetryPolicy says, and records
+// the outcome; an alert whose channel is refused is parked.
+func (d *Dispatcher) send(ctx context.Context, a Alert) error {
+	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
+	var err error
 	backoff := d.cfg.MinBackoff
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
@@ -443,6 +561,82 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 			return fmt.Errorf("alert: deliver %s: %w", a.ID, ctx.Err())
 		}
 	}
+}
+
+// sendDigests posts the held alerts, one digest per rule in the order of
+// their first alert, each retried as a single alert is, and settles every
+// alert by the digest that carried it: sent, given up with it, or parked
+// with it when its channel is refused.
+func (d *Dispatcher) sendDigests(ctx context.Context, dg Digester, held []heldAlert) error {
+	var order []string
+	byRule := map[string][]Alert{}
+	for _, h := range held {
+		if byRule[h.alert.Rule] == nil {
+			order = append(order, h.alert.Rule)
+		}
+		byRule[h.alert.Rule] = append(byRule[h.alert.Rule], h.alert)
+	}
+	for _, rule := range order {
+		alerts := byRule[rule]
+		digest := Digest{Rule: rule, Channel: alerts[0].Channel, Alerts: alerts, List: d.cfg.DigestSize}
+		log := d.log.With("rule", rule, "alerts", len(alerts))
+		backoff := d.cfg.MinBackoff
+		for attempt := 1; ; attempt++ {
+			actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
+			err := dg.NotifyDigest(actx, digest)
+			cancel()
+			if err == nil {
+				for _, a := range alerts {
+					if err := d.settle(ctx, a, true); err != nil {
+						return err
+					}
+				}
+				d.m.sent.WithLabelValues(rule).Add(float64(len(alerts)))
+				d.m.digested.WithLabelValues(rule).Add(float64(len(alerts)))
+				log.Info("alerts past the budget sent as one digest", "attempt", attempt)
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("alert: digest of %s: %w", rule, ctx.Err())
+			}
+			if ce, ok := errors.AsType[*ChannelError](err); ok {
+				for _, a := range alerts {
+					if err := d.park(ctx, a, ce, log.With("alert_id", a.ID)); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			retry, wait := RetryPolicy(err)
+			if !retry {
+				for _, a := range alerts {
+					if err := d.settle(ctx, a, false); err != nil {
+						return err
+					}
+				}
+				d.m.failures.WithLabelValues(rule).Add(float64(len(alerts)))
+				log.Error("digest refused for good; its alerts given up, cooldowns released", "err", err)
+				break
+			}
+			d.m.retries.WithLabelValues(rule).Inc()
+			if attempt == d.cfg.MaxAttempts {
+				log.Warn("digest not delivered yet; its alerts stay queued", "attempts", attempt, "err", err)
+				return fmt.Errorf("%w: digest of %s: %d attempts, last: %w", ErrNotDelivered, rule, attempt, err)
+			}
+			if wait > 0 {
+				wait = min(wait, d.cfg.MaxRetryAfter)
+			} else {
+				wait = backoff
+				backoff = min(2*backoff, d.cfg.MaxBackoff)
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("alert: digest of %s: %w", rule, ctx.Err())
+			}
+		}
+	}
+	return nil
 }
 
 // park keeps a claimed alert whose channel the notifier refuses in Redis,

@@ -141,6 +141,15 @@ type Slack struct {
 	// they put Snooze and Acknowledge buttons on every alert.
 	SigningSecret      Secret `mapstructure:"signing_secret"`
 	InteractionsListen string `mapstructure:"interactions_listen"`
+	// Rate and Burst bound the messages to one channel, OverallRate and
+	// OverallBurst to all of them, shared by every replica (messages a
+	// second; at most Burst at once). Past them a batch's alerts go out as
+	// one digest per rule, listing DigestSize of them.
+	Rate         float64 `mapstructure:"rate"`
+	Burst        int     `mapstructure:"burst"`
+	OverallRate  float64 `mapstructure:"overall_rate"`
+	OverallBurst int     `mapstructure:"overall_burst"`
+	DigestSize   int     `mapstructure:"digest_size"`
 }
 
 // SlackMode is how alerts are delivered.
@@ -199,6 +208,8 @@ func Default() Config {
 		Slack: Slack{
 			Channel: "#fraud-alerts",
 			Timeout: 10 * time.Second,
+			// Slack's own limit: about one message a second a channel.
+			Rate: 1, Burst: 3, OverallRate: 5, OverallBurst: 15, DigestSize: 10,
 		},
 		Metrics:         Metrics{Listen: ":9464"},
 		RulesFile:       "rules.yaml",

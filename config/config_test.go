@@ -141,6 +141,7 @@ func TestLoadFullFile(t *testing.T) {
 			// Buttons: Slack's interactivity on a listener of its own.
 			SigningSecret:      "slack-signing-secret-77a1",
 			InteractionsListen: "127.0.0.1:9501",
+			Rate:               0.5, Burst: 2, OverallRate: 4, OverallBurst: 8, DigestSize: 20,
 		},
 		Metrics:         Metrics{Listen: "127.0.0.1:9500"},
 		RulesFile:       filepath.Join(dir, "rules.yaml"),
@@ -183,6 +184,9 @@ func envValue(t *testing.T, key string, cur reflect.Value) (string, reflect.Valu
 	case reflect.Int:
 		want.SetInt(cur.Int() + 7)
 		return strconv.FormatInt(cur.Int()+7, 10), want
+	case reflect.Float64:
+		want.SetFloat(cur.Float() + 0.25)
+		return strconv.FormatFloat(cur.Float()+0.25, 'f', -1, 64), want
 	}
 	t.Fatalf("%s: no environment test value for a %s: teach envValue this type", key, cur.Type())
 	return "", want

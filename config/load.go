@@ -85,7 +85,7 @@ func decode(data []byte, name, abs string) (*Config, error) {
 	opts.Env = env
 	// Strings from the environment are converted by the hooks; YAML's own
 	// values keep their types (a bare 60 is not a duration, 1.5 not a size).
-	opts.Hooks = []mapstructure.DecodeHookFunc{durationHook, listHook, intHook, boolHook}
+	opts.Hooks = []mapstructure.DecodeHookFunc{durationHook, listHook, intHook, floatHook, boolHook}
 	if errs := decodeStrict(settings, c, opts); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -248,6 +248,29 @@ func intHook(from, to reflect.Type, data any) (any, error) {
 			return nil, hookErrorf("%v is not an integer", v)
 		}
 		return int64(v), nil
+	}
+	return data, nil
+}
+
+// floatHook parses numbers from the environment for float settings (a
+// rate), and takes YAML's integers for them.
+func floatHook(from, to reflect.Type, data any) (any, error) {
+	if to.Kind() != reflect.Float64 {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, hookErrorf("%q is not a number", v)
+		}
+		return f, nil
+	case int:
+		return float64(v), nil
+	case int64:
+		return float64(v), nil
+	case uint64:
+		return float64(v), nil
 	}
 	return data, nil
 }

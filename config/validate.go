@@ -197,6 +197,26 @@ func (k *checker) slack(s *Slack) {
 	if trimmed(s.SigningSecret) {
 		k.bad("slack.signing_secret", "has leading or trailing white space")
 	}
+	for _, r := range []struct {
+		key  string
+		rate float64
+	}{{"slack.rate", s.Rate}, {"slack.overall_rate", s.OverallRate}} {
+		if !(r.rate > 0 && r.rate <= 1000) {
+			k.bad(r.key, "must be a number of messages a second above 0 and at most 1000, got %v", r.rate)
+		}
+	}
+	for _, b := range []struct {
+		key   string
+		burst int
+	}{{"slack.burst", s.Burst}, {"slack.overall_burst", s.OverallBurst}} {
+		if b.burst < 1 || b.burst > 100000 {
+			k.bad(b.key, "must be 1 to 100000 messages, got %d", b.burst)
+		}
+	}
+	if s.DigestSize < 1 || s.DigestSize > 100 {
+		// Slack takes 50 blocks and 40,000 characters a message.
+		k.bad("slack.digest_size", "must be 1 to 100 alerts listed in a digest, got %d", s.DigestSize)
+	}
 }
 
 // checker collects FieldErrors for one Config.

@@ -137,6 +137,10 @@ func TestValidate(t *testing.T) {
 		{"bad api url with credentials, not echoed", func(c *Config) { c.Slack.APIURL = "ftp://user:SecretPw@proxy/api" },
 			[]string{`slack.api_url: is not an http(s) URL`}},
 		{"api url", func(c *Config) { c.Slack.APIURL = "http://127.0.0.1:8080/api/" }, nil},
+		{"a slower budget", func(c *Config) { c.Slack.Rate, c.Slack.Burst = 0.2, 1 }, nil},
+		{"no rate", func(c *Config) { c.Slack.Rate = 0 }, []string{"slack.rate: must be a number of messages a second above 0"}},
+		{"no overall burst", func(c *Config) { c.Slack.OverallBurst = 0 }, []string{"slack.overall_burst: must be 1 to 100000"}},
+		{"a digest too long for Slack", func(c *Config) { c.Slack.DigestSize = 101 }, []string{"slack.digest_size: must be 1 to 100"}},
 		{"buttons", func(c *Config) {
 			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", ":9091"
 		}, nil},

@@ -186,6 +186,13 @@ func (k Keys) ParkedLease(id string) string {
 	return k.prefix + ":parked-lease:" + hex.EncodeToString(sum[:16])
 }
 
+// Budget names the alert budgets: one a channel and the overall one, in
+// one hash tag so that one call takes from both.
+func (k Keys) Budget(channel string) (channelKey, overallKey string) {
+	sum := sha256.Sum256([]byte(channel))
+	return k.prefix + ":{budget}:c:" + hex.EncodeToString(sum[:12]), k.prefix + ":{budget}:all"
+}
+
 // SilenceIndex is the key of every silence's description (id -> JSON), for
 // listing and expiring them; claims never read it.
 func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }

@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ const (
 	AlertClaimName       = "alert_claim"
 	AlertSettleName      = "alert_settle"
 	SilenceAddName       = "silence_add"
+	AlertBudgetName      = "alert_budget"
 )
 
 var (
@@ -48,6 +50,8 @@ var (
 	alertSettleSrc string
 	//go:embed silence_add.lua
 	silenceAddSrc string
+	//go:embed alert_budget.lua
+	alertBudgetSrc string
 
 	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
 	salesDecr        = redis.NewScript(salesDecrSrc)
@@ -56,6 +60,7 @@ var (
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
+	alertBudget      = redis.NewScript(alertBudgetSrc)
 
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {
@@ -69,6 +74,7 @@ var (
 		{AlertClaimName, alertClaim},
 		{AlertSettleName, alertSettle},
 		{SilenceAddName, silenceAdd},
+		{AlertBudgetName, alertBudget},
 	}
 )
 
@@ -228,6 +234,25 @@ func (s *Scripts) AddSilence(ctx context.Context, keys []string, id string, ends
 		}
 	}
 	return nil
+}
+
+// Budget is a messages-per-second budget: rate, refilled continuously, up
+// to burst.
+type Budget struct {
+	Rate  float64
+	Burst int
+}
+
+// TakeBudget takes one message from channelKey's budget and from
+// overallKey's (both in one hash tag: Keys.Budget), or from neither:
+// false when either is spent.
+func (s *Scripts) TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall Budget) (bool, error) {
+	n, err := s.single(ctx, alertBudget, AlertBudgetName, []string{channelKey, overallKey},
+		strconv.FormatFloat(channel.Rate, 'f', -1, 64), channel.Burst, strconv.FormatFloat(overall.Rate, 'f', -1, 64), overall.Burst)
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
 }
 
 // SettleAlert records that a claimed alert was sent, or failed for good;

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -452,4 +453,31 @@ func TestClip(t *testing.T) {
 			t.Errorf("clip(%q, %d, %v) = %q, want %q", tt.s, tt.limit, tt.escape, got, tt.want)
 		}
 	}
+}
+
+// A digest counts every alert, names its top groups and lists the first
+// ones, one line each with rule and group, escaped as alerts are.
+func TestFormatDigest(t *testing.T) {
+	var alerts []alert.Alert
+	for i := range 13 {
+		a := sampleAlert()
+		a.Rule = "burst"
+		a.GroupBy, a.GroupValues = []string{"customer_id"}, []string{fmt.Sprintf("c%d<!channel>", i%4)}
+		a.OrderID = fmt.Sprint("o-", i)
+		alerts = append(alerts, a)
+	}
+	fallback, blocks := FormatDigest(alert.Digest{Rule: "burst", Alerts: alerts, List: 10})
+	for _, want := range []string{"[DIGEST] burst: 13 alerts", "• burst customer_id=c0&lt;!channel&gt; ·", "order o-9", "… and 3 more"} {
+		if !strings.Contains(fallback, want) {
+			t.Errorf("fallback lacks %q:\n%s", want, fallback)
+		}
+	}
+	if strings.Contains(fallback, "order o-10") || strings.Contains(fallback, "&amp;lt;") {
+		t.Errorf("fallback lists past 10, or escapes twice:\n%s", fallback)
+	}
+	text := allText(textObjects(t, blocks))
+	if !strings.Contains(text, "customer_id=c0&lt;!channel&gt; (4)") || !strings.Contains(text, "*Groups* (4)") {
+		t.Errorf("blocks lack the top groups:\n%s", text)
+	}
+	checkLimits(t, fallback, textObjects(t, blocks))
 }

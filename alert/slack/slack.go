@@ -128,6 +128,20 @@ func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
 			blocks = append(blocks, b)
 		}
 	}
+	return n.post(ctx, a.Rule, a.Channel, fallback, blocks)
+}
+
+// NotifyDigest posts the alerts of one rule past the budget as one
+// message (FormatDigest), with the errors Notify gives.
+func (n *Notifier) NotifyDigest(ctx context.Context, d alert.Digest) error {
+	fallback, blocks := FormatDigest(d)
+	return n.post(ctx, d.Rule, d.Channel, fallback, blocks)
+}
+
+// post sends one message of rule's to channel (token mode; "" is the
+// default channel), or to the webhook.
+func (n *Notifier) post(ctx context.Context, rule, channel, fallback string, blocks []slack.Block) error {
+	a := alert.Alert{Rule: rule, Channel: channel}
 	var err error
 	if n.api == nil {
 		err = slack.PostWebhookCustomHTTPContext(ctx, n.cfg.WebhookURL, n.cfg.HTTPClient, &slack.WebhookMessage{

@@ -137,6 +137,9 @@ func (a *App) build(opts Options) error {
 	}
 	dcfg := opts.Dispatcher
 	dcfg.KeyPrefix = cfg.Redis.KeyPrefix
+	dcfg.ChannelBudget = lua.Budget{Rate: cfg.Slack.Rate, Burst: cfg.Slack.Burst}
+	dcfg.OverallBudget = lua.Budget{Rate: cfg.Slack.OverallRate, Burst: cfg.Slack.OverallBurst}
+	dcfg.DigestSize = cfg.Slack.DigestSize
 	if a.disp, err = alert.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
 		return err
 	}

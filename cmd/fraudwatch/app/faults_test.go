@@ -109,6 +109,8 @@ func (f *flakySlack) counts() (requests, posts int) {
 
 func (p *pipeline) withSlack(f *flakySlack) Options {
 	p.cfg.Slack.WebhookURL = config.Secret(f.URL + "/hook")
+	// One post an alert: these tests count posts (TestFlood lowers it).
+	p.cfg.Slack.Rate, p.cfg.Slack.Burst, p.cfg.Slack.OverallRate, p.cfg.Slack.OverallBurst = 1000, 1000, 1000, 1000
 	opts := p.options()
 	opts.Notifier = nil // the configuration decides: the real Slack notifier
 	return opts
@@ -242,4 +244,67 @@ func TestRedisOutageAndScriptFlushMidStream(t *testing.T) {
 		t.Fatalf("the process stopped during the outage: %v", err)
 	default:
 	}
+}
+
+// A flood of alerts past the budget goes out as a digest of its rule:
+// none dropped, each settled once, by the message that carried it; read
+// again, none is posted again.
+func TestFlood(t *testing.T) {
+	p := newPipeline(t, 1, countRule)
+	slack := newFlakySlack(t)
+	opts := p.withSlack(slack)
+	p.cfg.Slack.Rate, p.cfg.Slack.Burst, p.cfg.Slack.OverallRate, p.cfg.Slack.OverallBurst = 0.01, 2, 100, 100
+	r := p.startWith(opts)
+	const customers = 12
+	var evs []ev
+	for c := range customers {
+		for i := range 3 {
+			evs = append(evs, ev{id: fmt.Sprint(c, "-", i), customer: fmt.Sprint("c", c), amount: 1})
+		}
+	}
+	p.orders(0, evs...)
+	waitFor(t, 30*time.Second, "every alert, digested or not", func() bool {
+		return r.metric("fraudwatch_alerts_sent_total", "rule", "orders-per-customer") == customers
+	})
+	_, posts := slack.counts()
+	digested := r.metric("fraudwatch_alerts_digested_total", "rule", "orders-per-customer")
+	if posts >= customers || digested == 0 || float64(posts) != customers-digested+countDigests(slack) {
+		t.Errorf("%d posts, %v alerts in digests: want fewer posts than alerts, the rest in digests", posts, digested)
+	}
+	slack.mu.Lock()
+	var digest string
+	for _, post := range slack.posts {
+		if strings.Contains(post, "[DIGEST] orders-per-customer") {
+			digest = post
+		}
+	}
+	slack.mu.Unlock()
+	if !strings.Contains(digest, "orders-per-customer customer_id=c") || !strings.Contains(digest, "more") && digested > 10 {
+		t.Errorf("the digest lists no alerts: %s", digest)
+	}
+	r.stop(t)
+
+	// Read again from the start, nothing is posted again.
+	p.cfg.Kafka.GroupID += "-again"
+	again := p.startWith(p.withSlack(slack))
+	waitFor(t, 30*time.Second, "the alerts read again", func() bool {
+		return again.metric("fraudwatch_alerts_suppressed_total", "rule", "orders-per-customer") == 0 &&
+			again.metric("fraudwatch_consumer_lag", "topic", p.cfg.Kafka.AlertsTopic) == 0 && again.ready(t)
+	})
+	if _, now := slack.counts(); now != posts {
+		t.Errorf("%d posts after reading the alerts again, want %d", now, posts)
+	}
+}
+
+// countDigests counts the digest posts the webhook took.
+func countDigests(f *flakySlack) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, post := range f.posts {
+		if strings.Contains(post, "[DIGEST]") {
+			n++
+		}
+	}
+	return float64(n)
 }

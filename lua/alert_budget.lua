@@ -1,0 +1,43 @@
+-- alert_budget: take one message from a channel's budget and from the
+-- overall one, or from neither: token buckets that every replica shares,
+-- so that fraudwatch as a whole stays within Slack's rate limits.
+--
+-- KEYS[1]  the channel's bucket: a hash of tokens (t) and when it was last
+--          filled (at, ms)
+-- KEYS[2]  the overall bucket, the same way (same hash tag)
+-- ARGV[1]  the channel's rate, messages per second (a positive number)
+-- ARGV[2]  the channel's burst, messages (a positive integer)
+-- ARGV[3]  the overall rate
+-- ARGV[4]  the overall burst
+--
+-- Reply: 1 taken from both; 0 one of them is empty, nothing taken; -1 an
+-- argument is unusable, nothing written.
+local rate, burst, all_rate, all_burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if not (rate and rate > 0 and burst and burst >= 1 and burst <= 100000 and burst == math.floor(burst)
+    and all_rate and all_rate > 0 and all_burst and all_burst >= 1 and all_burst <= 100000
+    and all_burst == math.floor(all_burst) and #KEYS == 2) then
+  return -1
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- level is the bucket's tokens now: what it held, refilled since.
+local function level(key, r, b)
+  local got = redis.call('HMGET', key, 't', 'at')
+  local tokens, at = tonumber(got[1]), tonumber(got[2])
+  if not tokens or not at then
+    return b
+  end
+  return math.min(b, tokens + math.max(0, now - at) * r / 1000)
+end
+
+local mine, all = level(KEYS[1], rate, burst), level(KEYS[2], all_rate, all_burst)
+if mine < 1 or all < 1 then
+  return 0
+end
+for _, b in ipairs({{KEYS[1], mine - 1, rate, burst}, {KEYS[2], all - 1, all_rate, all_burst}}) do
+  redis.call('HSET', b[1], 't', tostring(b[2]), 'at', now)
+  -- An idle bucket is full again after burst / rate: it may go.
+  redis.call('PEXPIRE', b[1], math.ceil(b[4] / b[3] * 1000) + 1000)
+end
+return 1
