@@ -291,10 +291,11 @@ func (d *Dispatcher) Track(rule string) {
 	d.m.suppressed.WithLabelValues(rule, SuppressedSilenced)
 }
 
-// HandleMessages settles a batch of the alerts topic's messages, one by
-// one in order: the dispatcher is the alerts group's handler. It returns
-// how many may be committed, and an error (see Deliver) when the next must
-// come round again.
+// HandleMessages settles a batch of the alerts topic's messages, in order:
+// the dispatcher is the alerts group's handler. With a Digester, alerts
+// past the budget wait for the end of the batch and go out as one digest
+// per rule. It returns how many messages may be committed, and an error
+// (see Deliver) when the next must come round again.
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
 	digester, _ := d.notifier.(Digester)
 	var held []heldAlert
@@ -458,11 +459,11 @@ func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
 	return a, "", nil
 }
 
-// Deliver settles one alert: it is sent, suppressed (cooldown or shadow),
-// recognised as sent before, or given up on for good; then Deliver returns
-// nil and the alert may be acknowledged. It returns an error, wrapping
-// ErrNotDelivered when Slack kept failing, when the alert must be delivered
-// again later.
+// Deliver settles one alert, outside any budget: it is sent, suppressed
+// (cooldown, shadow or silence), recognised as sent before, given up on
+// for good, or parked; then Deliver returns nil and the alert may be
+// acknowledged. It returns an error, wrapping ErrNotDelivered when Slack
+// kept failing, when the alert must be delivered again later.
 func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 	send, err := d.claim(ctx, a)
 	if err != nil || !send {
