@@ -3,7 +3,6 @@ package lua
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 )
@@ -100,25 +99,10 @@ func TestDistinctFirstCrossUnderRace(t *testing.T) {
 		t.Run(fmt.Sprint("sliding=", sliding), func(t *testing.T) {
 			s, _, prefix := newScripts(t)
 			w := distinctWindow(prefix, "w", sliding, time.Hour, time.Minute, 3)
-			var mu sync.Mutex
-			firsts := 0
-			var wg sync.WaitGroup
-			for r := range 200 {
-				wg.Go(func() {
-					res, err := tryDistinct(context.Background(), s, []Window{w},
-						sev{src: fmt.Sprintf("%d:t", r), id: fmt.Sprint("e", r), at: float64(r % 7), value: fmt.Sprint("card-", r)})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if res[0].First {
-						mu.Lock()
-						firsts++
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
+			firsts := firstCrossings(t, 200, func(r int) ([]Counted, error) {
+				return tryDistinct(context.Background(), s, []Window{w},
+					sev{src: fmt.Sprintf("%d:t", r), id: fmt.Sprint("e", r), at: float64(r % 7), value: fmt.Sprint("card-", r)})
+			})
 			if firsts != 1 {
 				t.Fatalf("%d orders crossed first, want exactly 1", firsts)
 			}

@@ -3,7 +3,6 @@ package lua
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 )
@@ -187,25 +186,10 @@ func TestSlidingRedeliveriesCountOnce(t *testing.T) {
 func TestSlidingFirstCrossUnderRace(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 100)
-	var mu sync.Mutex
-	firsts := 0
-	var wg sync.WaitGroup
-	for r := range 200 {
-		wg.Go(func() {
-			res, err := trySlide(context.Background(), s, []Window{w},
-				sev{src: fmt.Sprintf("%d:t", r), offset: 0, id: fmt.Sprint("e", r), at: float64(r%30) / 10, amount: 1})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if res[0].First {
-				mu.Lock()
-				firsts++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	firsts := firstCrossings(t, 200, func(r int) ([]Counted, error) {
+		return trySlide(context.Background(), s, []Window{w},
+			sev{src: fmt.Sprintf("%d:t", r), offset: 0, id: fmt.Sprint("e", r), at: float64(r%30) / 10, amount: 1})
+	})
 	if firsts != 1 {
 		t.Fatalf("%d orders crossed first, want exactly 1", firsts)
 	}
