@@ -299,12 +299,21 @@ func (d *Dispatcher) Track(rule string) {
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
 	digester, _ := d.notifier.(Digester)
 	var held []heldAlert
+	var heldIDs map[string]bool
 	for i, msg := range msgs {
 		a, ok, err := d.accept(ctx, msg)
 		if err != nil {
 			return d.flush(ctx, digester, held, i, err)
 		}
 		if !ok {
+			continue
+		}
+		if heldIDs[a.ID] {
+			// A second message of an alert already held in this batch (a
+			// crossing published again after a crash): its claim would
+			// read "pending" and say send, and the digest would carry the
+			// alert twice. The digest that carries the first settles both;
+			// should it fail, both come round again.
 			continue
 		}
 		send, err := d.claim(ctx, a)
@@ -332,6 +341,10 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 			if !ok {
 				// Past the budget: claimed, it waits for its rule's digest.
 				held = append(held, heldAlert{index: i, alert: a})
+				if heldIDs == nil {
+					heldIDs = map[string]bool{}
+				}
+				heldIDs[a.ID] = true
 				continue
 			}
 		}

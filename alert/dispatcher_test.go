@@ -759,3 +759,69 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 		t.Errorf("%d alerts still parked", left)
 	}
 }
+
+// A crossing published again after a crash can sit in one batch with its
+// first message. Past the budget, both would read "pending" at claim time:
+// the digest must carry the alert once, and the batch settle both.
+func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
+	tests := []struct {
+		name   string
+		order  []string // event ids, in the batch's order; each a group of its own
+		posts  int      // what Slack takes: the first alert alone, then one digest
+		listed map[string]int
+	}{
+		{"copies past the budget", []string{"e1", "e2", "e3", "e2", "e3", "e4"}, 2,
+			map[string]int{"g-e1": 1, "g-e2": 1, "g-e3": 1, "g-e4": 1}},
+		{"a copy of the alert sent alone", []string{"e1", "e2", "e1", "e1"}, 2,
+			map[string]int{"g-e1": 1, "g-e2": 1}},
+		{"copies only", []string{"e1", "e2", "e2", "e2"}, 2,
+			map[string]int{"g-e1": 1, "g-e2": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeSlack(t, func(int) reply { return reply{} })
+			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{
+				ChannelBudget: lua.Budget{Rate: 0.001, Burst: 1},
+				OverallBudget: lua.Budget{Rate: 100, Burst: 100},
+			})
+			env.knowRule()
+			var msgs []kafka.Message
+			for i, id := range tt.order {
+				a := env.alert("g-"+id, id)
+				msgs = append(msgs, kafka.Message{Topic: "alerts", Offset: int64(i), Time: time.Now(), Value: encode(a)})
+			}
+			n, err := env.d.HandleMessages(t.Context(), msgs)
+			if err != nil || n != len(msgs) {
+				t.Fatalf("HandleMessages = %d, %v; want %d, nil", n, err, len(msgs))
+			}
+			if got := f.deliveredCount(); got != tt.posts {
+				t.Errorf("Slack took %d posts, want %d", got, tt.posts)
+			}
+			listed := map[string]int{}
+			for _, body := range f.allBodies() {
+				var post struct{ Text string } // a line an alert, in a digest too
+				if err := json.Unmarshal([]byte(body), &post); err != nil {
+					t.Fatal(err)
+				}
+				for g := range tt.listed {
+					listed[g] += strings.Count(post.Text, "card_fingerprint="+g)
+				}
+			}
+			for g, want := range tt.listed {
+				if listed[g] != want {
+					t.Errorf("%s posted %d times, want %d", g, listed[g], want)
+				}
+			}
+			if got, want := env.metric(t, "fraudwatch_alerts_sent_total", "rule", sampleAlert().Rule), float64(len(tt.listed)); got != want {
+				t.Errorf("sent_total = %v, want %v", got, want)
+			}
+			// Read again, the batch posts nothing more.
+			if _, err := env.d.HandleMessages(t.Context(), msgs); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.deliveredCount(); got != tt.posts {
+				t.Errorf("read again, Slack took %d posts, want still %d", got, tt.posts)
+			}
+		})
+	}
+}

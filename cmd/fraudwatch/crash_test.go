@@ -64,6 +64,7 @@ const crashRules = `rules:
 type slackLog struct {
 	mu      sync.Mutex
 	posts   map[string][]time.Time
+	twice   []string // (rule, group)s that one post carried twice
 	other   []string
 	digests int
 }
@@ -80,9 +81,14 @@ func (s *slackLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	// A digest lists many alerts, a line each with rule and group.
 	if ms := groupRE.FindAllStringSubmatch(msg.Text, -1); ms != nil {
+		now := time.Now()
 		for _, m := range ms {
 			key := m[1] + " " + m[2]
-			s.posts[key] = append(s.posts[key], time.Now())
+			if at := s.posts[key]; len(at) > 0 && at[len(at)-1].Equal(now) {
+				// Twice in one post: no crash explains that.
+				s.twice = append(s.twice, key)
+			}
+			s.posts[key] = append(s.posts[key], now)
 		}
 		if strings.HasPrefix(msg.Text, "[DIGEST]") {
 			s.digests++
@@ -498,6 +504,9 @@ rules_file: rules.yaml
 	defer slack.mu.Unlock()
 	if len(slack.other) > 0 {
 		t.Fatalf("posts about nothing expected: %q", slack.other)
+	}
+	if len(slack.twice) > 0 {
+		t.Fatalf("one post carried an alert twice: %v", slack.twice)
 	}
 	var missing, unexpected, doubled []string
 	// A digest lists at most 100 alerts; one it carried unlisted shows in
