@@ -121,7 +121,24 @@ type Alert struct {
 	// At is when the crossing event occurred (its occurred_at, or when it
 	// was processed if it carries none).
 	At time.Time `json:"at"`
+	// Evidence lists the latest orders of the window up to the crossing
+	// one (first), as the rule's evidence setting asks; empty when the
+	// rule keeps none.
+	Evidence []Evidence `json:"evidence,omitempty"`
 }
+
+// Evidence is one order behind a crossing. Value is a distinct rule's value
+// of its field, which the order brought; personal data, as GroupValues.
+type Evidence struct {
+	OrderID string    `json:"order_id,omitempty"`
+	EventID string    `json:"event_id"`
+	Amount  int64     `json:"amount"`
+	At      time.Time `json:"at"`
+	Value   string    `json:"value,omitempty"`
+}
+
+// MaxEvidence bounds the orders an alert lists.
+const MaxEvidence = 20
 
 // Shadow reports whether the alert comes from a shadow rule.
 func (a *Alert) Shadow() bool { return a.Mode == ModeShadow }

@@ -423,6 +423,8 @@ const (
 	maxFieldBytes   = 256 + len("…")
 	maxRuleBytes    = 64
 	maxCurrencyByte = 16 + len("…")
+	// An evidence entry's order id and value (rules clips them to 128).
+	maxEvidenceBytes = 128 + len("…")
 )
 
 // trust makes an alert read from the topic one the dispatcher can act on
@@ -448,6 +450,14 @@ func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
 	for i := range a.GroupValues {
 		if len(a.GroupValues[i]) > maxValueBytes || len(a.GroupBy[i]) > maxFieldBytes {
 			return malformed("group field %d too long", i)
+		}
+	}
+	if len(a.Evidence) > MaxEvidence {
+		return malformed("%d orders of evidence", len(a.Evidence))
+	}
+	for i, e := range a.Evidence {
+		if len(e.OrderID) > maxEvidenceBytes || len(e.EventID) > maxIDBytes || len(e.Value) > maxEvidenceBytes {
+			return malformed("evidence %d too long", i)
 		}
 	}
 	rs, ok := (*d.rules.Load())[a.Rule]

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -555,6 +556,18 @@ func TestHandleMessage(t *testing.T) {
 		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0},
 		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0},
 		{"an old unknown rule's alert is dropped", func(a alert.Alert) []byte { a.Rule = "gone"; return encode(a) }, fresh.Add(-2 * time.Minute), 0},
+		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
+			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
+			return encode(a)
+		}, fresh, 1},
+		{"too much evidence is dropped", func(a alert.Alert) []byte {
+			a.Evidence = make([]alert.Evidence, 21)
+			return encode(a)
+		}, fresh, 0},
+		{"an evidence value too long is dropped", func(a alert.Alert) []byte {
+			a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Value: strings.Repeat("v", 1000)}}
+			return encode(a)
+		}, fresh, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,14 @@ func NewLogNotifier(log *slog.Logger) Notifier {
 			slog.String("event_id", a.EventID),
 			slog.Time("at", a.At.UTC()),
 		}
+		if len(a.Evidence) > 0 {
+			// Order ids only: a distinct rule's values are personal data.
+			ids := make([]string, len(a.Evidence))
+			for i, e := range a.Evidence {
+				ids[i] = e.OrderID
+			}
+			attrs = append(attrs, slog.Any("latest_orders", ids))
+		}
 		log.LogAttrs(ctx, slog.LevelWarn, "fraud alert: threshold crossed", attrs...)
 		return nil
 	})

@@ -23,7 +23,11 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 	amount.GroupBy = []string{"card_fingerprint", "shipping_address"}
 	amount.GroupValues = []string{"fp_9f8e7d", "서울특별시 강남구 테헤란로 152"}
 
-	for _, a := range []alert.Alert{count, amount} {
+	distinct := count
+	distinct.Metric, distinct.Field = alert.Distinct, "ip"
+	distinct.Evidence = []alert.Evidence{{OrderID: "ord-8", EventID: "e8", Value: "198.51.100.23"}, {OrderID: "ord-7", EventID: "e7", Value: "198.51.100.24"}}
+
+	for _, a := range []alert.Alert{count, amount, distinct} {
 		t.Run(string(a.Metric), func(t *testing.T) {
 			var buf bytes.Buffer
 			n := alert.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
@@ -34,6 +38,11 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 			for _, v := range a.GroupValues {
 				if strings.Contains(out, v) {
 					t.Errorf("log holds the group value %q: %s", v, out)
+				}
+			}
+			for _, e := range a.Evidence {
+				if strings.Contains(out, e.Value) || !strings.Contains(out, e.OrderID) {
+					t.Errorf("log holds the value %q, or lacks the order %q: %s", e.Value, e.OrderID, out)
 				}
 			}
 			if lines := strings.Count(out, "\n"); lines != 1 {

@@ -126,6 +126,7 @@ func (r *fraudwatchRun) start(ctx context.Context) ([]*replica, error) {
 			}
 			select {
 			case err := <-rep.done:
+				rep.done <- err // for stop, which waits on it too
 				return out, fmt.Errorf("fraudwatch exited at start (%v); see its log in %s", err, r.dir)
 			case <-ctx.Done():
 				return out, ctx.Err()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -41,6 +42,9 @@ const slidingRulesYAML = `rules:
   - {name: orders-per-card, metric: count, group_by: [card_fingerprint], window_type: sliding, window: 10m, threshold: 35}
   - {name: orders-per-ip, metric: count, group_by: [ip], window_type: sliding, window: 10m, threshold: 12}
 `
+
+// noEvidenceRulesYAML are the four rules keeping no evidence, to price it.
+var noEvidenceRulesYAML = strings.ReplaceAll(rulesYAML, "}\n", ", evidence: 0}\n")
 
 // distinctRulesYAML are the four rules and a distinct count: the IP
 // addresses of a customer (each uses up to four).

@@ -110,6 +110,7 @@ type spec struct {
 	Mode     string         `mapstructure:"mode"`
 	Channel  string         `mapstructure:"channel"`
 	Enabled  *bool          `mapstructure:"enabled"`
+	Evidence *int           `mapstructure:"evidence"`
 }
 
 // decodeRule reads the i-th rule of file and applies its defaults,
@@ -150,6 +151,7 @@ func decodeRule(item any, file string, i int) (rules.Rule, error) {
 	r.Mode = c.mode(s.Mode)
 	r.Channel = s.Channel
 	r.Enabled = s.Enabled == nil || *s.Enabled
+	r.Evidence = c.evidence(s.Evidence)
 	errs = append(append(errs, decodeErrs...), c.errs...)
 	return r, errors.Join(errs...)
 }
@@ -274,6 +276,16 @@ func (c *ruleChecker) window(w *time.Duration) time.Duration {
 		c.bad("window", "must be a whole number of seconds, got %v", *w)
 	}
 	return *w
+}
+
+func (c *ruleChecker) evidence(n *int) int {
+	switch {
+	case n == nil:
+		return rules.DefaultEvidence
+	case *n < 0 || *n > rules.MaxEvidence:
+		c.bad("evidence", "must be 0 to %d orders, got %d", rules.MaxEvidence, *n)
+	}
+	return *n
 }
 
 func (c *ruleChecker) cooldown(cd *time.Duration, window time.Duration) time.Duration {

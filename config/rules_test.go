@@ -68,7 +68,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -85,12 +85,13 @@ func TestParseRulesValid(t *testing.T) {
     mode: shadow
     channel: "#fraud-risk"
     enabled: false
+    evidence: 3
 `,
 			want: []rules.Rule{{
 				Name: "card-amount-10m", Description: "More than 1,000,000 won paid by one card within 10 minutes",
 				Metric: alert.Amount, GroupBy: []string{"card_fingerprint", "currency"},
 				WindowType: alert.Fixed, Window: 10 * time.Minute, Threshold: 1_000_000, Cooldown: time.Hour,
-				Severity: alert.SeverityCritical, Mode: alert.ModeShadow, Channel: "#fraud-risk", Enabled: false,
+				Severity: alert.SeverityCritical, Mode: alert.ModeShadow, Channel: "#fraud-risk", Enabled: false, Evidence: 3,
 			}},
 		},
 		{
@@ -99,7 +100,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: 0,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -108,7 +109,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: 0,
-				Severity: alert.SeverityInfo, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityInfo, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -117,7 +118,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: 90 * time.Minute, Threshold: rules.MaxThreshold, Cooldown: 90 * time.Minute,
-				Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -126,7 +127,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: strings.Repeat("a", 62) + "_9", Metric: alert.Count, GroupBy: []string{"merchant_id", "ip"},
 				WindowType: alert.Fixed, Window: time.Second, Threshold: 1, Cooldown: time.Second,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -135,7 +136,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -144,7 +145,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Sliding, Window: time.Minute, Lateness: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -153,7 +154,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Sliding, Window: time.Minute, Lateness: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -162,7 +163,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Sliding, Window: time.Minute, Lateness: 0, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -171,7 +172,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Amount, GroupBy: []string{"customer_id"},
 				WindowType: alert.Sliding, Window: time.Minute, Lateness: 150 * time.Second, Threshold: 3, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -180,7 +181,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: rules.MaxDistinctThreshold, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -189,7 +190,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 10001, Cooldown: time.Minute,
-				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 			}},
 		},
 		{
@@ -200,9 +201,9 @@ func TestParseRulesValid(t *testing.T) {
 `,
 			want: []rules.Rule{
 				{Name: "b", Metric: alert.Count, GroupBy: []string{"email"}, WindowType: alert.Fixed, Window: 30 * time.Second, Threshold: 2,
-					Cooldown: 30 * time.Second, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
+					Cooldown: 30 * time.Second, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence},
 				{Name: "a", Metric: alert.Amount, GroupBy: []string{"ip"}, WindowType: alert.Fixed, Window: 2 * time.Minute, Threshold: 500,
-					Cooldown: 5 * time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true},
+					Cooldown: 5 * time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence},
 			},
 		},
 	}
@@ -237,6 +238,9 @@ func TestParseRulesInvalid(t *testing.T) {
 		{"empty unknown top-level mapping", oneRule() + "defaults: {}\n", []string{"defaults", "unknown key"}},
 		{"top-level keys are exact", strings.Replace(oneRule(), "rules:", "Rules:", 1), []string{"Rules", "unknown key"}},
 		{"top level a list", "- name: a\n", []string{"must be a mapping"}},
+		{"evidence below 0", oneRule() + "    evidence: -1\n", []string{rule, "evidence", "0 to 20"}},
+		{"evidence above 20", oneRule() + "    evidence: 21\n", []string{rule, "evidence", "0 to 20"}},
+		{"evidence not a number", oneRule() + "    evidence: many\n", []string{rule, "evidence"}},
 		{"duplicate key in a rule", oneRule() + "    window: 5m\n", []string{"not valid YAML", "window"}},
 		{"rule not a mapping", "rules:\n  - just-a-name\n", []string{"rule #1", "mapping"}},
 		{"unknown field", oneRule("windw: 1m"), []string{rule, "windw", "unknown key (did you mean window?)"}},
@@ -529,7 +533,7 @@ func TestLoadRulesFeatures(t *testing.T) {
 		{
 			Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 			WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
-			Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true,
+			Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 		},
 		{
 			Name:        "cards-per-customer-10m",
@@ -540,7 +544,7 @@ func TestLoadRulesFeatures(t *testing.T) {
 				{Field: "currency", In: []string{"KRW", "USD"}},
 				{Field: "payment_method", In: []string{"card"}},
 			},
-			Cooldown: 10 * time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true,
+			Cooldown: 10 * time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true, Evidence: rules.DefaultEvidence,
 		},
 		{
 			Name: "big-amount-per-ip-1h", Metric: alert.Amount, GroupBy: []string{"ip"},
@@ -550,7 +554,7 @@ func TestLoadRulesFeatures(t *testing.T) {
 				{Field: "channel", In: []string{"web", "app"}, NotIn: []string{"kiosk"}, LTE: i64(9)},
 				{Field: "payment_method", NotIn: []string{"gift_card", "points"}},
 			},
-			Cooldown: 0, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true,
+			Cooldown: 0, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true, Evidence: rules.DefaultEvidence,
 		},
 		{
 			Name: "emails-per-device-1d", Metric: alert.Distinct, Field: "email", GroupBy: []string{"device_id"},
@@ -559,7 +563,7 @@ func TestLoadRulesFeatures(t *testing.T) {
 				{Field: "is_test", NotIn: []string{"true"}},
 				{Field: "risk_score", GT: i64(80)},
 			},
-			Cooldown: 24 * time.Hour, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: false,
+			Cooldown: 24 * time.Hour, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: false, Evidence: rules.DefaultEvidence,
 		},
 	}
 	if len(got) != len(want) {

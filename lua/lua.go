@@ -33,6 +33,7 @@ const (
 	AlertSettleName      = "alert_settle"
 	SilenceAddName       = "silence_add"
 	AlertBudgetName      = "alert_budget"
+	EvidenceAddName      = "evidence_add"
 )
 
 var (
@@ -52,6 +53,8 @@ var (
 	silenceAddSrc string
 	//go:embed alert_budget.lua
 	alertBudgetSrc string
+	//go:embed evidence_add.lua
+	evidenceAddSrc string
 
 	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
 	salesDecr        = redis.NewScript(salesDecrSrc)
@@ -61,6 +64,7 @@ var (
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
 	alertBudget      = redis.NewScript(alertBudgetSrc)
+	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {
@@ -75,6 +79,7 @@ var (
 		{AlertSettleName, alertSettle},
 		{SilenceAddName, silenceAdd},
 		{AlertBudgetName, alertBudget},
+		{EvidenceAddName, evidenceAdd},
 	}
 )
 

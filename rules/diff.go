@@ -83,6 +83,7 @@ var ruleFields = []struct {
 	{"mode", func(r *Rule) string { return string(r.Mode) }},
 	{"channel", func(r *Rule) string { return r.Channel }},
 	{"enabled", func(r *Rule) string { return strconv.FormatBool(r.Enabled) }},
+	{"evidence", func(r *Rule) string { return strconv.Itoa(r.Evidence) }},
 }
 
 func duration(d time.Duration) string {

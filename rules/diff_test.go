@@ -36,6 +36,8 @@ func TestDiff(t *testing.T) {
 			return rs
 		}), []rules.Change{{Rule: "a", Kind: "changed", Fields: []rules.FieldChange{
 			{"where", "none", "amount >= 100; currency in [KRW, USD]"}}, Resets: true}}},
+		{"evidence keeps them", edit(func(rs []rules.Rule) []rules.Rule { rs[0].Evidence = 5; return rs }),
+			[]rules.Change{{Rule: "a", Kind: "changed", Fields: []rules.FieldChange{{"evidence", "0", "5"}}}}},
 		{"added and removed", edit(func(rs []rules.Rule) []rules.Rule {
 			return append(rs[:2], rule("new", alert.Count, 2, "email"))
 		}), []rules.Change{{Rule: "new", Kind: "added", Resets: true}, {Rule: "gone", Kind: "removed"}}},

@@ -21,6 +21,7 @@ import (
 // counting calls, sent pipelined.
 type counters interface {
 	Batch() *lua.Batch
+	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
 }
 
 // sink takes crossings for notification; it returns once the alerts are
@@ -181,7 +182,10 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 	if err := batch.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
 	}
-	alerts, from, unprocessable := e.answers(p, evs)
+	alerts, from, unprocessable, evidence := e.answers(p, evs)
+	if err := e.addEvidence(ctx, evidence, alerts); err != nil {
+		return nil, err
+	}
 	if len(alerts) > 0 {
 		if err := e.sink.Publish(ctx, alerts...); err != nil {
 			return e.refused(err, alerts, from, evs, unprocessable)
@@ -221,8 +225,9 @@ func (e *Engine) refused(err error, alerts []alert.Alert, from []int, evs []*eve
 
 // answers reads the scripts' answers: the alerts of the first crossings
 // with, in from, the index of each one's event; late events and clamped
-// refunds (counted and logged); and the events a script refused.
-func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, from []int, unprocessable map[int]error) {
+// refunds (counted and logged); the events a script refused; and the
+// orders that go into their windows' evidence.
+func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, from []int, unprocessable map[int]error, evidence *evidence) {
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
 			r, ev := ref.rule, evs[ref.event]
@@ -248,16 +253,19 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, fro
 			case res.First:
 				alerts = append(alerts, e.crossed(r, ev, res.Current))
 				from = append(from, ref.event)
+				evidence = evidence.add(e.keys, r, ev, res.Current, len(alerts)-1)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
 				e.clamped.WithLabelValues(r.Name).Inc()
 				e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
 					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
+			default:
+				evidence = evidence.add(e.keys, r, ev, res.Current, -1)
 			}
 		}
 	}
-	return alerts, from, unprocessable
+	return alerts, from, unprocessable, evidence
 }
 
 // crossed counts a first crossing and makes its alert.

@@ -48,6 +48,9 @@ type Rule struct {
 	// Channel overrides slack.channel in bot-token mode.
 	Channel string
 	Enabled bool
+	// Evidence is how many of the orders behind a crossing its alert
+	// lists (0 to MaxEvidence; 0 keeps none).
+	Evidence int
 }
 
 // Condition is one field's test of a where: filter. The field's value must

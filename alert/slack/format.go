@@ -31,6 +31,11 @@ const (
 	maxFallbackID     = 128
 	maxFallbackGroup  = 1000 // the whole group line of the fallback
 	minFallbackValue  = 16
+	// An evidence line's order id and value; the fallback's list of
+	// order ids.
+	maxEvidenceID       = 64
+	maxEvidenceValue    = 64
+	maxFallbackEvidence = 600
 )
 
 var severityEmoji = map[alert.Severity]string{
@@ -93,6 +98,9 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	}
 	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
 	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(groupSection(a.GroupBy, a.GroupValues)), nil, nil))
+	if len(a.Evidence) > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(evidenceSection(a)), nil, nil))
+	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(
 		"fraudwatch · "+clipMrkdwn(metric, 60)+" rule "+clipMrkdwn(a.Rule, 200)+" · "+at)))
 
@@ -110,7 +118,46 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 		", window " + window + ", cooldown " + formatCooldown(a.Cooldown))
 	fb.WriteString("\norder " + clipMrkdwn(orNone(a.OrderID), maxFallbackID) +
 		", event " + clipMrkdwn(orNone(a.EventID), maxFallbackID) + ", at " + at)
+	if len(a.Evidence) > 0 {
+		ids := make([]string, len(a.Evidence))
+		for i, e := range a.Evidence {
+			ids[i] = clipMrkdwn(orNone(e.OrderID), maxEvidenceID)
+		}
+		fb.WriteString("\nlatest orders: " + clipMrkdwn(strings.Join(ids, ", "), maxFallbackEvidence))
+	}
 	return fb.String(), blocks
+}
+
+// evidenceSection lists the orders behind the crossing, newest first, and
+// for a distinct rule the values they brought.
+func evidenceSection(a alert.Alert) string {
+	var b strings.Builder
+	b.WriteString("*Latest orders* (" + strconv.Itoa(len(a.Evidence)) + ", newest first)")
+	var values []string
+	seen := map[string]bool{}
+	for _, e := range a.Evidence {
+		b.WriteString("\n• " + clipMrkdwn(orNone(e.OrderID), maxEvidenceID))
+		if a.Metric == alert.Amount || e.Amount != 0 && a.Currency != "" {
+			b.WriteString(" · " + clipMrkdwn(alert.FormatValue(alert.Amount, e.Amount, a.Currency), 60))
+		}
+		if !e.At.IsZero() {
+			b.WriteString(" · " + e.At.UTC().Format(time.RFC3339))
+		}
+		if a.Metric == alert.Distinct && e.Value != "" {
+			b.WriteString(" · " + clipMrkdwn(e.Value, maxEvidenceValue))
+			if !seen[e.Value] {
+				seen[e.Value] = true
+				values = append(values, e.Value)
+			}
+		}
+	}
+	if len(values) > 0 {
+		b.WriteString("\n*Values that counted* (" + strconv.Itoa(len(values)) + ")")
+		for _, v := range values {
+			b.WriteString("\n• " + clipMrkdwn(v, maxEvidenceValue))
+		}
+	}
+	return clipLines(b.String(), maxSectionText)
 }
 
 // mrkdwn builds a verbatim mrkdwn text object: verbatim stops Slack from
@@ -249,4 +296,22 @@ func utf16Len(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// clipLines cuts text made of escaped lines to at most limit UTF-16 units,
+// at a line's end, so that no escape is split.
+func clipLines(text string, limit int) string {
+	if utf16Len(text) <= limit {
+		return text
+	}
+	cut := 0
+	for i := 0; i < len(text); i++ {
+		if text[i] == '\n' {
+			if utf16Len(text[:i])+2 > limit {
+				break
+			}
+			cut = i
+		}
+	}
+	return text[:cut] + "\n…"
 }

@@ -171,6 +171,16 @@ func TestFormatNamesEverything(t *testing.T) {
 	cards.Rule, cards.Description = "cards-per-customer-1h", ""
 	cards.Metric, cards.Field, cards.WindowType = alert.Distinct, "card_fingerprint", alert.Sliding
 	cards.Window = time.Hour
+	withEvidence := sampleAlert()
+	withEvidence.Evidence = []alert.Evidence{
+		{OrderID: "ord-77", EventID: "evt-991", Amount: 300_000, At: time.Date(2025, 3, 4, 5, 5, 6, 0, time.UTC)},
+		{OrderID: "ord-76", EventID: "evt-990", Amount: 950_000, At: time.Date(2025, 3, 4, 5, 4, 1, 0, time.UTC)},
+	}
+	cardsWithValues := cards
+	cardsWithValues.Evidence = []alert.Evidence{
+		{OrderID: "ord-9", EventID: "e9", Value: "card-C"}, {OrderID: "ord-8", EventID: "e8", Value: "card-A"},
+		{OrderID: "ord-7", EventID: "e7", Value: "card-B"}, {OrderID: "ord-6", EventID: "e6", Value: "card-A"},
+	}
 
 	tests := []struct {
 		name string
@@ -210,6 +220,16 @@ func TestFormatNamesEverything(t *testing.T) {
 			a:    cards,
 			want: []string{"cards-per-customer-1h", "distinct card_fingerprint", "current 3", "window 1h sliding"},
 		},
+		{
+			name: "evidence",
+			a:    withEvidence,
+			want: []string{"ord-76", "KRW 1,250,000"},
+		},
+		{
+			name: "the values that counted",
+			a:    cardsWithValues,
+			want: []string{"ord-6", "distinct card_fingerprint"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,6 +256,22 @@ func TestFormatNamesEverything(t *testing.T) {
 			}
 			checkEscaped(t, "fallback", fallback)
 		})
+	}
+
+	// The blocks list each order with its amount and time, and a distinct
+	// rule's values once each; the fallback the orders.
+	if fallback, _ := Format(withEvidence); !strings.Contains(fallback, "\nlatest orders: ord-77, ord-76") {
+		t.Errorf("fallback lacks the latest orders:\n%s", fallback)
+	}
+	text := allText(textObjects(t, func() []slack.Block { _, b := Format(withEvidence); return b }()))
+	for _, w := range []string{"*Latest orders* (2, newest first)", "• ord-77 · KRW 300,000 · 2025-03-04T05:05:06Z", "• ord-76 · KRW 950,000 · 2025-03-04T05:04:01Z"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("blocks lack %q:\n%s", w, text)
+		}
+	}
+	text = allText(textObjects(t, func() []slack.Block { _, b := Format(cardsWithValues); return b }()))
+	if !strings.Contains(text, "*Values that counted* (3)\n• card-C\n• card-A\n• card-B") || strings.Contains(text, "KRW") {
+		t.Errorf("blocks lack the values that counted, once each, without amounts:\n%s", text)
 	}
 }
 
@@ -370,6 +406,17 @@ func TestFormatTruncatesLongValues(t *testing.T) {
 			a.GroupValues = manyValues
 		}},
 		{"long currency code", func(a *alert.Alert) { a.Currency = long }},
+		{"twenty long values of evidence", func(a *alert.Alert) {
+			a.Metric, a.Field, a.Currency = alert.Distinct, "email", ""
+			for i := range 20 {
+				a.Evidence = append(a.Evidence, alert.Evidence{OrderID: long[:128] + fmt.Sprint(i), Value: long[:128] + fmt.Sprint(i)})
+			}
+		}},
+		{"twenty long orders of evidence", func(a *alert.Alert) {
+			for i := range 20 {
+				a.Evidence = append(a.Evidence, alert.Evidence{OrderID: long[:128] + fmt.Sprint(i), Value: long[:128] + fmt.Sprint(i), Amount: 1})
+			}
+		}},
 		{"newlines in values", func(a *alert.Alert) {
 			a.GroupValues = []string{"line1\nline2\r\n\tline3", "x"}
 		}},

@@ -65,6 +65,7 @@ type slackLog struct {
 	mu      sync.Mutex
 	posts   map[string][]time.Time
 	twice   []string // (rule, group)s that one post carried twice
+	bare    []string // alerts posted without their evidence
 	other   []string
 	digests int
 }
@@ -92,6 +93,10 @@ func (s *slackLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if strings.HasPrefix(msg.Text, "[DIGEST]") {
 			s.digests++
+		} else if !strings.Contains(msg.Text, "\nlatest orders: ") {
+			// Every rule keeps evidence (its default): through the
+			// kills too, an alert lists the orders behind it.
+			s.bare = append(s.bare, ms[0][1]+" "+ms[0][2])
 		}
 	} else {
 		s.other = append(s.other, msg.Text)
@@ -507,6 +512,9 @@ rules_file: rules.yaml
 	}
 	if len(slack.twice) > 0 {
 		t.Fatalf("one post carried an alert twice: %v", slack.twice)
+	}
+	if len(slack.bare) > 0 {
+		t.Errorf("alerts posted without the orders behind them: %v", slack.bare)
 	}
 	var missing, unexpected, doubled []string
 	// A digest lists at most 100 alerts; one it carried unlisted shows in

@@ -357,6 +357,11 @@ func TestOneAlertAcrossReplicas(t *testing.T) {
 	if a.Rule != "orders-per-customer" || a.Current != 3 || a.Threshold != 3 || a.GroupValues[0] != "c-1" {
 		t.Fatalf("alert = %+v", a)
 	}
+	// Its evidence: the orders since the window reached half its
+	// threshold, the crossing one first, whichever replicas counted them.
+	if len(a.Evidence) != 2 || a.Evidence[0].EventID != a.EventID || a.Evidence[1].EventID == a.EventID {
+		t.Fatalf("evidence %+v, want the crossing order and the one before it", a.Evidence)
+	}
 }
 
 const amountRules = `
@@ -595,7 +600,7 @@ func TestSlackWebhookFromConfig(t *testing.T) {
 	waitFor(t, 20*time.Second, "the webhook post", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
-	for _, want := range []string{"orders-per-customer", "cust-77", "o-3"} {
+	for _, want := range []string{"orders-per-customer", "cust-77", "o-3", "Latest orders* (2, newest first)"} {
 		if !strings.Contains(bodies[0], want) {
 			t.Errorf("webhook body lacks %q: %s", want, bodies[0])
 		}

@@ -60,10 +60,12 @@ func (c *console) Notify(_ context.Context, a alert.Alert) error {
 	return nil
 }
 
-// format renders an alert as a two-line block:
+// format renders an alert as a block of two lines, and a third naming the
+// orders before the crossing one when the alert lists them:
 //
 //	14:03:07  ALERT  HIGH      orders-per-customer-1m: Three or more orders by …
 //	          customer_id=cust-482913 · 3 orders within 1m, threshold 3 · order ord-100245
+//	          after ord-100244, ord-100243
 func (c *console) format(a alert.Alert) string {
 	sev := strings.ToUpper(string(a.Severity))
 	if sev == "" {
@@ -99,6 +101,17 @@ func (c *console) format(a alert.Alert) string {
 	fmt.Fprintf(&b, " · %s within %s, threshold %s", current, alert.FormatDuration(a.Window), threshold)
 	if a.OrderID != "" {
 		b.WriteString(" · order " + clean(a.OrderID))
+	}
+	if n := len(a.Evidence); n > 1 {
+		ids := make([]string, 0, 5)
+		for _, e := range a.Evidence[1:min(n, 6)] {
+			ids = append(ids, clean(e.OrderID))
+		}
+		more := ""
+		if n > 6 {
+			more = fmt.Sprintf(" and %d more", n-6)
+		}
+		b.WriteString("\n          after " + strings.Join(ids, ", ") + more)
 	}
 	b.WriteString("\n")
 	return b.String()

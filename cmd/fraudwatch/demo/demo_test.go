@@ -2,8 +2,10 @@ package demo
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -324,6 +326,11 @@ func TestConsoleFormat(t *testing.T) {
 	usd := sampleAlert()
 	usd.Currency, usd.Current, usd.Threshold = "USD", 125_050, 100_000
 
+	evidence := count
+	for i := 9; i > 0; i-- {
+		evidence.Evidence = append(evidence.Evidence, alert.Evidence{OrderID: fmt.Sprint("ord-", i)})
+	}
+
 	hostile := sampleAlert()
 	hostile.GroupBy = []string{"email", "ip"}
 	hostile.GroupValues = []string{"a\x1b[2Jb\n@example.com", "10.0.0.1"}
@@ -334,19 +341,21 @@ func TestConsoleFormat(t *testing.T) {
 		color bool
 		want  []string
 		not   []string
+		lines int // 2 unless set
 	}{
 		{"amount as money", sampleAlert(), false,
 			[]string{"14:03:07  ALERT", "CRITICAL", "amount-per-card-10m: A lot of money on one card",
 				"card_fingerprint=card-1234", "KRW 1,250,000 within 10m, threshold KRW 1,000,000", "order ord-100042"},
-			[]string{"\x1b"}},
+			[]string{"\x1b"}, 0},
 		{"count as orders", count, false,
-			[]string{"HIGH", "customer_id=cust-1", "3 orders within 1m, threshold 3"}, []string{"\x1b", "KRW"}},
-		{"currency scale", usd, false, []string{"USD 1,250.50 within 10m, threshold USD 1,000.00"}, nil},
+			[]string{"HIGH", "customer_id=cust-1", "3 orders within 1m, threshold 3"}, []string{"\x1b", "KRW"}, 0},
+		{"currency scale", usd, false, []string{"USD 1,250.50 within 10m, threshold USD 1,000.00"}, nil, 0},
 		{"control characters in values", hostile, false,
-			[]string{"email=a?[2Jb?@example.com, ip=10.0.0.1"}, []string{"\x1b", "b\n@"}},
+			[]string{"email=a?[2Jb?@example.com, ip=10.0.0.1"}, []string{"\x1b", "b\n@"}, 0},
 		{"colour by severity", sampleAlert(), true,
-			[]string{severityStyle["critical"] + " CRITICAL ", ansiReset, ansiBold + "amount-per-card-10m" + ansiReset}, nil},
-		{"colour for high", count, true, []string{severityStyle["high"] + " HIGH "}, nil},
+			[]string{severityStyle["critical"] + " CRITICAL ", ansiReset, ansiBold + "amount-per-card-10m" + ansiReset}, nil, 0},
+		{"colour for high", count, true, []string{severityStyle["high"] + " HIGH "}, nil, 0},
+		{"the orders before the crossing", evidence, false, []string{"\n          after ord-8, ord-7, ord-6, ord-5, ord-4 and 3 more\n"}, []string{"ord-9", "ord-3"}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -366,8 +375,9 @@ func TestConsoleFormat(t *testing.T) {
 					t.Errorf("output has %q:\n%q", n, got)
 				}
 			}
-			if !strings.HasSuffix(got, "\n") || strings.Count(got, "\n") != 2 {
-				t.Errorf("want a two-line block, got %q", got)
+			lines := cmp.Or(tt.lines, 2)
+			if !strings.HasSuffix(got, "\n") || strings.Count(got, "\n") != lines {
+				t.Errorf("want a block of %d lines, got %q", lines, got)
 			}
 			if !tt.color && !alertLine.MatchString(got) {
 				t.Errorf("first line does not match the alert pattern: %q", got)

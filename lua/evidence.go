@@ -1,0 +1,156 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxEvidence bounds how many entries a window's evidence keeps.
+const MaxEvidence = 20
+
+// MaxEvidenceText bounds one evidence entry's text.
+const MaxEvidenceText = 512
+
+// Evidence is one evidence_add call: entries of the evidence of windows
+// that share a hash tag, each window's in their partition's order.
+type Evidence struct {
+	Windows []EvidenceWindow
+	Entries []EvidenceEntry
+	// Lists answers the entries marked List, in order, once AddEvidence
+	// ran: each the entries' texts newest first, the marked one first.
+	Lists [][]string
+}
+
+// EvidenceWindow is one window's evidence in an evidence_add call.
+type EvidenceWindow struct {
+	// Key is the evidence list (Keys.Evidence), Window the window it
+	// belongs to (Keys.Window): the list lives no longer than it.
+	Key, Window string
+	// Keep is how many entries the list keeps (1 to MaxEvidence); TTL how
+	// long it lives when the window has no TTL (whole seconds).
+	Keep int
+	TTL  time.Duration
+}
+
+// EvidenceEntry is one event's entry in a window's evidence.
+type EvidenceEntry struct {
+	// Window indexes the call's Windows.
+	Window int
+	Text   string
+	// List asks for the evidence as of this entry (a crossing).
+	List bool
+}
+
+// AddEvidence runs evidence_add calls pipelined, one round trip for all,
+// and sets their Lists. A call the script refuses is an error wrapping
+// ErrInvalidArguments; the others still ran.
+func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
+	for i, c := range calls {
+		if len(c.Windows) < 1 || len(c.Windows) > MaxWindows || len(c.Entries) < 1 || len(c.Entries) > MaxChanges {
+			return fmt.Errorf("lua: an evidence call has 1 to %d windows and 1 to %d entries", MaxWindows, MaxChanges)
+		}
+		tag := hashTag(c.Windows[0].Key)
+		k := make([]string, 0, 2*len(c.Windows))
+		a := make([]any, 0, 1+2*len(c.Windows)+3*len(c.Entries))
+		a = append(a, len(c.Windows))
+		for _, w := range c.Windows {
+			if hashTag(w.Key) != tag || hashTag(w.Window) != tag {
+				return errors.New("lua: the keys of a call must share one hash tag")
+			}
+			if w.Keep < 1 || w.Keep > MaxEvidence {
+				return fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d", MaxEvidence, w.Keep)
+			}
+			k = append(k, w.Key, w.Window)
+			a = append(a, w.Keep, max(seconds(w.TTL), 1))
+		}
+		for _, e := range c.Entries {
+			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText {
+				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes", MaxEvidenceText)
+			}
+			mark := "0"
+			if e.List {
+				mark = "1"
+			}
+			a = append(a, e.Window+1, e.Text, mark)
+		}
+		keys[i], args[i] = k, a
+	}
+	var refused error
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			cmds[j] = evidenceAdd.EvalSha(ctx, pipe, keys[i], args[i]...)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		var again []int
+		for j, i := range todo {
+			v, err := cmds[j].Slice()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+				again = append(again, i)
+				continue
+			}
+			if err != nil {
+				return s.redisError(ctx, EvidenceAddName, err)
+			}
+			lists, err := evidenceLists(v, calls[i].Entries)
+			if err != nil {
+				refused = errors.Join(refused, s.fail(EvidenceAddName, err))
+				continue
+			}
+			calls[i].Lists = lists
+		}
+		if len(again) == 0 {
+			return refused
+		}
+		if err := s.Load(ctx); err != nil {
+			return err
+		}
+		todo = again
+	}
+}
+
+// evidenceLists reads evidence_add's reply: a list of texts for each entry
+// marked List.
+func evidenceLists(v []any, entries []EvidenceEntry) ([][]string, error) {
+	if len(v) == 1 {
+		if n, ok := v[0].(int64); ok && n == -1 {
+			return nil, ErrInvalidArguments
+		}
+	}
+	want := 0
+	for _, e := range entries {
+		if e.List {
+			want++
+		}
+	}
+	if len(v) != want {
+		return nil, fmt.Errorf("%w: %d lists for %d crossings", ErrUnexpectedReply, len(v), want)
+	}
+	lists := make([][]string, len(v))
+	for i, l := range v {
+		items, ok := l.([]any)
+		if !ok {
+			return nil, fmt.Errorf("%w: a list of %T", ErrUnexpectedReply, l)
+		}
+		lists[i] = make([]string, len(items))
+		for j, item := range items {
+			if lists[i][j], ok = item.(string); !ok {
+				return nil, fmt.Errorf("%w: an entry of %T", ErrUnexpectedReply, item)
+			}
+		}
+	}
+	return lists, nil
+}

@@ -1,0 +1,168 @@
+package lua
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// entriesOf makes entries "<w>:<i>" of window w, i from..to, marking those
+// in list.
+func entriesOf(w, from, to int, list ...int) []EvidenceEntry {
+	var out []EvidenceEntry
+	for i := from; i <= to; i++ {
+		out = append(out, EvidenceEntry{Window: w, Text: fmt.Sprint(w, ":", i), List: slices.Contains(list, i)})
+	}
+	return out
+}
+
+// texts names entries of window w.
+func texts(w int, is ...int) []string {
+	var out []string
+	for _, i := range is {
+		out = append(out, fmt.Sprint(w, ":", i))
+	}
+	return out
+}
+
+// A window's evidence keeps its latest entries, newest first; a crossing
+// gets the entries as of itself.
+func TestAddEvidence(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	tests := []struct {
+		name  string
+		keep  []int             // per window
+		calls [][]EvidenceEntry // one call each, in turn
+		lists [][]string        // what the last call answers
+		kept  map[int][]string  // what each window's list holds afterwards
+	}{
+		{"the latest, newest first", []int{3}, [][]EvidenceEntry{entriesOf(0, 1, 5)}, nil, map[int][]string{0: texts(0, 5, 4, 3)}},
+		{"a crossing's list ends at it", []int{10}, [][]EvidenceEntry{entriesOf(0, 1, 5, 3)}, [][]string{texts(0, 3, 2, 1)},
+			map[int][]string{0: texts(0, 5, 4, 3, 2, 1)}},
+		{"two crossings in one call", []int{2}, [][]EvidenceEntry{entriesOf(0, 1, 4, 2, 4)}, [][]string{texts(0, 2, 1), texts(0, 4, 3)},
+			map[int][]string{0: texts(0, 4, 3)}},
+		{"across calls", []int{4}, [][]EvidenceEntry{entriesOf(0, 1, 3), entriesOf(0, 4, 6, 6)}, [][]string{texts(0, 6, 5, 4, 3)},
+			map[int][]string{0: texts(0, 6, 5, 4, 3)}},
+		{"a crossing alone in its call", []int{10}, [][]EvidenceEntry{entriesOf(0, 1, 2), entriesOf(0, 3, 3, 3)}, [][]string{texts(0, 3, 2, 1)},
+			map[int][]string{0: texts(0, 3, 2, 1)}},
+		{"windows apart", []int{5, 1}, [][]EvidenceEntry{append(append(entriesOf(0, 1, 1), entriesOf(1, 1, 3)...), entriesOf(0, 2, 2, 2)...)},
+			[][]string{texts(0, 2, 1)}, map[int][]string{0: texts(0, 2, 1), 1: texts(1, 3)}},
+		// Repeats are the reader's to drop.
+		{"a redelivery", []int{10}, [][]EvidenceEntry{entriesOf(0, 1, 3), entriesOf(0, 2, 3, 3)}, [][]string{texts(0, 3, 2, 3, 2, 1)},
+			map[int][]string{0: texts(0, 3, 2, 3, 2, 1)}},
+	}
+	for n, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var windows []EvidenceWindow
+			for i, keep := range tt.keep {
+				windows = append(windows, EvidenceWindow{Key: fmt.Sprintf("%s:{t}:e%d.%d", prefix, n, i),
+					Window: fmt.Sprintf("%s:{t}:w%d.%d", prefix, n, i), Keep: keep, TTL: time.Minute})
+			}
+			var last *Evidence
+			for _, es := range tt.calls {
+				last = &Evidence{Windows: windows, Entries: es}
+				if err := s.AddEvidence(ctx, []*Evidence{last}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.EqualFunc(last.Lists, tt.lists, slices.Equal) {
+				t.Errorf("lists %q, want %q", last.Lists, tt.lists)
+			}
+			for i, want := range tt.kept {
+				got, err := rdb.LRange(ctx, windows[i].Key, 0, -1).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("window %d kept %q, want %q", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// Evidence lives no longer than its window; without one, for its TTL; and
+// adding to it does not make it live longer.
+func TestEvidenceLivesWithItsWindow(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	window, key := prefix+":{t}:w", prefix+":{t}:e"
+	add := func(ttl time.Duration) {
+		t.Helper()
+		e := &Evidence{Windows: []EvidenceWindow{{Key: key, Window: window, Keep: 5, TTL: ttl}}, Entries: []EvidenceEntry{{Text: "x"}}}
+		if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.Set(ctx, window, "1", 5*time.Second)
+	add(time.Hour)
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 5*time.Second {
+		t.Errorf("evidence of a window with 5s left lives %v", ttl)
+	}
+	rdb.Expire(ctx, window, time.Hour)
+	add(time.Hour)
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 5*time.Second {
+		t.Errorf("evidence added to lives %v, want still at most 5s", ttl)
+	}
+	rdb.Del(ctx, window, key)
+	add(time.Hour)
+	if ttl := rdb.TTL(ctx, key).Val(); ttl <= 59*time.Minute {
+		t.Errorf("evidence without a window lives %v, want its TTL, 1h", ttl)
+	}
+}
+
+// Unusable arguments write nothing.
+func TestEvidenceRefusesUnusableArguments(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	key, window := prefix+":{t}:e", prefix+":{t}:w"
+	tests := []struct {
+		name string
+		args []any
+	}{
+		{"no windows", []any{0, 5, 60, 1, "x", "0"}},
+		{"keep 0", []any{1, 0, 60, 1, "x", "0"}},
+		{"keep 21", []any{1, 21, 60, 1, "x", "0"}},
+		{"ttl 0", []any{1, 5, 0, 1, "x", "0"}},
+		{"window 2 of 1", []any{1, 5, 60, 2, "x", "0"}},
+		{"a bad mark", []any{1, 5, 60, 1, "x", "yes"}},
+		{"an entry cut short", []any{1, 5, 60, 1, "x"}},
+		{"a text too long", []any{1, 5, 60, 1, strings.Repeat("x", 513), "0"}},
+		{"a bad entry after a good one", []any{1, 5, 60, 1, "x", "0", 0, "y", "0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := evidenceAdd.Run(ctx, rdb, []string{key, window}, tt.args...).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := evidenceLists(v, nil); !errors.Is(err, ErrInvalidArguments) {
+				t.Errorf("reply %v: want the error contract", v)
+			}
+			if rdb.Exists(ctx, key).Val() != 0 {
+				t.Error("written")
+			}
+		})
+	}
+	w := EvidenceWindow{Key: key, Window: window, Keep: 5, TTL: time.Minute}
+	other := w
+	other.Window = "elsewhere"
+	noKeep := w
+	noKeep.Keep = 0
+	bad := []*Evidence{
+		{Windows: []EvidenceWindow{noKeep}, Entries: []EvidenceEntry{{Text: "x"}}},
+		{Windows: []EvidenceWindow{other}, Entries: []EvidenceEntry{{Text: "x"}}},
+		{Windows: []EvidenceWindow{w}},
+		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Window: 1, Text: "x"}}},
+		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: strings.Repeat("x", 513)}}},
+	}
+	for _, e := range bad {
+		if err := s.AddEvidence(ctx, []*Evidence{e}); err == nil {
+			t.Errorf("AddEvidence(%+v) = nil", e)
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package rules_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// order is one order of an evidence test: its id, amount, card and seconds
+// after testNow - 2m.
+type order struct {
+	id     string
+	amount int64
+	card   string
+	at     int
+}
+
+// An alert lists the latest orders of its window up to the crossing one,
+// newest first; a distinct rule's the values they brought. Windows far from
+// their threshold keep none.
+func TestAlertsCarryTheirEvidence(t *testing.T) {
+	count := rule("orders", alert.Count, 6, "customer_id")
+	count.Evidence = 3
+	count10 := count
+	count10.Evidence = 10
+	amount := rule("paid", alert.Amount, 1000, "customer_id")
+	amount.Evidence = 10
+	cards := rule("cards", alert.Distinct, 3, "customer_id")
+	cards.Field, cards.Evidence = "card_fingerprint", 10
+	sliding := rule("sliding", alert.Count, 3, "customer_id")
+	sliding.WindowType, sliding.Lateness, sliding.Evidence = alert.Sliding, time.Minute, 10
+	none := rule("orders", alert.Count, 6, "customer_id")
+	none.Evidence = 0
+	far := rule("orders", alert.Count, 40, "customer_id")
+	far.Evidence = 10
+
+	numbered := func(n int, amount int64) []order {
+		var out []order
+		for i := 1; i <= n; i++ {
+			out = append(out, order{id: fmt.Sprint("o", i), amount: amount, card: "c", at: i})
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		rule   rules.Rule
+		orders []order
+		want   []string // the alert's evidence: order ids, newest first; nil for no alert
+		values []string // its values, for a distinct rule
+		keeps  bool     // whether the window's evidence key exists at the end
+		stored int      // how many entries it holds then, when it matters
+	}{
+		{"a count lists the last orders", count, numbered(7, 1), []string{"o6", "o5", "o4"}, nil, true, 3},
+		// From half the threshold, o3, to the crossing: o7 came after it.
+		{"nothing after the crossing", count10, numbered(8, 1), []string{"o6", "o5", "o4", "o3"}, nil, true, 4},
+		{"an amount lists from half the threshold", amount, numbered(5, 300), []string{"o4", "o3", "o2"}, nil, true, 3},
+		{"a distinct rule lists its values", cards, []order{{"o1", 1, "A", 1}, {"o2", 1, "B", 2}, {"o3", 1, "A", 3}, {"o4", 1, "C", 4}},
+			[]string{"o4", "o3", "o2"}, []string{"C", "A", "B"}, true, 0},
+		// o1 and o2 were in the evidence, and are no longer in the window;
+		// o3 came when the window held 1 of 3, below half the threshold.
+		{"a sliding window lists what it counts", sliding, []order{{"o1", 1, "c", 0}, {"o2", 1, "c", 5}, {"o3", 1, "c", 70}, {"o4", 1, "c", 80}, {"o5", 1, "c", 90}},
+			[]string{"o5", "o4"}, nil, true, 0},
+		{"evidence 0 keeps none", none, numbered(6, 1), []string{}, nil, false, 0},
+		{"far from the threshold, none", far, numbered(5, 1), nil, nil, false, 0},
+	}
+	for _, oneBatch := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/one batch %v", tt.name, oneBatch), func(t *testing.T) {
+				h := newHarness(t, tt.rule)
+				var evs []*event.Event
+				for _, o := range tt.orders {
+					at := testNow.Add(-2*time.Minute + time.Duration(o.at)*time.Second)
+					evs = append(evs, ev(t, event.Order, "order_id", o.id, "amount", o.amount, "card_fingerprint", o.card,
+						"occurred_at", at.Format(time.RFC3339Nano)))
+				}
+				if oneBatch {
+					h.handle(evs...)
+				} else {
+					for _, e := range evs {
+						h.handle(e)
+					}
+				}
+				alerts := h.sink.got()
+				if tt.want == nil {
+					if len(alerts) != 0 {
+						t.Fatalf("%d alerts, want none", len(alerts))
+					}
+				} else {
+					if len(alerts) != 1 {
+						t.Fatalf("%d alerts, want 1", len(alerts))
+					}
+					var ids, values []string
+					for _, e := range alerts[0].Evidence {
+						ids = append(ids, e.OrderID)
+						if e.Value != "" {
+							values = append(values, e.Value)
+						}
+						if e.EventID != "evt-"+e.OrderID || e.At.IsZero() {
+							t.Errorf("entry %+v: want its event id and time", e)
+						}
+					}
+					if !slices.Equal(ids, tt.want) && !(len(ids) == 0 && len(tt.want) == 0) {
+						t.Errorf("evidence %q, want %q", ids, tt.want)
+					}
+					if !slices.Equal(values, tt.values) {
+						t.Errorf("values %q, want %q", values, tt.values)
+					}
+					if e := alerts[0].Evidence; len(e) > 0 && tt.rule.Metric == alert.Amount && e[0].Amount != 300 {
+						t.Errorf("amount %d, want 300", e[0].Amount)
+					}
+				}
+				g := h.keys.Group([]string{"cust-1"})
+				key := h.keys.Evidence(g, tt.rule.State())
+				if got := h.rdb.Exists(t.Context(), key).Val() == 1; got != tt.keeps {
+					t.Errorf("evidence key exists: %v, want %v", got, tt.keeps)
+				}
+				if n := h.rdb.LLen(t.Context(), key).Val(); tt.stored > 0 && n != int64(tt.stored) {
+					t.Errorf("evidence holds %d entries, want %d", n, tt.stored)
+				}
+			})
+		}
+	}
+}
+
+// A crossing delivered again lists the orders up to it, as the first time.
+func TestRedeliveredCrossingListsTheSameEvidence(t *testing.T) {
+	r := rule("orders", alert.Count, 3, "customer_id")
+	r.Evidence = 5
+	h := newHarness(t, r)
+	var evs []*event.Event
+	for i := 1; i <= 5; i++ {
+		evs = append(evs, ev(t, event.Order, "order_id", fmt.Sprint("o", i)))
+	}
+	h.handle(evs...)
+	h.handle(evs...) // redelivered at the same offsets: counted once
+	alerts := h.sink.got()
+	if len(alerts) != 2 {
+		t.Fatalf("%d alerts handed off, want the crossing twice", len(alerts))
+	}
+	for _, a := range alerts {
+		var ids []string
+		for _, e := range a.Evidence {
+			ids = append(ids, e.OrderID)
+		}
+		if want := []string{"o3", "o2"}; !slices.Equal(ids, want) {
+			t.Errorf("evidence %q, want %q", ids, want)
+		}
+	}
+}
+
+// racing runs another replica's batch between a batch's counting calls and
+// its evidence calls, once.
+type racing struct {
+	*lua.Scripts
+	other func()
+}
+
+func (r *racing) AddEvidence(ctx context.Context, calls []*lua.Evidence) error {
+	if r.other != nil {
+		r.other()
+		r.other = nil
+	}
+	return r.Scripts.AddEvidence(ctx, calls)
+}
+
+// An order another replica counts after the crossing, and writes into the
+// evidence before the crossing's own entry, is not listed.
+func TestEvidenceLeavesOutOrdersCountedAfterTheCrossing(t *testing.T) {
+	r := rule("orders", alert.Count, 3, "customer_id")
+	r.Evidence = 10
+	h := newHarness(t, r)
+	h.handle(ev(t, event.Order, "order_id", "o1"), ev(t, event.Order, "order_id", "o2"))
+
+	scripts, err := lua.New(lua.Config{}, h.rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: h.prefix}, []rules.Rule{r}, scripts, &fakeSink{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	race := &racing{Scripts: scripts, other: func() {
+		o4 := ev(t, event.Order, "order_id", "o4")
+		o4.Source = event.Source{Topic: "orders", Partition: 1, Offset: 0}
+		if _, err := other.Handle(t.Context(), []*event.Event{o4}); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	replica, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: h.prefix}, []rules.Rule{r}, race, sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o3 := ev(t, event.Order, "order_id", "o3")
+	o3.Source = event.Source{Topic: "orders", Partition: 0, Offset: 2}
+	if _, err := replica.Handle(t.Context(), []*event.Event{o3}); err != nil {
+		t.Fatal(err)
+	}
+	alerts := sink.got()
+	if len(alerts) != 1 {
+		t.Fatalf("%d alerts, want 1", len(alerts))
+	}
+	var ids []string
+	for _, e := range alerts[0].Evidence {
+		ids = append(ids, e.OrderID)
+	}
+	if want := []string{"o3", "o2"}; !slices.Equal(ids, want) {
+		t.Errorf("evidence %q, want %q", ids, want)
+	}
+}
