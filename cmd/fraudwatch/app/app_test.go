@@ -357,10 +357,12 @@ func TestOneAlertAcrossReplicas(t *testing.T) {
 	if a.Rule != "orders-per-customer" || a.Current != 3 || a.Threshold != 3 || a.GroupValues[0] != "c-1" {
 		t.Fatalf("alert = %+v", a)
 	}
-	// Its evidence: the orders since the window reached half its
-	// threshold, the crossing one first, whichever replicas counted them.
-	if len(a.Evidence) != 2 || a.Evidence[0].EventID != a.EventID || a.Evidence[1].EventID == a.EventID {
-		t.Fatalf("evidence %+v, want the crossing order and the one before it", a.Evidence)
+	// Its evidence: the crossing order first, then the one that took the
+	// window to half the threshold, unless another replica counted that
+	// one and had not written its entry yet when the crossing read the
+	// list (README, Evidence).
+	if n := len(a.Evidence); n < 1 || n > 2 || a.Evidence[0].EventID != a.EventID || n == 2 && a.Evidence[1].EventID == a.EventID {
+		t.Fatalf("evidence %+v, want the crossing order, and at most the one before it", a.Evidence)
 	}
 }
 
