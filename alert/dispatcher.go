@@ -168,6 +168,7 @@ type Dispatcher struct {
 	dead     atomic.Pointer[deadLetterer]
 	log      *slog.Logger
 	m        dispatcherMetrics
+	recent   recent
 }
 
 type dispatcherMetrics struct {
@@ -273,8 +274,11 @@ func (d *Dispatcher) drop(ctx context.Context, msg kafka.Message, reason string,
 // name, and exports their metrics from zero.
 func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	rs := maps.Clone(rules)
-	for name := range rs {
+	for name, r := range rs {
 		d.Track(name)
+		// A series at 0 for each channel in use, so that an alert on
+		// parked alerts has something to evaluate before the first one.
+		d.m.parked.WithLabelValues(channelLabel(r.Channel))
 	}
 	d.rules.Store(&rs)
 }
@@ -502,6 +506,7 @@ func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
 	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	if a.Shadow() {
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedShadow).Inc()
+		d.recent.add(&a, SuppressedShadow)
 		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
 		return false, nil
 	}
@@ -516,10 +521,12 @@ func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
 	switch claim {
 	case lua.ClaimSuppressed:
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedCooldown).Inc()
+		d.recent.add(&a, SuppressedCooldown)
 		log.Info("alert suppressed: the cooldown is held by an earlier alert")
 		return false, nil
 	case lua.ClaimSilenced:
 		d.m.suppressed.WithLabelValues(a.Rule, SuppressedSilenced).Inc()
+		d.recent.add(&a, SuppressedSilenced)
 		log.Info("alert silenced: a silence of its rule or group runs")
 		return false, nil
 	case lua.ClaimSent:
@@ -547,6 +554,7 @@ func (d *Dispatcher) send(ctx context.Context, a Alert) error {
 				return err
 			}
 			d.m.sent.WithLabelValues(a.Rule).Inc()
+			d.recent.add(&a, OutcomeSent)
 			log.Info("alert sent", "attempt", attempt)
 			return nil
 		}
@@ -564,6 +572,7 @@ func (d *Dispatcher) send(ctx context.Context, a Alert) error {
 				return err
 			}
 			d.m.failures.WithLabelValues(a.Rule).Inc()
+			d.recent.add(&a, OutcomeFailed)
 			log.Error("alert refused for good; given up, cooldown released", "err", err)
 			return nil
 		}
@@ -614,6 +623,7 @@ func (d *Dispatcher) sendDigests(ctx context.Context, dg Digester, held []heldAl
 					if err := d.settle(ctx, a, true); err != nil {
 						return err
 					}
+					d.recent.add(&a, OutcomeDigested)
 				}
 				d.m.sent.WithLabelValues(rule).Add(float64(len(alerts)))
 				d.m.digested.WithLabelValues(rule).Add(float64(len(alerts)))
@@ -637,6 +647,7 @@ func (d *Dispatcher) sendDigests(ctx context.Context, dg Digester, held []heldAl
 					if err := d.settle(ctx, a, false); err != nil {
 						return err
 					}
+					d.recent.add(&a, OutcomeFailed)
 				}
 				d.m.failures.WithLabelValues(rule).Add(float64(len(alerts)))
 				log.Error("digest refused for good; its alerts given up, cooldowns released", "err", err)
@@ -674,6 +685,7 @@ func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *s
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
 	d.m.parked.WithLabelValues(channelLabel(ce.Channel)).Inc()
+	d.recent.add(&a, OutcomeParked)
 	log.Warn("alert parked: slack refuses its channel; other channels' alerts go on, and it is retried",
 		"channel", ce.Channel, "err", ce.Err)
 	return nil
@@ -761,9 +773,11 @@ func (d *Dispatcher) retryParked(ctx context.Context, a Alert) (still bool, err 
 		}
 		if notifyErr == nil {
 			d.m.sent.WithLabelValues(a.Rule).Inc()
+			d.recent.add(&a, OutcomeSent)
 			log.Info("parked alert sent")
 		} else {
 			d.m.failures.WithLabelValues(a.Rule).Inc()
+			d.recent.add(&a, OutcomeFailed)
 			log.Error("parked alert refused for good; given up", "err", notifyErr)
 		}
 	}

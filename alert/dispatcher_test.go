@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -836,5 +837,43 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 				t.Errorf("read again, Slack took %d posts, want still %d", got, tt.posts)
 			}
 		})
+	}
+}
+
+// Recent lists what this dispatcher settled, newest first, at most 50,
+// with the group's fields and never its values.
+func TestRecent(t *testing.T) {
+	f := newFakeSlack(t, func(int) reply { return reply{} })
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	sent := env.alert("g1", "e1")
+	again := env.alert("g1", "e2") // the same group: its cooldown
+	shadow := env.alert("g2", "e3")
+	shadow.Mode = alert.ModeShadow
+	for _, a := range []alert.Alert{sent, again, shadow, sent} { // sent again: settled before, not listed again
+		if err := env.deliver(t, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := env.d.Recent()
+	var outcomes []string
+	for _, s := range got {
+		outcomes = append(outcomes, s.ID+" "+s.Outcome)
+		if strings.Join(s.GroupBy, ",") != "card_fingerprint" || s.At.IsZero() {
+			t.Errorf("%+v: want its group's field and when", s)
+		}
+	}
+	want := []string{sent.Rule + "/e3 shadow", sent.Rule + "/e2 cooldown", sent.Rule + "/e1 sent"}
+	if !slices.Equal(outcomes, want) {
+		t.Fatalf("Recent = %q, want %q", outcomes, want)
+	}
+	for i := range 60 {
+		a := env.alert(fmt.Sprint("many-", i), fmt.Sprint("m", i))
+		a.Mode = alert.ModeShadow
+		if err := env.deliver(t, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := env.d.Recent(); len(got) != 50 || got[0].ID != sent.Rule+"/m59" || got[49].ID != sent.Rule+"/m10" {
+		t.Errorf("Recent holds %d, first %s, last %s; want the latest 50", len(got), got[0].ID, got[len(got)-1].ID)
 	}
 }

@@ -21,6 +21,24 @@ log() { printf 'test.sh: %s\n' "$*"; }
 . scripts/servers.sh
 install_redis
 
+# The status page is tested in a real headless browser: Debian's chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium from Debian's packages (the status page's browser test)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+export FRAUDWATCH_TEST_CHROMIUM="$(command -v chromium)"
+# The Prometheus alert rules are unit-tested with promtool: Debian's
+# prometheus package has it.
+if ! command -v promtool >/dev/null 2>&1; then
+  log "installing promtool (Debian's prometheus package; its server is not started)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+export FRAUDWATCH_TEST_PROMTOOL="$(command -v promtool)"
+# What tests keep for people to look at (the status page's screenshot).
+export FRAUDWATCH_TEST_ARTIFACTS="${FRAUDWATCH_TEST_ARTIFACTS:-$PWD/artifacts}"
+
 kafka_mode=${FRAUDWATCH_TEST_KAFKA:-real}
 case "$kafka_mode" in
   real | fake) ;;

@@ -109,7 +109,9 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if a.listener, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
 		return nil, fmt.Errorf("app: listen on metrics.listen %s: %w", cfg.Metrics.Listen, err)
 	}
-	a.server = newServer(a)
+	if a.server, err = newServer(a); err != nil {
+		return nil, err
+	}
 	if err := a.buildInteractions(); err != nil {
 		return nil, err
 	}
@@ -180,6 +182,21 @@ func (a *App) build(opts Options) error {
 	// Alerts the dispatcher cannot trust or settle go where invalid events
 	// go.
 	a.disp.SetDeadLetters(a.events)
+	// Readiness as Prometheus sees it, for alerting on flapping: what
+	// /readyz checks of Kafka, read at each scrape. Redis's trouble shows
+	// in fraudwatch_script_errors_total.
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fraudwatch_ready",
+		Help: "1 while both consumer groups hold their assignments (as /readyz checks them), else 0.",
+	}, func() float64 {
+		if a.events.Ready() && a.alerts.Ready() {
+			return 1
+		}
+		return 0
+	})
+	if err := a.reg.Register(ready); err != nil {
+		return fmt.Errorf("app: register metrics: %w", err)
+	}
 	return nil
 }
 

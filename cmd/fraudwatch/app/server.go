@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
 )
 
 // Timeouts of every HTTP server fraudwatch runs. Without them a client
@@ -35,16 +37,21 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// newServer serves /metrics, /healthz and /readyz (README, Metrics and
-// health).
-func newServer(a *App) *http.Server {
+// newServer serves /metrics, /healthz, /readyz (README, Metrics and
+// health) and the status page at /.
+func newServer(a *App) (*http.Server, error) {
+	src, err := newStatusSource(a)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", status.Handler(src, a.log.With("component", "status")))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	return newHTTPServer(mux)
+	return newHTTPServer(mux), nil
 }
 
 // readyProbeTTL is how long the key of /readyz's write probe lives: it

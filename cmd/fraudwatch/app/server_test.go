@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -21,7 +20,8 @@ import (
 // Every HTTP server bounds each phase of a request, so that slow or idle
 // clients cannot hold its connections open.
 func TestHTTPServerTimeouts(t *testing.T) {
-	srv := newServer(&App{reg: prometheus.NewRegistry()})
+	// Both servers (metrics, Slack's interactions) are made by it.
+	srv := newHTTPServer(http.NotFoundHandler())
 	tests := []struct {
 		name string
 		got  time.Duration

@@ -1,0 +1,159 @@
+package app
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// deployDir holds the Prometheus rules and the Grafana dashboard.
+const deployDir = "../../../deploy"
+
+// EnvPromtool names the promtool the alert rules are tested with
+// (scripts/test.sh installs Debian's prometheus package and sets it).
+const EnvPromtool = "FRAUDWATCH_TEST_PROMTOOL"
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv(EnvPromtool); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("the alert rules' tests need promtool: scripts/test.sh installs it and sets " + EnvPromtool)
+	}
+	t.Skip("no promtool: set " + EnvPromtool + " or run scripts/test.sh")
+	return ""
+}
+
+// The alert rules are valid and do what their unit tests say.
+func TestAlertRulesPassPromtool(t *testing.T) {
+	bin := promtool(t)
+	dir := filepath.Join(deployDir, "prometheus")
+	for _, args := range [][]string{
+		{"check", "rules", "fraudwatch-rules.yml"},
+		{"test", "rules", "fraudwatch-rules.test.yml"},
+	} {
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// queried lists the fraudwatch metrics the dashboard and the alert rules
+// query, histogram series by their family's name.
+func queried(t *testing.T) map[string][]string {
+	t.Helper()
+	var exprs []struct{ where, expr string }
+	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "fraudwatch.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("dashboard panel %q queries nothing", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, struct{ where, expr string }{"dashboard panel " + p.Title, tg.Expr})
+		}
+	}
+	data, err = os.ReadFile(filepath.Join(deployDir, "prometheus", "fraudwatch-rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatalf("the alert rules: %v", err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, struct{ where, expr string }{"alert " + r.Alert, r.Expr})
+		}
+	}
+	name := regexp.MustCompile(`\bfraudwatch_[a-z_]+`)
+	out := map[string][]string{}
+	for _, e := range exprs {
+		ms := name.FindAllString(e.expr, -1)
+		if len(ms) == 0 {
+			t.Errorf("%s queries no fraudwatch metric: %s", e.where, e.expr)
+		}
+		for _, m := range ms {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if strings.HasSuffix(m, "_seconds"+suffix) {
+					m = strings.TrimSuffix(m, suffix)
+				}
+			}
+			out[m] = append(out[m], e.where)
+		}
+	}
+	return out
+}
+
+const deployRules = `
+rules:
+  - {name: orders-per-customer, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
+  - {name: amount-per-card, metric: amount, group_by: [card_fingerprint], window: 10m, threshold: 1000}
+  - {name: sliding-orders, metric: count, group_by: [customer_id], window_type: sliding, window: 1m, threshold: 3}
+  - {name: cards-per-customer, metric: distinct, field: card_fingerprint, group_by: [customer_id], window: 1m, threshold: 2}
+`
+
+// Every metric the dashboard and the alert rules query is one a running
+// fraudwatch exports, with a series from the start: a panel or an alert on
+// a name that is not there shows nothing and fires never.
+func TestDashboardAndAlertRulesQueryExportedMetrics(t *testing.T) {
+	want := queried(t)
+	p := newPipeline(t, 2, deployRules)
+	r := p.start()
+	waitFor(t, 30*time.Second, "ready", func() bool { return r.ready(t) })
+	// The lag of a partition has a series once its first refresh (5 s)
+	// or message comes.
+	exported := map[string]bool{}
+	waitFor(t, 20*time.Second, "the lag's series", func() bool {
+		mfs, err := r.app.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if len(mf.GetMetric()) > 0 {
+				exported[mf.GetName()] = true
+			}
+		}
+		return exported["fraudwatch_consumer_lag"]
+	})
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for n := range want {
+			if !yield(n) {
+				return
+			}
+		}
+	}) {
+		if !exported[name] {
+			t.Errorf("%s, queried by %s, has no series in a fraudwatch that just started", name, strings.Join(want[name], ", "))
+		}
+	}
+}

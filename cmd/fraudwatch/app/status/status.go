@@ -1,0 +1,103 @@
+// Package status serves fraudwatch's read-only status page: the rules in
+// force and their version, the alerts this process settled last, the
+// silences that run, and the lag of the partitions it holds. The page is
+// rendered on the server with html/template (every value escaped), has no
+// script, and names the fields of a group but never their values, which
+// are personal data: it is served on the metrics listener, where a
+// scraper is not expected to see an email or a card.
+package status
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"html/template"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// Source is what the page shows, read at each request.
+type Source interface {
+	// Rules are the rules in force and their version (rules.Version).
+	Rules() (version string, rs []rules.Rule)
+	// Recent are the alerts this process settled last, newest first.
+	Recent() []alert.Settled
+	// Silences lists the silences that run.
+	Silences(ctx context.Context) ([]silence.Silence, error)
+	// Lag is the lag of each partition this process holds.
+	Lag() []Lag
+}
+
+// Lag is one partition's lag.
+type Lag struct {
+	Topic     string
+	Partition int
+	Messages  float64
+}
+
+//go:embed page.html
+var pageHTML string
+
+var page = template.Must(template.New("status").Funcs(template.FuncMap{
+	"value":  alert.FormatValue,
+	"time":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"dur":    alert.FormatDuration,
+	"join":   strings.Join,
+	"fields": func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), ", ") },
+}).Parse(pageHTML))
+
+// view is what the template renders.
+type view struct {
+	Now         time.Time
+	Version     string
+	Rules       []rules.Rule
+	Recent      []alert.Settled
+	Silences    []silence.Silence
+	SilencesErr string
+	Lag         []Lag
+}
+
+// Handler serves the page at GET /.
+func Handler(src Source, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		v := view{Now: time.Now()}
+		v.Version, v.Rules = src.Rules()
+		v.Recent = src.Recent()
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		sils, err := src.Silences(ctx)
+		if err != nil {
+			// The rest of the page still helps; say what is missing.
+			v.SilencesErr = "silences could not be read from Redis"
+			log.Warn("status page: listing silences failed", "err", err)
+		}
+		v.Silences = sils
+		v.Lag = src.Lag()
+		slices.SortFunc(v.Lag, func(a, b Lag) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		// Nothing on the page runs or loads anything.
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := page.Execute(w, v); err != nil {
+			log.Warn("status page: render failed", "err", err)
+		}
+	})
+}

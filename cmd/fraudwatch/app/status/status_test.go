@@ -1,0 +1,127 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+type fakeSource struct {
+	version  string
+	rules    []rules.Rule
+	recent   []alert.Settled
+	silences []silence.Silence
+	err      error
+	lag      []Lag
+}
+
+func (f *fakeSource) Rules() (string, []rules.Rule) { return f.version, f.rules }
+func (f *fakeSource) Recent() []alert.Settled       { return f.recent }
+func (f *fakeSource) Silences(context.Context) ([]silence.Silence, error) {
+	return f.silences, f.err
+}
+func (f *fakeSource) Lag() []Lag { return f.lag }
+
+const hostile = `<script>alert(1)</script>`
+
+func sample() *fakeSource {
+	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	return &fakeSource{
+		version: "0cdd29e7d71e",
+		rules: []rules.Rule{
+			{Name: "orders-per-customer", Metric: alert.Count, GroupBy: []string{"customer_id"}, WindowType: alert.Fixed,
+				Window: time.Minute, Threshold: 3, Cooldown: 10 * time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true, Evidence: 10},
+			{Name: "cards-per-customer", Metric: alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"}, WindowType: alert.Sliding,
+				Window: time.Hour, Threshold: 4, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true},
+		},
+		recent: []alert.Settled{
+			{At: at, Rule: "orders-per-customer", ID: "orders-per-customer/e3", OrderID: hostile, GroupBy: []string{"customer_id"},
+				Metric: alert.Count, Current: 3, Threshold: 3, Outcome: alert.OutcomeSent},
+			{At: at.Add(-time.Minute), Rule: "amount", OrderID: "ord-9", GroupBy: []string{"card_fingerprint"},
+				Metric: alert.Amount, Current: 1_250_000, Threshold: 1_000_000, Currency: "KRW", Outcome: alert.SuppressedCooldown},
+		},
+		silences: []silence.Silence{
+			{ID: "s1", Rule: "orders-per-customer", Match: map[string]string{"customer_id": "cust-secret-42"}, Reason: hostile, Author: "kim", Ends: at.Add(time.Hour)},
+			{ID: "s2", Rule: "cards-per-customer", Reason: "tuning", Ends: at.Add(2 * time.Hour)},
+		},
+		lag: []Lag{{"orders", 10, 7}, {"orders", 2, 0}, {"alerts", 0, 1}},
+	}
+}
+
+func get(t *testing.T, src Source, path string) (*http.Response, string) {
+	t.Helper()
+	srv := httptest.NewServer(Handler(src, nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+func TestStatusPage(t *testing.T) {
+	withErr := sample()
+	withErr.silences, withErr.err = nil, errors.New("redis: connection refused")
+	empty := &fakeSource{version: "abc"}
+	tests := []struct {
+		name string
+		src  *fakeSource
+		want []string
+		not  []string
+	}{
+		{"everything", sample(), []string{
+			"version 0cdd29e7d71e",
+			"<td>orders-per-customer</td><td>alert</td><td>high</td>",
+			"<td>distinct card_fingerprint</td><td>customer_id</td>", "<td>sliding 1h</td>", "<td>none</td>",
+			"KRW 1,250,000", "ord-9", `class="cooldown">cooldown`, `class="sent">sent`,
+			"one group by customer_id", "the whole rule", "2026-12-01 10:30:00Z",
+			"&lt;script&gt;alert(1)&lt;/script&gt;",
+			"<td>alerts</td><td class=\"num\">0</td><td class=\"num\">1</td>",
+		}, []string{"<script>", "cust-secret-42", "redis: connection refused"}},
+		{"silences unreadable", withErr, []string{"silences could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No silence runs"}},
+		{"nothing yet", empty, []string{"No alert settled since this process started", "No silence runs", "This process holds no partition"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, tt.src, "/")
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
+				!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+				t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(body, n) {
+					t.Errorf("page shows %q", n)
+				}
+			}
+		})
+	}
+	// Partitions in order: alerts 0, orders 2, orders 10.
+	_, body := get(t, sample(), "/")
+	body = body[strings.Index(body, `id="lag"`):]
+	a, o2, o10 := strings.Index(body, "<td>alerts</td>"), strings.Index(body, `<td class="num">2</td>`), strings.Index(body, `<td class="num">10</td>`)
+	if !(a >= 0 && a < o2 && o2 < o10) {
+		t.Errorf("lag rows out of order: %d %d %d", a, o2, o10)
+	}
+	if resp, _ := get(t, sample(), "/other"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /other = %d, want 404", resp.StatusCode)
+	}
+}

@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/rules"
+)
+
+// statusSource is what the status page reads of the app.
+type statusSource struct {
+	a        *App
+	silences *silence.Store
+}
+
+func newStatusSource(a *App) (*statusSource, error) {
+	keys, err := lua.NewKeys(a.cfg.Redis.KeyPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	return &statusSource{a: a, silences: silence.NewStore(a.rdb, a.lua, keys)}, nil
+}
+
+func (s *statusSource) Rules() (string, []rules.Rule) {
+	rs := s.a.rules.inForce()
+	return rules.Version(rs), rs
+}
+
+func (s *statusSource) Recent() []alert.Settled { return s.a.disp.Recent() }
+
+func (s *statusSource) Silences(ctx context.Context) ([]silence.Silence, error) {
+	return s.silences.List(ctx, time.Now())
+}
+
+// Lag reads the lag gauge both groups export: the page shows what
+// Prometheus sees.
+func (s *statusSource) Lag() []status.Lag {
+	families, err := s.a.reg.Gather()
+	if err != nil {
+		return nil
+	}
+	var out []status.Lag
+	for _, mf := range families {
+		if mf.GetName() != "fraudwatch_consumer_lag" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var l status.Lag
+			for _, lp := range m.GetLabel() {
+				switch lp.GetName() {
+				case "topic":
+					l.Topic = lp.GetValue()
+				case "partition":
+					l.Partition, _ = strconv.Atoi(lp.GetValue())
+				}
+			}
+			l.Messages = m.GetGauge().GetValue()
+			out = append(out, l)
+		}
+	}
+	return out
+}
