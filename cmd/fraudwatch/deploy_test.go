@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// What this machine can check of deploy/ without Docker or Kubernetes: the
+// files parse, the configurations they carry pass fraudwatch check where
+// the containers would see them, and the image, compose file and manifests
+// agree with the binary and with each other (README, Deploy).
+
+const deployDir = "../../deploy"
+
+// metricsPort is metrics.listen's port in every deploy file.
+const metricsPort = "9464"
+
+// checkConfig runs fraudwatch check on a configuration file.
+func checkConfig(t *testing.T, path string) {
+	t.Helper()
+	if out, err := command("check", "--config", path).CombinedOutput(); err != nil {
+		t.Errorf("fraudwatch check --config %s: %v\n%s", path, err, out)
+	}
+}
+
+// The image: a build stage, then distroless static as a non-root user,
+// version and commit stamped, the metrics port exposed, and an entrypoint
+// and command the binary takes.
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var froms, users, exposes, entry, cmd []string
+	var ldflags bool
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		word, rest, _ := strings.Cut(line, " ")
+		switch word {
+		case "FROM":
+			froms = append(froms, rest)
+		case "USER":
+			users = append(users, rest)
+		case "EXPOSE":
+			exposes = append(exposes, rest)
+		case "ENTRYPOINT":
+			entry = jsonArgs(t, rest)
+		case "CMD":
+			cmd = jsonArgs(t, rest)
+		}
+		if strings.Contains(line, "-X main.version=${VERSION} -X main.commit=${COMMIT}") {
+			ldflags = true
+		}
+	}
+	switch {
+	case len(froms) != 2 || !strings.Contains(froms[0], " AS build"):
+		t.Errorf("stages %q: want a build stage and the image", froms)
+	case froms[1] != "gcr.io/distroless/static-debian12:nonroot":
+		t.Errorf("the image is FROM %s, want distroless static, non-root", froms[1])
+	}
+	if !slices.Equal(users, []string{"65532:65532"}) {
+		t.Errorf("USER %q, want 65532:65532 (distroless's nonroot)", users)
+	}
+	if !slices.Equal(exposes, []string{metricsPort}) {
+		t.Errorf("EXPOSE %q, want %s", exposes, metricsPort)
+	}
+	if !ldflags {
+		t.Error("the build does not stamp main.version and main.commit")
+	}
+	if !slices.Equal(entry, []string{"/fraudwatch"}) || len(cmd) != 3 || cmd[0] != "run" || cmd[1] != "--config" {
+		t.Fatalf("ENTRYPOINT %q CMD %q, want /fraudwatch run --config FILE", entry, cmd)
+	}
+	// The command's flags are the binary's.
+	out, _ := command("run", "-h").CombinedOutput()
+	if !strings.Contains(string(out), "-config string") {
+		t.Errorf("fraudwatch run takes no --config:\n%s", out)
+	}
+	ignore, err := os.ReadFile(filepath.Join(deployDir, "..", ".dockerignore"))
+	if err != nil || !strings.Contains(string(ignore), ".git") {
+		t.Errorf(".dockerignore missing or keeps .git: %v", err)
+	}
+}
+
+func jsonArgs(t *testing.T, s string) []string {
+	t.Helper()
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		t.Errorf("%s is not the exec form: %v", s, err)
+	}
+	return out
+}
+
+// compose.yaml parses, has every service the README names, and the
+// fraudwatch containers' mounts make a configuration that passes check.
+func TestComposeFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Services map[string]struct {
+			Image       string
+			Command     any
+			Volumes     []string
+			Ports       []string
+			Environment map[string]string
+			DependsOn   any  `yaml:"depends_on"`
+			ReadOnly    bool `yaml:"read_only"`
+		}
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	for _, name := range []string{"kafka", "topics", "redis", "fraudwatch-1", "fraudwatch-2", "traffic", "prometheus", "grafana"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Errorf("compose.yaml has no service %s", name)
+		}
+	}
+	if img := c.Services["kafka"].Image; !strings.HasPrefix(img, "apache/kafka:") {
+		t.Errorf("kafka is %s, want the official apache/kafka image", img)
+	}
+	if cmd, _ := c.Services["redis"].Command.([]any); !slices.Contains(cmd, any("noeviction")) || !slices.Contains(cmd, any("--appendonly")) {
+		t.Errorf("redis runs %v, want AOF and noeviction", cmd)
+	}
+	for _, name := range []string{"fraudwatch-1", "fraudwatch-2", "traffic"} {
+		s := c.Services[name]
+		if !s.ReadOnly {
+			t.Errorf("%s: want read_only", name)
+		}
+		// The files as the container sees them.
+		root := t.TempDir()
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) < 2 {
+				t.Fatalf("%s: volume %q", name, v)
+			}
+			copyFile(t, filepath.Join(deployDir, parts[0]), filepath.Join(root, parts[1]))
+		}
+		checkConfig(t, filepath.Join(root, "etc/fraudwatch/fraudwatch.yaml"))
+	}
+	for _, name := range []string{"fraudwatch-1", "fraudwatch-2"} {
+		if p := c.Services[name].Ports; len(p) != 1 || !strings.HasSuffix(p[0], ":"+metricsPort) {
+			t.Errorf("%s publishes %q, want the metrics port %s", name, p, metricsPort)
+		}
+	}
+	prom, err := os.ReadFile(filepath.Join(deployDir, "compose", "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"fraudwatch-1:" + metricsPort, "fraudwatch-2:" + metricsPort, "/etc/prometheus/rules/fraudwatch-rules.yml"} {
+		if !strings.Contains(string(prom), target) {
+			t.Errorf("compose/prometheus.yml lacks %s", target)
+		}
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// manifest is the part of a Kubernetes object the checks read.
+type manifest struct {
+	Kind     string
+	Metadata struct{ Name string }
+	Data     map[string]string
+	Spec     yaml.Node
+}
+
+// The manifests: every file the kustomization lists parses; the
+// ConfigMap's configuration and rules pass check as the pod mounts them;
+// the Deployment runs 3 non-root replicas with a read-only root, probes on
+// /healthz and /readyz, resources, and secrets by reference; the PDB,
+// Service and ServiceMonitor select its pods and port; the PrometheusRule
+// holds deploy/prometheus's rules.
+func TestKubernetesManifests(t *testing.T) {
+	dir := filepath.Join(deployDir, "kubernetes")
+	var kust struct{ Resources []string }
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust)
+	objs := map[string]manifest{}
+	for _, f := range kust.Resources {
+		dec := yaml.NewDecoder(mustOpen(t, filepath.Join(dir, f)))
+		for {
+			var m manifest
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			objs[m.Kind] = m
+		}
+	}
+	for _, kind := range []string{"Namespace", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor", "PrometheusRule"} {
+		if _, ok := objs[kind]; !ok {
+			t.Errorf("no %s among the kustomization's resources", kind)
+		}
+	}
+
+	cm := objs["ConfigMap"]
+	root := t.TempDir()
+	for name, content := range cm.Data {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkConfig(t, filepath.Join(root, "fraudwatch.yaml"))
+
+	var d struct {
+		Replicas int
+		Template struct {
+			Metadata struct{ Labels map[string]string }
+			Spec     struct {
+				SecurityContext struct {
+					RunAsNonRoot bool `yaml:"runAsNonRoot"`
+				} `yaml:"securityContext"`
+				Containers []struct {
+					Args  []string
+					Ports []struct {
+						Name          string
+						ContainerPort int `yaml:"containerPort"`
+					}
+					Env []struct {
+						Name      string
+						Value     string
+						ValueFrom map[string]any `yaml:"valueFrom"`
+					}
+					LivenessProbe struct {
+						HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+					} `yaml:"livenessProbe"`
+					ReadinessProbe struct {
+						HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
+					Resources       struct{ Requests, Limits map[string]string }
+					SecurityContext struct {
+						ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+						AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+					} `yaml:"securityContext"`
+					VolumeMounts []struct {
+						MountPath string `yaml:"mountPath"`
+						SubPath   string `yaml:"subPath"`
+					} `yaml:"volumeMounts"`
+				}
+			}
+		}
+	}
+	dep := objs["Deployment"]
+	if err := dep.Spec.Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Replicas != 3 || !d.Template.Spec.SecurityContext.RunAsNonRoot || len(d.Template.Spec.Containers) != 1 {
+		t.Fatalf("deployment: %d replicas, non-root %v, %d containers", d.Replicas, d.Template.Spec.SecurityContext.RunAsNonRoot, len(d.Template.Spec.Containers))
+	}
+	c := d.Template.Spec.Containers[0]
+	if len(c.Args) != 3 || c.Args[0] != "run" || c.Args[2] != "/etc/fraudwatch/fraudwatch.yaml" {
+		t.Errorf("args %q", c.Args)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9464 {
+		t.Errorf("ports %+v, want metrics on %s", c.Ports, metricsPort)
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||
+		c.LivenessProbe.HTTPGet.Port != "metrics" || c.ReadinessProbe.HTTPGet.Port != "metrics" {
+		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Resources.Requests["memory"] == "" || c.Resources.Requests["cpu"] == "" || c.Resources.Limits["memory"] == "" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	if !c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
+		t.Errorf("container security %+v", c.SecurityContext)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/etc/fraudwatch" && m.SubPath != "" {
+			t.Error("the ConfigMap is mounted with subPath: updates would never reach the pod")
+		}
+	}
+	for _, e := range c.Env {
+		if e.Value != "" || e.ValueFrom["secretKeyRef"] == nil {
+			t.Errorf("env %s: want a secret by reference", e.Name)
+		}
+	}
+
+	var sel struct {
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		}
+		Ports []struct {
+			Name       string
+			TargetPort string `yaml:"targetPort"`
+		}
+		Endpoints []struct{ Port string }
+	}
+	for _, kind := range []string{"PodDisruptionBudget", "ServiceMonitor"} {
+		sel.Selector.MatchLabels = nil
+		m := objs[kind]
+		if err := m.Spec.Decode(&sel); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range sel.Selector.MatchLabels {
+			if d.Template.Metadata.Labels[k] != v {
+				t.Errorf("%s selects %s=%s, which the pods lack", kind, k, v)
+			}
+		}
+	}
+	if sel.Endpoints[0].Port != "metrics" {
+		t.Errorf("ServiceMonitor scrapes port %s", sel.Endpoints[0].Port)
+	}
+	var svc struct {
+		Selector map[string]string
+		Ports    []struct {
+			Name       string
+			TargetPort string `yaml:"targetPort"`
+		}
+	}
+	svcObj := objs["Service"]
+	if err := svcObj.Spec.Decode(&svc); err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.Ports) != 1 || svc.Ports[0].Name != "metrics" || svc.Ports[0].TargetPort != "metrics" {
+		t.Errorf("service ports %+v", svc.Ports)
+	}
+
+	// The PrometheusRule is deploy/prometheus's rules, not a copy that
+	// drifted.
+	var want, got any
+	readYAML(t, filepath.Join(deployDir, "prometheus", "fraudwatch-rules.yml"), &want)
+	pr := objs["PrometheusRule"]
+	if err := pr.Spec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := json.Marshal(want)
+	g, _ := json.Marshal(got)
+	if !bytes.Equal(w, g) {
+		t.Error("prometheusrule.yaml differs from deploy/prometheus/fraudwatch-rules.yml")
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func mustOpen(t *testing.T, path string) io.Reader {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.NewReader(data)
+}
