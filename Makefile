@@ -8,10 +8,17 @@ SHELL := /bin/bash
 KAFKA_VERSIONS ?= $(shell scripts/kafka.sh versions)
 COMPAT_PACKAGES ?= ./consumer/... ./cmd/...
 
-.PHONY: test test-compat
+# make test-cluster  the packages that use Redis against a real Redis Cluster
+#                    (3 masters, 3 replicas) instead of a single Redis
+CLUSTER_PACKAGES ?= ./lua/... ./rules/... ./alert/... ./cmd/...
+
+.PHONY: test test-compat test-cluster
 
 test:
 	./scripts/test.sh
+
+test-cluster:
+	FRAUDWATCH_TEST_REDIS=cluster ./scripts/test.sh $(CLUSTER_PACKAGES)
 
 # Every version runs even when one fails, so one run tells which versions
 # break; an interrupt stops it at once.

@@ -142,7 +142,7 @@ const okJSON = `{"ok":true,"channel":"C1","ts":"1.2"}`
 type testEnv struct {
 	d       *alert.Dispatcher
 	reg     *prometheus.Registry
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	scripts *lua.Scripts
 	pfx     string
 	keys    lua.Keys

@@ -61,8 +61,8 @@ func TestAlertClaimAndSettle(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, rdb, prefix := newScripts(t)
 			ctx := t.Context()
-			cooldown := prefix + ":cooldown"
-			record := func(id string) string { return prefix + ":alert:" + id }
+			cooldown := prefix + ":{t}:cooldown"
+			record := func(id string) string { return prefix + ":{t}:alert:" + id }
 			for i, st := range tt.steps {
 				switch st.do {
 				case "claim":
@@ -91,7 +91,7 @@ func TestAlertClaimAndSettle(t *testing.T) {
 func TestAlertScriptsRejectBadArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	keys := []string{prefix + ":cd", prefix + ":rec"}
+	keys := []string{prefix + ":{t}:cd", prefix + ":{t}:rec"}
 	for _, tc := range []struct {
 		script *redis.Script
 		name   string

@@ -15,7 +15,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
-func newScripts(t *testing.T) (*Scripts, *redis.Client, string) {
+func newScripts(t *testing.T) (*Scripts, redis.UniversalClient, string) {
 	t.Helper()
 	rdb := redistest.Client(t)
 	s, err := New(Config{}, rdb, prometheus.NewRegistry())
@@ -86,7 +86,7 @@ func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Refunded {
 	return r.Results
 }
 
-func value(t *testing.T, rdb *redis.Client, w Window) int64 {
+func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 	t.Helper()
 	n, err := rdb.HGet(t.Context(), w.Key, "v").Int64()
 	if err != nil && err != redis.Nil {
@@ -251,7 +251,7 @@ func TestWindowEnds(t *testing.T) {
 	}
 }
 
-func waitGone(t *testing.T, rdb *redis.Client, key string) {
+func waitGone(t *testing.T, rdb redis.UniversalClient, key string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for rdb.Exists(t.Context(), key).Val() == 1 {
@@ -588,11 +588,11 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		rdb.ScriptFlush(ctx)
 		refund(t, s, []Window{amount}, ev{"0:r", int64(i), fmt.Sprint("r", i), 50})
 		rdb.ScriptFlush(ctx)
-		if _, err := s.ClaimAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), 0); err != nil {
+		if _, err := s.ClaimAlert(ctx, prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), 0); err != nil {
 			t.Fatalf("claim after flush %d: %v", i, err)
 		}
 		rdb.ScriptFlush(ctx)
-		if err := s.SettleAlert(ctx, prefix+":cd", prefix+fmt.Sprint(":rec", i), fmt.Sprint("a", i), true); err != nil {
+		if err := s.SettleAlert(ctx, prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), true); err != nil {
 			t.Fatalf("settle after flush %d: %v", i, err)
 		}
 	}
@@ -697,12 +697,12 @@ func TestRetentionIsTheLifetimeOfMarksAndRecords(t *testing.T) {
 	if got := count(t, s, []Window{w}, ev{"0:t", 0, "e1", 1}); !got[0].First {
 		t.Fatalf("count = %+v; want the first crossing", got)
 	}
-	record := prefix + ":alert:e1"
-	if _, err := s.ClaimAlert(ctx, prefix+":cooldown", record, "r/e1", time.Minute); err != nil {
+	record := prefix + ":{t}:alert:e1"
+	if _, err := s.ClaimAlert(ctx, prefix+":{t}:cooldown", record, "r/e1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	claimed := rdb.TTL(ctx, record).Val()
-	if err := s.SettleAlert(ctx, prefix+":cooldown", record, "r/e1", true); err != nil {
+	if err := s.SettleAlert(ctx, prefix+":{t}:cooldown", record, "r/e1", true); err != nil {
 		t.Fatal(err)
 	}
 	for key, ttl := range map[string]time.Duration{

@@ -61,7 +61,7 @@ var testNow = time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)
 type harness struct {
 	t      *testing.T
 	engine *rules.Engine
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	keys   lua.Keys
 	sink   *fakeSink
@@ -199,15 +199,7 @@ func (h *harness) wantCounter(name string, m alert.Metric, want int64, values ..
 func (h *harness) storedKeys() []string {
 	h.t.Helper()
 	pattern := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(h.prefix) + ":*"
-	var keys []string
-	iter := h.rdb.Scan(h.t.Context(), 0, pattern, 100).Iterator()
-	for iter.Next(h.t.Context()) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		h.t.Fatal(err)
-	}
-	return keys
+	return redistest.Keys(h.t, h.rdb, pattern)
 }
 
 // metric reads a counter with a label ("": one without labels); it must be

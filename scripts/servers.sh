@@ -60,3 +60,58 @@ start_kafka() {
 }
 
 stop_kafka() { scripts/kafka.sh stop "$1" || true; }
+
+# A Redis Cluster of 3 masters, each with a replica, on free loopback ports
+# (make test-cluster). Its seeds end up in REDIS_CLUSTER_ADDRS.
+redis_cluster_pids=()
+start_redis_cluster() {
+  local dir=$1 base port addrs=() ok
+  for _ in $(seq 1 10); do
+    base=$((20000 + RANDOM % 40000))
+    redis_cluster_pids=()
+    addrs=()
+    ok=1
+    for i in 0 1 2 3 4 5; do
+      port=$((base + i))
+      mkdir -p "$dir/cluster-$port"
+      redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+        --cluster-config-file "$dir/cluster-$port/nodes.conf" --cluster-node-timeout 2000 \
+        --save '' --appendonly no --dir "$dir/cluster-$port" --logfile "$dir/cluster-$port/redis.log" &
+      redis_cluster_pids+=($!)
+      addrs+=("127.0.0.1:$port")
+    done
+    for i in 0 1 2 3 4 5; do
+      port=$((base + i))
+      for _ in $(seq 1 50); do
+        [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ] && break
+        if ! kill -0 "${redis_cluster_pids[$i]}" 2>/dev/null; then ok=0; break; fi
+        sleep 0.1
+      done
+      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ] || ok=0
+    done
+    if [ "$ok" = 1 ] && redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1; then
+      for _ in $(seq 1 100); do
+        if redis-cli -p "$base" cluster info 2>/dev/null | grep -q '^cluster_state:ok' &&
+          [ "$(redis-cli -p "$base" cluster nodes 2>/dev/null | grep -c 'connected')" -eq 6 ]; then
+          REDIS_CLUSTER_ADDRS=$(IFS=,; echo "${addrs[*]}")
+          return 0
+        fi
+        sleep 0.1
+      done
+    fi
+    stop_redis_cluster
+  done
+  log "could not start a Redis Cluster"
+  return 1
+}
+
+stop_redis_cluster() {
+  local pid
+  for pid in "${redis_cluster_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${redis_cluster_pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  redis_cluster_pids=()
+}

@@ -70,6 +70,7 @@ cleanup() {
   fi
   stop_kafka "$kafka_state"
   stop_redis
+  stop_redis_cluster
   if [ "$status" -ne 0 ] && [ -s "$work/redis.log" ]; then
     log "redis-server log (last 20 lines):"
     tail -n 20 "$work/redis.log" >&2 || true
@@ -96,6 +97,13 @@ trap 'exit 130' INT TERM
 start_redis "$work"
 export FRAUDWATCH_TEST_REDIS_ADDR="$REDIS_ADDR"
 log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR"
+# FRAUDWATCH_TEST_REDIS=cluster (make test-cluster): the tests that use the
+# shared Redis use a Redis Cluster of 3 masters and 3 replicas instead.
+if [ "${FRAUDWATCH_TEST_REDIS:-single}" = cluster ]; then
+  start_redis_cluster "$work"
+  export FRAUDWATCH_TEST_REDIS_CLUSTER="$REDIS_CLUSTER_ADDRS"
+  log "Redis Cluster of 3 masters and 3 replicas on $REDIS_CLUSTER_ADDRS"
+fi
 
 if [ "$kafka_mode" = real ]; then
   if [ -n "${FRAUDWATCH_TEST_KAFKA_BROKERS:-}" ]; then

@@ -248,7 +248,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
   rebalance_timeout: 10s
   commit_interval: 200ms
 redis:
-  addrs: [%q]
+  %s
   key_prefix: %q
 slack:
   webhook_url: %q
@@ -257,7 +257,7 @@ metrics:
   listen: %q
 shutdown_timeout: 20s
 rules_file: rules.yaml
-`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redistest.Addr(t), prefix, srv.URL+"/hook", metrics[i]), crashRules)
+`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redisAddrs(t), prefix, srv.URL+"/hook", metrics[i]), crashRules)
 	}
 	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
@@ -468,7 +468,7 @@ rules_file: rules.yaml
 	g := keys.Group([]string{silenced})
 	records := prefix + ":" + g.Tag() + ":a:orders-per-customer:" + g.Encoding() + ":*"
 	silencedRecord := func() bool {
-		found, err := rdb.Keys(context.Background(), records).Result()
+		found, err := redistest.Keys(t, rdb, records), error(nil)
 		if err != nil || len(found) != 1 {
 			return false
 		}
@@ -522,7 +522,7 @@ rules_file: rules.yaml
 	sentUnlisted := func(key string) bool {
 		rule, value, _ := strings.Cut(key, " ")
 		g := keys.Group([]string{value})
-		found, err := rdb.Keys(context.Background(), prefix+":"+g.Tag()+":a:"+rule+":"+g.Encoding()+":*").Result()
+		found, err := redistest.Keys(t, rdb, prefix+":"+g.Tag()+":a:"+rule+":"+g.Encoding()+":*"), error(nil)
 		return err == nil && len(found) == 1 && rdb.Get(context.Background(), found[0]).Val() == "sent"
 	}
 	for key := range world.alerts {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -31,6 +32,14 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// redisAddrs is the redis section's addresses and mode for the test Redis,
+// or Cluster (redistest): "addrs: [...]\n  cluster: ...".
+func redisAddrs(t *testing.T) string {
+	t.Helper()
+	addrs, _ := json.Marshal(redistest.Addrs(t))
+	return fmt.Sprintf("addrs: %s\n  cluster: %v", addrs, redistest.Cluster())
 }
 
 func command(args ...string) *exec.Cmd {
@@ -263,7 +272,7 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
   session_timeout: 6s
   commit_interval: 1h
 redis:
-  addrs: [%q]
+  %s
   key_prefix: %q
 slack:
   webhook_url: %q
@@ -271,7 +280,7 @@ metrics:
   listen: %q
 shutdown_timeout: 15s
 rules_file: rules.yaml
-`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redistest.Addr(t), redistest.Prefix(t),
+`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redisAddrs(t), redistest.Prefix(t),
 		srv.URL+"/hook", metrics), testRules)
 
 	start := func() (*exec.Cmd, *bytes.Buffer) {

@@ -11,8 +11,8 @@ import (
 
 // The silence commands, as an operator types them, against a real Redis.
 func TestSilenceCommands(t *testing.T) {
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  addrs: [%q]\n  key_prefix: %q\nrules_file: rules.yaml\n",
-		redistest.Addr(t), redistest.Prefix(t)), testRules)
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  %s\n  key_prefix: %q\nrules_file: rules.yaml\n",
+		redisAddrs(t), redistest.Prefix(t)), testRules)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer

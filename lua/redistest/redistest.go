@@ -55,19 +55,71 @@ func Addr(t testing.TB) string {
 	return sharedAddr
 }
 
-// Client returns a client of the shared test Redis, closed when t ends.
-// Tests must keep to keys under their own Prefix: other packages' tests use
-// the same server at the same time.
-func Client(t testing.TB) *redis.Client {
+// EnvCluster names the environment variable holding the seed addresses of
+// a shared test Redis Cluster (comma-separated; scripts/test.sh starts one
+// for make test-cluster). When it is set, Client, Addrs and Prefix serve
+// the cluster instead of the single Redis.
+const EnvCluster = "FRAUDWATCH_TEST_REDIS_CLUSTER"
+
+// Cluster reports whether tests run against the shared Redis Cluster.
+func Cluster() bool { return os.Getenv(EnvCluster) != "" }
+
+// Addrs returns the addresses a fraudwatch configuration of the tests
+// names (redis.addrs): the cluster's seeds, or the single Redis.
+func Addrs(t testing.TB) []string {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: Addr(t), MaxRetries: -1})
+	if Cluster() {
+		return strings.Split(os.Getenv(EnvCluster), ",")
+	}
+	return []string{Addr(t)}
+}
+
+// Client returns a client of the shared test Redis, or Cluster, closed
+// when t ends. Tests must keep to keys under their own Prefix: other
+// packages' tests use the same server at the same time.
+func Client(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	var rdb redis.UniversalClient
+	if Cluster() {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: Addrs(t), MaxRetries: -1})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: Addr(t), MaxRetries: -1})
+	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("redistest: ping %s: %v", Addr(t), err)
+		t.Fatalf("redistest: ping %v: %v", Addrs(t), err)
 	}
 	return rdb
+}
+
+// Keys lists the keys matching pattern on every master: KEYS on a cluster
+// client asks one node only.
+func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	var mu sync.Mutex
+	var keys []string
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		ks, err := node.Keys(ctx, pattern).Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 // Connect returns a client of the Redis at addr (a private Server), closed

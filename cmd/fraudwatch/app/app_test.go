@@ -49,7 +49,7 @@ type pipeline struct {
 	partitions int
 	kafka      *kafkatest.Cluster
 	cfg        config.Config
-	rdb        *redis.Client
+	rdb        redis.UniversalClient
 	notes      *notes
 	keys       lua.Keys
 	started    []*replica
@@ -76,7 +76,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	cfg.Kafka.DeadLetterTopic = k.Topic(t, "dlq", 1)
 	cfg.Kafka.AlertsTopic = k.Topic(t, "alerts", 2)
 	cfg.Kafka.StartOffset = config.StartEarliest
-	cfg.Redis.Addrs = []string{redistest.Addr(t)}
+	cfg.Redis.Addrs, cfg.Redis.Cluster = redistest.Addrs(t), redistest.Cluster()
 	cfg.Redis.KeyPrefix = redistest.Prefix(t)
 	cfg.Metrics.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = 20 * time.Second
@@ -535,8 +535,8 @@ func TestShutdownCommitsAndARestartReAlertsNothing(t *testing.T) {
 
 func TestHealthReadinessAndMetrics(t *testing.T) {
 	p := newPipeline(t, 1, amountRules)
-	srv := redistest.Start(t) // a private Redis this test may stop
-	p.cfg.Redis.Addrs = []string{srv.Addr}
+	srv := redistest.Start(t)                                          // a private Redis this test may stop
+	p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false // a private single Redis, to break
 	r := p.start()
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + r.app.Addr() + path)

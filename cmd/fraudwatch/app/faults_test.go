@@ -192,8 +192,8 @@ func TestRetryAfterIsHonouredWhileEventsFlow(t *testing.T) {
 
 func TestRedisOutageAndScriptFlushMidStream(t *testing.T) {
 	p := newPipeline(t, 2, countRule)
-	srv := redistest.Start(t) // a private Redis this test restarts
-	p.cfg.Redis.Addrs = []string{srv.Addr}
+	srv := redistest.Start(t)                                          // a private Redis this test restarts
+	p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false // a private single Redis, to break
 	r := p.start()
 	waitFor(t, 20*time.Second, "ready", func() bool { return r.ready(t) })
 	rdb := redistest.Connect(t, srv.Addr)

@@ -89,7 +89,7 @@ func TestStartWarnings(t *testing.T) {
 			if err := redistest.Connect(t, srv.Addr).ConfigSet(t.Context(), "maxmemory-policy", tt.policy).Err(); err != nil {
 				t.Fatal(err)
 			}
-			p.cfg.Redis.Addrs = []string{srv.Addr}
+			p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false // a private single Redis, to break
 			if tt.mutate != nil {
 				tt.mutate(p)
 			}
@@ -164,7 +164,7 @@ func TestCheckEviction(t *testing.T) {
 func TestReadyzReportsRedisOutOfMemory(t *testing.T) {
 	p := newPipeline(t, 1, countRule)
 	srv := redistest.Start(t)
-	p.cfg.Redis.Addrs = []string{srv.Addr}
+	p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false // a private single Redis, to break
 	r := p.start()
 	get := func() (int, string) {
 		resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
