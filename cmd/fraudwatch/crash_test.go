@@ -230,6 +230,15 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
 	prefix := redistest.Prefix(t)
+	// On a Redis Cluster (make test-cluster) the test has one of its own,
+	// whose slots it moves between masters while the orders are counted.
+	redisSection := redisAddrs(t)
+	var cluster *redistest.ClusterServers
+	if redistest.Cluster() {
+		cluster = redistest.StartCluster(t)
+		addrs, _ := json.Marshal(cluster.Addrs)
+		redisSection = fmt.Sprintf("addrs: %s\n  cluster: true", addrs)
+	}
 	group := kafkatest.Group(t, "fw")
 
 	configs, metrics := make([]string, 2), make([]string, 2)
@@ -257,7 +266,7 @@ metrics:
   listen: %q
 shutdown_timeout: 20s
 rules_file: rules.yaml
-`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redisAddrs(t), prefix, srv.URL+"/hook", metrics[i]), crashRules)
+`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redisSection, prefix, srv.URL+"/hook", metrics[i]), crashRules)
 	}
 	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
@@ -359,7 +368,12 @@ rules_file: rules.yaml
 		}
 	}
 
-	rdb := redistest.Client(t)
+	var rdb redis.UniversalClient
+	if cluster != nil {
+		rdb = cluster.Client(t)
+	} else {
+		rdb = redistest.Client(t)
+	}
 	keys, err := lua.NewKeys(prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -449,6 +463,16 @@ rules_file: rules.yaml
 	})
 
 	k.Produce(t, orders, world.orders...)
+	resharded := make(chan error, 1)
+	if cluster != nil {
+		go func() {
+			start := time.Now()
+			resharded <- cluster.Reshard(context.Background(), 4000)
+			t.Logf("4000 slots moved between masters in the %v after the orders were produced", time.Since(start).Round(time.Millisecond))
+		}()
+	} else {
+		resharded <- nil
+	}
 	for range 3 {
 		killOne()
 	}
@@ -457,6 +481,9 @@ rules_file: rules.yaml
 	stop(leaver)
 	replicas[leaver] = start(leaver)
 	killOne()
+	if err := <-resharded; err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 3*time.Minute, "every order counted once", countsMatch)
 	k.Produce(t, refunds, world.refunds...)
 	for range 2 {

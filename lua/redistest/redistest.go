@@ -147,6 +147,7 @@ func Prefix(t testing.TB) string {
 type Server struct {
 	Addr   string
 	dir    string
+	args   []string // more of redis-server's settings
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan error
@@ -212,10 +213,10 @@ func start(dir string) (*Server, error) {
 
 func (s *Server) launch() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command("redis-server",
+	cmd := exec.Command("redis-server", append([]string{
 		"--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log"))
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log")}, s.args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)

@@ -1,0 +1,181 @@
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterServers is a private Redis Cluster of 3 masters, each with a
+// replica, that a test may reshard or break without disturbing the tests
+// that share the one of make test-cluster.
+type ClusterServers struct {
+	Addrs   []string
+	servers []*Server
+}
+
+// StartCluster starts a private Redis Cluster on free loopback ports,
+// stopped when t ends.
+func StartCluster(t testing.TB) *ClusterServers {
+	t.Helper()
+	c, err := startCluster(t.TempDir())
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func startCluster(dir string) (*ClusterServers, error) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return nil, fmt.Errorf("redis-cli not found in PATH: %w", err)
+	}
+	c := &ClusterServers{}
+	for i := range 6 {
+		node := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(node, 0o755); err != nil {
+			return nil, err
+		}
+		s, err := start(node)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		// Restarted as a cluster node: start found the port free.
+		s.Stop()
+		s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(node, "nodes.conf"),
+			"--cluster-node-timeout", "2000"}
+		if err := s.launch(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.servers = append(c.servers, s)
+		c.Addrs = append(c.Addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	if out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	if err := c.waitHealthy(30 * time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitHealthy waits until every node reports the cluster ok and knows all
+// six nodes connected.
+func (c *ClusterServers) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		for _, s := range c.servers {
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+			info, err1 := rdb.ClusterInfo(context.Background()).Result()
+			nodes, err2 := rdb.ClusterNodes(context.Background()).Result()
+			_ = rdb.Close()
+			// Every node agrees: all connected, and half of them replicas.
+			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") ||
+				strings.Count(nodes, " connected") != len(c.servers) || strings.Count(nodes, "slave ") != len(c.servers)/2 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: the cluster on %v is not healthy after %v", c.Addrs, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Client returns a cluster client of it, closed when t ends.
+func (c *ClusterServers) Client(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// Stop kills every node.
+func (c *ClusterServers) Stop() {
+	for _, s := range c.servers {
+		s.Stop()
+	}
+}
+
+// master is a master node as CLUSTER NODES lists it.
+type master struct {
+	id, addr string
+	slots    int
+}
+
+func (c *ClusterServers) masters(ctx context.Context) ([]master, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: c.Addrs[0], MaxRetries: -1})
+	defer rdb.Close()
+	out, err := rdb.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var ms []master
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		m := master{id: f[0], addr: addr}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				continue // a slot being migrated
+			}
+			lo, hi, found := strings.Cut(r, "-")
+			a, _ := strconv.Atoi(lo)
+			b := a
+			if found {
+				b, _ = strconv.Atoi(hi)
+			}
+			m.slots += b - a + 1
+		}
+		if m.slots > 0 {
+			ms = append(ms, m)
+		}
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].slots > ms[j].slots })
+	return ms, nil
+}
+
+// Reshard moves n slots, keys and all, from the master holding the most
+// to the one holding the fewest, with redis-cli as an operator would; it
+// returns when they are moved.
+func (c *ClusterServers) Reshard(ctx context.Context, n int) error {
+	ms, err := c.masters(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ms) < 2 {
+		return fmt.Errorf("redistest: %d masters to reshard between", len(ms))
+	}
+	from, to := ms[0], ms[len(ms)-1]
+	cmd := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.addr,
+		"--cluster-from", from.id, "--cluster-to", to.id, "--cluster-slots", strconv.Itoa(n), "--cluster-yes")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("redistest: reshard %d slots %s -> %s: %v\n%s", n, from.addr, to.addr, err, out.String())
+	}
+	return c.waitHealthy(30 * time.Second)
+}
