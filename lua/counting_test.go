@@ -715,3 +715,46 @@ func TestRetentionIsTheLifetimeOfMarksAndRecords(t *testing.T) {
 		}
 	}
 }
+
+// reloading is a client that counts the times it is asked to read its
+// map of slots again.
+type reloading struct {
+	*redis.Client
+	reloads int
+}
+
+func (r *reloading) ReloadState(context.Context) { r.reloads++ }
+
+// A call that gets no answer makes a cluster client read its slot map
+// again, so that the retry finds a master that took over; an error
+// Redis answered does not.
+func TestNoAnswerReloadsTheClusterState(t *testing.T) {
+	prefix := redistest.Prefix(t)
+	live := redistest.Connect(t, redistest.Addr(t)) // a single Redis, in either mode of the suite
+	dead := redistest.Connect(t, "127.0.0.1:1")
+	tests := []struct {
+		name        string
+		client      *redis.Client
+		wantReloads int
+	}{
+		{"no answer", dead, 1},
+		{"an answer", live, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rdb := &reloading{Client: tt.client}
+			s, err := New(Config{}, rdb, prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A reply Redis gives as an error: keys in two slots on a
+			// cluster, or a wrong type here.
+			key := prefix + ":{t}:cd"
+			_ = tt.client.RPush(t.Context(), key, "x").Err()
+			_, _ = s.ClaimAlert(t.Context(), key, prefix+":{t}:rec", "a", time.Minute)
+			if rdb.reloads != tt.wantReloads {
+				t.Errorf("reloads = %d, want %d", rdb.reloads, tt.wantReloads)
+			}
+		})
+	}
+}

@@ -295,7 +295,22 @@ func (s *Scripts) redisError(ctx context.Context, name string, err error) error 
 		// Shutting down, not a script failure.
 		return fmt.Errorf("lua: %s: %w", name, err)
 	}
+	if _, reply := errors.AsType[redis.Error](err); !reply {
+		// No answer at all: on a cluster, a master may have died and its
+		// replica taken its slots over. go-redis would notice only at its
+		// next periodic reload of the slot map (a minute); the retry of
+		// this call should find the new master.
+		if r, ok := s.rdb.(stateReloader); ok {
+			r.ReloadState(ctx)
+		}
+	}
 	return s.fail(name, err)
+}
+
+// stateReloader is a cluster client, whose map of slots to nodes can be
+// read again.
+type stateReloader interface {
+	ReloadState(ctx context.Context)
 }
 
 func (s *Scripts) fail(name string, err error) error {

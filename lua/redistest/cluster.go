@@ -54,7 +54,7 @@ func startCluster(dir string) (*ClusterServers, error) {
 		// Restarted as a cluster node: start found the port free.
 		s.Stop()
 		s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(node, "nodes.conf"),
-			"--cluster-node-timeout", "2000"}
+			"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}
 		if err := s.launch(); err != nil {
 			c.Stop()
 			return nil, err
@@ -84,10 +84,13 @@ func (c *ClusterServers) waitHealthy(timeout time.Duration) error {
 			rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 			info, err1 := rdb.ClusterInfo(context.Background()).Result()
 			nodes, err2 := rdb.ClusterNodes(context.Background()).Result()
+			repl, err3 := rdb.Info(context.Background(), "replication").Result()
 			_ = rdb.Close()
-			// Every node agrees: all connected, and half of them replicas.
-			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") ||
-				strings.Count(nodes, " connected") != len(c.servers) || strings.Count(nodes, "slave ") != len(c.servers)/2 {
+			// Every node agrees: all connected, half of them replicas, and
+			// every replica in sync (one that never was cannot take over).
+			if err1 != nil || err2 != nil || err3 != nil || !strings.Contains(info, "cluster_state:ok") ||
+				strings.Count(nodes, " connected") != len(c.servers) || strings.Count(nodes, "slave ") != len(c.servers)/2 ||
+				strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
 				ok = false
 				break
 			}
@@ -178,4 +181,71 @@ func (c *ClusterServers) Reshard(ctx context.Context, n int) error {
 		return fmt.Errorf("redistest: reshard %d slots %s -> %s: %v\n%s", n, from.addr, to.addr, err, out.String())
 	}
 	return c.waitHealthy(30 * time.Second)
+}
+
+// KillMaster kills the master holding the most slots with SIGKILL, as a
+// crashed machine would go, and waits until its replica has taken its
+// slots over. It returns how long that took.
+func (c *ClusterServers) KillMaster(ctx context.Context) (time.Duration, error) {
+	ms, err := c.masters(ctx)
+	if err != nil || len(ms) == 0 {
+		return 0, fmt.Errorf("redistest: no master to kill: %v", err)
+	}
+	var victim *Server
+	for _, s := range c.servers {
+		if s.Addr == ms[0].addr {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return 0, fmt.Errorf("redistest: master %s is none of ours", ms[0].addr)
+	}
+	killed := time.Now()
+	victim.Stop()
+	for {
+		var alive *Server
+		for _, s := range c.servers {
+			if s != victim {
+				alive = s
+				break
+			}
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: alive.Addr, MaxRetries: -1})
+		info, err1 := rdb.ClusterInfo(ctx).Result()
+		nodes, err2 := rdb.ClusterNodes(ctx).Result()
+		_ = rdb.Close()
+		// Taken over: the victim marked failed, and three other masters
+		// serve every slot.
+		masters, failed := 0, false
+		for _, line := range strings.Split(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			if addr == victim.Addr {
+				failed = strings.Contains(f[2], "fail") && !strings.Contains(f[2], "fail?")
+			} else if len(f) > 8 && strings.Contains(f[2], "master") {
+				masters++
+			}
+		}
+		if err1 == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && failed && masters == 3 {
+			return time.Since(killed), nil
+		}
+		if time.Since(killed) > 60*time.Second {
+			var logs strings.Builder
+			for _, s := range c.servers {
+				_, port, _ := strings.Cut(s.Addr, ":")
+				data, _ := os.ReadFile(filepath.Join(s.dir, "redis-"+port+".log"))
+				lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+				fmt.Fprintf(&logs, "== %s\n%s\n", s.Addr, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+			}
+			return 0, fmt.Errorf("redistest: no replica took over from %s within a minute; %s says:\n%s\n%s\n%s", victim.Addr, alive.Addr, info, nodes, logs.String())
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

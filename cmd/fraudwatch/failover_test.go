@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+const failoverRules = `rules:
+  - {name: orders-per-customer, metric: count, group_by: [customer_id], window: 1h, threshold: 20, severity: high}
+`
+
+// A master of the Redis Cluster is killed with SIGKILL while two replicas
+// count a wave of orders; its replica takes over. Redis replicates
+// asynchronously, so what the dead master had acknowledged and not yet
+// passed on is lost: the test measures how much, and checks what must
+// hold all the same: nothing is counted twice, every order is processed,
+// the replicas are ready again. It prints the measurement README quotes.
+func TestMasterFailoverUnderLoad(t *testing.T) {
+	if !redistest.Cluster() {
+		t.Skip("make test-cluster runs it: it kills a master of a Redis Cluster of its own")
+	}
+	k := kafkatest.New(t)
+	if k.Fake() != nil {
+		t.Skip("needs a real Kafka broker: set " + kafkatest.EnvBrokers + " or run scripts/test.sh")
+	}
+	cluster := redistest.StartCluster(t)
+	rdb := cluster.Client(t)
+	orders := k.Topic(t, "orders", 4)
+	refunds, dlq, alerts := k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
+	slack := &slackLog{posts: map[string][]time.Time{}}
+	srv := httptest.NewServer(slack)
+	defer srv.Close()
+	prefix := redistest.Prefix(t)
+	addrs, _ := json.Marshal(cluster.Addrs)
+	group := kafkatest.Group(t, "fw")
+
+	const customers, perCustomer = 300, 100
+	truth := map[string]int64{}
+	var msgs []kafka.Message
+	for i := range customers * perCustomer {
+		c := fmt.Sprintf("cust-%04d", i%customers)
+		truth[c]++
+		msgs = append(msgs, kafka.Message{Key: []byte(c), Value: fmt.Appendf(nil,
+			`{"event_id":"o-%d","order_id":"ord-%d","customer_id":%q,"amount":100,"currency":"KRW"}`, i, i, c)})
+	}
+
+	var metrics []string
+	var reps []*replica
+	for range 2 {
+		m := freeAddr(t)
+		metrics = append(metrics, m)
+		cfg := writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  alerts_topic: %q
+  start_offset: earliest
+  heartbeat_interval: 200ms
+  session_timeout: 6s
+  rebalance_timeout: 10s
+  commit_interval: 200ms
+redis:
+  addrs: %s
+  cluster: true
+  key_prefix: %q
+slack:
+  webhook_url: %q
+  rate: 1000
+  burst: 1000
+  overall_rate: 1000
+  overall_burst: 1000
+metrics:
+  listen: %q
+rules_file: rules.yaml
+`, k.Brokers[0], group, orders, refunds, dlq, alerts, addrs, prefix, srv.URL+"/hook", m), failoverRules)
+		cmd := command("run", "--config", cfg, "--log-format", "text")
+		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+		cmd.Stdout, cmd.Stderr = r.logs, r.logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { r.done <- cmd.Wait() }()
+		reps = append(reps, r)
+	}
+	t.Cleanup(func() {
+		for _, r := range reps {
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+		if t.Failed() {
+			for i, r := range reps {
+				t.Logf("replica %d:\n%s", i, tail(r.logs))
+			}
+		}
+	})
+	var notReady string
+	ready := func(m string) bool {
+		resp, err := http.Get("http://" + m + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		notReady = string(body)
+		return resp.StatusCode == http.StatusOK
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last /readyz answer: %s", notReady)
+		}
+	})
+	waitFor(t, 60*time.Second, "both replicas ready", func() bool { return ready(metrics[0]) && ready(metrics[1]) })
+
+	keys, err := lua.NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := config.ParseRules([]byte(failoverRules), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := rs[0].State()
+	counted := func() (sum, over, under int64) {
+		for c, want := range truth {
+			n, err := rdb.HGet(context.Background(), keys.Window(keys.Group([]string{c}), state), "v").Int64()
+			if err != nil && err != redis.Nil {
+				rdb.ReloadState(context.Background()) // the cluster failed over: where are the slots now?
+				return -1, 0, 0
+			}
+			sum += n
+			over += max(0, n-want)
+			under += max(0, want-n)
+		}
+		return sum, over, under
+	}
+
+	// The orders come in a steady stream of 30 chunks, so that the master
+	// dies while they are being counted.
+	total := int64(len(msgs))
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for chunk := range slices.Chunk(msgs, len(msgs)/30) {
+			k.Produce(t, orders, chunk...)
+			time.Sleep(100 * time.Millisecond) // the stream's pace, not a wait for anything
+		}
+	}()
+	waitFor(t, 2*time.Minute, "a third of the orders counted", func() bool { s, _, _ := counted(); return s >= total/3 })
+	before, _, _ := counted()
+	took, err := cluster.KillMaster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-produced
+	// Every order processed (consumed once at least, nothing left behind),
+	// and both replicas ready again.
+	waitFor(t, 3*time.Minute, "every order processed", func() bool {
+		var n float64
+		for _, m := range metrics {
+			n += scrape(t, m, `fraudwatch_events_consumed_total{type="order"}`)
+		}
+		return n >= float64(total) && scrape(t, metrics[0], "fraudwatch_consumer_lag")+scrape(t, metrics[1], "fraudwatch_consumer_lag") == 0
+	})
+
+	waitFor(t, 60*time.Second, "both replicas ready again", func() bool { return ready(metrics[0]) && ready(metrics[1]) })
+	var sum, over, under int64
+	waitFor(t, 30*time.Second, "the counters readable", func() bool { sum, over, under = counted(); return sum >= 0 })
+	if over != 0 {
+		t.Fatalf("after the failover %d counts more than the truth: an order counted twice", over)
+	}
+	crossings, posted, doubled := 0, 0, 0
+	slack.mu.Lock()
+	for c, n := range truth {
+		if n >= 20 {
+			crossings++
+			switch got := len(slack.posts["orders-per-customer "+c]); {
+			case got == 1:
+				posted++
+			case got > 1:
+				posted++
+				doubled++
+			}
+		}
+	}
+	slack.mu.Unlock()
+	t.Logf("failover: a master killed with %d of %d orders counted; its replica took over in %v; "+
+		"afterwards %d counted, %d lost (%.2f %%), none twice; of %d crossings %d posted (%d twice)",
+		before, total, took.Round(time.Millisecond), sum, under, 100*float64(under)/float64(total), crossings, posted, doubled)
+}
+
+// scrape sums the samples of a metric (a name, or a name with labels) on
+// a replica's /metrics; 0 when absent or unreachable.
+func scrape(t *testing.T, addr, metric string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, metric) {
+			continue
+		}
+		rest := line[len(metric):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
