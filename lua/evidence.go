@@ -46,8 +46,9 @@ type EvidenceEntry struct {
 }
 
 // AddEvidence runs evidence_add calls pipelined, one round trip for all,
-// and sets their Lists. A call the script refuses is an error wrapping
-// ErrInvalidArguments; the others still ran.
+// and sets their Lists. Calls it would not send, and calls the script
+// refuses, are errors wrapping ErrInvalidArguments: a retry would meet
+// them again. Any other error is Redis's.
 func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 	if len(calls) == 0 {
 		return nil
@@ -55,7 +56,7 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
 	for i, c := range calls {
 		if len(c.Windows) < 1 || len(c.Windows) > MaxWindows || len(c.Entries) < 1 || len(c.Entries) > MaxChanges {
-			return fmt.Errorf("lua: an evidence call has 1 to %d windows and 1 to %d entries", MaxWindows, MaxChanges)
+			return fmt.Errorf("lua: an evidence call has 1 to %d windows and 1 to %d entries: %w", MaxWindows, MaxChanges, ErrInvalidArguments)
 		}
 		tag := hashTag(c.Windows[0].Key)
 		k := make([]string, 0, 2*len(c.Windows))
@@ -63,17 +64,17 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 		a = append(a, len(c.Windows))
 		for _, w := range c.Windows {
 			if hashTag(w.Key) != tag || hashTag(w.Window) != tag {
-				return errors.New("lua: the keys of a call must share one hash tag")
+				return fmt.Errorf("lua: the keys of a call must share one hash tag: %w", ErrInvalidArguments)
 			}
 			if w.Keep < 1 || w.Keep > MaxEvidence {
-				return fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d", MaxEvidence, w.Keep)
+				return fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d: %w", MaxEvidence, w.Keep, ErrInvalidArguments)
 			}
 			k = append(k, w.Key, w.Window)
 			a = append(a, w.Keep, max(seconds(w.TTL), 1))
 		}
 		for _, e := range c.Entries {
 			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText {
-				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes", MaxEvidenceText)
+				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes: %w", MaxEvidenceText, ErrInvalidArguments)
 			}
 			mark := "0"
 			if e.List {

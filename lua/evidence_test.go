@@ -161,8 +161,9 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: strings.Repeat("x", 513)}}},
 	}
 	for _, e := range bad {
-		if err := s.AddEvidence(ctx, []*Evidence{e}); err == nil {
-			t.Errorf("AddEvidence(%+v) = nil", e)
+		// Refused as the script would refuse it: no retry makes it usable.
+		if err := s.AddEvidence(ctx, []*Evidence{e}); !errors.Is(err, ErrInvalidArguments) {
+			t.Errorf("AddEvidence(%+v) = %v, want ErrInvalidArguments", e, err)
 		}
 	}
 }
