@@ -244,29 +244,9 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	configs, metrics := make([]string, 2), make([]string, 2)
 	for i := range configs {
 		metrics[i] = freeAddr(t)
-		configs[i] = writeConfig(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-  heartbeat_interval: 200ms
-  session_timeout: 6s
-  rebalance_timeout: 10s
-  commit_interval: 200ms
-redis:
-  %s
-  key_prefix: %q
-slack:
-  webhook_url: %q
-  digest_size: 100
-metrics:
-  listen: %q
-shutdown_timeout: 20s
-rules_file: rules.yaml
-`, k.Brokers[0], group, orders, refunds, dlq, alertsTopic, redisSection, prefix, srv.URL+"/hook", metrics[i]), crashRules)
+		configs[i] = replicaConfig(t, faultRun{broker: k.Brokers[0], group: group, orders: orders, refunds: refunds, dlq: dlq,
+			alerts: alertsTopic, redis: redisSection, prefix: prefix, hook: srv.URL + "/hook", metrics: metrics[i],
+			slack: "digest_size: 100"}, crashRules)
 	}
 	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
@@ -583,6 +563,44 @@ rules_file: rules.yaml
 	}
 	t.Logf("%d orders, %d refunds, 6 kills: %d alerts (%d digests), each posted once; every counter exact",
 		len(world.orders), len(world.refunds), len(world.alerts), slack.digests)
+}
+
+// faultRun is what a replica process of the fault tests is configured
+// with: its topics, group, Redis section (redisAddrs), key prefix, Slack
+// webhook and more Slack settings, and metrics listener.
+type faultRun struct {
+	broker, group, orders, refunds, dlq, alerts string
+	redis, prefix, hook, slack, metrics         string
+}
+
+// replicaConfig writes the configuration of a fault test's replica: its
+// group settles fast (heartbeats, session and rebalance timeouts, commits),
+// so that kills and rejoins take seconds.
+func replicaConfig(t *testing.T, f faultRun, rules string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  alerts_topic: %q
+  start_offset: earliest
+  heartbeat_interval: 200ms
+  session_timeout: 6s
+  rebalance_timeout: 10s
+  commit_interval: 200ms
+redis:
+  %s
+  key_prefix: %q
+slack:
+  webhook_url: %q
+  %s
+metrics:
+  listen: %q
+shutdown_timeout: 20s
+rules_file: rules.yaml
+`, f.broker, f.group, f.orders, f.refunds, f.dlq, f.alerts, f.redis, f.prefix, f.hook, f.slack, f.metrics), rules)
 }
 
 func justBeforeAKill(post time.Time, kills []time.Time) bool {

@@ -66,32 +66,11 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	for range 2 {
 		m := freeAddr(t)
 		metrics = append(metrics, m)
-		cfg := writeConfig(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-  heartbeat_interval: 200ms
-  session_timeout: 6s
-  rebalance_timeout: 10s
-  commit_interval: 200ms
-redis:
-  addrs: %s
-  cluster: true
-  key_prefix: %q
-slack:
-  webhook_url: %q
-  rate: 1000
-  burst: 1000
-  overall_rate: 1000
-  overall_burst: 1000
-metrics:
-  listen: %q
-rules_file: rules.yaml
-`, k.Brokers[0], group, orders, refunds, dlq, alerts, addrs, prefix, srv.URL+"/hook", m), failoverRules)
+		// No alert budget to speak of: every alert is posted alone, and
+		// counted.
+		cfg := replicaConfig(t, faultRun{broker: k.Brokers[0], group: group, orders: orders, refunds: refunds, dlq: dlq,
+			alerts: alerts, redis: fmt.Sprintf("addrs: %s\n  cluster: true", addrs), prefix: prefix, hook: srv.URL + "/hook",
+			metrics: m, slack: "rate: 1000\n  burst: 1000\n  overall_rate: 1000\n  overall_burst: 1000"}, failoverRules)
 		cmd := command("run", "--config", cfg, "--log-format", "text")
 		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
 		cmd.Stdout, cmd.Stderr = r.logs, r.logs
