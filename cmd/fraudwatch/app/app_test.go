@@ -551,6 +551,11 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		t.Fatalf("/healthz = %d", code)
 	}
 	waitFor(t, 20*time.Second, "/readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	// What Prometheus sees of readiness (the groups': Redis shows in
+	// script errors).
+	if got := r.metric("fraudwatch_ready"); got != 1 {
+		t.Errorf("fraudwatch_ready = %v while ready, want 1", got)
+	}
 
 	srv.Stop()
 	code, body := get("/readyz")
