@@ -13,9 +13,9 @@ import (
 // the replicas read, and returns the end-to-end latency quantiles their
 // fraudwatch_event_latency_seconds histograms saw meanwhile: from each
 // event's Kafka timestamp to the end of its processing. trace, when set,
-// is called every second with the histograms of that second.
+// is called every second.
 func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, d time.Duration,
-	trace func(elapsed time.Duration, before, after histogram)) (p50, p99, p999 float64, err error) {
+	trace func(elapsed time.Duration)) (p50, p99, p999 float64, err error) {
 	before, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 	if err != nil {
 		return 0, 0, 0, err
@@ -50,7 +50,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	defer t.Stop()
 	sent, owed := 0, 0.0
 	start := time.Now()
-	traced, second := before, start
+	second := start
 	for time.Since(start) < d {
 		select {
 		case <-ctx.Done():
@@ -73,12 +73,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 		sent += n
 		if trace != nil && time.Since(second) >= time.Second {
 			second = time.Now()
-			now, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
-			if err != nil {
-				return 0, 0, 0, err
-			}
-			trace(time.Since(start), traced, now)
-			traced = now
+			trace(time.Since(start))
 		}
 	}
 	// Wait for the replicas to process what was sent.

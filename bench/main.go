@@ -32,6 +32,8 @@ type options struct {
 	latencyFor     time.Duration
 	latencyRate    float64
 	trace          bool
+	windows        bool
+	rules          string
 	scaling        []int
 	contenders     string
 	kafka          string
@@ -52,6 +54,8 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
+	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
+	flag.StringVar(&o.rules, "rules", "", "a rules file for (b)'s first runs instead of the four rules (to measure another rule set)")
 	flag.StringVar(&o.kafka, "kafka", "real", `"real": the broker at -brokers; "fake": an in-process kfake`)
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
@@ -128,7 +132,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	b.dir = dir
-	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch, b.windows, b.scaling, b.backtest}
+	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch}
+	if o.windows {
+		steps = append(steps, b.windows)
+	}
+	steps = append(steps, b.scaling, b.backtest)
 	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
 		if strings.ContainsRune(o.contenders, rune('c'+i)) {
 			steps = append(steps, step)
@@ -205,6 +213,13 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
 	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: b.o.redis, orders: b.orders, refunds: b.refunds,
 		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events}
+	if b.o.rules != "" {
+		data, err := os.ReadFile(b.o.rules)
+		if err != nil {
+			return fmt.Errorf("-rules: %w", err)
+		}
+		b.fw.rules = string(data)
+	}
 	mem0, err := usedMemory(ctx, b.rdb)
 	if err != nil {
 		return err
@@ -230,9 +245,9 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		}
 		progress("(b) latency at half that rate (%.0f events/s) for %v", half, b.o.latencyFor)
 		lw := b.workload(int(half*b.o.latencyFor.Seconds())+1000, b.o.seed+1)
-		var trace func(time.Duration, histogram, histogram)
+		var trace func(time.Duration)
 		if b.o.trace {
-			trace = b.traceLatency(ctx)
+			trace = b.traceLatency(ctx, reps)
 		}
 		p50, p99, p999, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor, trace)
 		return err
@@ -350,16 +365,50 @@ func (b *bench) streams(ctx context.Context) error {
 	return nil
 }
 
-// traceLatency prints one second of the latency run, next to the size of
-// Redis's keyspace and memory: a key table doubling (at each power of two
-// keys) shows there.
-func (b *bench) traceLatency(ctx context.Context) func(time.Duration, histogram, histogram) {
-	return func(elapsed time.Duration, before, after histogram) {
+// traceLatency prints one second of the latency run: the events' latency
+// and the batches' processing time (rules, scripts, hand-off) in it, the
+// events a batch held on average, the CPU Redis and fraudwatch used, and
+// the size of Redis's keyspace and memory: a key table doubling (at each
+// power of two keys) shows there.
+func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Duration) {
+	type sample struct {
+		at               time.Time
+		latency, batches histogram
+		redisCPU, fwCPU  float64
+		calls            float64
+	}
+	take := func() (s sample) {
+		s.at = time.Now()
+		s.latency, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
+		s.batches, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
+		if r, err := snapshotRedis(ctx, b.rdb); err == nil {
+			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
+		}
+		s.fwCPU = cpuOf(reps)
+		return s
+	}
+	last := take()
+	return func(elapsed time.Duration) {
+		now := take()
+		secs := now.at.Sub(last.at).Seconds()
+		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
 		keys, _ := b.rdb.DBSize(ctx).Result()
 		mem, _ := usedMemory(ctx, b.rdb)
-		progress("latency trace: %3.0f s: p50 %s, p99 %s; Redis %d keys, %s", elapsed.Seconds(),
-			ms(quantile(before, after, 0.5)), ms(quantile(before, after, 0.99)), keys, mib(mem))
+		progress("latency trace: %3.0f s: p50 %s, p99 %s; batches p50 %s, p99 %s, %.1f events each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%; Redis %d keys, %s",
+			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)),
+			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.calls-last.calls)/max(events, 1),
+			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, keys, mib(mem))
+		last = now
 	}
+}
+
+// count is how many observations a histogram gained between two scrapes.
+func count(before, after histogram) float64 {
+	n := len(after.counts)
+	if n == 0 || len(before.counts) != n {
+		return 0
+	}
+	return after.counts[n-1] - before.counts[n-1]
 }
 
 // redis snapshots what Redis has done so far.
