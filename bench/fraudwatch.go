@@ -24,7 +24,8 @@ type fraudwatchRun struct {
 	bin      string
 	dir      string
 	brokers  []string
-	redis    string
+	redis    []string // one Redis, or a cluster's nodes
+	cluster  bool
 	orders   string
 	refunds  string
 	group    string
@@ -77,14 +78,24 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
   alerts_topic: %q
   start_offset: earliest
 redis:
-  addrs: [%q]
+  addrs: [%s]
+  cluster: %t
   key_prefix: %q
 metrics:
   listen: %q
 rules_file: rules.yaml
-`, strings.Join(r.brokers, ","), r.group, r.orders, r.refunds, r.orders+".dlq", r.orders+".alerts", r.redis, r.prefix, metrics)
+`, strings.Join(r.brokers, ","), r.group, r.orders, r.refunds, r.orders+".dlq", r.orders+".alerts", quoted(r.redis), r.cluster, r.prefix, metrics)
 	path := filepath.Join(dir, "fraudwatch.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// quoted is a YAML flow list's items.
+func quoted(items []string) string {
+	q := make([]string, len(items))
+	for i, it := range items {
+		q[i] = strconv.Quote(it)
+	}
+	return strings.Join(q, ", ")
 }
 
 // replica is one running fraudwatch process.

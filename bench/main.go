@@ -34,6 +34,8 @@ type options struct {
 	trace          bool
 	windows        bool
 	rules          string
+	clusters       []int
+	sizingEvents   int
 	scaling        []int
 	contenders     string
 	kafka          string
@@ -61,11 +63,19 @@ func main() {
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
 	flag.StringVar(&o.contenders, "contenders", "cde", "which of the other contenders (c), (d) and (e) to run, e.g. \"c\" or \"\"")
+	flag.IntVar(&o.sizingEvents, "sizing-events", 200_000, "events of each sizing run (0: no sizing runs)")
+	clusters := flag.String("cluster", "1,3", "sizes (masters) of the Redis Clusters to measure (b) on, comma-separated (empty: none)")
 	scaling := flag.String("scaling", "2,4", "numbers of fraudwatch processes to measure besides 1, comma-separated (empty: none)")
 	flag.Parse()
 	for f := range strings.SplitSeq(*scaling, ",") {
 		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 1 {
 			o.scaling = append(o.scaling, n)
+		}
+	}
+
+	for f := range strings.SplitSeq(*clusters, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			o.clusters = append(o.clusters, n)
 		}
 	}
 
@@ -95,6 +105,7 @@ type bench struct {
 	fwEvents  float64 // (b): fraudwatch's events/s, one process
 	dir       string  // the run's files: fraudwatch's binary, configs
 	fw        *fraudwatchRun
+	sizing    sizing
 }
 
 func run(ctx context.Context, o options) error {
@@ -136,7 +147,11 @@ func run(ctx context.Context, o options) error {
 	if o.windows {
 		steps = append(steps, b.windows)
 	}
-	steps = append(steps, b.scaling, b.backtest)
+	steps = append(steps, b.scaling, b.cluster)
+	if o.sizingEvents > 0 {
+		steps = append(steps, b.sizingRuns)
+	}
+	steps = append(steps, b.backtest)
 	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
 		if strings.ContainsRune(o.contenders, rune('c'+i)) {
 			steps = append(steps, step)
@@ -174,21 +189,26 @@ func (b *bench) ceilings(ctx context.Context) error {
 
 // produce writes the workload, once, for every contender to read.
 func (b *bench) produce(ctx context.Context) error {
-	w := b.workload(b.o.events, b.o.seed)
 	b.orders, b.refunds = "bench.orders."+b.suffix, "bench.refunds."+b.suffix
-	if err := createTopics(ctx, b.brokers, b.o.partitions, b.orders, b.refunds); err != nil {
+	return b.produceTo(ctx, b.workload(b.o.events, b.o.seed), b.orders, b.refunds, b.o.partitions)
+}
+
+// produceTo creates the topics a fraudwatch run needs, orders and refunds
+// with partitions each, and writes w to them.
+func (b *bench) produceTo(ctx context.Context, w workload, orders, refunds string, partitions int) error {
+	if err := createTopics(ctx, b.brokers, partitions, orders, refunds); err != nil {
 		return err
 	}
-	if err := createTopics(ctx, b.brokers, 1, b.orders+".dlq"); err != nil {
+	if err := createTopics(ctx, b.brokers, 1, orders+".dlq"); err != nil {
 		return err
 	}
-	if err := createTopics(ctx, b.brokers, b.o.partitions, b.orders+".alerts"); err != nil {
+	if err := createTopics(ctx, b.brokers, partitions, orders+".alerts"); err != nil {
 		return err
 	}
 	nOrders, nRefunds, _ := w.counts()
-	progress("producing %d events (%d orders, %d refunds) to %d partitions", b.o.events, nOrders, nRefunds, b.o.partitions)
+	progress("producing %d events (%d orders, %d refunds) to %d partitions", w.events, nOrders, nRefunds, partitions)
 	began := time.Now()
-	if err := w.produce(ctx, b.brokers, b.orders, b.refunds); err != nil {
+	if err := w.produce(ctx, b.brokers, orders, refunds); err != nil {
 		return err
 	}
 	progress("produced in %v", time.Since(began).Round(time.Millisecond))
@@ -211,7 +231,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
-	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: b.o.redis, orders: b.orders, refunds: b.refunds,
+	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: []string{b.o.redis}, orders: b.orders, refunds: b.refunds,
 		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events}
 	if b.o.rules != "" {
 		data, err := os.ReadFile(b.o.rules)
@@ -255,7 +275,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.fwEvents = res.eventsPerSec
+	b.fwEvents, b.sizing.single = res.eventsPerSec, res
 	_, _, evaluations := b.workload(b.o.events, b.o.seed).counts()
 	b.tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(b.o.events), thousands(evaluations)),
 		fmt.Sprintf("%.0f events/s", b.fwEvents),

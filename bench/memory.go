@@ -91,3 +91,13 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 	}
 	return after - before, n, nil
 }
+
+// countKeys is how many keys match pattern.
+func countKeys(ctx context.Context, rdb *redis.Client, pattern string) (int, error) {
+	n := 0
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		n++
+	}
+	return n, iter.Err()
+}

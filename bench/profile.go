@@ -16,8 +16,9 @@ import (
 // the microseconds it spent in them (INFO commandstats, where commands a
 // script runs are counted too), and the CPU seconds redis-server used.
 type redisSnapshot struct {
-	commands map[string]commandStat
-	cpu      float64
+	commands    map[string]commandStat
+	cpu         float64
+	replicasCPU float64 // a cluster's replicas', counted in cpu too
 }
 
 type commandStat struct {
@@ -57,6 +58,30 @@ func snapshotRedis(ctx context.Context, rdb *redis.Client) (redisSnapshot, error
 	return s, nil
 }
 
+// snapshotCluster sums what a cluster's nodes have done: the commands of
+// its masters (a replica applies the writes its master's scripts made,
+// which are no work of a script) and the CPU of all of them.
+func snapshotCluster(ctx context.Context, masters, replicas []*redis.Client) (redisSnapshot, error) {
+	sum := redisSnapshot{commands: map[string]commandStat{}}
+	for i, node := range append(masters[:len(masters):len(masters)], replicas...) {
+		s, err := snapshotRedis(ctx, node)
+		if err != nil {
+			return sum, err
+		}
+		sum.cpu += s.cpu
+		if i >= len(masters) {
+			sum.replicasCPU += s.cpu
+			continue
+		}
+		for name, st := range s.commands {
+			t := sum.commands[name]
+			t.name, t.calls, t.usec = name, t.calls+st.calls, t.usec+st.usec
+			sum.commands[name] = t
+		}
+	}
+	return sum, nil
+}
+
 // scriptCalls is how many scripts Redis ran.
 func (s redisSnapshot) scriptCalls() float64 {
 	return s.commands["evalsha"].calls + s.commands["eval"].calls
@@ -66,6 +91,7 @@ func (s redisSnapshot) scriptCalls() float64 {
 // event processed.
 type redisProfile struct {
 	core     float64       // share of one core redis-server used
+	replicas float64       // of which a cluster's replicas used
 	scripts  float64       // µs per event inside EVALSHA, the commands they ran included
 	commands []commandStat // per event, the most costly first
 }
@@ -73,7 +99,7 @@ type redisProfile struct {
 // profile says where Redis's time went between before and s, over events
 // processed in secs seconds.
 func (s redisSnapshot) profile(before redisSnapshot, events, secs float64) redisProfile {
-	p := redisProfile{core: (s.cpu - before.cpu) / secs}
+	p := redisProfile{core: (s.cpu - before.cpu) / secs, replicas: (s.replicasCPU - before.replicasCPU) / secs}
 	for name, st := range s.commands {
 		was := before.commands[name]
 		d := commandStat{name, (st.calls - was.calls) / events, (st.usec - was.usec) / events}

@@ -16,19 +16,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ClusterServers is a private Redis Cluster of 3 masters, each with a
+// ClusterServers is a private Redis Cluster of masters, each with a
 // replica, that a test may reshard or break without disturbing the tests
-// that share the one of make test-cluster.
+// that share the one of make test-cluster, or that the bench measures.
 type ClusterServers struct {
 	Addrs   []string
 	servers []*Server
 }
 
-// StartCluster starts a private Redis Cluster on free loopback ports,
-// stopped when t ends.
+// StartCluster starts a private Redis Cluster of 3 masters on free
+// loopback ports, stopped when t ends.
 func StartCluster(t testing.TB) *ClusterServers {
 	t.Helper()
-	c, err := startCluster(t.TempDir())
+	c, err := NewCluster(t.TempDir(), 3)
 	if err != nil {
 		unavailable(t, err)
 	}
@@ -36,12 +36,17 @@ func StartCluster(t testing.TB) *ClusterServers {
 	return c
 }
 
-func startCluster(dir string) (*ClusterServers, error) {
+// NewCluster starts a Redis Cluster of masters, each with a replica, on
+// free loopback ports, with its files in dir. The caller stops it.
+func NewCluster(dir string, masters int) (*ClusterServers, error) {
+	if masters < 1 {
+		return nil, fmt.Errorf("redistest: a cluster needs a master, not %d", masters)
+	}
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		return nil, fmt.Errorf("redis-cli not found in PATH: %w", err)
 	}
 	c := &ClusterServers{}
-	for i := range 6 {
+	for i := range 2 * masters {
 		node := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.MkdirAll(node, 0o755); err != nil {
 			return nil, err
@@ -62,16 +67,90 @@ func startCluster(dir string) (*ClusterServers, error) {
 		c.servers = append(c.servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	if out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+	create := c.create
+	if masters < 3 {
+		create = c.assemble // redis-cli --cluster create refuses fewer than 3 masters
+	}
+	if err := create(masters); err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+		return nil, err
 	}
 	if err := c.waitHealthy(30 * time.Second); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// create makes the nodes a cluster as an operator would, with redis-cli.
+func (c *ClusterServers) create(int) error {
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	if out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// assemble makes the nodes a cluster by hand, as redis-cli would: the
+// first masters nodes share the slots, each of the others replicates one.
+func (c *ClusterServers) assemble(masters int) error {
+	ctx := context.Background()
+	clients := make([]*redis.Client, len(c.servers))
+	for i, s := range c.servers {
+		clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		defer clients[i].Close()
+	}
+	const slots = 16384
+	ids := make([]string, masters)
+	for i := range masters {
+		lo, hi := i*slots/masters, (i+1)*slots/masters-1
+		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			return fmt.Errorf("redistest: cluster addslotsrange on %s: %w", c.Addrs[i], err)
+		}
+		if err := clients[i].Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			return fmt.Errorf("redistest: cluster set-config-epoch on %s: %w", c.Addrs[i], err)
+		}
+		id, err := clients[i].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return fmt.Errorf("redistest: cluster myid on %s: %w", c.Addrs[i], err)
+		}
+		ids[i] = id
+	}
+	host, port, _ := strings.Cut(c.Addrs[0], ":")
+	for i := 1; i < len(clients); i++ {
+		if err := clients[i].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return fmt.Errorf("redistest: cluster meet from %s: %w", c.Addrs[i], err)
+		}
+	}
+	// A node replicates only a master it knows.
+	for i := masters; i < len(clients); i++ {
+		master := ids[i-masters]
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := clients[i].Do(ctx, "CLUSTER", "REPLICATE", master).Err()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redistest: cluster replicate on %s: %w", c.Addrs[i], err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Masters are the addresses of the nodes that serve slots now.
+func (c *ClusterServers) Masters(ctx context.Context) ([]string, error) {
+	ms, err := c.masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]string, len(ms))
+	for i, m := range ms {
+		addrs[i] = m.addr
+	}
+	return addrs, nil
 }
 
 // waitHealthy waits until every node reports the cluster ok and knows all
@@ -214,8 +293,8 @@ func (c *ClusterServers) KillMaster(ctx context.Context) (time.Duration, error) 
 		info, err1 := rdb.ClusterInfo(ctx).Result()
 		nodes, err2 := rdb.ClusterNodes(ctx).Result()
 		_ = rdb.Close()
-		// Taken over: the victim marked failed, and three other masters
-		// serve every slot.
+		// Taken over: the victim marked failed, and as many other masters
+		// as there were serve every slot.
 		masters, failed := 0, false
 		for _, line := range strings.Split(nodes, "\n") {
 			f := strings.Fields(line)
@@ -229,7 +308,7 @@ func (c *ClusterServers) KillMaster(ctx context.Context) (time.Duration, error) 
 				masters++
 			}
 		}
-		if err1 == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && failed && masters == 3 {
+		if err1 == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && failed && masters == len(ms) {
 			return time.Since(killed), nil
 		}
 		if time.Since(killed) > 60*time.Second {

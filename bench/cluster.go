@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+// cluster measures (b) on Redis Cluster: one process against a cluster of
+// each size in -cluster (each master with a replica), and two processes
+// against the largest. On a machine of few cores the masters, their
+// replicas, the broker and fraudwatch share them, which bounds what more
+// masters can give; the rows say how busy each was. They give no script
+// time: with more servers than cores, a script's wall time (which
+// commandstats counts) includes the time its server waited for a core.
+func (b *bench) cluster(ctx context.Context) error {
+	for i, masters := range b.o.clusters {
+		procs := []int{1}
+		if i == len(b.o.clusters)-1 && masters > 1 {
+			procs = append(procs, 2)
+		}
+		if err := b.clusterRows(ctx, masters, procs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) clusterRows(ctx context.Context, masters int, procs []int) error {
+	progress("starting a Redis Cluster of %d master(s), each with a replica", masters)
+	c, err := redistest.NewCluster(filepath.Join(b.dir, fmt.Sprintf("cluster-%d", masters)), masters)
+	if err != nil {
+		return fmt.Errorf("redis cluster: %w", err)
+	}
+	defer c.Stop()
+	serving, err := c.Masters(ctx)
+	if err != nil {
+		return err
+	}
+	var mc, rc []*redis.Client
+	for _, addr := range c.Addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer rdb.Close()
+		if slices.Contains(serving, addr) {
+			mc = append(mc, rdb)
+		} else {
+			rc = append(rc, rdb)
+		}
+	}
+	snapshot := func() (redisSnapshot, error) { return snapshotCluster(ctx, mc, rc) }
+	for _, n := range procs {
+		for _, rdb := range mc {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				return err
+			}
+		}
+		progress("(b) fraudwatch, %d process(es), Redis Cluster of %d master(s), over %d events", n, masters, b.o.events)
+		run := *b.fw
+		run.redis, run.cluster, run.replicas = c.Addrs, true, n
+		run.group = fmt.Sprintf("bench-fw-cluster%d-%d-%s", masters, n, b.suffix)
+		res, err := run.measure(ctx, snapshot, nil)
+		if err != nil {
+			return err
+		}
+		what := fmt.Sprintf("fraudwatch, %d process%s, Redis Cluster of %d master%s (each with a replica)", n, plural(n, "es"), masters, plural(masters, "s"))
+		b.tbl.add("b", what, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
+			fmt.Sprintf("%.2f × 1 process on one Redis; redis-servers %.0f %% of a core in all (masters %.0f %%, replicas %.0f %%), fraudwatch %.0f %%",
+				res.eventsPerSec/b.fwEvents, 100*res.redis.core, 100*(res.redis.core-res.redis.replicas), 100*res.redis.replicas, 100*res.cores))
+		if n == 1 {
+			b.sizing.cluster = append(b.sizing.cluster, clusterFigure{masters: masters, res: res})
+		}
+	}
+	return nil
+}
+
+func plural(n int, suffix string) string {
+	if n == 1 {
+		return ""
+	}
+	return suffix
+}

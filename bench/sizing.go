@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// sizing holds the figures README's sizing table is computed from.
+type sizing struct {
+	single  result // (b), 1 process on one Redis
+	cluster []clusterFigure
+}
+
+type clusterFigure struct {
+	masters int
+	res     result
+}
+
+// sizingRules are one rule of each kind, each measured alone for the
+// Redis memory a group it follows costs.
+var sizingRules = []struct{ kind, rule string }{
+	{"count, fixed window", "{name: r, metric: count, group_by: [customer_id], window: 10m, threshold: 20}"},
+	{"amount, fixed window", "{name: r, metric: amount, group_by: [customer_id], window: 10m, threshold: 2000000}"},
+	{"count, sliding window", "{name: r, metric: count, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 20}"},
+	{"amount, sliding window", "{name: r, metric: amount, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 2000000}"},
+	{"distinct IPs, fixed window", "{name: r, metric: distinct, field: ip, group_by: [customer_id], window: 10m, threshold: 3}"},
+	{"distinct IPs, sliding window", "{name: r, metric: distinct, field: ip, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 3}"},
+}
+
+// eventsPerGroup is how many events a customer sends within a window, in
+// (b)'s workload and in the sizing runs alike.
+const eventsPerGroup = 10
+
+// sizingRuns measures, on workloads of their own: the Redis memory per
+// group of each kind of rule (one rule at a time, with as many events per
+// customer as (b) has), and what one partition carries (the four rules,
+// the orders and refunds topics with one partition each). Then it derives
+// the per-core rates of (b) and the cluster rows.
+func (b *bench) sizingRuns(ctx context.Context) error {
+	n := min(b.o.sizingEvents, b.o.events)
+	w := workload{events: n, customers: max(n/eventsPerGroup, 1), refunds: b.o.refunds, seed: b.o.seed + 2}
+	orders, refunds := "bench.sizing.orders."+b.suffix, "bench.sizing.refunds."+b.suffix
+	if err := b.produceTo(ctx, w, orders, refunds, b.o.partitions); err != nil {
+		return err
+	}
+	for i, r := range sizingRules {
+		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		mem0, err := usedMemory(ctx, b.rdb)
+		if err != nil {
+			return err
+		}
+		progress("(b) sizing: Redis memory of a rule on %s, over %d events", r.kind, n)
+		run := *b.fw
+		run.orders, run.refunds, run.events = orders, refunds, n
+		run.rules, run.group = "rules:\n  - "+r.rule+"\n", fmt.Sprintf("bench-fw-sizing%d-%s", i, b.suffix)
+		var perGroup float64
+		var groups int
+		if _, err := run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
+			mem1, err := usedMemory(ctx, b.rdb)
+			if err != nil {
+				return err
+			}
+			if groups, err = countKeys(ctx, b.rdb, "fw:{*}:w:*"); err == nil && groups == 0 {
+				groups, err = countKeys(ctx, b.rdb, "fw:{*}:d:*") // a distinct rule's windows
+			}
+			if err != nil {
+				return err
+			}
+			perGroup = float64(mem1-mem0) / float64(max(groups, 1))
+			return nil
+		}); err != nil {
+			return err
+		}
+		b.tbl.add("b", "sizing: Redis memory per active group, a rule on "+r.kind,
+			fmt.Sprintf("%.0f bytes", perGroup), fmt.Sprintf("%s groups with %d events each on average; evidence kept (the default 10)", thousands(groups), eventsPerGroup))
+	}
+
+	// One partition: its loop runs one batch at a time.
+	one := "bench.sizing1." + b.suffix
+	if err := b.produceTo(ctx, w, one+".orders", one+".refunds", 1); err != nil {
+		return err
+	}
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	progress("(b) sizing: the four rules on one partition, over %d events", n)
+	run := *b.fw
+	run.orders, run.refunds, run.events, run.group = one+".orders", one+".refunds", n, "bench-fw-sizing1-"+b.suffix
+	res, err := run.measure(ctx, b.redis(ctx), nil)
+	if err != nil {
+		return err
+	}
+	b.tbl.add("b", "sizing: one partition (of orders, and one of refunds), the 4 rules", fmt.Sprintf("%.0f events/s", res.eventsPerSec),
+		fmt.Sprintf("%s events; redis-server %.0f %% of a core, fraudwatch %.0f %%", thousands(n), 100*res.redis.core, 100*res.cores))
+
+	s := b.sizing.single
+	b.tbl.add("b", "sizing: events/s per Redis core, the 4 rules, one Redis", fmt.Sprintf("%.0f events/s", s.eventsPerSec/s.redis.core),
+		fmt.Sprintf("(b)'s first row ÷ redis-server's share of a core (%.0f %%); %.0f rule evaluations/s", 100*s.redis.core, rulesPerOrder*s.eventsPerSec/s.redis.core))
+	for _, c := range b.sizing.cluster {
+		masters := c.res.redis.core - c.res.redis.replicas
+		b.tbl.add("b", fmt.Sprintf("sizing: events/s per Redis core, the 4 rules, Redis Cluster of %d master%s", c.masters, plural(c.masters, "s")),
+			fmt.Sprintf("%.0f events/s per master core", c.res.eventsPerSec/masters),
+			fmt.Sprintf("%.0f per core of masters and replicas together", c.res.eventsPerSec/c.res.redis.core))
+	}
+	b.tbl.add("b", "sizing: events/s per fraudwatch core, the 4 rules", fmt.Sprintf("%.0f events/s", s.eventsPerSec/s.cores),
+		fmt.Sprintf("(b)'s first row ÷ fraudwatch's share of a core (%.0f %%); peak RSS %s", 100*s.cores, mib(s.peakRSS)))
+	return nil
+}
