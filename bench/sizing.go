@@ -27,58 +27,38 @@ var sizingRules = []struct{ kind, rule string }{
 	{"distinct IPs, sliding window", "{name: r, metric: distinct, field: ip, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 3}"},
 }
 
-// eventsPerGroup is how many events a customer sends within a window, in
-// (b)'s workload and in the sizing runs alike.
-const eventsPerGroup = 10
+// groupDensities are the events per customer of the sizing runs' workloads:
+// one, and as many as in (b)'s.
+var groupDensities = []int{1, 10}
 
 // sizingRuns measures, on workloads of their own: the Redis memory per
-// group of each kind of rule (one rule at a time, with as many events per
-// customer as (b) has), and what one partition carries (the four rules,
-// the orders and refunds topics with one partition each). Then it derives
-// the per-core rates of (b) and the cluster rows.
+// group of each kind of rule (one rule at a time, with customers sending
+// one event, and as many as (b)'s do), and what one partition carries (the
+// four rules, the orders and refunds topics with one partition each).
+// Then it derives the per-core rates of (b) and the cluster rows.
 func (b *bench) sizingRuns(ctx context.Context) error {
 	n := min(b.o.sizingEvents, b.o.events)
-	w := workload{events: n, customers: max(n/eventsPerGroup, 1), refunds: b.o.refunds, seed: b.o.seed + 2}
-	orders, refunds := "bench.sizing.orders."+b.suffix, "bench.sizing.refunds."+b.suffix
-	if err := b.produceTo(ctx, w, orders, refunds, b.o.partitions); err != nil {
-		return err
-	}
-	for i, r := range sizingRules {
-		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+	var w workload
+	for d, density := range groupDensities {
+		w = workload{events: n, customers: max(n/density, 1), refunds: b.o.refunds, seed: b.o.seed + 2}
+		orders, refunds := fmt.Sprintf("bench.sizing%d.orders.%s", density, b.suffix), fmt.Sprintf("bench.sizing%d.refunds.%s", density, b.suffix)
+		if err := b.produceTo(ctx, w, orders, refunds, b.o.partitions); err != nil {
 			return err
 		}
-		mem0, err := usedMemory(ctx, b.rdb)
-		if err != nil {
-			return err
-		}
-		progress("(b) sizing: Redis memory of a rule on %s, over %d events", r.kind, n)
-		run := *b.fw
-		run.orders, run.refunds, run.events = orders, refunds, n
-		run.rules, run.group = "rules:\n  - "+r.rule+"\n", fmt.Sprintf("bench-fw-sizing%d-%s", i, b.suffix)
-		var perGroup float64
-		var groups int
-		if _, err := run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
-			mem1, err := usedMemory(ctx, b.rdb)
+		for i, r := range sizingRules {
+			perGroup, groups, err := b.memoryPerGroup(ctx, r.rule, orders, refunds, n, fmt.Sprintf("bench-fw-sizing%d-%d-%s", d, i, b.suffix))
 			if err != nil {
 				return err
 			}
-			if groups, err = countKeys(ctx, b.rdb, "fw:{*}:w:*"); err == nil && groups == 0 {
-				groups, err = countKeys(ctx, b.rdb, "fw:{*}:d:*") // a distinct rule's windows
-			}
-			if err != nil {
-				return err
-			}
-			perGroup = float64(mem1-mem0) / float64(max(groups, 1))
-			return nil
-		}); err != nil {
-			return err
+			// Customers are drawn at random, so some send none: a group's
+			// events are the events over the groups there are.
+			b.tbl.add("b", fmt.Sprintf("sizing: Redis memory per active group, a rule on %s, %.1f events a group", r.kind, float64(n)/float64(max(groups, 1))),
+				fmt.Sprintf("%.0f bytes", perGroup), fmt.Sprintf("%s events in %s groups; evidence: 10, the default", thousands(n), thousands(groups)))
 		}
-		b.tbl.add("b", "sizing: Redis memory per active group, a rule on "+r.kind,
-			fmt.Sprintf("%.0f bytes", perGroup), fmt.Sprintf("%s groups with %d events each on average; evidence kept (the default 10)", thousands(groups), eventsPerGroup))
 	}
 
 	// One partition: its loop runs one batch at a time.
-	one := "bench.sizing1." + b.suffix
+	one := "bench.sizing.one." + b.suffix
 	if err := b.produceTo(ctx, w, one+".orders", one+".refunds", 1); err != nil {
 		return err
 	}
@@ -107,4 +87,38 @@ func (b *bench) sizingRuns(ctx context.Context) error {
 	b.tbl.add("b", "sizing: events/s per fraudwatch core, the 4 rules", fmt.Sprintf("%.0f events/s", s.eventsPerSec/s.cores),
 		fmt.Sprintf("(b)'s first row ÷ fraudwatch's share of a core (%.0f %%); peak RSS %s", 100*s.cores, mib(s.peakRSS)))
 	return nil
+}
+
+// memoryPerGroup runs one rule alone over the events in orders and
+// refunds, on an empty Redis, and returns the memory Redis holds then per
+// group the rule counted.
+func (b *bench) memoryPerGroup(ctx context.Context, rule, orders, refunds string, n int, group string) (float64, int, error) {
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		return 0, 0, err
+	}
+	mem0, err := usedMemory(ctx, b.rdb)
+	if err != nil {
+		return 0, 0, err
+	}
+	progress("(b) sizing: Redis memory of %s over %d events", rule, n)
+	run := *b.fw
+	run.orders, run.refunds, run.events = orders, refunds, n
+	run.rules, run.group = "rules:\n  - "+rule+"\n", group
+	var perGroup float64
+	var groups int
+	_, err = run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
+		mem1, err := usedMemory(ctx, b.rdb)
+		if err != nil {
+			return err
+		}
+		if groups, err = countKeys(ctx, b.rdb, "fw:{*}:w:*"); err == nil && groups == 0 {
+			groups, err = countKeys(ctx, b.rdb, "fw:{*}:d:*") // a distinct rule's windows
+		}
+		if err != nil {
+			return err
+		}
+		perGroup = float64(mem1-mem0) / float64(max(groups, 1))
+		return nil
+	})
+	return perGroup, groups, err
 }
