@@ -35,8 +35,11 @@ type scriptCall func(i int) (keys []string, args []any)
 
 // ceiling measures how many calls of script Redis runs per second while
 // conns clients keep it busy, each sending pipelines of depth calls, for
-// d: the most any consumer of that script can reach on this Redis.
-func ceiling(ctx context.Context, rdb *redis.Client, script *redis.Script, call scriptCall, conns, depth int, d time.Duration) (float64, error) {
+// d: the most any consumer of that script can reach on this Redis. end,
+// when set, adds its commands to the end of each pipeline and returns what
+// checks their answers.
+func ceiling(ctx context.Context, rdb *redis.Client, script *redis.Script, call scriptCall, conns, depth int, d time.Duration,
+	end func(redis.Pipeliner) func() error) (float64, error) {
 	if err := script.Load(ctx, rdb).Err(); err != nil {
 		return 0, fmt.Errorf("load script: %w", err)
 	}
@@ -57,7 +60,15 @@ func ceiling(ctx context.Context, rdb *redis.Client, script *redis.Script, call 
 					keys, args := call(int(next.Add(1)))
 					script.EvalSha(ctx, pipe, keys, args...)
 				}
-				if _, err := pipe.Exec(ctx); err != nil {
+				check := func() error { return nil }
+				if end != nil {
+					check = end(pipe)
+				}
+				_, err := pipe.Exec(ctx)
+				if err == nil {
+					err = check()
+				}
+				if err != nil {
 					errMu.Lock()
 					if first == nil {
 						first = err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -53,6 +54,11 @@ func (b *bench) clusterRows(ctx context.Context, masters int, procs []int) error
 		}
 	}
 	snapshot := func() (redisSnapshot, error) { return snapshotCluster(ctx, mc, rc) }
+	if len(mc) == 1 {
+		if err := b.waitCost(ctx, mc[0]); err != nil {
+			return err
+		}
+	}
 	for _, n := range procs {
 		for _, rdb := range mc {
 			if err := rdb.FlushAll(ctx).Err(); err != nil {
@@ -83,4 +89,42 @@ func plural(n int, suffix string) string {
 		return ""
 	}
 	return suffix
+}
+
+// waitCost measures what waiting for a replica would cost (WAIT, which
+// fraudwatch does not send): the seed-style script's ceiling on a master
+// with a replica, in pipelines of 256 calls as a batch of (b) sends, with
+// and without a WAIT for the replica at the end of each pipeline.
+func (b *bench) waitCost(ctx context.Context, master *redis.Client) error {
+	const conns, depth = 4, 256
+	seed := redis.NewScript(seedScript)
+	progress("(a) ceiling of a seed-style incr_and_check on a cluster master with a replica, without and with WAIT, for %v each", b.o.ceilingFor)
+	without, err := ceiling(ctx, master, seed, seedCall("a:wait"), conns, depth, b.o.ceilingFor, nil)
+	if err != nil {
+		return err
+	}
+	var pipelines, short atomic.Int64
+	with, err := ceiling(ctx, master, seed, seedCall("a:wait"), conns, depth, b.o.ceilingFor, func(pipe redis.Pipeliner) func() error {
+		wait := pipe.Do(ctx, "WAIT", 1, 1000) // one replica, a second at most
+		return func() error {
+			acked, err := wait.Int64()
+			pipelines.Add(1)
+			if acked < 1 {
+				short.Add(1)
+			}
+			return err
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// Each client waits for its pipeline's answer before the next: the
+	// time a pipeline takes is the clients over the pipelines a second.
+	perPipeline := func(callsPerSec float64) float64 { return conns / (callsPerSec / depth) }
+	b.tbl.add("a", "Redis ceiling: seed-style incr_and_check on a Redis Cluster master with a replica, pipelines of 256 calls",
+		fmt.Sprintf("%.0f calls/s", without), fmt.Sprintf("%.2f × the seed-style script on one Redis", without/b.seedCalls))
+	b.tbl.add("a", "the same with WAIT 1 (the replica has the writes) at the end of each pipeline",
+		fmt.Sprintf("%.0f calls/s", with), fmt.Sprintf("%.2f × without; a pipeline took %s instead of %s; %d of %d WAITs timed out",
+			with/without, ms(perPipeline(with)), ms(perPipeline(without)), short.Load(), pipelines.Load()))
+	return nil
 }

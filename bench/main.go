@@ -172,7 +172,7 @@ func (b *bench) ceilings(ctx context.Context) error {
 	seed := redis.NewScript(seedScript)
 	progress("(a) ceiling of a seed-style incr_and_check, pipelined EVALSHA for %v", b.o.ceilingFor)
 	var err error
-	b.seedCalls, err = ceiling(ctx, b.rdb, seed, seedCall("a:seed"), 4, 256, b.o.ceilingFor)
+	b.seedCalls, err = ceiling(ctx, b.rdb, seed, seedCall("a:seed"), 4, 256, b.o.ceilingFor, nil)
 	if err != nil {
 		return err
 	}
