@@ -240,7 +240,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	}
 	if b.o.warmup {
 		// The first run on a fresh Redis and broker is slower by itself
-		// (about a tenth: Redis's memory is new to it, the machine cold), which
+		// (about a tenth; Redis's memory new to it and a cold machine are likely), which
 		// a Redis in production long past would never show.
 		progress("(b) warm-up: fraudwatch, 1 process, over %d events, not measured", b.o.events)
 		warm := *b.fw
