@@ -59,7 +59,7 @@ func main() {
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
 	flag.BoolVar(&o.warmup, "warmup", true, "run (b) once unmeasured first, so that its first row is not a cold machine's")
 	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
-	flag.StringVar(&o.rules, "rules", "", "a rules file for (b)'s first runs instead of the four rules (to measure another rule set)")
+	flag.StringVar(&o.rules, "rules", "", "a rules file instead of the four rules for (b)'s runs, but for the windows rows and the sizing rows' memory (each has its own); the rows still name the four rules")
 	flag.StringVar(&o.kafka, "kafka", "real", `"real": the broker at -brokers; "fake": an in-process kfake`)
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")

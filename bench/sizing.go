@@ -27,9 +27,13 @@ var sizingRules = []struct{ kind, rule string }{
 	{"distinct IPs, sliding window", "{name: r, metric: distinct, field: ip, group_by: [customer_id], window_type: sliding, window: 10m, threshold: 3}"},
 }
 
+// eventsPerCustomer is how many events a customer sends in (b)'s workload
+// (1,000,000 events from 100,000 customers).
+const eventsPerCustomer = 10
+
 // groupDensities are the events per customer of the sizing runs' workloads:
 // one, and as many as in (b)'s.
-var groupDensities = []int{1, 10}
+var groupDensities = []int{1, eventsPerCustomer}
 
 // sizingRuns measures, on workloads of their own: the Redis memory per
 // group of each kind of rule (one rule at a time, with customers sending
@@ -38,9 +42,11 @@ var groupDensities = []int{1, 10}
 // Then it derives the per-core rates of (b) and the cluster rows.
 func (b *bench) sizingRuns(ctx context.Context) error {
 	n := min(b.o.sizingEvents, b.o.events)
-	var w workload
+	workloadOf := func(density int) workload {
+		return workload{events: n, customers: max(n/density, 1), refunds: b.o.refunds, seed: b.o.seed + 2}
+	}
 	for d, density := range groupDensities {
-		w = workload{events: n, customers: max(n/density, 1), refunds: b.o.refunds, seed: b.o.seed + 2}
+		w := workloadOf(density)
 		orders, refunds := fmt.Sprintf("bench.sizing%d.orders.%s", density, b.suffix), fmt.Sprintf("bench.sizing%d.refunds.%s", density, b.suffix)
 		if err := b.produceTo(ctx, w, orders, refunds, b.o.partitions); err != nil {
 			return err
@@ -57,9 +63,10 @@ func (b *bench) sizingRuns(ctx context.Context) error {
 		}
 	}
 
-	// One partition: its loop runs one batch at a time.
+	// One partition: its loop runs one batch at a time. Customers send as
+	// many events as in (b).
 	one := "bench.sizing.one." + b.suffix
-	if err := b.produceTo(ctx, w, one+".orders", one+".refunds", 1); err != nil {
+	if err := b.produceTo(ctx, workloadOf(eventsPerCustomer), one+".orders", one+".refunds", 1); err != nil {
 		return err
 	}
 	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
