@@ -62,8 +62,13 @@ func fieldIndex(name []byte) int {
 }
 
 // members holds the raw value of each member the schema names (the last,
-// should a name repeat, as encoding/json has it); nil when absent.
-type members [numFields]json.RawMessage
+// should a name repeat, as encoding/json has it; nil when absent), its
+// offset in the message, and the message as a string.
+type members struct {
+	raw  [numFields]json.RawMessage
+	at   [numFields]int
+	text string
+}
 
 // stringFields are the string fields of the schema, with where they go.
 var stringFields = []struct {
@@ -93,17 +98,20 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 		return nil, invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
 	}
 	var m members
-	if err := eachMember(data, func(name []byte, value json.RawMessage) {
+	if err := eachMember(data, func(name []byte, value json.RawMessage, at int) {
 		if i := fieldIndex(name); i >= 0 {
-			m[i] = value
+			m.raw[i], m.at[i] = value, at
 		}
 	}); err != nil {
 		return nil, invalid(ReasonMalformedJSON, "", "value is not a JSON object")
 	}
+	// The event's strings are substrings of one copy of data, where they
+	// hold no escape: one allocation an event rather than one a field.
+	m.text = string(data)
 	e := &Event{data: data}
 
 	for _, f := range stringFields {
-		v, ok, err := str(m[f.index], f.name)
+		v, ok, err := m.str(f.index, f.name)
 		if err != nil {
 			return nil, err
 		}
@@ -117,24 +125,24 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 	}
 
 	var err error
-	if e.Type, err = eventType(m[fType], topicType); err != nil {
+	if e.Type, err = eventType(&m, topicType); err != nil {
 		return nil, err
 	}
-	if e.Amount, err = amount(m[fAmount]); err != nil {
+	if e.Amount, err = amount(m.raw[fAmount]); err != nil {
 		return nil, err
 	}
-	if e.Currency, err = currency(m[fCurrency]); err != nil {
+	if e.Currency, err = currency(&m); err != nil {
 		return nil, err
 	}
-	if e.OccurredAt, err = occurredAt(m[fOccurredAt]); err != nil {
+	if e.OccurredAt, err = occurredAt(&m); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 // eventType reads the event's type, which a topic of one type implies.
-func eventType(v json.RawMessage, topicType Type) (Type, error) {
-	typ, ok, err := str(v, "type")
+func eventType(m *members, topicType Type) (Type, error) {
+	typ, ok, err := m.str(fType, "type")
 	switch {
 	case err != nil:
 		return "", err
@@ -151,8 +159,8 @@ func eventType(v json.RawMessage, topicType Type) (Type, error) {
 }
 
 // currency reads the optional currency code, upper-cased.
-func currency(v json.RawMessage) (string, error) {
-	cur, ok, err := str(v, "currency")
+func currency(m *members) (string, error) {
+	cur, ok, err := m.str(fCurrency, "currency")
 	if err != nil || !ok {
 		return "", err
 	}
@@ -163,8 +171,8 @@ func currency(v json.RawMessage) (string, error) {
 }
 
 // occurredAt reads the optional time of the event.
-func occurredAt(v json.RawMessage) (time.Time, error) {
-	at, ok, err := str(v, "occurred_at")
+func occurredAt(m *members) (time.Time, error) {
+	at, ok, err := m.str(fOccurredAt, "occurred_at")
 	if err != nil || !ok {
 		return time.Time{}, err
 	}
@@ -178,12 +186,17 @@ func occurredAt(v json.RawMessage) (time.Time, error) {
 // str reads the optional string field name, whose raw value is v (nil:
 // absent). Absent, null and "" all count as absent; any other JSON type is
 // an error.
-func str(v json.RawMessage, name string) (string, bool, error) {
+func (m *members) str(field int, name string) (string, bool, error) {
+	v := m.raw[field]
 	if v == nil || isNull(v) {
 		return "", false, nil
 	}
 	if len(v) == 0 || v[0] != '"' {
 		return "", false, invalid(ReasonWrongType, name, "must be a string")
+	}
+	if len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
+		s := m.text[m.at[field]+1 : m.at[field]+len(v)-1]
+		return s, s != "", nil
 	}
 	s, err := unquote(v)
 	if err != nil {

@@ -94,7 +94,7 @@ func (e *Event) Field(name string) (string, bool) {
 	// The last member of that name, as encoding/json has it. For an event
 	// Decode made this cannot fail (it read data as an object already); an
 	// event built otherwise has no data, so no other fields.
-	_ = eachMember(e.data, func(n []byte, value json.RawMessage) {
+	_ = eachMember(e.data, func(n []byte, value json.RawMessage, _ int) {
 		if string(n) == name {
 			v = value
 		}

@@ -121,8 +121,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode accepted what encoding/json refuses: %v", err)
 		}
 		for name, v := range plain {
-			// Fields the schema does not name, as group_by sees them.
-			if want, ok := v.(string); ok && !slices.Contains(specFields, name) {
+			// Every string field as group_by sees it, the schema's (which
+			// are substrings of one copy of data) and others; currency is
+			// upper-cased.
+			if want, ok := v.(string); ok && name != "currency" {
 				if got, _ := e.Field(name); got != want {
 					t.Fatalf("Field(%q) = %q, encoding/json says %q", name, got, want)
 				}

@@ -34,11 +34,12 @@ var scanOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontex
 var errNotObject = errors.New("not a JSON object")
 
 // eachMember calls fn with the name and the raw value of each member of
-// the JSON object data, in order. The value is a span of data; so is the
+// the JSON object data, in order, and the value's offset in data. The
+// value is a span of data; so is the
 // name, without its quotes, unless it holds escapes: then it is unescaped
 // into a copy, the only allocation here. It fails when data is not exactly
 // one JSON object.
-func eachMember(data []byte, fn func(name []byte, value json.RawMessage)) error {
+func eachMember(data []byte, fn func(name []byte, value json.RawMessage, at int)) error {
 	s := scanners.Get().(*scanner)
 	defer func() {
 		s.buf = bytes.Buffer{}
@@ -53,10 +54,8 @@ func eachMember(data []byte, fn func(name []byte, value json.RawMessage)) error 
 	}
 	// Spans are taken by offset, so that they are data's whatever the
 	// decoder does with its buffer.
-	span := func(v jsontext.Value) []byte {
-		end := int(s.dec.InputOffset())
-		return data[end-len(v) : end]
-	}
+	at := func(v jsontext.Value) int { return int(s.dec.InputOffset()) - len(v) }
+	span := func(v jsontext.Value) []byte { return data[at(v) : at(v)+len(v)] }
 	for s.dec.PeekKind() != '}' {
 		v, err := s.dec.ReadValue()
 		if err != nil {
@@ -76,7 +75,7 @@ func eachMember(data []byte, fn func(name []byte, value json.RawMessage)) error 
 		if v, err = s.dec.ReadValue(); err != nil {
 			return err
 		}
-		fn(name, span(v))
+		fn(name, span(v), at(v))
 	}
 	if _, err := s.dec.ReadToken(); err != nil {
 		return err

@@ -149,17 +149,48 @@ const (
 type Batch struct {
 	s     *Scripts
 	calls []batchCall
+	// The calls' arguments and results are cut from these, a chunk at a
+	// time, rather than allocated a call at a time.
+	args     []any
+	nums     []int64
+	counted  []Counted
+	refunded []Refunded
 }
 
 type batchCall struct {
-	name    string
-	script  *redis.Script
-	keys    []string
+	name string
+	// args is the whole EVALSHA command (see command).
 	args    []any
 	changes int
-	// answer takes the reply (pairs of integers) or the error of the whole
-	// call.
-	answer func(pairs []int64, err error)
+	// The call's Results: refunded for sales_decr, counted for the
+	// others; flags when its second integers say late (2) and clamped (3)
+	// besides first (1), as slide_and_check's and distinct_and_check's do.
+	counted  []Counted
+	refunded []Refunded
+	flags    bool
+}
+
+// answer sets the call's results from its reply (pairs of integers) or
+// the error of the whole call.
+func (c *batchCall) answer(pairs []int64, err error) {
+	for i := range c.changes {
+		var res Counted
+		switch {
+		case err != nil:
+			res.Err = err
+		case pairs[2*i] == -1 && pairs[2*i+1] == -1:
+			res.Err = ErrInvalidArguments
+		default:
+			flag := pairs[2*i+1]
+			res = Counted{Current: pairs[2*i], First: flag == 1, Late: c.flags && flag == 2, Clamped: c.flags && flag == 3}
+		}
+		if c.refunded != nil {
+			// sales_decr's second integer is its clamped flag.
+			c.refunded[i] = Refunded{Remaining: res.Current, Clamped: res.First, Err: res.Err}
+		} else {
+			c.counted[i] = res
+		}
+	}
 }
 
 // Batch starts a batch of counting calls.
@@ -168,133 +199,129 @@ func (s *Scripts) Batch() *Batch { return &Batch{s: s} }
 // Len is the number of calls in the batch.
 func (b *Batch) Len() int { return len(b.calls) }
 
-// Count adds an incr_and_check call; its Results are set by Exec.
+// Count adds an incr_and_check call; its Results are set by Exec. The
+// call's Source, Windows and Changes must not change until Exec returns:
+// the batch sends them from where they are.
 func (b *Batch) Count(c *Count) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	keys := make([]string, 0, 2*len(c.Windows))
-	args := make([]any, 0, 3+2*len(c.Windows)+4*len(c.Changes))
-	args = append(args, c.Source, seconds(b.s.cfg.Retention), len(c.Windows))
-	for _, w := range c.Windows {
-		keys = append(keys, w.Key, w.Marks)
-		args = append(args, seconds(w.Length), w.Threshold)
+	a := b.command(&incrAndCheckSHA, 2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
+	for i := range c.Windows {
+		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
-	args = appendChanges(args, c.Changes)
-	c.Results = make([]Counted, len(c.Changes))
-	b.calls = append(b.calls, batchCall{IncrAndCheckName, incrAndCheck, keys, args, len(c.Changes), func(pairs []int64, err error) {
-		for i := range c.Results {
-			switch {
-			case err != nil:
-				c.Results[i].Err = err
-			case pairs[2*i] == -1 && pairs[2*i+1] == -1:
-				c.Results[i].Err = ErrInvalidArguments
-			default:
-				c.Results[i] = Counted{Current: pairs[2*i], First: pairs[2*i+1] == 1}
-			}
-		}
-	}})
+	a.source(&c.Source)
+	a.int(seconds(b.s.cfg.Retention))
+	a.int(int64(len(c.Windows)))
+	for i := range c.Windows {
+		a.int(seconds(c.Windows[i].Length))
+		a.ptr(&c.Windows[i].Threshold)
+	}
+	a.changes(c.Changes)
+	c.Results = b.countedResults(len(c.Changes))
+	b.calls = append(b.calls, batchCall{name: IncrAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results})
 	return nil
 }
 
-// Refund adds a sales_decr call; its Results are set by Exec.
+// Refund adds a sales_decr call; its Results are set by Exec. Like
+// Count's, its fields must not change until Exec returns.
 func (b *Batch) Refund(r *Refund) error {
 	if err := checkCall(r.Source, r.Windows, len(r.Changes), false); err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(r.Windows))
-	for _, w := range r.Windows {
-		keys = append(keys, w.Key)
+	a := b.command(&salesDecrSHA, len(r.Windows), 1+4*len(r.Changes), 0)
+	for i := range r.Windows {
+		a.keys(&r.Windows[i].Key)
 	}
-	args := appendChanges(append(make([]any, 0, 1+4*len(r.Changes)), r.Source), r.Changes)
-	r.Results = make([]Refunded, len(r.Changes))
-	b.calls = append(b.calls, batchCall{SalesDecrName, salesDecr, keys, args, len(r.Changes), func(pairs []int64, err error) {
-		for i := range r.Results {
-			switch {
-			case err != nil:
-				r.Results[i].Err = err
-			case pairs[2*i] == -1 && pairs[2*i+1] == -1:
-				r.Results[i].Err = ErrInvalidArguments
-			default:
-				r.Results[i] = Refunded{Remaining: pairs[2*i], Clamped: pairs[2*i+1] == 1}
-			}
-		}
-	}})
+	a.source(&r.Source)
+	a.changes(r.Changes)
+	r.Results = b.refundedResults(len(r.Changes))
+	b.calls = append(b.calls, batchCall{name: SalesDecrName, args: a.args, changes: len(r.Changes), refunded: r.Results})
 	return nil
 }
 
-// Slide adds a slide_and_check call; its Results are set by Exec.
+// Slide adds a slide_and_check call; its Results are set by Exec. Like
+// Count's, its fields must not change until Exec returns.
 func (b *Batch) Slide(c *Slide) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	keys := make([]string, 0, 2*len(c.Windows))
-	args := make([]any, 0, 3+4*len(c.Windows)+5*len(c.Changes))
-	args = append(args, c.Source, seconds(b.s.cfg.Retention), len(c.Windows))
+	a := b.command(&slideAndCheckSHA, 2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
+	for i := range c.Windows {
+		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
+	}
+	a.source(&c.Source)
+	a.int(seconds(b.s.cfg.Retention))
+	a.int(int64(len(c.Windows)))
 	widths := make([]int64, len(c.Windows))
-	for i, w := range c.Windows {
+	for i := range c.Windows {
+		w := &c.Windows[i]
 		width := w.Length.Milliseconds() / Span
 		if width < 1 || w.Lateness < 0 || w.Lateness > MaxLateness*w.Length {
 			return fmt.Errorf("lua: a sliding window of %v with lateness %v", w.Length, w.Lateness)
 		}
 		widths[i] = width
-		late := (w.Lateness.Milliseconds() + width - 1) / width
-		keys = append(keys, w.Key, w.Marks)
-		args = append(args, Span, late, w.Threshold, seconds(2*(w.Length+w.Lateness)))
+		a.int(Span)
+		a.int((w.Lateness.Milliseconds() + width - 1) / width)
+		a.ptr(&w.Threshold)
+		a.int(seconds(2 * (w.Length + w.Lateness)))
 	}
-	for _, ch := range c.Changes {
+	for i := range c.Changes {
+		ch := &c.Changes[i]
 		if ch.Window < 0 || ch.Window >= len(widths) || ch.At < 0 {
 			return fmt.Errorf("lua: a change to window %d at %d", ch.Window, ch.At)
 		}
-		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.At/widths[ch.Window], ch.Amount)
+		a.int(int64(ch.Window) + 1)
+		a.ptr(&ch.Offset)
+		a.id(&ch.ID)
+		a.int(ch.At / widths[ch.Window])
+		a.ptr(&ch.Amount)
 	}
-	c.Results = make([]Counted, len(c.Changes))
-	b.calls = append(b.calls, batchCall{SlideAndCheckName, slideAndCheck, keys, args, len(c.Changes), counted(c.Results)})
+	c.Results = b.countedResults(len(c.Changes))
+	b.calls = append(b.calls, batchCall{name: SlideAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil
 }
 
 // Distinct adds a distinct_and_check call; its Results are set by Exec.
+// Like Count's, its fields must not change until Exec returns.
 func (b *Batch) Distinct(c *Distinct) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	keys := make([]string, 0, 3*len(c.Windows))
-	args := make([]any, 0, 3+5*len(c.Windows)+5*len(c.Changes))
-	args = append(args, c.Source, seconds(b.s.cfg.Retention), len(c.Windows))
-	for _, w := range c.Windows {
+	a := b.command(&distinctAndCheckSHA, 3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
+	for i := range c.Windows {
+		w := &c.Windows[i]
 		if hashTag(w.Values) != hashTag(w.Key) {
 			return fmt.Errorf("lua: the keys of a call must share one hash tag")
 		}
-		keys = append(keys, w.Key, w.Values, w.Marks)
+		a.keys(&w.Key, &w.Values, &w.Marks)
+	}
+	a.source(&c.Source)
+	a.int(seconds(b.s.cfg.Retention))
+	a.int(int64(len(c.Windows)))
+	for i := range c.Windows {
+		w := &c.Windows[i]
 		kind, ttl := "fixed", w.Length
 		if w.Sliding {
 			kind, ttl = "sliding", 2*(w.Length+w.Lateness)
 		}
-		args = append(args, kind, w.Length.Milliseconds(), w.Lateness.Milliseconds(), w.Threshold, seconds(ttl))
+		a.args = append(a.args, kind)
+		a.int(w.Length.Milliseconds())
+		a.int(w.Lateness.Milliseconds())
+		a.ptr(&w.Threshold)
+		a.int(seconds(ttl))
 	}
-	for _, ch := range c.Changes {
-		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.At, string(ch.Value[:]))
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		a.int(int64(ch.Window) + 1)
+		a.ptr(&ch.Offset)
+		a.id(&ch.ID)
+		a.ptr(&ch.At)
+		a.id(&ch.Value)
 	}
-	c.Results = make([]Counted, len(c.Changes))
-	b.calls = append(b.calls, batchCall{DistinctAndCheckName, distinctAndCheck, keys, args, len(c.Changes), counted(c.Results)})
+	c.Results = b.countedResults(len(c.Changes))
+	b.calls = append(b.calls, batchCall{name: DistinctAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil
-}
-
-// counted answers Slide's and Distinct's results from their reply.
-func counted(results []Counted) func(pairs []int64, err error) {
-	return func(pairs []int64, err error) {
-		for i := range results {
-			switch {
-			case err != nil:
-				results[i].Err = err
-			case pairs[2*i] == -1 && pairs[2*i+1] == -1:
-				results[i].Err = ErrInvalidArguments
-			default:
-				flag := pairs[2*i+1]
-				results[i] = Counted{Current: pairs[2*i], First: flag == 1, Late: flag == 2, Clamped: flag == 3}
-			}
-		}
-	}
 }
 
 // checkCall refuses a call the scripts would, and one whose keys do not
@@ -318,14 +345,96 @@ func checkCall(source string, windows []Window, changes int, marks bool) error {
 	return nil
 }
 
-// appendChanges adds the script arguments of changes: the window's index
-// (from 1, as Lua counts), the offset, the id and the amount.
-func appendChanges(args []any, changes []Change) []any {
-	for _, ch := range changes {
-		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.Amount)
-	}
-	return args
+// command builds the arguments of one EVALSHA: the script's hash, the keys
+// and the script's arguments. Strings, and integers from 256 up, go in by
+// pointer: go-redis writes a *string or *int64 as it writes the value, and
+// a pointer fits in an interface where a boxed value is an allocation of
+// its own; that was some 20 allocations an order with four rules. The
+// pointers are to the call's own fields (its Source, its windows' keys and
+// thresholds, its changes' offsets and ids), which stay put until Exec
+// returns, or to nums, whose values never change once written.
+type command struct {
+	args []any
+	nums []int64
 }
+
+// command starts the command of a script with the given number of keys
+// and arguments, nums of which are computed integers (a bound: more only
+// costs a copy).
+func (b *Batch) command(sha *string, keys, args, nums int) command {
+	c := command{args: cut(&b.args, 3+keys+args), nums: cut(&b.nums, nums)}
+	c.args = append(c.args, "evalsha", sha, keys)
+	return c
+}
+
+// countedResults and refundedResults are a call's Results.
+func (b *Batch) countedResults(n int) []Counted {
+	r := cut(&b.counted, n)
+	return r[:n]
+}
+
+func (b *Batch) refundedResults(n int) []Refunded {
+	r := cut(&b.refunded, n)
+	return r[:n]
+}
+
+// cut returns an empty slice with room for n from the chunk, and takes
+// that room from it; a new chunk when it has less, twice as large as the
+// last up to a bound, so that a batch of a few events takes little.
+func cut[T any](chunk *[]T, n int) []T {
+	if cap(*chunk)-len(*chunk) < n {
+		*chunk = make([]T, 0, max(n, 64, min(2*cap(*chunk), 4096)))
+	}
+	start := len(*chunk)
+	*chunk = (*chunk)[:start+n]
+	return (*chunk)[start : start : start+n]
+}
+
+func (c *command) keys(keys ...*string) {
+	for _, k := range keys {
+		c.args = append(c.args, k)
+	}
+}
+
+func (c *command) source(s *string) { c.args = append(c.args, s) }
+
+// int adds a computed integer.
+func (c *command) int(v int64) {
+	if 0 <= v && v < 256 {
+		// Boxed from the runtime's table of small integers, without an
+		// allocation.
+		c.args = append(c.args, v)
+		return
+	}
+	// A pointer into nums, which may move as it grows: the value stays
+	// where the pointer is.
+	c.nums = append(c.nums, v)
+	c.args = append(c.args, &c.nums[len(c.nums)-1])
+}
+
+func (c *command) ptr(v *int64) { c.args = append(c.args, v) }
+
+// id adds an event id or value as its 8 bytes.
+func (c *command) id(id *EventID) { c.args = append(c.args, (*idArg)(id)) }
+
+// changes adds the arguments incr_and_check and sales_decr take for each
+// change: the window's index (from 1, as Lua counts), the offset, the id
+// and the amount.
+func (c *command) changes(changes []Change) {
+	for i := range changes {
+		ch := &changes[i]
+		c.int(int64(ch.Window) + 1)
+		c.ptr(&ch.Offset)
+		c.id(&ch.ID)
+		c.ptr(&ch.Amount)
+	}
+}
+
+// idArg is an EventID as go-redis writes it, through
+// encoding.BinaryMarshaler: its bytes, without a copy.
+type idArg EventID
+
+func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
 
 // Exec runs the batch and sets every call's Results. It returns an error
 // when Redis failed (an outage, a timeout): some calls may have run, and the
@@ -350,7 +459,7 @@ func (b *Batch) rounds() [][]*batchCall {
 	last := map[string]int{}
 	for i := range b.calls {
 		c := &b.calls[i]
-		tag := hashTag(c.keys[0])
+		tag := hashTag(*c.args[3].(*string)) // its first key
 		r := 0
 		if n, ok := last[tag]; ok {
 			r = n + 1
@@ -384,9 +493,13 @@ func hashTag(key string) string {
 func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
+		cmds := make([]*redis.IntSliceCmd, len(calls))
 		for i, c := range calls {
-			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			// An IntSliceCmd reads the reply's integers into a slice, where
+			// a Cmd boxes each of them.
+			cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
+			cmds[i].SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
+			_ = pipe.Process(ctx, cmds[i])
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*batchCall
@@ -399,10 +512,7 @@ func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 			if err != nil {
 				return s.redisError(ctx, c.name, err)
 			}
-			pairs, err := cmds[i].Int64Slice()
-			if err != nil {
-				return s.fail(c.name, err)
-			}
+			pairs := cmds[i].Val()
 			switch {
 			case len(pairs) == 2*c.changes:
 				if refused(pairs) {

@@ -294,6 +294,27 @@ func TestRedeliveriesCountOnce(t *testing.T) {
 	}
 }
 
+// Offsets go to the script as they are, up to the 15 digits it takes: a
+// partition far into its life skips what it counted by offset alone.
+func TestLargeOffsetsCountOnce(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	for _, base := range []int64{250, 1 << 31, 1 << 40, 999_999_999_999_990} { // offsets have at most 15 digits
+		t.Run(fmt.Sprint(base), func(t *testing.T) {
+			w := testWindow(prefix, fmt.Sprint("w", base), time.Minute, 100)
+			count(t, s, []Window{w}, ev{"0:t", base, "a", 1}, ev{"0:t", base + 6, "b", 1})
+			// Below and at the last offset counted: skipped, though the ids
+			// are new; above it: counted.
+			got := count(t, s, []Window{w}, ev{"0:t", base + 5, "c", 1}, ev{"0:t", base + 6, "d", 1}, ev{"0:t", base + 7, "e", 1})
+			if got[2].Current != 3 {
+				t.Fatalf("%+v, want offsets %d and %d skipped and %d counted", got, base+5, base+6, base+7)
+			}
+			if v := value(t, rdb, w); v != 3 {
+				t.Fatalf("counter = %d, want 3", v)
+			}
+		})
+	}
+}
+
 // A producer that retries without idempotence writes a second record of an
 // event at another offset: the window knows it among its latest ids.
 func TestProducerDuplicatesCountOnce(t *testing.T) {

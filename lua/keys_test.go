@@ -321,3 +321,31 @@ func TestParseGroup(t *testing.T) {
 		}
 	}
 }
+
+// NameWindows names windows as Window, Marks and Values do, one by one.
+func TestNameWindowsMatchesTheKeys(t *testing.T) {
+	k := mustKeys(t, "fw-test")
+	long := strings.Repeat("x", 300) // hashed
+	names := []lua.WindowName{
+		{Group: k.Group([]string{"cust-1"}), Rule: "orders.5c0e19aa"},
+		{Group: k.Group([]string{"a:b", "c d"}), Rule: "cards.81f3a0c2", Distinct: true},
+		{Group: k.Group([]string{long}), Rule: "r.00000000"},
+		{Group: k.Group([]string{""}), Rule: "r.00000000", Distinct: true},
+		{Group: k.Group([]string{"한"}), Rule: "amount.1"},
+	}
+	ws := make([]lua.Window, len(names))
+	ptrs := make([]*lua.Window, len(names))
+	for i := range ws {
+		ptrs[i] = &ws[i]
+	}
+	k.NameWindows(ptrs, names)
+	for i, n := range names {
+		want := lua.Window{Key: k.Window(n.Group, n.Rule), Marks: k.Marks(n.Group, n.Rule)}
+		if n.Distinct {
+			want.Values = k.Values(n.Group, n.Rule)
+		}
+		if ws[i] != want {
+			t.Errorf("window %d: NameWindows = %+v, want %+v", i, ws[i], want)
+		}
+	}
+}

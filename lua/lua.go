@@ -66,6 +66,13 @@ var (
 	alertBudget      = redis.NewScript(alertBudgetSrc)
 	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 
+	// The counting scripts' hashes, which their calls send by pointer (see
+	// command).
+	incrAndCheckSHA     = incrAndCheck.Hash()
+	salesDecrSHA        = salesDecr.Hash()
+	slideAndCheckSHA    = slideAndCheck.Hash()
+	distinctAndCheckSHA = distinctAndCheck.Hash()
+
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {
 		name   string

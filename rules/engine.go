@@ -167,13 +167,13 @@ func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable 
 	for _, c := range p.calls {
 		switch c.kind {
 		case fixedOrders:
-			err = batch.Count(c.count)
+			err = batch.Count(&c.count)
 		case fixedRefunds:
-			err = batch.Refund(c.refund)
+			err = batch.Refund(&c.refund)
 		case sliding:
-			err = batch.Slide(c.slide)
+			err = batch.Slide(&c.slide)
 		case distinct:
-			err = batch.Distinct(c.distinct)
+			err = batch.Distinct(&c.distinct)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rules: %w", err)
@@ -339,19 +339,45 @@ type plan struct {
 	// now; windows finds a window's place in a call.
 	open    map[bucketOf]*call
 	windows map[windowOf]windowIn
+	// The windows and changes of all calls, in the order they were
+	// planned, until finish hands each call its own: a slice for all of
+	// them rather than a growing slice each, which cost 6 allocations an
+	// order.
+	pendingWindows []pendingWindow
+	pending        []pendingChange
+	// free is where new calls come from, a chunk at a time, of chunk
+	// calls (the last).
+	free  []call
+	chunk int
+}
+
+type pendingWindow struct {
+	call *call
+	w    lua.Window
+	name lua.WindowName
+}
+
+type pendingChange struct {
+	call *call
+	ch   lua.Change
+	ref  ref
 }
 
 // call is one script call with, for each of its changes, the rule and
-// event it stands for.
+// event it stands for. Of count, refund, slide and distinct, the one its
+// kind names is used.
 type call struct {
 	kind     kind
-	count    *lua.Count
-	refund   *lua.Refund
-	slide    *lua.Slide
-	distinct *lua.Distinct
+	count    lua.Count
+	refund   lua.Refund
+	slide    lua.Slide
+	distinct lua.Distinct
 	refs     []ref
-	// windows is how many windows the call has.
-	windows int
+	// windowList and changeList are the used one's Windows and Changes.
+	windowList *[]lua.Window
+	changeList *[]lua.Change
+	// windows and changes are how many the call has.
+	windows, changes int
 }
 
 type ref struct {
@@ -384,7 +410,9 @@ type windowIn struct {
 // of orders or refunds), so that a window sees its events in their
 // partition's order.
 func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
-	p := &plan{keys: e.keys, open: map[bucketOf]*call{}, windows: map[windowOf]windowIn{}}
+	hint := min(len(evs)*len(rs), 4096)
+	p := &plan{keys: e.keys, open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
+		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint)}
 	var (
 		topic  string
 		part   = -1
@@ -434,6 +462,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			p.add(src, k, r, p.keys.Group(values), ch, i)
 		}
 	}
+	p.finish()
 	return p
 }
 
@@ -467,18 +496,8 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 	c := p.open[b]
 	in, known := p.windows[windowOf{r, g}]
 	known = known && c != nil && in.call == c
-	if c == nil || c.kind != k || len(c.refs) == lua.MaxChanges || (!known && c.windows == lua.MaxWindows) {
-		c, known = &call{kind: k}, false
-		switch k {
-		case fixedOrders:
-			c.count = &lua.Count{Source: src}
-		case fixedRefunds:
-			c.refund = &lua.Refund{Source: src}
-		case sliding:
-			c.slide = &lua.Slide{Source: src}
-		case distinct:
-			c.distinct = &lua.Distinct{Source: src}
-		}
+	if c == nil || c.kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows) {
+		c, known = p.newCall(src, k), false
 		p.open[b] = c
 		p.calls = append(p.calls, c)
 	}
@@ -486,32 +505,62 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 		in = windowIn{c, c.windows}
 		p.windows[windowOf{r, g}] = in
 		c.windows++
-		w := lua.Window{Key: p.keys.Window(g, r.state), Marks: p.keys.Marks(g, r.state), Length: r.Window,
-			Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
-		switch k {
-		case fixedOrders:
-			c.count.Windows = append(c.count.Windows, w)
-		case fixedRefunds:
-			c.refund.Windows = append(c.refund.Windows, w)
-		case sliding:
-			c.slide.Windows = append(c.slide.Windows, w)
-		case distinct:
-			w.Values = p.keys.Values(g, r.state)
-			c.distinct.Windows = append(c.distinct.Windows, w)
-		}
+		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
+		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, lua.WindowName{Group: g, Rule: r.state, Distinct: k == distinct}})
 	}
 	ch.Window = in.index
+	c.changes++
+	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}})
+}
+
+// newCall returns an empty call of kind k.
+func (p *plan) newCall(src string, k kind) *call {
+	if len(p.free) == 0 {
+		p.chunk = min(max(2*p.chunk, 4), 64)
+		p.free = make([]call, p.chunk)
+	}
+	c := &p.free[0]
+	p.free = p.free[1:]
+	c.kind = k
 	switch k {
 	case fixedOrders:
-		c.count.Changes = append(c.count.Changes, ch)
+		c.count.Source, c.windowList, c.changeList = src, &c.count.Windows, &c.count.Changes
 	case fixedRefunds:
-		c.refund.Changes = append(c.refund.Changes, ch)
+		c.refund.Source, c.windowList, c.changeList = src, &c.refund.Windows, &c.refund.Changes
 	case sliding:
-		c.slide.Changes = append(c.slide.Changes, ch)
+		c.slide.Source, c.windowList, c.changeList = src, &c.slide.Windows, &c.slide.Changes
 	case distinct:
-		c.distinct.Changes = append(c.distinct.Changes, ch)
+		c.distinct.Source, c.windowList, c.changeList = src, &c.distinct.Windows, &c.distinct.Changes
 	}
-	c.refs = append(c.refs, ref{rule: r, event: event})
+	return c
+}
+
+// finish hands each call its windows, named, and changes, in the order
+// they were planned, from one slice for all calls.
+func (p *plan) finish() {
+	windows := make([]lua.Window, len(p.pendingWindows))
+	changes := make([]lua.Change, len(p.pending))
+	refs := make([]ref, len(p.pending))
+	nw, nc := 0, 0
+	for _, c := range p.calls {
+		*c.windowList = windows[nw : nw : nw+c.windows]
+		*c.changeList = changes[nc : nc : nc+c.changes]
+		c.refs = refs[nc : nc : nc+c.changes]
+		nw, nc = nw+c.windows, nc+c.changes
+	}
+	named := make([]*lua.Window, len(p.pendingWindows))
+	names := make([]lua.WindowName, len(p.pendingWindows))
+	for i, w := range p.pendingWindows {
+		list := append(*w.call.windowList, w.w)
+		*w.call.windowList = list
+		named[i], names[i] = &list[len(list)-1], w.name
+	}
+	p.keys.NameWindows(named, names)
+	for _, ch := range p.pending {
+		*ch.call.changeList = append(*ch.call.changeList, ch.ch)
+		ch.call.refs = append(ch.call.refs, ch.ref)
+	}
+	p.pendingWindows, p.pending = nil, nil
 }
 
 // Bounds of an alert's text, in bytes before JSON escaping (which at
