@@ -180,8 +180,17 @@ func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (in
 	evs := make([]*event.Event, 0, len(msgs))
 	from := make([]int, 0, len(msgs)) // the message of each event
 	var rejects []reject
+	// The batch's events share their allocations (event.Batch); an
+	// oversized message is not decoded, nor copied.
+	values := make([][]byte, len(msgs))
+	for i := range msgs {
+		if len(msgs[i].Value) <= c.cfg.MaxEventBytes {
+			values[i] = msgs[i].Value
+		}
+	}
+	batch := event.NewBatch(values)
 	for i, msg := range msgs {
-		ev, why := c.decode(msg)
+		ev, why := c.decode(batch, i, msg)
 		if why != nil {
 			rejects = append(rejects, reject{i, why, "invalid event sent to the dead-letter topic"})
 			continue
@@ -229,12 +238,13 @@ type reject struct {
 	log string
 }
 
-func (c *Consumer) decode(msg kafka.Message) (*event.Event, *event.InvalidError) {
+// decode decodes msg, message i of batch.
+func (c *Consumer) decode(batch *event.Batch, i int, msg kafka.Message) (*event.Event, *event.InvalidError) {
 	if len(msg.Value) > c.cfg.MaxEventBytes {
 		return nil, &event.InvalidError{Reason: event.ReasonOversized,
 			Detail: fmt.Sprintf("value of %d bytes exceeds %d", len(msg.Value), c.cfg.MaxEventBytes)}
 	}
-	ev, err := event.Decode(msg.Value, c.topicType(msg.Topic))
+	ev, err := batch.Decode(i, c.topicType(msg.Topic))
 	if err != nil {
 		var inv *event.InvalidError
 		if errors.As(err, &inv) {

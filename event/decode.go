@@ -94,8 +94,61 @@ var stringFields = []struct {
 // *InvalidError. The event keeps data, for group_by on fields it does not
 // name: data must not change while the event is in use.
 func Decode(data []byte, topicType Type) (*Event, error) {
+	e := new(Event)
+	if err := decode(e, data, nil, topicType); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Batch decodes the messages of one fetched batch into events that share
+// their allocations: one array of events, and one copy of all the messages
+// whose substrings are their strings, where Decode allocates an event and
+// a copy for every message.
+type Batch struct {
+	values [][]byte
+	text   string
+	// starts[i] is where values[i] is in text.
+	starts []int
+	events []Event
+}
+
+// NewBatch returns the Batch of values, the messages in their order (nil
+// for one that will not be decoded). The events keep their values, which
+// must not change while the events are in use.
+func NewBatch(values [][]byte) *Batch {
+	size := 0
+	for _, v := range values {
+		size += len(v)
+	}
+	var text strings.Builder
+	text.Grow(size)
+	starts := make([]int, len(values)+1)
+	for i, v := range values {
+		starts[i] = text.Len()
+		text.Write(v)
+	}
+	starts[len(values)] = text.Len()
+	return &Batch{values: values, text: text.String(), starts: starts, events: make([]Event, len(values))}
+}
+
+// Decode decodes the batch's message i as Decode does.
+func (b *Batch) Decode(i int, topicType Type) (*Event, error) {
+	e := &b.events[i]
+	text := b.text[b.starts[i]:b.starts[i+1]]
+	if err := decode(e, b.values[i], &text, topicType); err != nil {
+		*e = Event{}
+		return nil, err
+	}
+	return e, nil
+}
+
+// decode decodes data into e. text is data as a string, whose substrings
+// become the event's strings where they hold no escape; nil: a copy of its
+// own.
+func decode(e *Event, data []byte, text *string, topicType Type) error {
 	if !utf8.Valid(data) {
-		return nil, invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
+		return invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
 	}
 	var m members
 	if err := eachMember(data, func(name []byte, value json.RawMessage, at int) {
@@ -103,41 +156,43 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 			m.raw[i], m.at[i] = value, at
 		}
 	}); err != nil {
-		return nil, invalid(ReasonMalformedJSON, "", "value is not a JSON object")
+		return invalid(ReasonMalformedJSON, "", "value is not a JSON object")
 	}
-	// The event's strings are substrings of one copy of data, where they
-	// hold no escape: one allocation an event rather than one a field.
-	m.text = string(data)
-	e := &Event{data: data}
+	if text != nil {
+		m.text = *text
+	} else {
+		m.text = string(data)
+	}
+	e.data = data
 
 	for _, f := range stringFields {
 		v, ok, err := m.str(f.index, f.name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok && f.required {
-			return nil, invalid(ReasonMissingField, f.name, "is required")
+			return invalid(ReasonMissingField, f.name, "is required")
 		}
 		*f.set(e) = v
 	}
 	if len(e.EventID) > MaxIDBytes {
-		return nil, invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxIDBytes))
+		return invalid(ReasonInvalidEventID, "event_id", fmt.Sprintf("is longer than %d bytes", MaxIDBytes))
 	}
 
 	var err error
 	if e.Type, err = eventType(&m, topicType); err != nil {
-		return nil, err
+		return err
 	}
 	if e.Amount, err = amount(m.raw[fAmount]); err != nil {
-		return nil, err
+		return err
 	}
 	if e.Currency, err = currency(&m); err != nil {
-		return nil, err
+		return err
 	}
 	if e.OccurredAt, err = occurredAt(&m); err != nil {
-		return nil, err
+		return err
 	}
-	return e, nil
+	return nil
 }
 
 // eventType reads the event's type, which a topic of one type implies.

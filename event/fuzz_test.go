@@ -3,6 +3,7 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +57,12 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, topic uint8) {
 		topicType := topicTypes[int(topic)%len(topicTypes)]
 		e, err := event.Decode(data, topicType)
+		// A batch decodes a message as Decode does, wherever it sits.
+		b := event.NewBatch([][]byte{[]byte(`{"event_id":"x"}`), data, nil})
+		if be, berr := b.Decode(1, topicType); (berr == nil) != (err == nil) || (err != nil && berr.Error() != err.Error()) ||
+			(err == nil && !reflect.DeepEqual(*be, *e)) {
+			t.Fatalf("in a batch: %+v, %v; alone: %+v, %v", be, berr, e, err)
+		}
 		if err != nil {
 			if e != nil {
 				t.Fatalf("both an event and an error: %v", err)

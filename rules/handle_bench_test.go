@@ -65,8 +65,9 @@ func BenchmarkHandle(b *testing.B) {
 			offset++
 		}
 		b.StartTimer()
-		for i, data := range raw {
-			ev, err := event.Decode(data, event.Order)
+		dec := event.NewBatch(raw) // as the consumer decodes a batch
+		for i := range raw {
+			ev, err := dec.Decode(i, event.Order)
 			if err != nil {
 				b.Fatal(err)
 			}
