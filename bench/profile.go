@@ -152,5 +152,31 @@ func cpuSeconds(pid int) (float64, error) {
 	return (utime + stime) / clockTicks, nil
 }
 
+// machineCPU is the CPU time all cores have been busy and have been in
+// all, from /proc/stat: busy ÷ all between two readings is how much of the
+// machine everything on it used.
+func machineCPU() (busy, all float64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
+		}
+		all += n
+		if i != 3 && i != 4 { // idle and iowait
+			busy += n
+		}
+	}
+	return busy, all, nil
+}
+
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc's times.
 const clockTicks = 100
