@@ -63,11 +63,11 @@ func fieldIndex(name []byte) int {
 
 // members holds the raw value of each member the schema names (the last,
 // should a name repeat, as encoding/json has it; nil when absent), its
-// offset in the message, and the message as a string.
+// offset in the message, and the message as a string when there is one.
 type members struct {
 	raw  [numFields]json.RawMessage
 	at   [numFields]int
-	text string
+	text *string
 }
 
 // stringFields are the string fields of the schema, with where they go.
@@ -144,8 +144,9 @@ func (b *Batch) Decode(i int, topicType Type) (*Event, error) {
 }
 
 // decode decodes data into e. text is data as a string, whose substrings
-// become the event's strings where they hold no escape; nil: a copy of its
-// own.
+// become the event's strings where they hold no escape; nil: each string a
+// copy of its own, which keeps less than a copy of data would when events
+// are kept long (a backtest keeps them all).
 func decode(e *Event, data []byte, text *string, topicType Type) error {
 	if !utf8.Valid(data) {
 		return invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
@@ -158,11 +159,7 @@ func decode(e *Event, data []byte, text *string, topicType Type) error {
 	}); err != nil {
 		return invalid(ReasonMalformedJSON, "", "value is not a JSON object")
 	}
-	if text != nil {
-		m.text = *text
-	} else {
-		m.text = string(data)
-	}
+	m.text = text
 	e.data = data
 
 	for _, f := range stringFields {
@@ -249,8 +246,8 @@ func (m *members) str(field int, name string) (string, bool, error) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false, invalid(ReasonWrongType, name, "must be a string")
 	}
-	if len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
-		s := m.text[m.at[field]+1 : m.at[field]+len(v)-1]
+	if m.text != nil && len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
+		s := (*m.text)[m.at[field]+1 : m.at[field]+len(v)-1]
 		return s, s != "", nil
 	}
 	s, err := unquote(v)
