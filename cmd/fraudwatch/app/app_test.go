@@ -467,6 +467,11 @@ rules:
 	r := p.start()
 	p.orders(0, ev{id: "1", customer: "c", amount: 1}, ev{id: "2", customer: "c", amount: 1}, ev{id: "3", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the live alert", func() bool { return len(p.notes.list()) == 1 })
+	// The two crossings travel under different keys, so the dispatcher
+	// may take the live one first: wait for the shadow one too.
+	waitFor(t, 20*time.Second, "the shadow suppression", func() bool {
+		return r.metric("fraudwatch_alerts_suppressed_total", "rule", "shadow-burst", "reason", "shadow") >= 1
+	})
 	if got := r.metric("fraudwatch_alerts_suppressed_total", "rule", "shadow-burst", "reason", "shadow"); got != 1 {
 		t.Fatalf("shadow suppressions = %v, want 1", got)
 	}
