@@ -104,7 +104,9 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 // Batch decodes the messages of one fetched batch into events that share
 // their allocations: one array of events, and one copy of all the messages
 // whose substrings are their strings, where Decode allocates an event and
-// a copy for every message.
+// each of its strings for every message. Any event of a batch, or any of
+// its strings, keeps the whole batch in memory: events that are kept long
+// (a backtest's) are better decoded one by one.
 type Batch struct {
 	values [][]byte
 	text   string
