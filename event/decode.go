@@ -105,8 +105,8 @@ func Decode(data []byte, topicType Type) (*Event, error) {
 // their allocations: one array of events, and one copy of all the messages
 // whose substrings are their strings, where Decode allocates an event and
 // each of its strings for every message. Any event of a batch, or any of
-// its strings, keeps the whole batch in memory: events that are kept long
-// (a backtest's) are better decoded one by one.
+// its strings, keeps the whole batch in memory: what is kept long (an
+// alert's ids, a backtest's report) is better copied.
 type Batch struct {
 	values [][]byte
 	text   string
@@ -147,8 +147,8 @@ func (b *Batch) Decode(i int, topicType Type) (*Event, error) {
 
 // decode decodes data into e. text is data as a string, whose substrings
 // become the event's strings where they hold no escape; nil: each string a
-// copy of its own, which keeps less than a copy of data would when events
-// are kept long (a backtest keeps them all).
+// copy of its own, so that an event kept alone keeps its strings and
+// data, not a second copy of data.
 func decode(e *Event, data []byte, text *string, topicType Type) error {
 	if !utf8.Valid(data) {
 		return invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")

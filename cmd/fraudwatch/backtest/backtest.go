@@ -41,21 +41,104 @@ const (
 	clockStep = time.Second
 )
 
-// Events is a replay's input, decoded and in event-time order.
+// Events is a replay's input, in event-time order. It keeps each event as
+// the bytes it came as, and decodes them again, a batch at a time, as they
+// are replayed: a decoded event takes more than twice its message's bytes,
+// and a replay holds every event at once, since it sorts them first.
 type Events struct {
-	List []*event.Event
+	list []record
 	// Invalid counts the lines that are not events, by reason.
 	Invalid map[event.Reason]int
 	Orders  int
 	Refunds int
 }
 
-// raw is one event as read: its bytes, the type its topic implies ("" for
-// a line, which must say), and its record's time (zero for a line).
-type raw struct {
+// Len is how many events there are.
+func (e *Events) Len() int { return len(e.list) }
+
+// record is one valid event as it came: its bytes, the type its topic
+// implies ("" for a line, which must say), and its time.
+type record struct {
 	data []byte
 	typ  event.Type
 	at   time.Time
+}
+
+// decoded decodes events from to to, which are one partition in event-time
+// order: the windows take their offsets as the order of the events. They
+// share their allocations, which live as long as any of them does.
+func (e *Events) decoded(from, to int) ([]*event.Event, error) {
+	values := make([][]byte, to-from)
+	for i, r := range e.list[from:to] {
+		values[i] = r.data
+	}
+	b := event.NewBatch(values)
+	evs := make([]*event.Event, len(values))
+	for i, r := range e.list[from:to] {
+		ev, err := b.Decode(i, r.typ)
+		if err != nil {
+			// Every record was decoded once, when it was read.
+			return nil, fmt.Errorf("backtest: event %d no longer decodes: %w", from+i, err)
+		}
+		ev.Source = event.Source{Topic: "backtest", Partition: 0, Offset: int64(from + i), Time: r.at}
+		evs[i] = ev
+	}
+	return evs, nil
+}
+
+// reader builds Events: it checks each event as it comes, counts the
+// invalid ones, and keeps the valid ones' bytes in large blocks, so that
+// a record costs its bytes and a few words.
+type reader struct {
+	evs   Events
+	last  time.Time // the time of the event before
+	block []byte
+}
+
+// blockSize is the size of the blocks records are kept in.
+const blockSize = 1 << 20
+
+func newReader() *reader { return &reader{evs: Events{Invalid: map[event.Reason]int{}}} }
+
+// add checks one event: its bytes, the type its topic implies ("" for a
+// line, which must say), and its record's time (zero for a line). Its time
+// is its occurred_at, else its record's time, else the time of the event
+// before. data is copied.
+func (r *reader) add(data []byte, typ event.Type, recordTime time.Time) {
+	ev, err := event.Decode(data, typ)
+	if err != nil {
+		reason := event.ReasonMalformedJSON
+		if inv, ok := errors.AsType[*event.InvalidError](err); ok {
+			reason = inv.Reason
+		}
+		r.evs.Invalid[reason]++
+		return
+	}
+	switch {
+	case !ev.OccurredAt.IsZero():
+		r.last = ev.OccurredAt
+	case !recordTime.IsZero():
+		r.last = recordTime
+	}
+	if ev.Type == event.Refund {
+		r.evs.Refunds++
+	} else {
+		r.evs.Orders++
+	}
+	if cap(r.block)-len(r.block) < len(data) {
+		r.block = make([]byte, 0, max(blockSize, len(data)))
+	}
+	n := len(r.block)
+	r.block = append(r.block, data...)
+	r.evs.list = append(r.evs.list, record{data: r.block[n:len(r.block):len(r.block)], typ: typ, at: r.last})
+}
+
+// done puts the events in event-time order, those of one time in the order
+// they came.
+func (r *reader) done() *Events {
+	slices.SortStableFunc(r.evs.list, func(a, b record) int { return a.at.Compare(b.at) })
+	r.evs.list = slices.Clip(r.evs.list)
+	return &r.evs
 }
 
 // Read reads JSON-lines events, one event a line with its "type" as
@@ -66,13 +149,13 @@ type raw struct {
 func Read(in io.Reader) (*Events, error) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), maxLine)
-	var raws []raw
+	r := newReader()
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		raws = append(raws, raw{data: slices.Clone(line)})
+		r.add(line, "", time.Time{})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -80,51 +163,7 @@ func Read(in io.Reader) (*Events, error) {
 		}
 		return nil, fmt.Errorf("backtest: read: %w", err)
 	}
-	return decode(raws), nil
-}
-
-// decode decodes raws and puts them in event-time order: occurred_at, else
-// the record's time, else the time of the event before.
-func decode(raws []raw) *Events {
-	evs := &Events{Invalid: map[event.Reason]int{}}
-	var last time.Time
-	type timed struct {
-		ev *event.Event
-		at time.Time
-	}
-	var list []timed
-	for _, r := range raws {
-		ev, err := event.Decode(r.data, r.typ)
-		if err != nil {
-			reason := event.ReasonMalformedJSON
-			if inv, ok := errors.AsType[*event.InvalidError](err); ok {
-				reason = inv.Reason
-			}
-			evs.Invalid[reason]++
-			continue
-		}
-		switch {
-		case !ev.OccurredAt.IsZero():
-			last = ev.OccurredAt
-		case !r.at.IsZero():
-			last = r.at
-		}
-		list = append(list, timed{ev, last})
-		if ev.Type == event.Refund {
-			evs.Refunds++
-		} else {
-			evs.Orders++
-		}
-	}
-	slices.SortStableFunc(list, func(a, b timed) int { return a.at.Compare(b.at) })
-	evs.List = make([]*event.Event, len(list))
-	for i, t := range list {
-		// One partition, in event-time order: the windows take the
-		// offsets as the order of the events.
-		t.ev.Source = event.Source{Topic: "backtest", Partition: 0, Offset: int64(i), Time: t.at}
-		evs.List[i] = t.ev
-	}
-	return evs
+	return r.done(), nil
 }
 
 // Alert is one crossing of the replay and what became of it.
@@ -177,7 +216,7 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 
 // Replay runs the events through rs on a fresh in-process Redis. progress,
 // when set, is called now and then with the events replayed so far.
-func Replay(ctx context.Context, rs []rules.Rule, evs []*event.Event, progress func(done int)) (*Report, error) {
+func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int)) (*Report, error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		return nil, fmt.Errorf("backtest: start the in-process redis: %w", err)
@@ -206,16 +245,20 @@ func Replay(ctx context.Context, rs []rules.Rule, evs []*event.Event, progress f
 		return nil, err
 	}
 	rep := &Report{Version: version}
-	if len(evs) > 0 {
-		rep.From, rep.To = evs[0].Source.Time, evs[len(evs)-1].Source.Time
+	list := evs.list
+	if len(list) > 0 {
+		rep.From, rep.To = list[0].at, list[len(list)-1].at
 	}
 	var redisTime time.Time
-	for start := 0; start < len(evs); {
+	for start := 0; start < len(list); {
 		end := start + 1
-		for end < len(evs) && end-start < batchSize && evs[end].Source.Time.Sub(evs[start].Source.Time) < batchSpan {
+		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan {
 			end++
 		}
-		batch := evs[start:end]
+		batch, err := evs.decoded(start, end)
+		if err != nil {
+			return nil, err
+		}
 		// Redis's clock moves to the batch, so that TTLs (fixed windows,
 		// cooldowns) run out as they did: to within clockStep, since
 		// moving it visits every key.
@@ -237,8 +280,10 @@ func Replay(ctx context.Context, rs []rules.Rule, evs []*event.Event, progress f
 			if err != nil {
 				return nil, err
 			}
+			// Copies: the batch's events share one allocation, which an
+			// alert must not keep.
 			rep.Alerts = append(rep.Alerts, Alert{At: a.At, Rule: a.Rule, Group: groupText(a), Value: a.Current,
-				Order: a.OrderID, Event: a.EventID, Outcome: outcome})
+				Order: strings.Clone(a.OrderID), Event: strings.Clone(a.EventID), Outcome: outcome})
 		}
 		start = end
 		if progress != nil {

@@ -51,6 +51,16 @@ func run(t *testing.T, o Options, input string) string {
 	return out.String()
 }
 
+// decodeAll decodes every event, as a replay does a batch at a time.
+func decodeAll(t *testing.T, evs *Events) []*event.Event {
+	t.Helper()
+	list, err := evs.decoded(0, evs.Len())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 func TestRead(t *testing.T) {
 	input := strings.Join([]string{
 		line("c", "", "x", "k", 1, 30*time.Second),
@@ -67,7 +77,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	for i, ev := range evs.List {
+	for i, ev := range decodeAll(t, evs) {
 		order = append(order, ev.EventID)
 		if ev.Source.Offset != int64(i) {
 			t.Errorf("%s at offset %d, want %d", ev.EventID, ev.Source.Offset, i)

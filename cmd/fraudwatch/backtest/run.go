@@ -67,23 +67,23 @@ func Run(ctx context.Context, o Options) error {
 		progress = func(what string) func(int) {
 			last := time.Now()
 			return func(done int) {
-				if done == len(evs.List) || time.Since(last) > 100*time.Millisecond {
+				if done == evs.Len() || time.Since(last) > 100*time.Millisecond {
 					last = time.Now()
-					fmt.Fprintf(o.Progress, "\rbacktest: %s: %d of %d events", what, done, len(evs.List))
-					if done == len(evs.List) {
+					fmt.Fprintf(o.Progress, "\rbacktest: %s: %d of %d events", what, done, evs.Len())
+					if done == evs.Len() {
 						fmt.Fprintln(o.Progress)
 					}
 				}
 			}
 		}
 	}
-	rep, err := Replay(ctx, o.Rules, evs.List, progress(o.RulesFrom))
+	rep, err := Replay(ctx, o.Rules, evs, progress(o.RulesFrom))
 	if err != nil {
 		return err
 	}
 	var diff *Difference
 	if o.Compare != nil {
-		old, err := Replay(ctx, o.Compare, evs.List, progress(o.CompareFrom))
+		old, err := Replay(ctx, o.Compare, evs, progress(o.CompareFrom))
 		if err != nil {
 			return err
 		}
@@ -118,8 +118,8 @@ func writeJSON(o Options, evs *Events, rep *Report, diff *Difference) error {
 
 func writeText(o Options, evs *Events, rep *Report, diff *Difference) error {
 	w := o.Out
-	fmt.Fprintf(w, "backtest of %s: %d events (%d orders, %d refunds)", o.InputName, len(evs.List), evs.Orders, evs.Refunds)
-	if len(evs.List) > 0 {
+	fmt.Fprintf(w, "backtest of %s: %d events (%d orders, %d refunds)", o.InputName, evs.Len(), evs.Orders, evs.Refunds)
+	if evs.Len() > 0 {
 		fmt.Fprintf(w, " from %s to %s", stamp(rep.From), stamp(rep.To))
 	}
 	fmt.Fprintln(w)

@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,30 +24,29 @@ const fetchBytes = 8 << 20
 // no occurred_at, is its record's.
 func FromTopics(ctx context.Context, k config.Kafka, transport kafka.RoundTripper, since time.Duration, now time.Time) (*Events, error) {
 	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: transport, Timeout: 30 * time.Second}
-	var raws []raw
+	r := newReader()
 	for _, t := range []struct {
 		topic string
 		typ   event.Type
 	}{{k.OrdersTopic, event.Order}, {k.RefundsTopic, event.Refund}} {
-		got, err := readTopic(ctx, c, t.topic, t.typ, now.Add(-since))
-		if err != nil {
+		if err := readTopic(ctx, c, r, t.topic, t.typ, now.Add(-since)); err != nil {
 			return nil, err
 		}
-		raws = append(raws, got...)
 	}
-	return decode(raws), nil
+	return r.done(), nil
 }
 
-func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Type, from time.Time) ([]raw, error) {
+// readTopic adds to r what topic holds from from to its end.
+func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, typ event.Type, from time.Time) error {
 	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return nil, fmt.Errorf("backtest: metadata of %s: %w", topic, err)
+		return fmt.Errorf("backtest: metadata of %s: %w", topic, err)
 	}
 	if len(md.Topics) != 1 {
-		return nil, fmt.Errorf("backtest: topic %s not found", topic)
+		return fmt.Errorf("backtest: topic %s not found", topic)
 	}
 	if err := md.Topics[0].Error; err != nil {
-		return nil, fmt.Errorf("backtest: topic %s: %w", topic, err)
+		return fmt.Errorf("backtest: topic %s: %w", topic, err)
 	}
 	var reqs []kafka.OffsetRequest
 	for _, p := range md.Topics[0].Partitions {
@@ -54,12 +54,13 @@ func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Typ
 	}
 	offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 	if err != nil {
-		return nil, fmt.Errorf("backtest: offsets of %s: %w", topic, err)
+		return fmt.Errorf("backtest: offsets of %s: %w", topic, err)
 	}
-	var out []raw
+	// value is each record's, which r copies.
+	var value bytes.Buffer
 	for _, po := range offs.Topics[topic] {
 		if po.Error != nil {
-			return nil, fmt.Errorf("backtest: offsets of %s/%d: %w", topic, po.Partition, po.Error)
+			return fmt.Errorf("backtest: offsets of %s/%d: %w", topic, po.Partition, po.Error)
 		}
 		// The first offset at or after from; none (-1) when every record
 		// is older.
@@ -74,10 +75,10 @@ func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Typ
 			res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: po.Partition, Offset: off,
 				MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
 			if err != nil {
-				return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
+				return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
 			}
 			if res.Error != nil {
-				return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, res.Error)
+				return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, res.Error)
 			}
 			read := 0
 			for off < end {
@@ -86,7 +87,7 @@ func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Typ
 					break
 				}
 				if err != nil {
-					return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
+					return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
 				}
 				off = rec.Offset + 1
 				read++
@@ -94,13 +95,13 @@ func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Typ
 					// A broker may answer with its batch's first offset.
 					continue
 				}
-				var value []byte
+				value.Reset()
 				if rec.Value != nil {
-					if value, err = io.ReadAll(rec.Value); err != nil {
-						return nil, fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, rec.Offset, err)
+					if _, err := value.ReadFrom(rec.Value); err != nil {
+						return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, rec.Offset, err)
 					}
 				}
-				out = append(out, raw{data: value, typ: typ, at: rec.Time})
+				r.add(value.Bytes(), typ, rec.Time)
 			}
 			if read == 0 {
 				// What is left are transactions' markers, which a fetch
@@ -109,5 +110,5 @@ func readTopic(ctx context.Context, c *kafka.Client, topic string, typ event.Typ
 			}
 		}
 	}
-	return out, nil
+	return nil
 }

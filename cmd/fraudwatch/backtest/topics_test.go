@@ -35,7 +35,7 @@ func TestFromTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, ev := range evs.List {
+	for _, ev := range decodeAll(t, evs) {
 		got = append(got, fmt.Sprintf("%s %s %v", ev.EventID, ev.Type, now.Sub(ev.Source.Time)))
 	}
 	want := []string{"a order 50m0s", "r refund 45m0s", "b order 40m0s"}

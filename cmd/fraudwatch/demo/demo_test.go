@@ -145,7 +145,7 @@ func TestRunCatchesFraud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := backtest.Replay(t.Context(), rs, evs.List, nil)
+	rep, err := backtest.Replay(t.Context(), rs, evs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
