@@ -200,3 +200,41 @@ func TestCompare(t *testing.T) {
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+func TestProgress(t *testing.T) {
+	clock := t0
+	var out bytes.Buffer
+	p := newProgress(&out, "rules.yaml", 1000, func() time.Time { return clock })
+	for _, step := range []struct {
+		after time.Duration
+		done  int
+		want  string // what the call writes
+	}{
+		{0, 0, ""},
+		{50 * time.Millisecond, 100, ""}, // too soon after the start
+		{950 * time.Millisecond, 250, "\rbacktest: rules.yaml: 250 of 1000 events, 250 events/s, about 3s left\x1b[K"},
+		{50 * time.Millisecond, 300, ""},
+		{950 * time.Millisecond, 500, "\rbacktest: rules.yaml: 500 of 1000 events, 250 events/s, about 2s left\x1b[K"},
+		{10 * time.Millisecond, 1000, "\rbacktest: rules.yaml: 1000 of 1000 events in 2.01s, 498 events/s\x1b[K\n"}, // the last, however soon
+	} {
+		clock = clock.Add(step.after)
+		out.Reset()
+		p.update(step.done)
+		if out.String() != step.want {
+			t.Errorf("after %d events: wrote %q, want %q", step.done, out.String(), step.want)
+		}
+	}
+}
+
+func TestRunWritesProgress(t *testing.T) {
+	o := parseRules(t, testRules)
+	var progress bytes.Buffer
+	o.Progress = &progress
+	o.Compare, o.CompareFrom = o.Rules, "old.yaml"
+	run(t, o, line("a", "", "x", "k", 1, 0)+"\n"+line("b", "", "x", "k", 1, time.Second))
+	for _, want := range []string{"backtest: rules.yaml: 2 of 2 events in ", "backtest: old.yaml: 2 of 2 events in "} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress %q does not say %q", progress.String(), want)
+		}
+	}
+}

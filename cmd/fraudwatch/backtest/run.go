@@ -65,16 +65,7 @@ func Run(ctx context.Context, o Options) error {
 	progress := func(string) func(int) { return nil }
 	if o.Progress != nil {
 		progress = func(what string) func(int) {
-			last := time.Now()
-			return func(done int) {
-				if done == evs.Len() || time.Since(last) > 100*time.Millisecond {
-					last = time.Now()
-					fmt.Fprintf(o.Progress, "\rbacktest: %s: %d of %d events", what, done, evs.Len())
-					if done == evs.Len() {
-						fmt.Fprintln(o.Progress)
-					}
-				}
-			}
+			return newProgress(o.Progress, what, evs.Len(), time.Now).update
 		}
 	}
 	rep, err := Replay(ctx, o.Rules, evs, progress(o.RulesFrom))
@@ -94,6 +85,51 @@ func Run(ctx context.Context, o Options) error {
 		return writeJSON(o, evs, rep, diff)
 	}
 	return writeText(o, evs, rep, diff)
+}
+
+// progress keeps a terminal's line up to date while a replay runs: how
+// many events it has replayed, at what rate, and about how long it has
+// left. A replay of a day can take minutes.
+type progress struct {
+	w           io.Writer
+	what        string
+	total       int
+	now         func() time.Time
+	began, last time.Time
+}
+
+// progressEvery is how often the line is written again at most.
+const progressEvery = 100 * time.Millisecond
+
+func newProgress(w io.Writer, what string, total int, now func() time.Time) *progress {
+	t := now()
+	return &progress{w: w, what: what, total: total, now: now, began: t, last: t}
+}
+
+// update says that done events have been replayed; the last call says all.
+func (p *progress) update(done int) {
+	now := p.now()
+	if done < p.total && now.Sub(p.last) < progressEvery {
+		return
+	}
+	p.last = now
+	line := fmt.Sprintf("backtest: %s: %d of %d events", p.what, done, p.total)
+	elapsed := now.Sub(p.began)
+	if done > 0 && elapsed > 0 {
+		rate := float64(done) / elapsed.Seconds()
+		if done < p.total {
+			left := time.Duration(float64(p.total-done) / rate * float64(time.Second))
+			line += fmt.Sprintf(", %.0f events/s, about %v left", rate, left.Round(time.Second))
+		} else {
+			line += fmt.Sprintf(" in %v, %.0f events/s", elapsed.Round(time.Millisecond), rate)
+		}
+	}
+	// \r goes back to the line's start, \x1b[K clears what a longer line
+	// before left.
+	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	if done >= p.total {
+		fmt.Fprintln(p.w)
+	}
 }
 
 func writeJSON(o Options, evs *Events, rep *Report, diff *Difference) error {
