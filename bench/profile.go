@@ -161,17 +161,25 @@ func machineCPU() (busy, all float64, err error) {
 		return 0, 0, err
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
+	return statCPU(line)
+}
+
+// statCPU reads the first line of /proc/stat: user, nice, system, idle,
+// iowait, irq, softirq, steal, then guest and guest_nice, which user and
+// nice already count. Idle and iowait are not busy; steal, time the
+// hypervisor gave to others, is neither busy nor counted.
+func statCPU(line string) (busy, all float64, err error) {
 	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
+	if len(f) < 8 || f[0] != "cpu" {
 		return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
 	}
-	for i, v := range f[1:] {
+	for i, v := range f[1:min(len(f), 8)] {
 		n, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
 		}
 		all += n
-		if i != 3 && i != 4 { // idle and iowait
+		if i != 3 && i != 4 {
 			busy += n
 		}
 	}
