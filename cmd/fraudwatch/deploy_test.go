@@ -42,7 +42,7 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var froms, users, exposes, entry, cmd []string
-	var ldflags bool
+	var ldflags, static bool
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -59,12 +59,17 @@ func TestDockerfile(t *testing.T) {
 		case "CMD":
 			cmd = jsonArgs(t, rest)
 		}
-		if strings.Contains(line, "-X main.version=${VERSION} -X main.commit=${COMMIT}") {
+		if strings.Contains(line, "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}") {
 			ldflags = true
+		}
+		// distroless static has no C library: a binary that needs one
+		// would not start.
+		if strings.Contains(line, "CGO_ENABLED=0 go build -trimpath") {
+			static = true
 		}
 	}
 	switch {
-	case len(froms) != 2 || !strings.Contains(froms[0], " AS build"):
+	case len(froms) != 2 || !strings.HasPrefix(froms[0], "golang:") || !strings.HasSuffix(froms[0], " AS build"):
 		t.Errorf("stages %q: want a build stage and the image", froms)
 	case froms[1] != "gcr.io/distroless/static-debian12:nonroot":
 		t.Errorf("the image is FROM %s, want distroless static, non-root", froms[1])
@@ -76,7 +81,10 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("EXPOSE %q, want %s", exposes, metricsPort)
 	}
 	if !ldflags {
-		t.Error("the build does not stamp main.version and main.commit")
+		t.Error("the build does not strip the binary and stamp main.version and main.commit")
+	}
+	if !static {
+		t.Error("the build is not CGO_ENABLED=0 go build -trimpath: distroless static needs a static binary")
 	}
 	if !slices.Equal(entry, []string{"/fraudwatch"}) || len(cmd) != 3 || cmd[0] != "run" || cmd[1] != "--config" {
 		t.Fatalf("ENTRYPOINT %q CMD %q, want /fraudwatch run --config FILE", entry, cmd)
@@ -242,7 +250,12 @@ func TestKubernetesManifests(t *testing.T) {
 					Env []struct {
 						Name      string
 						Value     string
-						ValueFrom map[string]any `yaml:"valueFrom"`
+						ValueFrom struct {
+							SecretKeyRef *struct {
+								Name     string
+								Optional bool
+							} `yaml:"secretKeyRef"`
+						} `yaml:"valueFrom"`
 					}
 					LivenessProbe struct {
 						HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
@@ -254,6 +267,7 @@ func TestKubernetesManifests(t *testing.T) {
 					SecurityContext struct {
 						ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
 						AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+						Capabilities             struct{ Drop []string }
 					} `yaml:"securityContext"`
 					VolumeMounts []struct {
 						MountPath string `yaml:"mountPath"`
@@ -281,25 +295,48 @@ func TestKubernetesManifests(t *testing.T) {
 		c.LivenessProbe.HTTPGet.Port != "metrics" || c.ReadinessProbe.HTTPGet.Port != "metrics" {
 		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
 	}
-	if c.Resources.Requests["memory"] == "" || c.Resources.Requests["cpu"] == "" || c.Resources.Limits["memory"] == "" {
-		t.Errorf("resources %+v", c.Resources)
+	if c.Resources.Requests["cpu"] != "500m" || c.Resources.Requests["memory"] != "128Mi" || c.Resources.Limits["memory"] != "256Mi" {
+		t.Errorf("resources %+v, want requests of 500m and 128Mi, a limit of 256Mi (README)", c.Resources)
 	}
-	if !c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
-		t.Errorf("container security %+v", c.SecurityContext)
+	if !c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
+		!slices.Equal(c.SecurityContext.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("container security %+v, want a read-only root, no privilege escalation, every capability dropped", c.SecurityContext)
 	}
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == "/etc/fraudwatch" && m.SubPath != "" {
 			t.Error("the ConfigMap is mounted with subPath: updates would never reach the pod")
 		}
 	}
+	// The secrets README names, each by reference and optional, so that
+	// a Deployment without them starts with alerts to the log.
+	var secrets []string
 	for _, e := range c.Env {
-		if e.Value != "" || e.ValueFrom["secretKeyRef"] == nil {
-			t.Errorf("env %s: want a secret by reference", e.Name)
+		secrets = append(secrets, e.Name)
+		if ref := e.ValueFrom.SecretKeyRef; e.Value != "" || ref == nil || ref.Name != "fraudwatch-secrets" || !ref.Optional {
+			t.Errorf("env %s: want an optional key of the secret fraudwatch-secrets", e.Name)
+		}
+	}
+	if want := []string{"FRAUDWATCH_KAFKA_SASL_PASSWORD", "FRAUDWATCH_REDIS_PASSWORD", "FRAUDWATCH_SLACK_TOKEN"}; !slices.Equal(slices.Sorted(slices.Values(secrets)), want) {
+		t.Errorf("secrets in %q, want %q", secrets, want)
+	}
+	podLabels := d.Template.Metadata.Labels
+	// selects says whether a selector picks the pods: a selector without
+	// labels would pick every pod of the namespace.
+	selects := func(what string, labels map[string]string) {
+		t.Helper()
+		if len(labels) == 0 {
+			t.Errorf("%s selects by no label", what)
+		}
+		for k, v := range labels {
+			if podLabels[k] != v {
+				t.Errorf("%s selects %s=%s, which the pods lack", what, k, v)
+			}
 		}
 	}
 
 	var sel struct {
-		Selector struct {
+		MaxUnavailable int `yaml:"maxUnavailable"`
+		Selector       struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		}
 		Ports []struct {
@@ -314,10 +351,9 @@ func TestKubernetesManifests(t *testing.T) {
 		if err := m.Spec.Decode(&sel); err != nil {
 			t.Fatal(err)
 		}
-		for k, v := range sel.Selector.MatchLabels {
-			if d.Template.Metadata.Labels[k] != v {
-				t.Errorf("%s selects %s=%s, which the pods lack", kind, k, v)
-			}
+		selects(kind, sel.Selector.MatchLabels)
+		if kind == "PodDisruptionBudget" && sel.MaxUnavailable != 1 {
+			t.Errorf("the PodDisruptionBudget lets %d replicas be unavailable, want 1", sel.MaxUnavailable)
 		}
 	}
 	if sel.Endpoints[0].Port != "metrics" {
@@ -334,6 +370,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if err := svcObj.Spec.Decode(&svc); err != nil {
 		t.Fatal(err)
 	}
+	selects("Service", svc.Selector)
 	if len(svc.Ports) != 1 || svc.Ports[0].Name != "metrics" || svc.Ports[0].TargetPort != "metrics" {
 		t.Errorf("service ports %+v", svc.Ports)
 	}
