@@ -52,6 +52,83 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	}
 }
 
+// Every alert rule's unit tests see it fire and see it stay quiet: a
+// rule tested only firing keeps passing when its "for:" or a condition
+// that keeps it quiet is lost.
+func TestEveryAlertRuleIsTestedBothWays(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert string }
+		}
+	}
+	readYAMLFile(t, filepath.Join(deployDir, "prometheus", "fraudwatch-rules.yml"), &rules)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string
+				ExpAlerts []any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		}
+	}
+	readYAMLFile(t, filepath.Join(deployDir, "prometheus", "fraudwatch-rules.test.yml"), &tests)
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			if !fires[r.Alert] || !quiet[r.Alert] {
+				t.Errorf("%s: tested firing %v, quiet %v; want both", r.Alert, fires[r.Alert], quiet[r.Alert])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alert rules read")
+	}
+}
+
+// The dashboard has the panels README lists, in its order.
+func TestDashboardPanels(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "fraudwatch.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct{ Panels []struct{ Title string } }
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	var got []string
+	for _, p := range dash.Panels {
+		got = append(got, p.Title)
+	}
+	want := []string{"Ready replicas", "Rules in force", "Events/s", "Alerts sent (1h)", "Events by type",
+		"Lag per partition", "Threshold crossings by rule", "Alerts by rule", "Suppressed alerts by rule and reason",
+		"Dead letters by reason", "Latency from produce to processed", "Batch processing time", "Script errors",
+		"Alert delivery", "Late, future and clamped events"}
+	if !slices.Equal(got, want) {
+		t.Errorf("panels %q,\nwant %q", got, want)
+	}
+}
+
+func readYAMLFile(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
 // queried lists the fraudwatch metrics the dashboard and the alert rules
 // query, histogram series by their family's name.
 func queried(t *testing.T) map[string][]string {
