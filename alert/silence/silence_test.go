@@ -3,6 +3,7 @@ package silence_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fraudwatch/fraudwatch/alert"
@@ -66,7 +68,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	notify := alert.NotifierFunc(func(context.Context, alert.Alert) error { e.sent.Add(1); return nil })
-	if e.disp, err = alert.NewDispatcher(alert.DispatcherConfig{}, notify, scripts, nil, e.reg); err != nil {
+	if e.disp, err = alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: prefix}, notify, scripts, nil, e.reg); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -168,6 +170,42 @@ func TestSilences(t *testing.T) {
 	}
 	if list, _ := e.store.List(ctx, now.Add(2*time.Minute)); len(list) != 0 {
 		t.Errorf("an ended silence listed: %+v", list)
+	}
+}
+
+// An alert on the alerts topic written before alerts carried silence keys
+// is silenced too: the dispatcher derives the keys from its rule and
+// group, as it does every key, and never takes them from the message.
+func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.disp.SetRules(map[string]alert.RuleSettings{"burst": {Mode: alert.ModeAlert}, "pair": {Mode: alert.ModeAlert}})
+	if _, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", Match: map[string]string{"customer_id": "c1"}, For: time.Hour, Reason: "known reseller"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := event.Decode([]byte(`{"event_id":"old-1","type":"order","order_id":"o","customer_id":"c1","email":"a@x","phone":"010","amount":1}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Source = event.Source{Topic: "orders", Offset: 1}
+	if _, err := e.eng.Handle(ctx, []*event.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range e.sink.alerts {
+		a.SilenceKey, a.RuleSilence = "", ""
+		value, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.disp.HandleMessage(ctx, kafka.Message{Topic: "alerts", Value: value, Time: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.sent.Load(); len(e.sink.alerts) != 2 || got != 1 {
+		t.Errorf("%d alerts made, %d sent; want 2, and only pair's sent", len(e.sink.alerts), got)
+	}
+	if got := testutil.ToFloat64(counter(t, e.reg, "burst", "silenced")); got != 1 {
+		t.Errorf("suppressed{reason=silenced} = %v, want 1", got)
 	}
 }
 
