@@ -684,7 +684,9 @@ func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *s
 	if err := d.claims.Park(ctx, d.keys.Parked(), a.ID, data); err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
-	d.m.parked.WithLabelValues(channelLabel(ce.Channel)).Inc()
+	// The rule's channel, as RetryParked counts it; the log names the
+	// channel Slack refused, the default's own name included.
+	d.m.parked.WithLabelValues(channelLabel(a.Channel)).Inc()
 	d.recent.add(&a, OutcomeParked)
 	log.Warn("alert parked: slack refuses its channel; other channels' alerts go on, and it is retried",
 		"channel", ce.Channel, "err", ce.Err)

@@ -774,6 +774,33 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	}
 }
 
+// An alert of a rule without a channel of its own goes to slack.channel;
+// parked, it counts under "(default)" from the start, as RetryParked and
+// the zero series count it, whatever channel Slack's refusal names.
+func TestParkedDefaultChannel(t *testing.T) {
+	refuse := alert.NotifierFunc(func(context.Context, alert.Alert) error {
+		return &alert.ChannelError{Channel: "#fraud", Err: errors.New("slack: not_in_channel")}
+	})
+	env := testDispatcher(t, refuse, alert.DispatcherConfig{})
+	env.d.SetRules(map[string]alert.RuleSettings{"r": {Mode: alert.ModeAlert}})
+	a := env.alert("g1", "e1")
+	a.Rule = "r"
+	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(a)}}); err != nil || done != 1 {
+		t.Fatalf("HandleMessages = %d, %v; want it parked and acknowledged", done, err)
+	}
+	for _, when := range []string{"parked", "retried"} {
+		if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "(default)"); got != 1 {
+			t.Errorf("%s: parked{(default)} = %v, want 1", when, got)
+		}
+		if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#fraud"); got != 0 {
+			t.Errorf("%s: parked{#fraud} = %v, want no such series", when, got)
+		}
+		if err := env.d.RetryParked(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A crossing published again after a crash can sit in one batch with its
 // first message. Past the budget, both would read "pending" at claim time:
 // the digest must carry the alert once, and the batch settle both.
