@@ -867,6 +867,37 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 	}
 }
 
+// An alert takes one message from the budget when it is to be sent; the
+// retries of that delivery take none, so a failed first attempt does not
+// push the next alert into a digest.
+func TestRetriesTakeNoBudget(t *testing.T) {
+	f := newFakeSlack(t, func(n int) reply {
+		if n == 0 {
+			return reply{status: http.StatusServiceUnavailable}
+		}
+		return reply{}
+	})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{
+		ChannelBudget: lua.Budget{Rate: 0.001, Burst: 2},
+		OverallBudget: lua.Budget{Rate: 100, Burst: 100},
+	})
+	env.knowRule()
+	var msgs []kafka.Message
+	for i, id := range []string{"e1", "e2", "e3"} {
+		msgs = append(msgs, kafka.Message{Topic: "alerts", Offset: int64(i), Time: time.Now(), Value: encode(env.alert("g-"+id, id))})
+	}
+	if n, err := env.d.HandleMessages(t.Context(), msgs); err != nil || n != len(msgs) {
+		t.Fatalf("HandleMessages = %d, %v; want %d, nil", n, err, len(msgs))
+	}
+	// e1 after a 503, e2 alone, e3 in a digest.
+	if got := f.deliveredCount(); got != 3 {
+		t.Errorf("Slack took %d posts, want 3: the first alert, retried, the second, and a digest of the third", got)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_digested_total", "rule", sampleAlert().Rule); got != 1 {
+		t.Errorf("digested_total = %v, want 1", got)
+	}
+}
+
 // Recent lists what this dispatcher settled, newest first, at most 50,
 // with the group's fields and never its values.
 func TestRecent(t *testing.T) {
