@@ -194,6 +194,32 @@ func TestWhereFilters(t *testing.T) {
 	}
 }
 
+// A refund subtracts only from the amount rules whose where: it meets, in
+// fixed and sliding windows alike.
+func TestWhereFiltersRefunds(t *testing.T) {
+	for name, r := range map[string]rules.Rule{"fixed": rule("krw", alert.Amount, 1000, "customer_id"), "sliding": slidingRule("krw", alert.Amount, 1000, "customer_id")} {
+		t.Run(name, func(t *testing.T) {
+			r.Where = []rules.Condition{{Field: "currency", In: []string{"KRW"}}}
+			h := newHarness(t, r)
+			refund := func(id string, d time.Duration, currency string) *event.Event {
+				return ev(t, event.Refund, "order_id", "o-"+id, "event_id", id, "amount", 200, "currency", currency,
+					"occurred_at", base.Add(d).Format(time.RFC3339))
+			}
+			h.handle(at(t, 0, "amount", 600, "currency", "KRW"), at(t, time.Second, "amount", 300, "currency", "KRW"))
+			h.handle(refund("r-usd", 2*time.Second, "USD"), refund("r-krw", 3*time.Second, "KRW"))
+			// 700 now: 900 less the KRW refund only.
+			h.handle(at(t, 4*time.Second, "amount", 200, "currency", "KRW"))
+			if n := alertsOf(h, "krw"); n != 0 {
+				t.Fatalf("crossed at 900: the KRW refund was not subtracted")
+			}
+			h.handle(at(t, 5*time.Second, "amount", 100, "currency", "KRW"))
+			if n := alertsOf(h, "krw"); n != 1 {
+				t.Fatalf("%d alerts at 1000, want 1: the USD refund was subtracted", n)
+			}
+		})
+	}
+}
+
 // A rule's windows are named by its definition: changing what it counts
 // starts afresh, changing its threshold does not.
 func TestDefinitionChangesStartFresh(t *testing.T) {
