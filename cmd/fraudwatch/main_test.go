@@ -349,6 +349,14 @@ rules_file: rules.yaml
 	if got := consumed(); got != "1" {
 		t.Fatalf("restarted process consumed %s orders, want only the new one", got)
 	}
+	// SIGHUP reloads the rules (unchanged here) and leaves the process
+	// running: stop still sees it drain and exit 0.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the reload SIGHUP asks for", func() bool {
+		return scrape(t, metrics, `fraudwatch_rules_reloads_total{result="unchanged"}`) == 1
+	})
 	stop(cmd, logs)
 	if got := hook.count(); got != 1 {
 		t.Fatalf("Slack posts = %d, want 1", got)
