@@ -220,6 +220,39 @@ func TestWhereFiltersRefunds(t *testing.T) {
 	}
 }
 
+// A threshold lowered below what a window already holds does not alert
+// that window: a crossing is the step from below to at or above. A group
+// that steps across the new threshold is alerted.
+func TestLoweredThresholdAlertsOnlyACrossing(t *testing.T) {
+	for name, r := range map[string]rules.Rule{
+		"fixed count":      rule("r", alert.Count, 5, "customer_id"),
+		"sliding count":    slidingRule("r", alert.Count, 5, "customer_id"),
+		"fixed distinct":   distinctRule("r", alert.Fixed, "card_fingerprint", 5, "customer_id"),
+		"sliding distinct": distinctRule("r", alert.Sliding, "card_fingerprint", 5, "customer_id"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, r)
+			n := 0
+			order := func(customer string) *event.Event {
+				n++
+				return at(t, time.Duration(n)*time.Second, "customer_id", customer, "card_fingerprint", fmt.Sprintf("fp-%d", n))
+			}
+			h.handle(order("cust-1"), order("cust-1"), order("cust-1"))
+			lower := r
+			lower.Threshold = 2
+			h.engine.SetRules([]rules.Rule{lower})
+			h.handle(order("cust-1"))
+			if got := alertsOf(h, "r"); got != 0 {
+				t.Fatalf("%d alerts for a window past the new threshold before it was lowered, want 0", got)
+			}
+			h.handle(order("cust-2"), order("cust-2"))
+			if got := h.sink.got(); len(got) != 1 || got[0].GroupValues[0] != "cust-2" || got[0].Current != 2 {
+				t.Fatalf("alerts %+v, want one, for cust-2 at 2", got)
+			}
+		})
+	}
+}
+
 // A rule's windows are named by its definition: changing what it counts
 // starts afresh, changing its threshold does not.
 func TestDefinitionChangesStartFresh(t *testing.T) {
