@@ -3,6 +3,8 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -325,6 +327,31 @@ func TestReasonsAreDistinctLabels(t *testing.T) {
 			t.Errorf("reason %q is empty, not a plain label, or repeated", r)
 		}
 		seen[r] = true
+	}
+}
+
+// The reasons are the labels README's Events section lists, in its order:
+// dashboards and alert rules are written against them.
+func TestReasonsAreREADMEs(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "\nReasons: ")
+	list, _, _ = strings.Cut(list, ": a valid event")
+	if !ok {
+		t.Fatal("README has no list of reasons")
+	}
+	var want []string
+	for _, m := range regexp.MustCompile("`([a-z0-9_]+)`").FindAllStringSubmatch(list, -1) {
+		want = append(want, m[1])
+	}
+	var got []string
+	for _, r := range event.Reasons {
+		got = append(got, string(r))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("event.Reasons %q,\nREADME lists %q", got, want)
 	}
 }
 
