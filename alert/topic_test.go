@@ -1,7 +1,9 @@
 package alert_test
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -49,6 +51,36 @@ func TestTopicRoundTrip(t *testing.T) {
 	}
 	if err := topic.Close(); err != nil {
 		t.Fatalf("second Close = %v, want nil", err)
+	}
+}
+
+// The names of an alert's fields on the topic are what README's Alerts
+// section gives: other consumers of the topic read them.
+func TestTopicFieldNames(t *testing.T) {
+	a := sampleAlert()
+	a.ID, a.Channel, a.Field, a.Group, a.WindowType = "r/e", "#fraud", "ip", "g", alert.Sliding
+	a.RecordKey, a.SilenceKey, a.RuleSilence = "k1", "k2", "k3"
+	a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Amount: 1, At: a.At, Value: "v"}}
+	data, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"at", "channel", "cooldown_key", "cooldown_ns", "currency", "current", "description", "event_id",
+		"evidence", "field", "group", "group_by", "group_values", "id", "metric", "mode", "order_id", "record_key",
+		"rule", "rule_silence_key", "severity", "silence_key", "threshold", "window_ns", "window_type"}
+	if got := slices.Sorted(maps.Keys(fields)); !slices.Equal(got, want) {
+		t.Errorf("fields %q,\nwant %q", got, want)
+	}
+	var evidence []map[string]json.RawMessage
+	if err := json.Unmarshal(fields["evidence"], &evidence); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Sorted(maps.Keys(evidence[0])), []string{"amount", "at", "event_id", "order_id", "value"}; !slices.Equal(got, want) {
+		t.Errorf("evidence fields %q, want %q", got, want)
 	}
 }
 
