@@ -11,6 +11,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
 )
 
 func reloadRules(threshold string) string {
@@ -161,4 +168,81 @@ func TestRulesReloadFollowsAConfigMapSwap(t *testing.T) {
 	waitFor(t, 20*time.Second, "the alert at the new threshold", func() bool {
 		return r.metric("fraudwatch_alerts_sent_total", "rule", "burst") == 1
 	})
+}
+
+type setterFunc func()
+
+func (f setterFunc) SetRules([]rules.Rule) { f() }
+
+type alertSetterFunc func()
+
+func (f alertSetterFunc) SetRules(map[string]alert.RuleSettings) { f() }
+
+// What each kind of rewrite of the rules file does: the result counted,
+// the version in force, and the log lines naming each change and whether
+// it starts the rule's windows afresh.
+func TestReloadResults(t *testing.T) {
+	const two = `rules:
+  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
+  - {name: big, metric: amount, group_by: [card_fingerprint], window: 10m, threshold: 1000}
+`
+	tests := []struct {
+		name    string
+		rewrite string // "" removes the file
+		result  string
+		logs    []string // substrings of the log
+	}{
+		{"layout and comments alone", "# the same rules\nrules:\n  - name: burst\n    metric: count\n    group_by: [customer_id]\n    window: 60s\n    threshold: 3\n" +
+			"  - {threshold: 1000, name: big, metric: amount, window: 10m, group_by: [card_fingerprint]}\n", reloadUnchanged, nil},
+		{"a threshold", strings.Replace(two, "threshold: 3", "threshold: 4", 1), reloadOK,
+			[]string{`"msg":"rule changed","rule":"burst","fields":"threshold","fresh_windows":false`}},
+		{"a window", strings.Replace(two, "window: 1m", "window: 2m", 1), reloadOK,
+			[]string{`"msg":"rule changed","rule":"burst","fields":"window,cooldown","fresh_windows":true`}}, // the cooldown follows the window by default
+		{"a rule removed and one added", strings.Replace(two, "name: big", "name: bigger", 1), reloadOK,
+			[]string{`"msg":"rule removed","rule":"big"`, `"msg":"rule added","rule":"bigger","fields":"","fresh_windows":true`}},
+		{"an invalid file", strings.Replace(two, "window: 1m", "window: 90", 1), reloadInvalid,
+			[]string{`"msg":"rules file invalid; the rules in force run on"`}},
+		{"no file", "", reloadUnreadable, []string{`"msg":"rules file unreadable; the rules in force run on"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			rs, err := config.ParseRules([]byte(two), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			set := 0
+			reg := prometheus.NewRegistry()
+			r, err := newReloader(path, rs, setterFunc(func() { set++ }), alertSetterFunc(func() { set++ }),
+				slog.New(slog.NewJSONHandler(&logs, nil)), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.rewrite != "" {
+				if err := os.WriteFile(path, []byte(tt.rewrite), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := r.reload("test"); got != tt.result {
+				t.Fatalf("reload = %s, want %s\n%s", got, tt.result, logs.String())
+			}
+			if got := testutil.ToFloat64(r.reloads.WithLabelValues(tt.result)); got != 1 {
+				t.Errorf("reloads{result=%s} = %v, want 1", tt.result, got)
+			}
+			inForce := rules.Version(r.inForce())
+			if swapped := inForce != rules.Version(rs); swapped != (tt.result == reloadOK) || (set == 2) != swapped {
+				t.Errorf("a new set in force: %v, handed on %d times; want it only for %s", swapped, set, reloadOK)
+			}
+			// One version series, the one in force.
+			if n := testutil.CollectAndCount(r.version); n != 1 || testutil.ToFloat64(r.version.WithLabelValues(inForce)) != 1 {
+				t.Errorf("%d version series; want 1, for %s", n, inForce)
+			}
+			for _, want := range tt.logs {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %s:\n%s", want, logs.String())
+				}
+			}
+		})
+	}
 }
