@@ -540,35 +540,36 @@ func TestHandleMessage(t *testing.T) {
 		value     func(a alert.Alert) []byte
 		at        time.Time // the message's Kafka timestamp
 		wantPosts int
+		dropped   string // the reason label it is dropped with, if it is
 	}{
-		{"a fresh alert is delivered", encode, fresh, 1},
-		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1},
+		{"a fresh alert is delivered", encode, fresh, 1, ""},
+		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1, ""},
 		// Its record may be gone: posting it could post it twice.
-		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0},
-		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0},
+		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, alert.DroppedStale},
+		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, alert.DroppedUnreadable},
 		// The message's keys, id, mode, cooldown and channel are not
 		// trusted: the dispatcher builds them from the rule and group.
 		{"a message's keys are not used", func(a alert.Alert) []byte {
 			a.CooldownKey, a.RecordKey, a.SilenceKey, a.RuleSilence, a.ID = "x", "x:y", "", "", "forged"
 			a.Mode, a.Cooldown, a.Channel = alert.ModeShadow, 0, "#elsewhere"
 			return encode(a)
-		}, fresh, 1},
-		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0},
-		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0},
-		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0},
-		{"an old unknown rule's alert is dropped", func(a alert.Alert) []byte { a.Rule = "gone"; return encode(a) }, fresh.Add(-2 * time.Minute), 0},
+		}, fresh, 1, ""},
+		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, alert.DroppedMalformed},
+		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, alert.DroppedMalformed},
+		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, alert.DroppedMalformed},
+		{"an old unknown rule's alert is dropped", func(a alert.Alert) []byte { a.Rule = "gone"; return encode(a) }, fresh.Add(-2 * time.Minute), 0, alert.DroppedUnknownRule},
 		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
 			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
 			return encode(a)
-		}, fresh, 1},
+		}, fresh, 1, ""},
 		{"too much evidence is dropped", func(a alert.Alert) []byte {
 			a.Evidence = make([]alert.Evidence, 21)
 			return encode(a)
-		}, fresh, 0},
+		}, fresh, 0, alert.DroppedMalformed},
 		{"an evidence value too long is dropped", func(a alert.Alert) []byte {
 			a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Value: strings.Repeat("v", 1000)}}
 			return encode(a)
-		}, fresh, 0},
+		}, fresh, 0, alert.DroppedMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -593,8 +594,11 @@ func TestHandleMessage(t *testing.T) {
 				t.Error("the message's own keys were written")
 			}
 			dropped := env.total(t, "fraudwatch_alerts_dropped_total")
-			if (dropped == 1) != (tt.wantPosts == 0) {
+			if (dropped == 1) != (tt.dropped != "") {
 				t.Errorf("%v alerts dropped", dropped)
+			}
+			if tt.dropped != "" && env.metric(t, "fraudwatch_alerts_dropped_total", "reason", tt.dropped) != 1 {
+				t.Errorf("not dropped as %s", tt.dropped)
 			}
 			// Every dropped message but a stale one is dead-lettered, its
 			// reason in fraudwatch-error, never a value from it.
