@@ -590,6 +590,10 @@ func TestHandleMessage(t *testing.T) {
 			if recorded != (tt.wantPosts == 1) {
 				t.Errorf("delivery record written: %v, want %v", recorded, tt.wantPosts == 1)
 			}
+			// The cooldown is the rule's (30m), whatever the message says.
+			if ttl := env.rdb.TTL(t.Context(), a.CooldownKey).Val(); tt.wantPosts == 1 && (ttl <= 29*time.Minute || ttl > 30*time.Minute) {
+				t.Errorf("cooldown TTL %v, want the rule's 30m", ttl)
+			}
 			if n := env.rdb.Exists(t.Context(), "x", "x:y").Val(); n != 0 {
 				t.Error("the message's own keys were written")
 			}
