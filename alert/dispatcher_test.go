@@ -406,6 +406,28 @@ func TestDispatcherHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// A Retry-After beyond MaxRetryAfter waits MaxRetryAfter: Slack asking
+// for an hour must not hold a partition for an hour. The failed attempt
+// counts as a delivery error.
+func TestDispatcherCapsRetryAfter(t *testing.T) {
+	f := newFakeSlack(t, func(n int) reply {
+		if n == 0 {
+			return reply{status: http.StatusTooManyRequests, retryAfter: "3600"}
+		}
+		return reply{}
+	})
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxRetryAfter: 50 * time.Millisecond})
+	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.deliveredCount(); got != 1 {
+		t.Errorf("Slack accepted %d messages, want 1", got)
+	}
+	if got := env.total(t, "fraudwatch_alert_delivery_errors_total"); got != 1 {
+		t.Errorf("delivery errors = %v, want 1", got)
+	}
+}
+
 func TestDispatcherCooldown(t *testing.T) {
 	tests := []struct {
 		name           string
