@@ -320,6 +320,9 @@ func TestUnknownKeys(t *testing.T) {
 		{"in tls", "kafka:\n  tls:\n    foo: true\n", []string{"kafka.tls.foo: unknown key"}},
 		{"unknown section", "redis:\n  tls:\n    extra:\n      deep: 1\n      deeper: 2\n", []string{"redis.tls.extra: unknown key"}},
 		{"slack typo", "slack:\n  webhookurl: https://hooks.example/x\n", []string{"slack.webhookurl: unknown key (did you mean slack.webhook_url?)"}},
+		// Keys first: a bad value beside an unknown key waits until the
+		// keys are right.
+		{"keys before values", "kafka:\n  brokerz: [x]\n  commit_interval: soon\n", []string{"kafka.brokerz: unknown key"}},
 		{"all reported", "kafka:\n  group: x\nredis:\n  adrs: [a:1]\nrule_file: r.yaml\n", []string{
 			"kafka.group: unknown key", "redis.adrs: unknown key (did you mean redis.addrs?)",
 			"rule_file: unknown key (did you mean rules_file?)",
@@ -474,4 +477,13 @@ func TestRulesErrorsPassThrough(t *testing.T) {
 	path = writeConfig(t, "rules_file: \"\"\n")
 	_, err = Load(path)
 	wantMessages(t, err, path+": rules_file: is required")
+}
+
+// The dispatchers' group is group_id + ".alerts" (README: grant both in
+// the ACLs).
+func TestAlertsGroupID(t *testing.T) {
+	k := Kafka{GroupID: "fraudwatch"}
+	if got := k.AlertsGroupID(); got != "fraudwatch.alerts" {
+		t.Errorf("AlertsGroupID = %q, want fraudwatch.alerts", got)
+	}
 }

@@ -286,8 +286,9 @@ func TestDefinitionChangesStartFresh(t *testing.T) {
 	}
 	same := higher
 	same.Cooldown, same.Severity, same.Mode, same.Channel, same.Lateness = time.Hour, alert.SeverityCritical, alert.ModeShadow, "#x", time.Hour
+	same.Enabled, same.Description, same.Evidence, same.Threshold = false, "other words", 3, 7
 	if same.State() != higher.State() {
-		t.Error("cooldown, severity, mode, channel or lateness changed the windows")
+		t.Error("cooldown, severity, mode, channel, lateness, enabled, description, evidence or threshold changed the windows")
 	}
 	longer := higher
 	longer.Window = 2 * time.Minute
