@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Imports run one way (README, Development): each package below cmd uses
+// only the packages listed here, and nothing outside cmd imports cmd. A
+// new package needs a line here, which is where its place is decided.
+func TestImportsRunOneWay(t *testing.T) {
+	const module = "github.com/fraudwatch/fraudwatch/"
+	allowed := map[string][]string{
+		"event":              {},
+		"lua":                {},
+		"consumer":           {"event"},
+		"rules":              {"alert", "event", "lua"},
+		"alert":              {"lua"},
+		"alert/silence":      {"lua"},
+		"alert/slack":        {"alert"},
+		"config":             {"alert", "lua", "rules"},
+		"lua/redistest":      {},
+		"consumer/kafkatest": {},
+		"scripts/kafkaready": {},
+		"bench":              {"lua", "lua/redistest"},
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], module)
+		if !ok {
+			continue
+		}
+		seen++
+		var own []string
+		for _, imp := range fields[1:] {
+			if p, ok := strings.CutPrefix(imp, module); ok {
+				own = append(own, p)
+			}
+		}
+		if pkg == "cmd" || strings.HasPrefix(pkg, "cmd/") {
+			continue // cmd uses everything
+		}
+		want, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s is new: give it its place in the imports' order (README, Development, and this test)", pkg)
+			continue
+		}
+		for _, imp := range own {
+			if !slices.Contains(want, imp) {
+				t.Errorf("%s imports %s, against the one way imports run", pkg, imp)
+			}
+		}
+	}
+	if seen < len(allowed) {
+		t.Fatalf("go list named %d of the module's packages, want at least %d:\n%s", seen, len(allowed), out)
+	}
+}
