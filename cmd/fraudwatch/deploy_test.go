@@ -5,14 +5,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // What this machine can check of deploy/ without Docker or Kubernetes: the
@@ -157,10 +161,51 @@ func TestComposeFile(t *testing.T) {
 		}
 		checkConfig(t, filepath.Join(root, "etc/fraudwatch/fraudwatch.yaml"))
 	}
-	for _, name := range []string{"fraudwatch-1", "fraudwatch-2"} {
-		if p := c.Services[name].Ports; len(p) != 1 || !strings.HasSuffix(p[0], ":"+metricsPort) {
-			t.Errorf("%s publishes %q, want the metrics port %s", name, p, metricsPort)
+	for name, host := range map[string]string{"fraudwatch-1": "19464", "fraudwatch-2": "29464"} {
+		if p := c.Services[name].Ports; len(p) != 1 || p[0] != host+":"+metricsPort {
+			t.Errorf("%s publishes %q, want the metrics port %s on %s (README)", name, p, metricsPort, host)
 		}
+	}
+	if img := c.Services["redis"].Image; img != "redis:7" {
+		t.Errorf("redis is %s, want redis:7", img)
+	}
+	// The topics service creates the four topics the replicas' configuration
+	// names: fraudwatch never creates topics.
+	var fw struct {
+		Kafka map[string]any
+	}
+	readYAML(t, filepath.Join(deployDir, "compose", "fraudwatch.yaml"), &fw)
+	script, _ := c.Services["topics"].Command.([]any)
+	var created []string
+	for _, m := range regexp.MustCompile(`([a-z.]+):\d+`).FindAllStringSubmatch(fmt.Sprint(script), -1) {
+		if m[1] != "kafka" { // kafka:9092, the bootstrap server
+			created = append(created, m[1])
+		}
+	}
+	var named []string
+	for _, key := range []string{"orders_topic", "refunds_topic", "dead_letter_topic", "alerts_topic"} {
+		named = append(named, fmt.Sprint(fw.Kafka[key]))
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(created)), slices.Sorted(slices.Values(named))) {
+		t.Errorf("the topics service creates %q, the configuration names %q", created, named)
+	}
+	// The traffic service sends every line: each a JSON object with a type
+	// produce routes, invalid events among them (the demo's, for the
+	// dead-letter topic), but not so many that it shows little else.
+	sc := bufio.NewScanner(mustOpen(t, filepath.Join(deployDir, "compose", "traffic.jsonl")))
+	lines, invalid := 0, 0
+	for sc.Scan() {
+		lines++
+		var head struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &head); err != nil || (head.Type != "order" && head.Type != "refund") {
+			t.Errorf("traffic.jsonl line %d: produce would stop at it (%v, type %q)", lines, err, head.Type)
+		}
+		if _, err := event.Decode(sc.Bytes(), ""); err != nil {
+			invalid++
+		}
+	}
+	if lines == 0 || invalid > lines/20 {
+		t.Errorf("traffic.jsonl holds %d events, %d of them invalid", lines, invalid)
 	}
 	prom, err := os.ReadFile(filepath.Join(deployDir, "compose", "prometheus.yml"))
 	if err != nil {
