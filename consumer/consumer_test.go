@@ -232,6 +232,44 @@ func TestConsumesBothTopicsWithTheirTypes(t *testing.T) {
 	}
 }
 
+// One topic may carry both types: then each event says which it is, and
+// one that does not is dead-lettered as missing_field.
+func TestASharedTopicTakesTheEventsType(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := newRecorder()
+	cfg := e.config()
+	cfg.RefundsTopic = cfg.OrdersTopic
+	start(t, cfg, rec)
+	e.cluster.Produce(t, e.orders,
+		kafka.Message{Value: []byte(`{"event_id":"o1","type":"order","order_id":"o","customer_id":"c","amount":5}`)},
+		kafka.Message{Value: []byte(`{"event_id":"r1","type":"refund","order_id":"o","customer_id":"c","amount":5}`)},
+		kafka.Message{Value: []byte(`{"event_id":"x1","order_id":"o","customer_id":"c","amount":5}`)},
+	)
+	waitFor(t, 20*time.Second, "two events", func() bool { return len(rec.ids()) == 2 })
+	rec.mu.Lock()
+	types := map[string]event.Type{}
+	for _, ev := range rec.events {
+		types[ev.EventID] = ev.Type
+	}
+	rec.mu.Unlock()
+	if types["o1"] != event.Order || types["r1"] != event.Refund {
+		t.Errorf("types = %v, want o1 an order and r1 a refund", types)
+	}
+	dead := e.cluster.ReadAll(t, e.dlq, 1, 20*time.Second)
+	if len(dead) != 1 || !strings.HasPrefix(headerValue(dead[0], HeaderError), string(event.ReasonMissingField)) {
+		t.Fatalf("dead letters %v, want the event without a type, as missing_field", dead)
+	}
+}
+
+func headerValue(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
 func TestInvalidEventsGoToTheDeadLetterTopic(t *testing.T) {
 	e := newEnv(t, 1)
 	rec := newRecorder()
