@@ -371,6 +371,25 @@ rules_file: rules.yaml
 	}
 }
 
+// A replica that cannot start (here, its metrics port is taken) exits
+// with 1, a runtime failure, and says why.
+func TestRunExitsOneWhenItCannotStart(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := writeConfig(t, fmt.Sprintf("kafka:\n  brokers: [127.0.0.1:1]\nredis:\n  %s\nmetrics:\n  listen: %q\nrules_file: rules.yaml\n",
+		redisAddrs(t), taken.Addr().String()), testRules)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"run", "--config", path, "--log-format", "text"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "fraudwatch could not start") || !strings.Contains(stderr.String(), "metrics.listen") {
+		t.Errorf("stderr does not say why:\n%s", stderr.String())
+	}
+}
+
 func TestBackstopFiresOnlyAfterShutdownBegins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fired := make(chan time.Time, 1)
