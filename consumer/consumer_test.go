@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
@@ -218,6 +219,16 @@ func TestConsumesBothTopicsWithTheirTypes(t *testing.T) {
 	}
 	if !r.c.Ready() {
 		t.Fatal("consumer not ready while holding its assignment")
+	}
+	// Each batch's processing and each event's latency are observed.
+	for name, h := range map[string]prometheus.Histogram{"processing": r.c.m.processing, "latency": r.c.m.latency} {
+		var m dto.Metric
+		if err := h.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetHistogram().GetSampleCount(); n == 0 || (name == "latency" && n != 2) {
+			t.Errorf("%s histogram holds %d samples", name, n)
+		}
 	}
 	for typ, want := range map[string]float64{"order": 1, "refund": 1} {
 		if got := testutil.ToFloat64(r.c.m.consumed.WithLabelValues(typ)); got != want {
