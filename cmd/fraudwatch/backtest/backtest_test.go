@@ -197,6 +197,27 @@ func TestCompare(t *testing.T) {
 		!regexpMatch(`- 2026-03-01T12:00:02Z\s+gone\s+card_fingerprint=k\s+5\s+o-y2`, out) {
 		t.Errorf("compare:\n%s", out)
 	}
+
+	// The same as JSON, with an invalid line counted.
+	o.Format = "json"
+	var report struct {
+		Invalid map[string]int `json:"invalid"`
+		Report  struct {
+			Alerts []Alert `json:"alerts"`
+		} `json:"report"`
+		CompareFrom string `json:"compare_from"`
+		Compare     struct {
+			Added, Removed []Alert
+		} `json:"compare"`
+	}
+	if err := json.Unmarshal([]byte(run(t, o, strings.Join(append(lines, "{"), "\n"))), &report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Invalid["malformed_json"] != 1 || report.CompareFrom != "old.yaml" || len(report.Report.Alerts) != 2 ||
+		len(report.Compare.Added) != 1 || report.Compare.Added[0].Order != "o-x1" ||
+		len(report.Compare.Removed) != 1 || report.Compare.Removed[0].Rule != "gone" {
+		t.Errorf("JSON report %+v", report)
+	}
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
@@ -236,5 +257,38 @@ func TestRunWritesProgress(t *testing.T) {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress %q does not say %q", progress.String(), want)
 		}
+	}
+}
+
+// A rule's summary names the 3 groups that crossed most, most first, ties
+// by name, and counts every crossing by its outcome.
+func TestSummarize(t *testing.T) {
+	rs := parseRules(t, testRules).Rules
+	var alerts []Alert
+	for g, n := range map[string]int{"customer_id=d": 1, "customer_id=a": 2, "customer_id=c": 3, "customer_id=b": 2} {
+		for range n {
+			alerts = append(alerts, Alert{Rule: "burst", Group: g, Outcome: "sent"})
+		}
+	}
+	alerts = append(alerts, Alert{Rule: "burst", Group: "customer_id=a", Outcome: "cooldown"},
+		Alert{Rule: "big", Group: "card_fingerprint=k", Outcome: "shadow"})
+	sum := summarize(rs, alerts)
+	byName := map[string]Rule{}
+	for _, r := range sum {
+		byName[r.Name] = r
+	}
+	burst := byName["burst"]
+	if burst.Crossings != 9 || burst.Sent != 8 || burst.Cooldown != 1 || burst.Shadow != 0 {
+		t.Errorf("burst %+v, want 9 crossings: 8 sent, 1 in cooldown", burst)
+	}
+	want := []GroupCount{{"customer_id=a", 3}, {"customer_id=c", 3}, {"customer_id=b", 2}}
+	if !slices.Equal(burst.Top, want) {
+		t.Errorf("top groups %v, want %v", burst.Top, want)
+	}
+	if big := byName["big"]; big.Crossings != 1 || big.Shadow != 1 || len(big.Top) != 1 {
+		t.Errorf("big %+v, want one shadow crossing", big)
+	}
+	if cards := byName["cards"]; cards.Crossings != 0 || cards.Top == nil {
+		t.Errorf("cards %+v, want none, and an empty list of groups (JSON [] rather than null)", cards)
 	}
 }
