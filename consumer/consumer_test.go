@@ -1,9 +1,12 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,6 +282,59 @@ func headerValue(m kafka.Message, key string) string {
 		}
 	}
 	return ""
+}
+
+// lockedBuffer is a log the consumer writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A dead letter is logged with its topic, partition, offset and reason,
+// never with the event's values.
+func TestDeadLettersAreLoggedWithoutTheirValues(t *testing.T) {
+	e := newEnv(t, 1)
+	var logs lockedBuffer
+	c, err := New(e.config(), newRecorder(), slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done; _ = c.Close() }()
+
+	e.cluster.Produce(t, e.orders, kafka.Message{Value: []byte(`{"event_id":"x","order_id":"o","amount":5,"email":"kim@example.com","ip":"203.0.113.9"}`)})
+	e.cluster.ReadAll(t, e.dlq, 1, 20*time.Second)
+	waitFor(t, 10*time.Second, "the dead letter's log line", func() bool { return strings.Contains(logs.String(), `"reason":"missing_field"`) })
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"reason":"missing_field"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line["topic"] != e.orders || line["partition"] != float64(0) || line["offset"] != float64(0) {
+		t.Errorf("log line %v, want the topic, partition and offset", line)
+	}
+	for _, value := range []string{"kim@example.com", "203.0.113.9", `"o"`} {
+		if strings.Contains(logs.String(), value) {
+			t.Errorf("the log carries the event's %s:\n%s", value, logs.String())
+		}
+	}
 }
 
 func TestInvalidEventsGoToTheDeadLetterTopic(t *testing.T) {
