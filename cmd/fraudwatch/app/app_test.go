@@ -619,6 +619,28 @@ func TestSlackWebhookFromConfig(t *testing.T) {
 	}
 }
 
+// Produce keys each event by its customer_id and partitions by the Java
+// client's murmur2, so that its events land where a Java producer's would.
+// The hashes are the Java client's own test vectors (Utils.murmur2).
+func TestProducePartitionsAsJavaDoes(t *testing.T) {
+	p := newPipeline(t, 8, countRule)
+	murmur2 := map[string]int32{"21": -973932308, "foobar": -790332482, "abc": 479470107,
+		"a-little-bit-long-string": -985981536, "a-little-bit-longer-string": -1486304829}
+	var in strings.Builder
+	for key := range murmur2 {
+		fmt.Fprintf(&in, `{"type":"order","event_id":%q,"order_id":"o","customer_id":%q,"amount":5}`+"\n", key, key)
+	}
+	if _, err := Produce(t.Context(), p.cfg.Kafka, strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range p.kafka.ReadAll(t, p.cfg.Kafka.OrdersTopic, len(murmur2), 10*time.Second) {
+		h, ok := murmur2[string(m.Key)]
+		if want := int(uint32(h)&0x7fffffff) % 8; !ok || m.Partition != want {
+			t.Errorf("key %q on partition %d, want %d", m.Key, m.Partition, want)
+		}
+	}
+}
+
 func TestProduceRoutesByType(t *testing.T) {
 	p := newPipeline(t, 1, countRule)
 	in := strings.NewReader(`{"type":"order","event_id":"1","order_id":"o","customer_id":"c","amount":5}
