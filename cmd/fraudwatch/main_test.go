@@ -390,6 +390,39 @@ func TestRunExitsOneWhenItCannotStart(t *testing.T) {
 	}
 }
 
+// produce: events from a file or from standard input ("-"); a line it
+// cannot route stops it with 2, naming the line and what was sent before.
+func TestProduceCommand(t *testing.T) {
+	k := kafkatest.New(t)
+	orders, refunds := k.Topic(t, "orders", 1), k.Topic(t, "refunds", 1)
+	path := writeConfig(t, fmt.Sprintf("kafka:\n  brokers: [%q]\n  orders_topic: %q\n  refunds_topic: %q\nredis:\n  addrs: [127.0.0.1:1]\nrules_file: rules.yaml\n",
+		k.Brokers[0], orders, refunds), testRules)
+	good := `{"type":"order","event_id":"1","order_id":"o","customer_id":"c","amount":5}` + "\n" +
+		`{"type":"refund","event_id":"2","order_id":"o","customer_id":"c","amount":5}` + "\n"
+
+	cmd := command("produce", "--config", path, "--input", "-")
+	cmd.Stdin = strings.NewReader(good)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "produced 1 orders to "+orders+" and 1 refunds to "+refunds) {
+		t.Fatalf("produce from standard input: %v\n%s", err, out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(bad, []byte(good+`{"type":"gift"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"produce", "--config", path, "--input", bad}, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit code %d, want 2\n%s", code, stderr.String())
+	}
+	if want := "line 3: \"type\" must be \"order\" or \"refund\" (2 events before it were sent)"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q lacks %q", stderr.String(), want)
+	}
+	if n := len(k.ReadAll(t, orders, 2, 10*time.Second)); n != 2 {
+		t.Errorf("%d orders on the topic, want both runs' one each", n)
+	}
+}
+
 func TestBackstopFiresOnlyAfterShutdownBegins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fired := make(chan time.Time, 1)
