@@ -112,7 +112,7 @@ not an event
 	}{
 		{"no command", nil, 2, nil, []string{"usage"}},
 		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`}},
-		{"version", []string{"version"}, 0, []string{"fraudwatch ", "go1."}, nil},
+		{"version", []string{"version"}, 0, []string{"fraudwatch ", "(commit ", "go1."}, nil},
 		{"help", []string{"help"}, 0, []string{"fraudwatch run --config FILE"}, nil},
 		{"check ok", []string{"check", "--config", good}, 0, []string{"2 rules"}, nil},
 		{"check prints the rule table", []string{"check", "--config", "../../deploy/fraudwatch.yaml"}, 0,
@@ -382,11 +382,15 @@ func TestRunExitsOneWhenItCannotStart(t *testing.T) {
 	path := writeConfig(t, fmt.Sprintf("kafka:\n  brokers: [127.0.0.1:1]\nredis:\n  %s\nmetrics:\n  listen: %q\nrules_file: rules.yaml\n",
 		redisAddrs(t), taken.Addr().String()), testRules)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"run", "--config", path, "--log-format", "text"}, &stdout, &stderr); code != 1 {
+	if code := run([]string{"run", "--config", path}, &stdout, &stderr); code != 1 {
 		t.Fatalf("exit code %d, want 1\n%s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "fraudwatch could not start") || !strings.Contains(stderr.String(), "metrics.listen") {
-		t.Errorf("stderr does not say why:\n%s", stderr.String())
+	// run logs JSON to stderr unless told otherwise.
+	var line struct{ Msg, Err string }
+	last := strings.TrimSpace(stderr.String())
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if err := json.Unmarshal([]byte(last), &line); err != nil || line.Msg != "fraudwatch could not start" || !strings.Contains(line.Err, "metrics.listen") {
+		t.Errorf("stderr's last line is not JSON saying why (%v):\n%s", err, stderr.String())
 	}
 }
 
