@@ -120,6 +120,10 @@ func TestSlidingEventTime(t *testing.T) {
 			// Three orders an hour ahead would make the fourth, now, late.
 			return []*event.Event{atTime(t, testNow.Add(time.Hour)), atTime(t, testNow.Add(2*time.Hour)), atTime(t, testNow)}
 		}, 1, 0, 2},
+		// README: more than a minute ahead is the future; a minute is not.
+		{"a minute ahead is not the future, a minute and a second is", func(t *testing.T) []*event.Event {
+			return []*event.Event{atTime(t, testNow.Add(time.Minute)), atTime(t, testNow.Add(time.Minute+time.Second))}
+		}, 0, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
