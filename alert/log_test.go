@@ -49,6 +49,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 				t.Fatalf("%d log records, want 1: %s", lines, out)
 			}
 			var rec struct {
+				Msg       string   `json:"msg"`
 				Level     string   `json:"level"`
 				Rule      string   `json:"rule"`
 				Severity  string   `json:"severity"`
@@ -64,7 +65,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rec); err != nil {
 				t.Fatalf("log record is not JSON: %v", err)
 			}
-			if rec.Level != "WARN" || rec.Rule != a.Rule || rec.Severity != string(a.Severity) || rec.Metric != string(a.Metric) ||
+			if rec.Msg != "fraud alert: threshold crossed" || rec.Level != "WARN" || rec.Rule != a.Rule || rec.Severity != string(a.Severity) || rec.Metric != string(a.Metric) ||
 				rec.Current != a.Current || rec.Threshold != a.Threshold || time.Duration(rec.Window) != a.Window ||
 				rec.OrderID != a.OrderID || rec.EventID != a.EventID || rec.At != "2025-03-04T05:05:06Z" {
 				t.Errorf("log record %+v does not describe the alert", rec)
