@@ -255,25 +255,45 @@ func produceSlowly(ctx context.Context, e *env, total, partitions int) error {
 }
 
 func TestWaitsForMissingTopics(t *testing.T) {
-	e := newEnv(t, 1)
-	cfg := e.config()
-	cfg.OrdersTopic = e.orders + ".later"
-	rec := newRecorder()
-	r := start(t, cfg, rec)
-	waitFor(t, 20*time.Second, "the missing topic to be reported", func() bool {
-		return strings.Contains(r.c.Status(), "missing topics: "+cfg.OrdersTopic)
-	})
-	if r.c.Ready() {
-		t.Fatal("ready without its topic")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.cluster.CreateTopic(ctx, cfg.OrdersTopic, 1); err != nil {
-		t.Fatal(err)
-	}
-	e.cluster.ProduceTo(t, cfg.OrdersTopic, 0, order("late", "c", 1))
-	waitFor(t, 30*time.Second, "the event on the late topic", func() bool { return len(rec.ids()) == 1 })
-	if !r.c.Ready() || r.c.Status() != "" {
-		t.Fatalf("ready=%v status=%q once the topic exists", r.c.Ready(), r.c.Status())
+	// Each of the topics a replica needs: those it reads, the dead-letter
+	// topic it writes, and one it hands off to (the alerts topic).
+	for _, missing := range []string{"orders", "refunds", "dead letters", "required"} {
+		t.Run(missing, func(t *testing.T) {
+			e := newEnv(t, 1)
+			cfg := e.config()
+			var late string
+			switch missing {
+			case "orders":
+				cfg.OrdersTopic += ".later"
+				late = cfg.OrdersTopic
+			case "refunds":
+				cfg.RefundsTopic += ".later"
+				late = cfg.RefundsTopic
+			case "dead letters":
+				cfg.DeadLetterTopic += ".later"
+				late = cfg.DeadLetterTopic
+			case "required":
+				late = e.orders + ".alerts"
+				cfg.RequiredTopics = []string{late}
+			}
+			rec := newRecorder()
+			r := start(t, cfg, rec)
+			waitFor(t, 20*time.Second, "the missing topic to be reported", func() bool {
+				return strings.Contains(r.c.Status(), "missing topics: "+late)
+			})
+			if r.c.Ready() {
+				t.Fatal("ready without its topic")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.cluster.CreateTopic(ctx, late, 1); err != nil {
+				t.Fatal(err)
+			}
+			e.cluster.ProduceTo(t, cfg.OrdersTopic, 0, order("late", "c", 1))
+			waitFor(t, 30*time.Second, "the event once the topic exists", func() bool { return len(rec.ids()) == 1 })
+			if !r.c.Ready() || r.c.Status() != "" {
+				t.Fatalf("ready=%v status=%q once the topic exists", r.c.Ready(), r.c.Status())
+			}
+		})
 	}
 }
