@@ -538,6 +538,31 @@ func TestShutdownCommitsAndARestartReAlertsNothing(t *testing.T) {
 	}
 }
 
+// Until every topic it needs exists, a replica is not ready, and /readyz
+// names the missing ones (README, Running it for real); fraudwatch_ready
+// is 0 meanwhile.
+func TestReadyzNamesMissingTopics(t *testing.T) {
+	p := newPipeline(t, 1, countRule)
+	p.cfg.Kafka.AlertsTopic += ".later"
+	r := p.start()
+	var body string
+	waitFor(t, 20*time.Second, "/readyz to name the alerts topic", func() bool {
+		resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusServiceUnavailable &&
+			strings.Contains(body, "kafka events group: waiting for missing topics: "+p.cfg.Kafka.AlertsTopic) &&
+			strings.Contains(body, "kafka alerts group: waiting for missing topics: "+p.cfg.Kafka.AlertsTopic)
+	})
+	if got := r.metric("fraudwatch_ready"); got != 0 {
+		t.Errorf("fraudwatch_ready = %v without the alerts topic, want 0", got)
+	}
+}
+
 func TestHealthReadinessAndMetrics(t *testing.T) {
 	p := newPipeline(t, 1, amountRules)
 	srv := redistest.Start(t)                                          // a private Redis this test may stop
