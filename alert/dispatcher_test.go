@@ -804,6 +804,38 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	}
 }
 
+// RetryParkedEvery tries the parked alerts every ParkedRetry: once the
+// channel is back, the parked alert is posted without anyone asking.
+func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
+	n := &channelNotifier{gone: true}
+	env := testDispatcher(t, n, alert.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
+	env.d.SetRules(map[string]alert.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
+	a := env.alert("g1", "e1")
+	a.Rule = "r-gone"
+	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(a)}}); err != nil || done != 1 {
+		t.Fatalf("HandleMessages = %d, %v", done, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { env.d.RetryParkedEvery(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	n.mu.Lock()
+	n.gone = false
+	n.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(n.snapshot()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for env.rdb.HLen(t.Context(), env.keys.Parked()).Val() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Unparked, it is not tried again: a few more rounds post nothing.
+	time.Sleep(5 * 20 * time.Millisecond)
+	if got := n.snapshot(); len(got) != 1 || got[0] != "r-gone e1" {
+		t.Fatalf("posts %v, want the parked alert, once", got)
+	}
+}
+
 // An alert of a rule without a channel of its own goes to slack.channel;
 // parked, it counts under "(default)" from the start, as RetryParked and
 // the zero series count it, whatever channel Slack's refusal names.
