@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"math"
+	"strings"
+	"testing"
+)
 
 func TestStatCPU(t *testing.T) {
 	for _, tc := range []struct {
@@ -22,5 +26,52 @@ func TestStatCPU(t *testing.T) {
 				t.Errorf("statCPU(%q) = %v, %v, %v; want %v, %v, error %v", tc.line, busy, all, err, tc.busy, tc.all, tc.err)
 			}
 		})
+	}
+}
+
+// quantile interpolates within the bucket the rank falls in, over what
+// was observed between two scrapes, as Prometheus's histogram_quantile.
+func TestQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	bounds := []float64{0.01, 0.05, 0.1, inf}
+	before := histogram{bounds, []float64{10, 10, 10, 10}} // cumulative
+	after := histogram{bounds, []float64{60, 100, 110, 110}}
+	for _, tc := range []struct {
+		q, want float64
+	}{
+		{0.5, 0.01},   // rank 50 of 100: the first bucket's 50, at its top
+		{0.25, 0.005}, // rank 25: half way through the first bucket
+		{0.75, 0.035}, // rank 75: 25 of the second bucket's 40
+		{0.95, 0.075}, // rank 95: half way through the third
+	} {
+		if got := quantile(before, after, tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	// Past the last finite bound: that bound, as Prometheus answers.
+	beyond := histogram{bounds, []float64{10, 10, 10, 110}}
+	if got := quantile(before, beyond, 0.5); got != 0.1 {
+		t.Errorf("quantile in the +Inf bucket = %v, want 0.1", got)
+	}
+	if got := quantile(after, after, 0.5); !math.IsNaN(got) {
+		t.Errorf("quantile of nothing observed = %v, want NaN", got)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	page := `# HELP fraudwatch_events_consumed_total Events.
+# TYPE fraudwatch_events_consumed_total counter
+fraudwatch_events_consumed_total{type="order"} 95
+fraudwatch_events_consumed_total{type="refund"} 5
+fraudwatch_rules_version{version="a b"} 1
+fraudwatch_ready 1
+go_gc_duration_seconds{quantile="0.5"} NaN
+`
+	got, err := parseMetrics(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["fraudwatch_events_consumed_total"] != 100 || got["fraudwatch_rules_version"] != 1 || got["fraudwatch_ready"] != 1 {
+		t.Errorf("parsed %v, want the series summed over their labels", got)
 	}
 }
