@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -485,5 +486,53 @@ func TestAlertsGroupID(t *testing.T) {
 	k := Kafka{GroupID: "fraudwatch"}
 	if got := k.AlertsGroupID(); got != "fraudwatch.alerts" {
 		t.Errorf("AlertsGroupID = %q, want fraudwatch.alerts", got)
+	}
+}
+
+// README's Configuration table names every key there is, and none that is
+// not: a row is how a user learns a setting exists. "`kafka.tls.enabled`,
+// `.ca_file`" is shorthand for kafka.tls.ca_file; "`redis.tls.*`" means
+// the keys of kafka.tls, as the row says.
+func TestREADMEConfigurationTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "\n| key | default | meaning |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("README has no configuration table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	code := regexp.MustCompile("`([^`]+)`")
+	var keys []string
+	wildcards := map[string]string{} // redis.tls. -> kafka.tls.
+	for _, row := range strings.Split(table, "\n") {
+		cell := strings.Split(row, "|")[1]
+		var first string
+		for _, m := range code.FindAllStringSubmatch(cell, -1) {
+			key := m[1]
+			switch {
+			case first == "":
+				first = key
+			case strings.HasPrefix(key, "."):
+				key = first[:strings.LastIndex(first, ".")] + key
+			}
+			if prefix, ok := strings.CutSuffix(key, "*"); ok {
+				wildcards[prefix] = "kafka" + prefix[strings.Index(prefix, "."):]
+				continue
+			}
+			keys = append(keys, key)
+		}
+	}
+	for wild, like := range wildcards {
+		for _, k := range sortedKeys() {
+			if rest, ok := strings.CutPrefix(k, like); ok {
+				keys = append(keys, wild+rest)
+			}
+		}
+	}
+	slices.Sort(keys)
+	if got := sortedKeys(); !slices.Equal(keys, got) {
+		t.Errorf("README's table lists\n%q,\nthe configuration has\n%q", keys, got)
 	}
 }
