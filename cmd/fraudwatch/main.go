@@ -159,9 +159,6 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// First of all, so that a SIGTERM during start-up is a clean stop too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// After the first signal, the default action is back: a second Ctrl-C
-	// ends the process at once.
-	context.AfterFunc(ctx, stop)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	var lf logFlags
@@ -178,6 +175,14 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	// After the first signal, the default action is back: a second one
+	// ends the process at once. Restored first, then logged: once the line
+	// is out, it holds.
+	context.AfterFunc(ctx, func() {
+		stop()
+		log.Info("shutting down: draining in-flight work and committing; a second SIGINT or SIGTERM ends the process at once",
+			"shutdown_timeout", cfg.ShutdownTimeout)
+	})
 	// go-redis logs through a package-level logger; route it to ours.
 	redis.SetLogger(redisLogger{log})
 	hup := make(chan os.Signal, 1)

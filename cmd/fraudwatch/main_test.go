@@ -427,6 +427,85 @@ func TestProduceCommand(t *testing.T) {
 	}
 }
 
+// The first SIGTERM drains, here held by an alert whose Slack post does
+// not answer; once the log says it is shutting down, a second SIGTERM ends
+// the process at once (README, Delivery guarantees).
+func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
+	k := kafkatest.New(t)
+	orders, refunds, dlq := k.Topic(t, "orders", 1), k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1)
+	alerts := k.Topic(t, "alerts", 1)
+	posted := make(chan struct{}, 16)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case posted <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release) // before Close, which waits for the handler
+	metrics := freeAddr(t)
+	path := writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group_id: %q
+  orders_topic: %q
+  refunds_topic: %q
+  dead_letter_topic: %q
+  alerts_topic: %q
+  start_offset: earliest
+  heartbeat_interval: 200ms
+  session_timeout: 6s
+redis:
+  %s
+  key_prefix: %q
+slack:
+  webhook_url: %q
+metrics:
+  listen: %q
+shutdown_timeout: 60s
+rules_file: rules.yaml
+`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redisAddrs(t), redistest.Prefix(t),
+		srv.URL+"/hook", metrics), testRules)
+	cmd := command("run", "--config", path, "--log-format", "text")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	order := func(id string) []byte {
+		return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":"c","amount":1000}`, id, id)
+	}
+	k.ProduceTo(t, orders, 0, order("1"), order("2"), order("3"))
+	select {
+	case <-posted:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no Slack post within 30s\n%s", logs.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the shutdown's log line", func() bool { return strings.Contains(logs.String(), "shutting down") })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Fatalf("exit %v, want the process ended by the second SIGTERM\n%s", err, logs.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after the second SIGTERM\n%s", logs.String())
+	}
+}
+
 func TestBackstopFiresOnlyAfterShutdownBegins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fired := make(chan time.Time, 1)
