@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -26,5 +28,22 @@ func TestDispatcherDefaults(t *testing.T) {
 	}
 	if c != want {
 		t.Errorf("defaults\n%+v,\nwant\n%+v", c, want)
+	}
+}
+
+// A crossing handed to the alerts topic is acknowledged by every in-sync
+// replica before the event's offset may be committed (README, Delivery
+// guarantees), and one group's alerts keep to one partition.
+func TestTopicWaitsForAllReplicas(t *testing.T) {
+	topic, err := NewTopic(TopicConfig{Brokers: []string{"127.0.0.1:9092"}, Topic: "alerts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	if topic.w.RequiredAcks != kafka.RequireAll {
+		t.Errorf("RequiredAcks = %v, want all in-sync replicas", topic.w.RequiredAcks)
+	}
+	if _, ok := topic.w.Balancer.(*kafka.Murmur2Balancer); !ok {
+		t.Errorf("Balancer = %T, want murmur2 by key", topic.w.Balancer)
 	}
 }

@@ -337,6 +337,25 @@ func TestDeadLettersAreLoggedWithoutTheirValues(t *testing.T) {
 	}
 }
 
+// A dead letter is acknowledged by every in-sync replica before the
+// event's offset may be committed (README, Delivery guarantees).
+func TestDeadLettersWaitForAllReplicas(t *testing.T) {
+	c, err := New(newEnvConfigOnly(), newRecorder(), nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.dlq.RequiredAcks != kafka.RequireAll {
+		t.Errorf("RequiredAcks = %v, want all in-sync replicas", c.dlq.RequiredAcks)
+	}
+}
+
+// newEnvConfigOnly is a configuration for a consumer that never runs.
+func newEnvConfigOnly() Config {
+	e := &env{cluster: &kafkatest.Cluster{Brokers: []string{"127.0.0.1:9092"}}, orders: "orders", refunds: "refunds", dlq: "dlq", group: "fw"}
+	return e.config()
+}
+
 func TestInvalidEventsGoToTheDeadLetterTopic(t *testing.T) {
 	e := newEnv(t, 1)
 	rec := newRecorder()
