@@ -995,12 +995,13 @@ func TestDigestOutcomes(t *testing.T) {
 		parked     int64   // alerts parked in Redis
 		cooldowns  int64   // the held alerts' cooldown keys still held
 		wantErr    bool
-		wantPosted int // digests tried
+		wantPosted int    // digests tried
+		recent     string // the held alerts' outcome on the status page, if settled
 	}{
-		{"taken", nil, 3, 0, 0, 2, false, 1},
-		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1},
-		{"failing on", errors.New("slack: 503"), 1, 0, 0, 2, true, 4},
-		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1},
+		{"taken", nil, 3, 0, 0, 2, false, 1, alert.OutcomeDigested},
+		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, alert.OutcomeFailed},
+		{"failing on", errors.New("slack: 503"), 1, 0, 0, 2, true, 4, ""},
+		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, alert.OutcomeParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1041,6 +1042,15 @@ func TestDigestOutcomes(t *testing.T) {
 			}
 			if cooldowns != tt.cooldowns {
 				t.Errorf("%d of the digest's cooldowns held, want %d", cooldowns, tt.cooldowns)
+			}
+			outcomes := map[string]string{}
+			for _, r := range env.d.Recent() {
+				outcomes[r.ID] = r.Outcome
+			}
+			for _, a := range held {
+				if outcomes[a.ID] != tt.recent {
+					t.Errorf("%s listed as %q, want %q", a.ID, outcomes[a.ID], tt.recent)
+				}
 			}
 		})
 	}
