@@ -207,6 +207,14 @@ func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	if got := testutil.ToFloat64(counter(t, e.reg, "burst", "silenced")); got != 1 {
 		t.Errorf("suppressed{reason=silenced} = %v, want 1", got)
 	}
+	// The status page lists it as silenced.
+	outcomes := map[string]string{}
+	for _, r := range e.disp.Recent() {
+		outcomes[r.Rule] = r.Outcome
+	}
+	if outcomes["burst"] != alert.SuppressedSilenced || outcomes["pair"] != alert.OutcomeSent {
+		t.Errorf("recent outcomes %v, want burst silenced and pair sent", outcomes)
+	}
 }
 
 func TestSilenceAddRefuses(t *testing.T) {
