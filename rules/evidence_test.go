@@ -10,6 +10,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -69,6 +70,10 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 			[]string{"o5", "o4"}, nil, true, 0},
 		{"evidence 0 keeps none", none, numbered(6, 1), []string{}, nil, false, 0},
 		{"far from the threshold, none", far, numbered(5, 1), nil, nil, false, 0},
+		// Threshold 40, evidence 10: kept from 30 (10 short of it), which
+		// is later than half of it.
+		{"past half the threshold but more than evidence short of it, none", far, numbered(29, 1), nil, nil, false, 0},
+		{"from evidence short of the threshold", far, numbered(31, 1), nil, nil, true, 2},
 	}
 	for _, oneBatch := range []bool{false, true} {
 		for _, tt := range tests {
@@ -213,5 +218,43 @@ func TestEvidenceLeavesOutOrdersCountedAfterTheCrossing(t *testing.T) {
 	}
 	if want := []string{"o3", "o2"}; !slices.Equal(ids, want) {
 		t.Errorf("evidence %q, want %q", ids, want)
+	}
+}
+
+// refusingEvidence is the real scripts, but for evidence_add, which
+// refuses its arguments.
+type refusingEvidence struct{ *lua.Scripts }
+
+func (refusingEvidence) AddEvidence(context.Context, []*lua.Evidence) error {
+	return fmt.Errorf("evidence_add: %w", lua.ErrInvalidArguments)
+}
+
+// A refused evidence call costs the batch's alerts their evidence, never
+// their delivery.
+func TestRefusedEvidenceCostsOnlyTheEvidence(t *testing.T) {
+	r := rule("orders", alert.Count, 3, "customer_id")
+	r.Evidence = 10
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t), Now: func() time.Time { return testNow }},
+		[]rules.Rule{r}, refusingEvidence{scripts}, sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*event.Event
+	for i := range 3 {
+		o := ev(t, event.Order, "order_id", fmt.Sprint("o", i), "occurred_at", testNow.Add(time.Duration(i-10)*time.Second).Format(time.RFC3339Nano))
+		o.Source = event.Source{Topic: "orders", Offset: int64(i)}
+		evs = append(evs, o)
+	}
+	if unprocessable, err := eng.Handle(t.Context(), evs); err != nil || len(unprocessable) > 0 {
+		t.Fatalf("Handle = %v, %v; want the batch done", unprocessable, err)
+	}
+	if got := sink.got(); len(got) != 1 || len(got[0].Evidence) != 0 {
+		t.Fatalf("alerts %+v, want one, without evidence", got)
 	}
 }
