@@ -22,18 +22,19 @@ import (
 func TestHTTPServerTimeouts(t *testing.T) {
 	// Both servers (metrics, Slack's interactions) are made by it.
 	srv := newHTTPServer(http.NotFoundHandler())
+	// README (Metrics and health): 5 s, 10 s, 30 s and 2 min.
 	tests := []struct {
-		name string
-		got  time.Duration
+		name      string
+		got, want time.Duration
 	}{
-		{"ReadHeaderTimeout", srv.ReadHeaderTimeout},
-		{"ReadTimeout", srv.ReadTimeout},
-		{"WriteTimeout", srv.WriteTimeout},
-		{"IdleTimeout", srv.IdleTimeout},
+		{"ReadHeaderTimeout", srv.ReadHeaderTimeout, 5 * time.Second},
+		{"ReadTimeout", srv.ReadTimeout, 10 * time.Second},
+		{"WriteTimeout", srv.WriteTimeout, 30 * time.Second},
+		{"IdleTimeout", srv.IdleTimeout, 2 * time.Minute},
 	}
 	for _, tt := range tests {
-		if tt.got <= 0 {
-			t.Errorf("%s = %v, want it set", tt.name, tt.got)
+		if tt.got != tt.want {
+			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
 		}
 	}
 	if srv.WriteTimeout <= time.Second {
