@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // fakeSlackAPI is Slack's Web API as token mode uses it: it keeps each
@@ -131,6 +133,19 @@ rules:
 	})
 	if _, updates := api.snapshot(); !strings.Contains(updates[0], "Snoozed by") {
 		t.Fatalf("the message became %s", updates[0])
+	}
+	// The snooze is a silence like any other, as silence list shows it.
+	scripts, err := lua.New(lua.Config{}, p.rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := silence.NewStore(p.rdb, scripts, p.keys).List(t.Context(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Rule != "burst" || list[0].Reason != "snoozed from Slack" || list[0].Author != "slack:U42" ||
+		(list[0].Ends.Sub(list[0].Created)-time.Hour).Abs() > time.Second { // created is shown to the second
+		t.Fatalf("silences %+v, want burst's group snoozed from Slack by slack:U42 for 1 h", list)
 	}
 
 	// The next window's crossing of the snoozed group is silenced.
