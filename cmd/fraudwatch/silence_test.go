@@ -31,6 +31,15 @@ func TestSilenceCommands(t *testing.T) {
 	if code, out, _ := run("expire", id, "--config", cfg); code != 0 || !strings.Contains(out, "expired") {
 		t.Errorf("expire: %d %q", code, out)
 	}
+	// Without --author, the author is $USER.
+	t.Setenv("USER", "lee")
+	if code, out, errOut := run("add", "--config", cfg, "--rule", "orders-per-customer", "--match", "customer_id=c-2",
+		"--for", "1h", "--reason", "a test order"); code != 0 {
+		t.Fatalf("add without --author: %d %q %q", code, out, errOut)
+	}
+	if _, out, _ := run("list", "--config", cfg); !strings.Contains(out, "lee") {
+		t.Errorf("list %q does not name $USER as the author", out)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
