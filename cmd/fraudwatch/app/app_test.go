@@ -612,6 +612,14 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
+	// Lag is reported for every partition this replica holds, the alerts
+	// topic's included.
+	for _, topic := range []string{p.cfg.Kafka.OrdersTopic, p.cfg.Kafka.RefundsTopic, p.cfg.Kafka.AlertsTopic} {
+		waitFor(t, 10*time.Second, "a lag series of "+topic, func() bool {
+			_, metrics := get("/metrics")
+			return strings.Contains(metrics, `fraudwatch_consumer_lag{partition="0",topic="`+topic+`"}`)
+		})
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
