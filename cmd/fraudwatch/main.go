@@ -179,9 +179,15 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// ends the process at once. Restored first, then logged: once the line
 	// is out, it holds.
 	context.AfterFunc(ctx, func() {
+		// stop, as cmdRun returns, leaves context.Canceled itself; a signal
+		// its own error (which also answers errors.Is(Canceled)).
+		cause := context.Cause(ctx)
+		if cause == context.Canceled {
+			return
+		}
 		stop()
 		log.Info("shutting down: draining in-flight work and committing; a second SIGINT or SIGTERM ends the process at once",
-			"shutdown_timeout", cfg.ShutdownTimeout)
+			"signal", cause.Error(), "shutdown_timeout", cfg.ShutdownTimeout)
 	})
 	// go-redis logs through a package-level logger; route it to ours.
 	redis.SetLogger(redisLogger{log})
