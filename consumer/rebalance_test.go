@@ -259,6 +259,8 @@ func TestWaitsForMissingTopics(t *testing.T) {
 	// topic it writes, and one it hands off to (the alerts topic).
 	for _, missing := range []string{"orders", "refunds", "dead letters", "required"} {
 		t.Run(missing, func(t *testing.T) {
+			// Each waits out the growing intervals between checks.
+			t.Parallel()
 			e := newEnv(t, 1)
 			cfg := e.config()
 			var late string
