@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fraudwatch/fraudwatch/config"
 )
 
@@ -40,5 +42,24 @@ func TestGroupConfigs(t *testing.T) {
 				t.Errorf("the events group waits for %v, want the alerts topic", events.RequiredTopics)
 			}
 		})
+	}
+}
+
+// go-redis's own retries are off: a resent script whose reply was lost
+// would apply twice (README, Delivery guarantees). A ClusterClient retries
+// nothing unless told to, so the single client is the one to check.
+func TestRedisClientDoesNotRetry(t *testing.T) {
+	rdb, err := newRedis(config.Default().Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		t.Fatalf("client %T, want a single-node client", rdb)
+	}
+	// -1 is go-redis's "none", which it keeps as 0; its default is 3.
+	if got := c.Options().MaxRetries; got != 0 {
+		t.Errorf("MaxRetries = %d, want none", got)
 	}
 }
