@@ -257,18 +257,14 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// TestSIGTERMDrainsCommitsAndExitsZero runs the real command as a process:
-// it alerts, gets SIGTERM, exits 0 in bounded time, and a restart consumes
-// nothing it already processed, so it alerts nothing again.
-func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
-	k := kafkatest.New(t)
-	orders, refunds, dlq := k.Topic(t, "orders", 3), k.Topic(t, "refunds", 3), k.Topic(t, "dlq", 1)
-	alerts := k.Topic(t, "alerts", 2)
-	hook := &webhook{}
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
-	metrics := freeAddr(t)
-	path := writeConfig(t, fmt.Sprintf(`kafka:
+// processConfig writes the configuration of a fraudwatch run as a process:
+// orders (made by the caller) and fresh refunds, dead-letter and alerts
+// topics on k, a fresh group, the test's Redis, the Slack webhook hookURL,
+// metrics on metrics; kafka holds more of the kafka section.
+func processConfig(t *testing.T, k *kafkatest.Cluster, orders, hookURL, metrics, kafka, shutdown string) string {
+	t.Helper()
+	refunds, dlq, alerts := k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
+	return writeConfig(t, fmt.Sprintf(`kafka:
   brokers: [%q]
   group_id: %q
   orders_topic: %q
@@ -278,18 +274,31 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
   start_offset: earliest
   heartbeat_interval: 200ms
   session_timeout: 6s
-  commit_interval: 1h
-redis:
+%sredis:
   %s
   key_prefix: %q
 slack:
   webhook_url: %q
 metrics:
   listen: %q
-shutdown_timeout: 15s
+shutdown_timeout: %s
 rules_file: rules.yaml
-`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redisAddrs(t), redistest.Prefix(t),
-		srv.URL+"/hook", metrics), testRules)
+`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, kafka, redisAddrs(t), redistest.Prefix(t),
+		hookURL, metrics, shutdown), testRules)
+}
+
+// TestSIGTERMDrainsCommitsAndExitsZero runs the real command as a process:
+// it alerts, gets SIGTERM, exits 0 in bounded time, and a restart consumes
+// nothing it already processed, so it alerts nothing again.
+func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
+	k := kafkatest.New(t)
+	orders := k.Topic(t, "orders", 3)
+	hook := &webhook{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	metrics := freeAddr(t)
+	// commit_interval is an hour: only the shutdown commit records progress.
+	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "  commit_interval: 1h\n", "15s")
 
 	start := func() (*exec.Cmd, *bytes.Buffer) {
 		cmd := command("run", "--config", path, "--log-format", "text")
@@ -432,8 +441,7 @@ func TestProduceCommand(t *testing.T) {
 // the process at once (README, Delivery guarantees).
 func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 	k := kafkatest.New(t)
-	orders, refunds, dlq := k.Topic(t, "orders", 1), k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1)
-	alerts := k.Topic(t, "alerts", 1)
+	orders := k.Topic(t, "orders", 1)
 	posted := make(chan struct{}, 16)
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -449,27 +457,7 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 	defer srv.Close()
 	defer close(release) // before Close, which waits for the handler
 	metrics := freeAddr(t)
-	path := writeConfig(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-  heartbeat_interval: 200ms
-  session_timeout: 6s
-redis:
-  %s
-  key_prefix: %q
-slack:
-  webhook_url: %q
-metrics:
-  listen: %q
-shutdown_timeout: 60s
-rules_file: rules.yaml
-`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, redisAddrs(t), redistest.Prefix(t),
-		srv.URL+"/hook", metrics), testRules)
+	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "", "60s")
 	cmd := command("run", "--config", path, "--log-format", "text")
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
