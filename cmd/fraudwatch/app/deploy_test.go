@@ -155,18 +155,12 @@ func queried(t *testing.T) map[string][]string {
 			exprs = append(exprs, struct{ where, expr string }{"dashboard panel " + p.Title, tg.Expr})
 		}
 	}
-	data, err = os.ReadFile(filepath.Join(deployDir, "prometheus", "fraudwatch-rules.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rules struct {
 		Groups []struct {
 			Rules []struct{ Alert, Expr string }
 		}
 	}
-	if err := yaml.Unmarshal(data, &rules); err != nil {
-		t.Fatalf("the alert rules: %v", err)
-	}
+	readYAMLFile(t, filepath.Join(deployDir, "prometheus", "fraudwatch-rules.yml"), &rules)
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			exprs = append(exprs, struct{ where, expr string }{"alert " + r.Alert, r.Expr})
