@@ -337,7 +337,8 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	opts := backtest.Options{Rules: cfg.Rules, RulesFrom: cfg.RulesFile, InputName: *input, Format: *format, Out: stdout}
+	opts := backtest.Options{Rules: cfg.Rules, RulesFrom: cfg.RulesFile, InputName: *input, Format: *format, Out: stdout,
+		MaxEventBytes: cfg.Kafka.MaxEventBytes}
 	if *other != "" {
 		rs, err := config.LoadRules(*other)
 		if err != nil {

@@ -33,8 +33,6 @@ import (
 const (
 	batchSize = 500
 	batchSpan = time.Second
-	// maxLine bounds a line of input, as the consumer bounds a message.
-	maxLine = 1 << 20
 	// clockStep is how far event time moves before Redis's clock follows.
 	// Windows and cooldowns are whole seconds; a key expires at most this
 	// much late.
@@ -90,21 +88,30 @@ func (e *Events) decoded(from, to int) ([]*event.Event, error) {
 // invalid ones, and keeps the valid ones' bytes in large blocks, so that
 // a record costs its bytes and a few words.
 type reader struct {
-	evs   Events
-	last  time.Time // the time of the event before
-	block []byte
+	evs Events
+	// maxBytes bounds an event, as kafka.max_event_bytes bounds the
+	// consumer's messages: a larger one is oversized, as it would be there.
+	maxBytes int
+	last     time.Time // the time of the event before
+	block    []byte
 }
 
 // blockSize is the size of the blocks records are kept in.
 const blockSize = 1 << 20
 
-func newReader() *reader { return &reader{evs: Events{Invalid: map[event.Reason]int{}}} }
+func newReader(maxBytes int) *reader {
+	return &reader{evs: Events{Invalid: map[event.Reason]int{}}, maxBytes: maxBytes}
+}
 
 // add checks one event: its bytes, the type its topic implies ("" for a
 // line, which must say), and its record's time (zero for a line). Its time
 // is its occurred_at, else its record's time, else the time of the event
 // before. data is copied.
 func (r *reader) add(data []byte, typ event.Type, recordTime time.Time) {
+	if len(data) > r.maxBytes {
+		r.evs.Invalid[event.ReasonOversized]++
+		return
+	}
 	ev, err := event.Decode(data, typ)
 	if err != nil {
 		reason := event.ReasonMalformedJSON
@@ -145,25 +152,37 @@ func (r *reader) done() *Events {
 // `fraudwatch produce` takes them, and puts them in event-time order. An
 // event's time is its occurred_at; one without takes the time of the line
 // before it. Blank lines are skipped; other lines that are not valid events
-// are counted by reason.
-func Read(in io.Reader) (*Events, error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), maxLine)
-	r := newReader()
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		r.add(line, "", time.Time{})
+// are counted by reason, and a line longer than maxBytes (the consumer's
+// kafka.max_event_bytes) is oversized, as its message would be, without
+// being kept whole.
+func Read(in io.Reader, maxBytes int) (*Events, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("backtest: an event's bound must be positive, not %d", maxBytes)
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("backtest: a line longer than %d bytes", maxLine)
+	// Room for the longest event, its \r\n, and one byte more that tells
+	// a longer line.
+	br := bufio.NewReaderSize(in, maxBytes+3)
+	r := newReader(maxBytes)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			r.evs.Invalid[event.ReasonOversized]++
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			line = nil
 		}
-		return nil, fmt.Errorf("backtest: read: %w", err)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("backtest: read: %w", err)
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(bytes.TrimSpace(line)) > 0 {
+			r.add(line, "", time.Time{})
+		}
+		if err != nil {
+			return r.done(), nil
+		}
 	}
-	return r.done(), nil
 }
 
 // Alert is one crossing of the replay and what became of it.

@@ -72,7 +72,7 @@ func TestRead(t *testing.T) {
 		`not json`,
 		line("f", "refund", "x", "k", 1, 20*time.Second),
 	}, "\n")
-	evs, err := Read(strings.NewReader(input))
+	evs, err := Read(strings.NewReader(input), 1<<16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +89,55 @@ func TestRead(t *testing.T) {
 	want := map[event.Reason]int{event.ReasonMissingField: 1, event.ReasonInvalidAmount: 1, event.ReasonMalformedJSON: 1}
 	if fmt.Sprint(evs.Invalid) != fmt.Sprint(want) || evs.Orders != 3 || evs.Refunds != 1 {
 		t.Errorf("invalid %v, %d orders, %d refunds", evs.Invalid, evs.Orders, evs.Refunds)
+	}
+}
+
+// An event longer than the consumer's bound is oversized, as its message
+// would be, however long: the lines around it are read as ever.
+func TestReadOversized(t *testing.T) {
+	const bound = 200
+	// padded is an order of exactly n bytes.
+	padded := func(id string, n int) string {
+		ev := line(id, "", "x", "k", 1, 0)
+		pad := `,"note":""}`
+		return ev[:len(ev)-1] + pad[:len(pad)-2] + strings.Repeat("p", n-len(ev)-len(pad)+1) + pad[len(pad)-2:]
+	}
+	if n := len(padded("a", bound)); n != bound {
+		t.Fatalf("a padded order of %d bytes, want %d", n, bound)
+	}
+	tests := []struct {
+		name      string
+		lines     []string
+		valid     string
+		oversized int
+	}{
+		{"at the bound", []string{padded("a", bound)}, "a", 0},
+		{"at the bound, ended by CRLF", []string{padded("a", bound) + "\r", padded("b", bound)}, "a,b", 0},
+		{"one byte over", []string{padded("a", bound+1), padded("b", bound)}, "b", 1},
+		{"two bytes over, then CRLF", []string{padded("a", bound+2) + "\r", padded("b", bound)}, "b", 1},
+		{"far longer than any buffer", []string{padded("a", 10*bound), padded("b", bound), padded("c", 5*bound)}, "b", 2},
+		{"a long last line without a newline", []string{padded("b", bound), padded("a", 3*bound) + "x"}, "b", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, err := Read(strings.NewReader(strings.Join(tt.lines, "\n")), bound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, ev := range decodeAll(t, evs) {
+				ids = append(ids, ev.EventID)
+			}
+			if got := strings.Join(ids, ","); got != tt.valid {
+				t.Errorf("valid %q, want %q", got, tt.valid)
+			}
+			if evs.Invalid[event.ReasonOversized] != tt.oversized || len(evs.Invalid) > min(tt.oversized, 1) {
+				t.Errorf("invalid %v, want %d oversized", evs.Invalid, tt.oversized)
+			}
+		})
+	}
+	if _, err := Read(strings.NewReader(""), 0); err == nil {
+		t.Error("a bound of 0 was taken")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -30,6 +31,10 @@ type Options struct {
 	Input     io.Reader
 	Events    func(context.Context) (*Events, error)
 	InputName string
+	// MaxEventBytes bounds an event of Input: a larger one is oversized,
+	// as the consumer's kafka.max_event_bytes makes it (whose default it
+	// takes when 0).
+	MaxEventBytes int
 	// Format is "text" (the default) or "json".
 	Format string
 	// Out receives the report; Progress, when set, a progress line now and
@@ -43,6 +48,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Format == "" {
 		o.Format = "text"
 	}
+	if o.MaxEventBytes == 0 {
+		o.MaxEventBytes = config.Default().Kafka.MaxEventBytes
+	}
 	if o.Format != "text" && o.Format != "json" {
 		return fmt.Errorf("backtest: --format must be text or json, not %q", o.Format)
 	}
@@ -53,7 +61,7 @@ func Run(ctx context.Context, o Options) error {
 	var err error
 	switch {
 	case o.Input != nil:
-		evs, err = Read(o.Input)
+		evs, err = Read(o.Input, o.MaxEventBytes)
 	case o.Events != nil:
 		evs, err = o.Events(ctx)
 	default:

@@ -21,10 +21,11 @@ const fetchBytes = 8 << 20
 // since before now to their ends as they are at the start, partition by
 // partition. It joins no group and commits nothing: the consumers' offsets
 // and the topics are left as they are. Each event's time, when it carries
-// no occurred_at, is its record's.
+// no occurred_at, is its record's. A value larger than k.MaxEventBytes is
+// oversized, as it is to the consumer.
 func FromTopics(ctx context.Context, k config.Kafka, transport kafka.RoundTripper, since time.Duration, now time.Time) (*Events, error) {
 	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: transport, Timeout: 30 * time.Second}
-	r := newReader()
+	r := newReader(k.MaxEventBytes)
 	for _, t := range []struct {
 		topic string
 		typ   event.Type

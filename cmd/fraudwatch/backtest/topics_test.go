@@ -2,6 +2,8 @@ package backtest
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/event"
 )
 
 // --from-topic reads both topics from a time on, takes the type from the
@@ -18,6 +21,7 @@ func TestFromTopics(t *testing.T) {
 	k := kafkatest.New(t)
 	cfg := config.Default()
 	cfg.Kafka.Brokers = k.Brokers
+	cfg.Kafka.MaxEventBytes = 200
 	cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic = k.Topic(t, "orders", 2), k.Topic(t, "refunds", 1)
 	now := time.Now().Truncate(time.Millisecond)
 	msg := func(value string, age time.Duration) kafka.Message {
@@ -28,6 +32,7 @@ func TestFromTopics(t *testing.T) {
 		msg(`{"event_id":"a","order_id":"o1","customer_id":"c","amount":1}`, 50*time.Minute),
 		msg(`{"event_id":"b","order_id":"o2","customer_id":"c","amount":1,"occurred_at":"`+now.Add(-40*time.Minute).Format(time.RFC3339Nano)+`"}`, 10*time.Minute),
 		msg(`{"event_id":"bad","order_id":"o3","amount":1}`, time.Minute),
+		msg(`{"event_id":"long","order_id":"o4","customer_id":"c","amount":1,"note":"`+strings.Repeat("x", 200)+`"}`, time.Minute),
 	)
 	k.Produce(t, cfg.Kafka.RefundsTopic, msg(`{"event_id":"r","order_id":"o1","customer_id":"c","amount":1}`, 45*time.Minute))
 	evs, err := FromTopics(t.Context(), cfg.Kafka, &kafka.Transport{}, time.Hour, now)
@@ -42,7 +47,7 @@ func TestFromTopics(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
-	if evs.Invalid["missing_field"] != 1 {
-		t.Errorf("invalid %v, want the one without a customer", evs.Invalid)
+	if want := map[event.Reason]int{event.ReasonMissingField: 1, event.ReasonOversized: 1}; !maps.Equal(evs.Invalid, want) {
+		t.Errorf("invalid %v, want the one without a customer and the one beyond max_event_bytes", evs.Invalid)
 	}
 }

@@ -141,7 +141,7 @@ func TestRunCatchesFraud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := backtest.Read(&record)
+	evs, err := backtest.Read(&record, config.Default().Kafka.MaxEventBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
