@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -233,9 +235,114 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 	return nil
 }
 
-// Replay runs the events through rs on a fresh in-process Redis. progress,
-// when set, is called now and then with the events replayed so far.
+// Replay runs the events through rs on fresh in-process Redis servers.
+// progress, when set, is called now and then with the events replayed so
+// far by every server.
+//
+// Rules keep their own windows, marks and cooldowns, so they are replayed
+// apart: a share of them on each of up to GOMAXPROCS servers, each share
+// over every event, at once. A replay waits on its server's answers (one
+// goroutine hands calls to another), so even two cores gain. What a rule
+// does does not depend on the share it is in: each share steps its clock
+// and cuts its batches as the events alone say.
 func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int)) (*Report, error) {
+	return replay(ctx, rs, evs, progress, runtime.GOMAXPROCS(0))
+}
+
+// replay is Replay over at most parallel servers.
+func replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int), parallel int) (*Report, error) {
+	rep := &Report{Version: rules.Version(rs)}
+	if n := len(evs.list); n > 0 {
+		rep.From, rep.To = evs.list[0].at, evs.list[n-1].at
+	}
+	// The report lists no evidence: keeping it would only slow the replay.
+	rs = slices.Clone(rs)
+	for i := range rs {
+		rs[i].Evidence = 0
+	}
+	n := max(1, min(len(rs), parallel))
+	shares := make([][]rules.Rule, n)
+	for i, r := range rs {
+		shares[i%n] = append(shares[i%n], r)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := &shareProgress{done: make([]int, n), report: progress}
+	found := make([][]batchAlert, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, share := range shares {
+		wg.Go(func() {
+			found[i], errs[i] = replayShare(ctx, share, evs, func(d int) { done.update(i, d) })
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	// A share's own failure, rather than the others' cancellation.
+	slices.SortStableFunc(errs, func(a, b error) int {
+		return cmp.Compare(rank(a), rank(b))
+	})
+	if errs[0] != nil {
+		return nil, errs[0]
+	}
+	// In the order of the batches, then of the crossing events' times,
+	// then of the rules: the same whatever the shares. A rule's crossings
+	// of one time keep their order.
+	order := make(map[string]int, len(rs))
+	for i, r := range rs {
+		order[r.Name] = i
+	}
+	all := slices.Concat(found...)
+	slices.SortStableFunc(all, func(a, b batchAlert) int {
+		return cmp.Or(cmp.Compare(a.batch, b.batch), a.At.Compare(b.At), cmp.Compare(order[a.Rule], order[b.Rule]))
+	})
+	for _, a := range all {
+		rep.Alerts = append(rep.Alerts, a.Alert)
+	}
+	rep.Rules = summarize(rs, rep.Alerts)
+	return rep, nil
+}
+
+// rank orders a replay's errors: failures first, then cancellations, then
+// none.
+func rank(err error) int {
+	switch {
+	case err == nil:
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 1
+	}
+	return 0
+}
+
+// batchAlert is an alert and the batch it came in.
+type batchAlert struct {
+	Alert
+	batch int
+}
+
+// shareProgress reports the events that every share has replayed.
+type shareProgress struct {
+	mu     sync.Mutex
+	done   []int
+	report func(int)
+}
+
+func (p *shareProgress) update(share, done int) {
+	if p.report == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done[share] = done
+	p.report(slices.Min(p.done))
+}
+
+// replayShare runs every event through rs on a fresh in-process Redis and
+// returns their crossings in the order the engine found them.
+func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int)) ([]batchAlert, error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		return nil, fmt.Errorf("backtest: start the in-process redis: %w", err)
@@ -249,12 +356,6 @@ func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(don
 	}
 	var clock time.Time // the engine's, the latest time of the batch
 	sink := &collector{}
-	// The report lists no evidence: keeping it would only slow the replay.
-	version := rules.Version(rs)
-	rs = slices.Clone(rs)
-	for i := range rs {
-		rs[i].Evidence = 0
-	}
 	// One bucket: no cluster to spread keys over, and the in-process
 	// Redis pays for each call (a Lua state of its own) far more than for
 	// each change.
@@ -263,13 +364,10 @@ func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(don
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Version: version}
+	var found []batchAlert
 	list := evs.list
-	if len(list) > 0 {
-		rep.From, rep.To = list[0].at, list[len(list)-1].at
-	}
 	var redisTime time.Time
-	for start := 0; start < len(list); {
+	for start, batchNo := 0, 0; start < len(list); batchNo++ {
 		end := start + 1
 		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan {
 			end++
@@ -301,16 +399,15 @@ func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(don
 			}
 			// Copies: the batch's events share one allocation, which an
 			// alert must not keep.
-			rep.Alerts = append(rep.Alerts, Alert{At: a.At, Rule: a.Rule, Group: groupText(a), Value: a.Current,
-				Order: strings.Clone(a.OrderID), Event: strings.Clone(a.EventID), Outcome: outcome})
+			found = append(found, batchAlert{batch: batchNo, Alert: Alert{At: a.At, Rule: a.Rule, Group: groupText(a),
+				Value: a.Current, Order: strings.Clone(a.OrderID), Event: strings.Clone(a.EventID), Outcome: outcome}})
 		}
 		start = end
 		if progress != nil {
 			progress(start)
 		}
 	}
-	rep.Rules = summarize(rs, rep.Alerts)
-	return rep, nil
+	return found, nil
 }
 
 // claim decides an alert as the dispatcher does: shadow rules never

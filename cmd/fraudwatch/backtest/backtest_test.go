@@ -2,8 +2,11 @@ package backtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -174,9 +177,7 @@ func TestReplay(t *testing.T) {
 		"2m40s burst customer_id=x 3 sent",
 		"2m40s burst-sliding customer_id=x 3 sent",
 	}
-	// A batch's crossings come in the order of its script calls.
-	slices.Sort(crossings)
-	slices.Sort(want)
+	// In time order; crossings of one time in the rules' order.
 	if strings.Join(crossings, "\n") != strings.Join(want, "\n") {
 		t.Errorf("crossings:\n%s\nwant:\n%s", strings.Join(crossings, "\n"), strings.Join(want, "\n"))
 	}
@@ -221,6 +222,72 @@ func TestReplayIsDeterministic(t *testing.T) {
 		if !strings.Contains(first, "burst") {
 			t.Errorf("%s: no report:\n%s", format, first)
 		}
+	}
+}
+
+// Rules are replayed in shares, at once; the report is the same however
+// many shares there are: the crossings are put in one order, batch, time,
+// then rule, whichever share found them.
+func TestReplayDoesNotDependOnShares(t *testing.T) {
+	var lines []string
+	for i := range 600 {
+		// Two events of each time: crossings of several rules and groups
+		// share a time.
+		at := time.Duration(i/2) * 300 * time.Millisecond
+		lines = append(lines, line(fmt.Sprint("e", i), "", fmt.Sprint("c", i%37), fmt.Sprint("k", i%11), int64(100+i%7*50), at))
+		if i%20 == 0 {
+			lines = append(lines, line(fmt.Sprint("r", i), "refund", fmt.Sprint("c", i%37), fmt.Sprint("k", i%11), 100, at))
+		}
+	}
+	evs, err := Read(strings.NewReader(strings.Join(lines, "\n")), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := parseRules(t, testRules).Rules
+	one, err := replay(t.Context(), rs, evs, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]bool{}
+	for _, a := range one.Alerts {
+		rules[a.Rule] = true
+	}
+	if len(rules) != len(rs) {
+		t.Fatalf("crossings of %d rules of %d: the input tests too little", len(rules), len(rs))
+	}
+	for _, parallel := range []int{2, 3, 4, 8} {
+		got, err := replay(t.Context(), rs, evs, nil, parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, one) {
+			t.Errorf("%d shares: the report differs from one share's", parallel)
+		}
+	}
+}
+
+// A replay stopped from outside returns, with why.
+func TestReplayStops(t *testing.T) {
+	evs, err := Read(strings.NewReader(line("a", "", "x", "k", 1, 0)), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := replay(ctx, parseRules(t, testRules).Rules, evs, nil, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("replay of a cancelled context: %v", err)
+	}
+}
+
+// The progress of shares is that of the one furthest behind.
+func TestShareProgress(t *testing.T) {
+	var reported []int
+	p := &shareProgress{done: make([]int, 3), report: func(done int) { reported = append(reported, done) }}
+	for _, u := range [][2]int{{0, 500}, {1, 500}, {2, 200}, {2, 700}, {0, 1000}, {1, 1000}, {2, 1000}} {
+		p.update(u[0], u[1])
+	}
+	if want := []int{0, 0, 200, 500, 500, 700, 1000}; !slices.Equal(reported, want) {
+		t.Errorf("reported %v, want %v", reported, want)
 	}
 }
 
