@@ -731,7 +731,8 @@ func TestConfigValidate(t *testing.T) {
 
 // A handler stuck when a rebalance starts (Slack down, say) is cut short
 // after half the rebalance timeout, so that its member can rejoin; the
-// event is not committed and is handled again.
+// event is not committed and is handled again. The member is not ready
+// meanwhile.
 func TestRebalanceCutsStuckWorkShort(t *testing.T) {
 	e := newEnv(t, 1)
 	cfg := e.config()
@@ -760,6 +761,11 @@ func TestRebalanceCutsStuckWorkShort(t *testing.T) {
 	waitFor(t, 20*time.Second, "e1 in flight", func() bool { mu.Lock(); defer mu.Unlock(); return !first })
 	other := newRecorder()
 	b := start(t, cfg, other) // joins: a rebalance while e1 is stuck
+	// While the rebalance waits on e1 (half the rebalance timeout), a is
+	// not ready, and says why: /readyz is 503 during a rebalance.
+	waitFor(t, 20*time.Second, "a unready while the rebalance waits on its stuck work", func() bool {
+		return !a.c.Ready() && a.c.Status() == "rebalancing"
+	})
 	waitFor(t, 30*time.Second, "e1 handled after the rebalance", func() bool {
 		return len(stuck.ids())+len(other.ids()) == 1
 	})
