@@ -24,6 +24,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"lua/redistest":      {},
 		"consumer/kafkatest": {},
 		"scripts/kafkaready": {},
+		"scripts":            {},
 		"bench":              {"lua", "lua/redistest"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()

@@ -1,0 +1,200 @@
+// Package scripts holds the tests of the shell scripts beside it.
+package scripts
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// stubMaven writes an mvn that logs each call and copies two jars (or, as
+// STUB_MVN says, fails or copies no Kafka jar), and a java that says it is
+// the version STUB_JAVA_VERSION; it returns their directory and the log.
+func stubMaven(t *testing.T) (bin, calls string) {
+	t.Helper()
+	bin = t.TempDir()
+	calls = filepath.Join(t.TempDir(), "calls")
+	mvn := `#!/usr/bin/env bash
+echo mvn >>"$STUB_CALLS"
+case "${STUB_MVN:-}" in
+  fail) echo "[ERROR] Could not resolve dependencies"; exit 1 ;;
+esac
+for a in "$@"; do
+  case $a in
+    -DoutputDirectory=*) out=${a#*=} ;;
+    -Dkafka.version=*) version=${a#*=} ;;
+  esac
+done
+touch "$out/kafka-clients-$version.jar"
+[ "${STUB_MVN:-}" = nojar ] || touch "$out/kafka_2.13-$version.jar"
+`
+	java := `#!/usr/bin/env bash
+echo "openjdk version \"$STUB_JAVA_VERSION\" 2024-01-16" >&2
+`
+	for name, body := range map[string]string{"mvn": mvn, "java": java} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin, calls
+}
+
+// kafkaSh runs scripts/kafka.sh with the stubs first on PATH and a cache of
+// the test's own; it returns stdout, stderr and the exit code.
+func kafkaSh(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{"kafka.sh"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// README (Testing, Fetching and caching): the jars are fetched once a
+// version and cached; a cache without the stamp of a complete fetch, or
+// with another pom's, is fetched again; a failed fetch leaves nothing.
+func TestKafkaFetchCaches(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubMaven(t)
+	cache := t.TempDir()
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + cache}
+	libs := filepath.Join(cache, "4.4.0", "libs")
+	stamp := filepath.Join(libs, ".fraudwatch-stamp")
+	tests := []struct {
+		name    string
+		before  func(t *testing.T)
+		env     []string
+		code    int
+		fetches int // mvn calls so far
+		stderr  string
+		libs    bool // whether a complete cache is there after
+	}{
+		{name: "the first fetch", fetches: 1, stderr: "fetching Kafka 4.4.0", libs: true},
+		{name: "the cache", fetches: 1, libs: true},
+		{name: "an interrupted copy is fetched again", before: func(t *testing.T) { remove(t, stamp) }, fetches: 2, libs: true},
+		{name: "another pom's cache is fetched again", before: func(t *testing.T) {
+			write(t, stamp, "0000 4.4.0\n")
+			write(t, filepath.Join(libs, "stale.jar"), "")
+		}, fetches: 3, libs: true},
+		{name: "Maven fails", before: func(t *testing.T) { removeAll(t, libs) }, env: []string{"STUB_MVN=fail"},
+			code: 1, fetches: 4, stderr: "Could not resolve dependencies"},
+		{name: "Maven leaves no Kafka jar", env: []string{"STUB_MVN=nojar"}, code: 1, fetches: 5, stderr: "kafka_2.13-4.4.0.jar is missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.before != nil {
+				tt.before(t)
+			}
+			stdout, stderr, code := kafkaSh(t, append(slices.Clone(env), tt.env...), "fetch", "4.4.0")
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			if n := countLines(t, calls); n != tt.fetches {
+				t.Errorf("Maven ran %d times in all, want %d", n, tt.fetches)
+			}
+			if !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("stderr %q does not say %q", stderr, tt.stderr)
+			}
+			if tt.code == 0 && strings.TrimSpace(stdout) != libs {
+				t.Errorf("stdout %q, want the jars' directory %s", stdout, libs)
+			}
+			_, err := os.Stat(filepath.Join(libs, "kafka_2.13-4.4.0.jar"))
+			if got := err == nil && exists(stamp); got != tt.libs {
+				t.Errorf("a complete cache: %v, want %v", got, tt.libs)
+			}
+			if exists(filepath.Join(libs, "stale.jar")) {
+				t.Error("the other pom's jars are still there")
+			}
+			left, _ := filepath.Glob(filepath.Join(cache, "4.4.0", "libs.tmp.*"))
+			if len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+// Versions are checked before anything is fetched, and the broker's Java
+// before it starts.
+func TestKafkaRefuses(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubMaven(t)
+	cache := t.TempDir()
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + cache,
+		"FRAUDWATCH_KAFKA_JAVA=" + filepath.Join(bin, "java")}
+	tests := []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"not a version", nil, []string{"fetch", "4.4"}, 1, "not a Kafka release version: '4.4'"},
+		{"an old major", nil, []string{"fetch", "2.8.2"}, 1, "only 3.x and 4.x are supported"},
+		{"Java 11", []string{"STUB_JAVA_VERSION=11.0.22"}, []string{"start", "4.4.0", t.TempDir()}, 1, "is Java 11.0.22; the Kafka broker needs Java 17 or newer"},
+		{"Java 8", []string{"STUB_JAVA_VERSION=1.8.0_402"}, []string{"start", "4.4.0", t.TempDir()}, 1, "is Java 1.8.0_402; the Kafka broker needs Java 17"},
+		{"no arguments", nil, nil, 2, "scripts/kafka.sh fetch VERSION"},
+		{"a missing argument", nil, []string{"start", "4.4.0"}, 2, "usage:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := countLines(t, calls)
+			_, stderr, code := kafkaSh(t, append(slices.Clone(env), tt.env...), tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, want %d, with %q; stderr:\n%s", code, tt.code, tt.stderr, stderr)
+			}
+			if tt.args != nil && tt.args[0] == "fetch" && countLines(t, calls) != before {
+				t.Error("Maven ran for a version refused")
+			}
+		})
+	}
+}
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func remove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeAll(t *testing.T, path string) {
+	t.Helper()
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+}
