@@ -279,6 +279,22 @@ func TestReplayStops(t *testing.T) {
 	}
 }
 
+// An interrupted run says so, and reports nothing.
+func TestRunInterrupted(t *testing.T) {
+	o := parseRules(t, testRules)
+	var out bytes.Buffer
+	o.Input, o.Out = strings.NewReader(line("a", "", "x", "k", 1, 0)), &out
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := Run(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), "backtest: interrupted, nothing reported") || !errors.Is(err, context.Canceled) {
+		t.Errorf("Run of a cancelled context: %v", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("reported:\n%s", out.String())
+	}
+}
+
 // The progress of shares is that of the one furthest behind.
 func TestShareProgress(t *testing.T) {
 	var reported []int

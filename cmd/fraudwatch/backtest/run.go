@@ -68,7 +68,7 @@ func Run(ctx context.Context, o Options) error {
 		err = errors.New("backtest: no input")
 	}
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	progress := func(string) func(int) { return nil }
 	if o.Progress != nil {
@@ -78,13 +78,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	rep, err := Replay(ctx, o.Rules, evs, progress(o.RulesFrom))
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	var diff *Difference
 	if o.Compare != nil {
 		old, err := Replay(ctx, o.Compare, evs, progress(o.CompareFrom))
 		if err != nil {
-			return err
+			return stopped(ctx, err)
 		}
 		d := Compare(old, rep)
 		diff = &d
@@ -93,6 +93,15 @@ func Run(ctx context.Context, o Options) error {
 		return writeJSON(o, evs, rep, diff)
 	}
 	return writeText(o, evs, rep, diff)
+}
+
+// stopped says that a run was interrupted (a signal), rather than where
+// the interruption happened to find it: a script call, a fetch.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("backtest: interrupted, nothing reported: %w", context.Cause(ctx))
+	}
+	return err
 }
 
 // progress keeps a terminal's line up to date while a replay runs: how
