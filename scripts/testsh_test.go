@@ -1,0 +1,110 @@
+package scripts
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stubTools writes a go that logs each call with the test servers it was
+// given (and fails `go test` when STUB_GO_TEST_EXIT says), a redis-server
+// that idles until killed, a redis-cli that answers PONG, and the browser
+// and promtool test.sh looks for; it returns their directory and go's log.
+func stubTools(t *testing.T) (bin, calls string) {
+	t.Helper()
+	bin = t.TempDir()
+	calls = filepath.Join(t.TempDir(), "calls")
+	stubs := map[string]string{
+		"go": `#!/usr/bin/env bash
+echo "go $* | brokers=${FRAUDWATCH_TEST_KAFKA_BROKERS-unset} redis=${FRAUDWATCH_TEST_REDIS_ADDR-unset} chromium=${FRAUDWATCH_TEST_CHROMIUM##*/} promtool=${FRAUDWATCH_TEST_PROMTOOL##*/}" >>"$STUB_CALLS"
+[ "$1" = test ] && exit "${STUB_GO_TEST_EXIT:-0}"
+exit 0
+`,
+		"redis-server": `#!/usr/bin/env bash
+[ "${1:-}" = --version ] && { echo "Redis server v=7.0.15 sha=00000000:0"; exit 0; }
+exec sleep 300
+`,
+		"redis-cli": "#!/usr/bin/env bash\necho PONG\n",
+		"chromium":  "#!/usr/bin/env bash\n",
+		"promtool":  "#!/usr/bin/env bash\n",
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin, calls
+}
+
+// README (Testing): test.sh starts the servers the tests need and hands
+// them over; the quick run with kfake says loudly, before and after, that no
+// real Kafka was tested; a broker that does not start fails the run, with
+// no fallback; a failing test fails it.
+func TestTestScript(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	const banner = "NOT a real Apache Kafka"
+	tests := []struct {
+		name   string
+		env    []string
+		code   int
+		goTest string // go test's line in go's log, "" when it must not run
+		out    []string
+		banner int // times the banner is printed
+	}{
+		{name: "the quick run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "FRAUDWATCH_TEST_KAFKA_BROKERS=10.0.0.1:9092"},
+			goTest: "go test -race -count=1 ./x | brokers=unset redis=127.0.0.1:", out: []string{"redis-server v=7.0.15 on 127.0.0.1:"}, banner: 2},
+		{name: "a failing test fails the run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "STUB_GO_TEST_EXIT=1"},
+			code: 1, goTest: "go test -race -count=1 ./x", banner: 2},
+		{name: "an unknown mode", env: []string{"FRAUDWATCH_TEST_KAFKA=fast"}, code: 2,
+			out: []string{"FRAUDWATCH_TEST_KAFKA is 'fast'; it must be 'real' (the default) or 'fake'"}},
+		{name: "a broker that does not start", env: []string{"FRAUDWATCH_KAFKA_VERSION=2.8.2", "FRAUDWATCH_TEST_KAFKA_BROKERS=10.0.0.1:9092"}, code: 1,
+			out: []string{"ignoring FRAUDWATCH_TEST_KAFKA_BROKERS=10.0.0.1:9092", "Kafka 2.8.2 did not start, so the run fails"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, calls := stubTools(t)
+			cmd := exec.Command("bash", "test.sh", "./x")
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
+				"FRAUDWATCH_KAFKA_CACHE="+t.TempDir())
+			cmd.Env = append(cmd.Env, tt.env...)
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			log, _ := os.ReadFile(calls)
+			var goTest string
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.HasPrefix(l, "go test") {
+					goTest = l
+				}
+			}
+			switch {
+			case tt.goTest == "" && goTest != "":
+				t.Errorf("go test ran: %s", goTest)
+			case !strings.HasPrefix(goTest, tt.goTest):
+				t.Errorf("go test ran as %q, want %q…", goTest, tt.goTest)
+			case tt.goTest != "" && !strings.HasSuffix(goTest, "chromium=chromium promtool=promtool"):
+				t.Errorf("go test was not given the browser and promtool: %s", goTest)
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output does not say %q:\n%s", want, out)
+				}
+			}
+			if n := strings.Count(string(out), banner); n != tt.banner {
+				t.Errorf("the no-real-Kafka banner printed %d times, want %d:\n%s", n, tt.banner, out)
+			}
+		})
+	}
+}
