@@ -1,6 +1,7 @@
 // Package backtest replays recorded events through the rules and the very
-// Lua scripts that run in production, on a Redis inside this process
-// (miniredis, never the production one), in event-time order, and reports
+// Lua scripts that run in production, on Redis servers inside this process
+// (miniredis, never the production one; the rules shared among them), in
+// event-time order, and reports
 // what the rules would have done: crossings, alerts after cooldowns, the
 // groups that crossed most, and the alert list. It is what `fraudwatch
 // backtest` runs.
