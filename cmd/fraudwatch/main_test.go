@@ -98,6 +98,14 @@ not an event
 		t.Fatal(err)
 	}
 	unknownKey := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  brokerz: [x]\n", testRules)
+	// The consumer's bound on an event is the backtest's: at 1 KiB, an
+	// order of 2 KB is oversized.
+	smallEvents := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  max_event_bytes: 1024\n", testRules)
+	bigEvent := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(bigEvent, []byte(`{"event_id":"a","type":"order","order_id":"1","customer_id":"c","amount":5,"note":"`+
+		strings.Repeat("x", 2000)+`"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Input that opens but cannot be read: a failure of the run, not of
 	// its arguments.
 	unreadable := t.TempDir()
@@ -130,6 +138,10 @@ not an event
 			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02Z"}, nil},
 		{"backtest against other rules", []string{"backtest", "--config", good, "--input", events, "--compare", older, "--format", "json"}, 0,
 			[]string{`"compare"`, `"removed"`}, nil},
+		{"backtest bounds events as the consumer does", []string{"backtest", "--config", smallEvents, "--input", bigEvent}, 0,
+			[]string{"0 events (0 orders, 0 refunds)", "invalid lines: 1 (oversized 1)"}, nil},
+		{"backtest takes what the consumer takes", []string{"backtest", "--config", good, "--input", bigEvent}, 0,
+			[]string{"1 events (1 orders, 0 refunds)"}, nil},
 		{"backtest without input", []string{"backtest", "--config", good}, 2, nil, []string{"--input or --from-topic"}},
 		{"backtest with both inputs", []string{"backtest", "--config", good, "--input", events, "--from-topic"}, 2, nil, []string{"one of them"}},
 		{"backtest of input it cannot read fails with 1", []string{"backtest", "--config", good, "--input", unreadable}, 1, nil, []string{"is a directory"}},
