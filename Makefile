@@ -35,10 +35,15 @@ test-compat:
 	echo "make test-compat: passed against Kafka $(KAFKA_VERSIONS)"
 
 # make bench         the bench (bench/, README Performance): one table, about 10 minutes
-# make bench-smoke   the same over 20,000 events, as CI runs it so that it cannot rot
+# make bench-smoke   the same over 20,000 events, as CI runs it so that it cannot rot; then a
+#                    short run with kfake, another rules file, a set latency rate and every
+#                    optional part skipped, so that those flags cannot rot either
 .PHONY: bench bench-smoke
 bench:
 	./scripts/bench.sh
 
 bench-smoke:
 	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -latency-for 3s -scaling 2 -latency-trace
+	./scripts/bench.sh -kafka fake -events 5000 -customers 1000 -naive-events 500 -ceiling-for 1s -latency-for 2s \
+		-latency-rate 1000 -rules deploy/rules.yaml -contenders "" -scaling "" -cluster "" -windows=false \
+		-sizing-events 0 -backtest-events 2000 -warmup=false
