@@ -6,6 +6,7 @@
 #
 #   scripts/bench.sh                      the whole bench (make bench)
 #   scripts/bench.sh -events 20000 ...    any of bench's flags (make bench-smoke)
+#   scripts/bench.sh -kafka fake ...      the bench on an in-process kfake: no broker is started
 #
 # FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest).
 set -euo pipefail
@@ -33,12 +34,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The bench's -kafka flag, its last value as Go's flag package reads it:
+# with -kafka fake the bench starts an in-process kfake, and no broker (nor
+# Java, nor its jars) is needed.
+kafka=real
+prev=""
+for a in "$@"; do
+  case "$prev" in -kafka | --kafka) kafka=$a ;; esac
+  case "$a" in -kafka=* | --kafka=*) kafka=${a#*=} ;; esac
+  prev=$a
+done
+
 start_redis "$work"
-want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
-start_kafka "$want" "$kafka_state"
 export FRAUDWATCH_BENCH_REDIS_ADDR="$REDIS_ADDR"
-export FRAUDWATCH_BENCH_KAFKA_BROKERS="$KAFKA_ADDR"
-export FRAUDWATCH_BENCH_KAFKA_VERSION
-FRAUDWATCH_BENCH_KAFKA_VERSION=$(cat "$kafka_state/version")
-log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
+if [ "$kafka" = fake ]; then
+  log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR; no Kafka broker (-kafka fake)"
+else
+  want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
+  start_kafka "$want" "$kafka_state"
+  export FRAUDWATCH_BENCH_KAFKA_BROKERS="$KAFKA_ADDR"
+  export FRAUDWATCH_BENCH_KAFKA_VERSION
+  FRAUDWATCH_BENCH_KAFKA_VERSION=$(cat "$kafka_state/version")
+  log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
+fi
 go run ./bench "$@"

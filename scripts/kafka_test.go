@@ -48,7 +48,7 @@ echo "openjdk version \"$STUB_JAVA_VERSION\" 2024-01-16" >&2
 func kafkaSh(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{"kafka.sh"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(hermetic(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

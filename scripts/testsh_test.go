@@ -19,7 +19,7 @@ func stubTools(t *testing.T) (bin, calls string) {
 	calls = filepath.Join(t.TempDir(), "calls")
 	stubs := map[string]string{
 		"go": `#!/usr/bin/env bash
-echo "go $* | brokers=${FRAUDWATCH_TEST_KAFKA_BROKERS-unset} redis=${FRAUDWATCH_TEST_REDIS_ADDR-unset} chromium=${FRAUDWATCH_TEST_CHROMIUM##*/} promtool=${FRAUDWATCH_TEST_PROMTOOL##*/}" >>"$STUB_CALLS"
+echo "go $* | brokers=${FRAUDWATCH_TEST_KAFKA_BROKERS-unset} redis=${FRAUDWATCH_TEST_REDIS_ADDR-unset} bench_brokers=${FRAUDWATCH_BENCH_KAFKA_BROKERS-unset} chromium=${FRAUDWATCH_TEST_CHROMIUM##*/} promtool=${FRAUDWATCH_TEST_PROMTOOL##*/}" >>"$STUB_CALLS"
 [ "$1" = test ] && exit "${STUB_GO_TEST_EXIT:-0}"
 exit 0
 `,
@@ -69,7 +69,7 @@ func TestTestScript(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bin, calls := stubTools(t)
 			cmd := exec.Command("bash", "test.sh", "./x")
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
+			cmd.Env = append(hermetic(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
 				"FRAUDWATCH_KAFKA_CACHE="+t.TempDir())
 			cmd.Env = append(cmd.Env, tt.env...)
 			out, err := cmd.CombinedOutput()
@@ -107,4 +107,66 @@ func TestTestScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bench.sh starts a broker unless the bench is told -kafka fake (in any
+// of the spellings Go's flag package takes, the last one winning): then it
+// needs none, nor Java.
+func TestBenchScript(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		code  int
+		bench string // go run's line in go's log, "" when it must not run
+	}{
+		{"-kafka fake", []string{"-kafka", "fake", "-events", "10"}, 0, "go run ./bench -kafka fake -events 10 | brokers=unset redis=unset bench_brokers=unset"},
+		{"--kafka=fake", []string{"--kafka=fake"}, 0, "go run ./bench --kafka=fake | brokers=unset redis=unset bench_brokers=unset"},
+		// A broker is started, and this version is refused: no bench.
+		{"the last -kafka wins", []string{"-kafka=fake", "-kafka", "real"}, 1, ""},
+		{"no -kafka", nil, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, calls := stubTools(t)
+			cmd := exec.Command("bash", append([]string{"bench.sh"}, tt.args...)...)
+			cmd.Env = append(hermetic(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
+				"FRAUDWATCH_KAFKA_CACHE="+t.TempDir(), "FRAUDWATCH_KAFKA_VERSION=2.8.2")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			log, _ := os.ReadFile(calls)
+			var run string
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.HasPrefix(l, "go run") {
+					run = l
+				}
+			}
+			if !strings.HasPrefix(run, tt.bench) || (tt.bench == "") != (run == "") {
+				t.Errorf("go ran as %q, want %q…", run, tt.bench)
+			}
+		})
+	}
+}
+
+// hermetic is this process's environment without the project's own
+// variables, which a suite run by test.sh has set: a script under test
+// sees only what its case gives it.
+func hermetic() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FRAUDWATCH_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
