@@ -43,11 +43,11 @@ echo "openjdk version \"$STUB_JAVA_VERSION\" 2024-01-16" >&2
 	return bin, calls
 }
 
-// kafkaSh runs scripts/kafka.sh with the stubs first on PATH and a cache of
-// the test's own; it returns stdout, stderr and the exit code.
-func kafkaSh(t *testing.T, env []string, args ...string) (string, string, int) {
+// runScript runs a script of this folder with env beside hermetic's; it
+// returns stdout, stderr and the exit code.
+func runScript(t *testing.T, env []string, script string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command("bash", append([]string{"kafka.sh"}, args...)...)
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Env = append(hermetic(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -59,6 +59,26 @@ func kafkaSh(t *testing.T, env []string, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// kafkaSh runs scripts/kafka.sh with env (the stubs first on PATH and a
+// cache of the test's own).
+func kafkaSh(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	return runScript(t, env, "kafka.sh", args...)
+}
+
+// lastCall is the last line of a stub's log that starts with prefix, ""
+// when there is none.
+func lastCall(path, prefix string) string {
+	log, _ := os.ReadFile(path)
+	last := ""
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			last = l
+		}
+	}
+	return last
 }
 
 func countLines(t *testing.T, path string) int {

@@ -1,7 +1,6 @@
 package scripts
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,27 +67,14 @@ func TestTestScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bin, calls := stubTools(t)
-			cmd := exec.Command("bash", "test.sh", "./x")
-			cmd.Env = append(hermetic(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
-				"FRAUDWATCH_KAFKA_CACHE="+t.TempDir())
-			cmd.Env = append(cmd.Env, tt.env...)
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			env := append([]string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls,
+				"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir()}, tt.env...)
+			stdout, stderr, code := runScript(t, env, "test.sh", "./x")
+			out := stdout + stderr
 			if code != tt.code {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tt.code, out)
 			}
-			log, _ := os.ReadFile(calls)
-			var goTest string
-			for _, l := range strings.Split(string(log), "\n") {
-				if strings.HasPrefix(l, "go test") {
-					goTest = l
-				}
-			}
+			goTest := lastCall(calls, "go test")
 			switch {
 			case tt.goTest == "" && goTest != "":
 				t.Errorf("go test ran: %s", goTest)
@@ -131,26 +117,13 @@ func TestBenchScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bin, calls := stubTools(t)
-			cmd := exec.Command("bash", append([]string{"bench.sh"}, tt.args...)...)
-			cmd.Env = append(hermetic(), "PATH="+bin+":"+os.Getenv("PATH"), "STUB_CALLS="+calls,
-				"FRAUDWATCH_KAFKA_CACHE="+t.TempDir(), "FRAUDWATCH_KAFKA_VERSION=2.8.2")
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls,
+				"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "FRAUDWATCH_KAFKA_VERSION=2.8.2"}
+			stdout, stderr, code := runScript(t, env, "bench.sh", tt.args...)
 			if code != tt.code {
-				t.Errorf("exit %d, want %d; output:\n%s", code, tt.code, out)
+				t.Errorf("exit %d, want %d; output:\n%s%s", code, tt.code, stdout, stderr)
 			}
-			log, _ := os.ReadFile(calls)
-			var run string
-			for _, l := range strings.Split(string(log), "\n") {
-				if strings.HasPrefix(l, "go run") {
-					run = l
-				}
-			}
+			run := lastCall(calls, "go run")
 			if !strings.HasPrefix(run, tt.bench) || (tt.bench == "") != (run == "") {
 				t.Errorf("go ran as %q, want %q…", run, tt.bench)
 			}
