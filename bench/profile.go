@@ -173,7 +173,7 @@ func statCPU(line string) (busy, all float64, err error) {
 	if len(f) < 8 || f[0] != "cpu" {
 		return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
 	}
-	for i, v := range f[1:min(len(f), 8)] {
+	for i, v := range f[1:8] {
 		n, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/stat: unexpected %q", line)
