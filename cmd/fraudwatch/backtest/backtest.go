@@ -349,6 +349,15 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress fun
 	// replay opens no port and never touches the network.
 	mr := miniredis.NewMiniRedis()
 	defer mr.Close()
+	list := evs.list
+	var redisTime time.Time
+	if len(list) > 0 {
+		redisTime = list[0].at
+	}
+	clk, err := newExpiry(mr, redisTime)
+	if err != nil {
+		return nil, err
+	}
 	rdb := redis.NewClient(&redis.Options{MaxRetries: -1,
 		Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() }})
 	defer rdb.Close()
@@ -367,8 +376,6 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress fun
 		return nil, err
 	}
 	var found []batchAlert
-	list := evs.list
-	var redisTime time.Time
 	for start, batchNo := 0, 0; start < len(list); batchNo++ {
 		end := start + 1
 		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan {
@@ -379,14 +386,9 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress fun
 			return nil, err
 		}
 		// Redis's clock moves to the batch, so that TTLs (fixed windows,
-		// cooldowns) run out as they did: to within clockStep, since
-		// moving it visits every key.
-		if at := batch[0].Source.Time; redisTime.IsZero() {
-			mr.SetTime(at)
-			redisTime = at
-		} else if d := at.Sub(redisTime); d >= clockStep {
-			mr.FastForward(d)
-			mr.SetTime(at)
+		// cooldowns) run out as they did, to within clockStep.
+		if at := batch[0].Source.Time; at.Sub(redisTime) >= clockStep {
+			clk.advance(at)
 			redisTime = at
 		}
 		clock = batch[len(batch)-1].Source.Time
