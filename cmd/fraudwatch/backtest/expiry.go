@@ -30,6 +30,7 @@ type expiry struct {
 
 	mu      sync.Mutex // the hook runs on the server's goroutines
 	touched map[string]struct{}
+	spare   map[string]struct{} // touched's other half, for settle
 
 	// When keys are due, as time after base: a time.Time is three times
 	// the size, and a replay holds one for each TTL it sets.
@@ -65,7 +66,7 @@ func newExpiry(mr *miniredis.Miniredis, now time.Time) (*expiry, error) {
 		return nil, fmt.Errorf("backtest: in-process redis: %w", err)
 	}
 	c.Close()
-	e := &expiry{mr: mr, base: now, now: now, touched: map[string]struct{}{}, due: map[string]time.Duration{}}
+	e := &expiry{mr: mr, base: now, now: now, touched: map[string]struct{}{}, spare: map[string]struct{}{}, due: map[string]time.Duration{}}
 	mr.SetTime(now)
 	mr.Server().SetPreHook(e.note)
 	return e, nil
@@ -85,9 +86,13 @@ func (e *expiry) note(_ *server.Peer, cmd string, args ...string) bool {
 // settle takes in the TTLs the commands since the last settle set or
 // dropped; it is called when no command runs.
 func (e *expiry) settle() {
+	// mu is not held while miniredis is called: a command running then
+	// would hold miniredis's lock and wait on mu.
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k := range e.touched {
+	touched := e.touched
+	e.touched, e.spare = e.spare, nil
+	e.mu.Unlock()
+	for k := range touched {
 		switch ttl := e.mr.TTL(k); ttl {
 		case unset:
 		case 0:
@@ -99,7 +104,8 @@ func (e *expiry) settle() {
 			e.mr.SetTTL(k, unset)
 		}
 	}
-	clear(e.touched)
+	clear(touched)
+	e.spare = touched
 }
 
 // advance moves the clock to now and deletes the keys due by then, as
