@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -445,6 +447,20 @@ func TestProduceCommand(t *testing.T) {
 	}
 }
 
+// startRun starts `fraudwatch run` as a process, its logs as text in
+// logs; it is killed when t ends.
+func startRun(t *testing.T, path string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := command("run", "--config", path, "--log-format", "text")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, logs
+}
+
 // The first SIGTERM drains, here held by an alert whose Slack post does
 // not answer; once the log says it is shutting down, a second SIGTERM ends
 // the process at once (README, Delivery guarantees).
@@ -467,13 +483,7 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 	defer close(release) // before Close, which waits for the handler
 	metrics := freeAddr(t)
 	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "", "60s")
-	cmd := command("run", "--config", path, "--log-format", "text")
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	cmd, logs := startRun(t, path)
 	order := func(id string) []byte {
 		return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":"c","amount":1000}`, id, id)
 	}
@@ -500,6 +510,56 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("still running 5s after the second SIGTERM\n%s", logs.String())
+	}
+}
+
+// A shutdown step that overruns its deadline does not hold the process:
+// it exits with 1 once shutdown_timeout has passed (README, Shutdown).
+// kafka-go waits out a JoinGroup in progress before it leaves its group;
+// here the broker holds every JoinGroup until the test ends.
+func TestShutdownOverrunExitsOne(t *testing.T) {
+	k := kafkatest.NewFake(t)
+	orders := k.Topic(t, "orders", 1)
+	joining := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the cluster closes
+	k.Fake().ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Fake().KeepControl()
+		select {
+		case joining <- struct{}{}:
+		default:
+		}
+		k.Fake().SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	metrics := freeAddr(t)
+	const shutdown = 3 * time.Second
+	path := processConfig(t, k, orders, "http://127.0.0.1:1/hook", metrics, "", shutdown.String())
+	cmd, logs := startRun(t, path)
+	select {
+	case <-joining:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no JoinGroup within 30s\n%s", logs.String())
+	}
+	began := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Fatalf("exit code %d, want 1\n%s", code, logs.String())
+		}
+		if took := time.Since(began); took < shutdown {
+			t.Errorf("exited %v after SIGTERM, before shutdown_timeout (%v)\n%s", took, shutdown, logs.String())
+		}
+		if !strings.Contains(logs.String(), "shutdown took longer than shutdown_timeout") {
+			t.Errorf("no log line says why\n%s", logs.String())
+		}
+	case <-time.After(shutdown + 30*time.Second):
+		t.Fatalf("still running %v after SIGTERM\n%s", shutdown+30*time.Second, logs.String())
 	}
 }
 

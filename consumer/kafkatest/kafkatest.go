@@ -45,6 +45,14 @@ func New(t testing.TB) *Cluster {
 	announce.Do(func() {
 		fmt.Fprintf(os.Stderr, "kafkatest: %s not set; using the in-process kfake broker\n", EnvBrokers)
 	})
+	return NewFake(t)
+}
+
+// NewFake returns an in-process cluster for t whatever the environment
+// says, closed when t ends: for a test that steers the broker (kfake's
+// control functions), which a real one cannot be.
+func NewFake(t testing.TB) *Cluster {
+	t.Helper()
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatalf("kafkatest: start kfake: %v", err)
