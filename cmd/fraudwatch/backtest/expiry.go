@@ -18,11 +18,11 @@ import (
 // expiry keeps when each key is due instead, in a heap, and at each step
 // deletes just the keys FastForward would have deleted there.
 //
-// A key whose TTL expiry has noted keeps the TTL unset, which no command
-// sets (not whole milliseconds). A command that may change a TTL (set,
-// re-arm, remove, or delete or empty a key) has its arguments noted as it
-// runs, and after the batch each is looked at again: a TTL other than
-// unset was just set, none means the key has no TTL, or no key.
+// A key whose due time expiry keeps is given the TTL unset, which no
+// command sets (it is not whole milliseconds). A command that may change a
+// TTL (set, re-arm or remove one, delete or empty a key) has its arguments
+// noted as it runs, and after the batch each is looked at again: a TTL
+// other than unset was just set; none means no TTL, or no key.
 type expiry struct {
 	mr   *miniredis.Miniredis
 	base time.Time // the clock's first time
