@@ -3,7 +3,9 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,16 +53,21 @@ func NewCluster(dir string, masters int) (*ClusterServers, error) {
 		if err := os.MkdirAll(node, 0o755); err != nil {
 			return nil, err
 		}
-		s, err := start(node)
-		if err != nil {
-			c.Stop()
-			return nil, err
+		// Started as a cluster node at once, on a port whose bus port
+		// is free too: stopping a node to restart it as one, as before,
+		// let another process take its port in between. A try that
+		// failed may have written the node's configuration, which names
+		// its port: the next starts without it.
+		conf := filepath.Join(node, "nodes.conf")
+		pick := func() (int, error) {
+			if err := os.Remove(conf); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, err
+			}
+			return freeClusterPort()
 		}
-		// Restarted as a cluster node: start found the port free.
-		s.Stop()
-		s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(node, "nodes.conf"),
-			"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}
-		if err := s.launch(); err != nil {
+		s, err := startWith(node, pick, []string{"--cluster-enabled", "yes", "--cluster-config-file", conf,
+			"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"})
+		if err != nil {
 			c.Stop()
 			return nil, err
 		}

@@ -193,17 +193,22 @@ func (s *Server) Restart(t testing.TB) {
 	t.Fatalf("redistest: restart %s: %v", s.Addr, err)
 }
 
-func start(dir string) (*Server, error) {
+func start(dir string) (*Server, error) { return startWith(dir, freePort, nil) }
+
+// startWith starts a redis-server with args on a port pick finds free,
+// trying another port should the first be taken before redis-server binds
+// it.
+func startWith(dir string, pick func() (int, error), args []string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("redis-server not found in PATH and %s not set", EnvAddr)
 	}
 	var err error
 	for range 5 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = pick(); err != nil {
 			continue
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, args: args}
 		if err = s.launch(); err == nil {
 			return s, nil
 		}
@@ -257,6 +262,32 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// clusterBus is how far above its port a cluster node listens to the
+// others (Redis's default).
+const clusterBus = 10000
+
+// freeClusterPort finds a free port whose cluster bus port is free too.
+func freeClusterPort() (int, error) {
+	var err error
+	for range 20 {
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		if port+clusterBus > 65535 {
+			err = fmt.Errorf("port %d: its bus port is past 65535", port)
+			continue
+		}
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+clusterBus))); err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, err
 }
 
 func unavailable(t testing.TB, err error) {
