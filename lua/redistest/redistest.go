@@ -234,7 +234,7 @@ func (s *Server) launch() error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("redistest: redis-server on %s exited: %v", s.Addr, err)
+			return fmt.Errorf("redistest: redis-server on %s exited: %v%s", s.Addr, err, logTail(s.dir, port))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -253,6 +253,16 @@ func (s *Server) launch() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logTail is the last lines of a server's log, to say why it stopped.
+func logTail(dir, port string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "redis-"+port+".log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return "; its log ends:\n" + strings.Join(lines[max(0, len(lines)-3):], "\n")
 }
 
 func freePort() (int, error) {
