@@ -1,13 +1,17 @@
 package app
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go/sasl/plain"
 
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer"
 )
 
 // The two groups every replica runs, as README's Configuration and
@@ -61,5 +65,109 @@ func TestRedisClientDoesNotRetry(t *testing.T) {
 	// -1 is go-redis's "none", which it keeps as 0; its default is 3.
 	if got := c.Options().MaxRetries; got != 0 {
 		t.Errorf("MaxRetries = %d, want none", got)
+	}
+}
+
+// Every Redis setting reaches the client, single or cluster (README,
+// Configuration).
+func TestRedisClientCarriesEverySetting(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprint("cluster=", cluster), func(t *testing.T) {
+			c := config.Default().Redis
+			c.Addrs = []string{"127.0.0.1:7001"}
+			if cluster {
+				c.Addrs = append(c.Addrs, "127.0.0.1:7002")
+			}
+			c.Cluster = cluster
+			c.Username, c.Password = "fw", config.Secret("redis-secret")
+			if !cluster {
+				c.DB = 3
+			}
+			c.DialTimeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, 500*time.Millisecond, 750*time.Millisecond
+			c.PoolSize = 40
+			c.TLS = config.TLS{Enabled: true, ServerName: "redis.internal", InsecureSkipVerify: true}
+			rdb, err := newRedis(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			type opts struct {
+				Addrs                                  []string
+				Username, Password                     string
+				DB                                     int
+				DialTimeout, ReadTimeout, WriteTimeout time.Duration
+				PoolSize                               int
+				ServerName                             string
+				InsecureSkipVerify                     bool
+			}
+			var got opts
+			switch r := rdb.(type) {
+			case *redis.Client:
+				o := r.Options()
+				got = opts{[]string{o.Addr}, o.Username, o.Password, o.DB, o.DialTimeout, o.ReadTimeout, o.WriteTimeout,
+					o.PoolSize, o.TLSConfig.ServerName, o.TLSConfig.InsecureSkipVerify}
+			case *redis.ClusterClient:
+				o := r.Options()
+				got = opts{o.Addrs, o.Username, o.Password, 0, o.DialTimeout, o.ReadTimeout, o.WriteTimeout,
+					o.PoolSize, o.TLSConfig.ServerName, o.TLSConfig.InsecureSkipVerify}
+			default:
+				t.Fatalf("client %T", rdb)
+			}
+			if _, isCluster := rdb.(*redis.ClusterClient); isCluster != cluster {
+				t.Errorf("a cluster client: %v, want %v", isCluster, cluster)
+			}
+			want := opts{c.Addrs, "fw", "redis-secret", c.DB, 2 * time.Second, 500 * time.Millisecond, 750 * time.Millisecond,
+				40, "redis.internal", true}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("client options\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// Every kafka setting reaches both groups: client id, timings, TLS, SASL
+// with the mechanism named, and the event size bound (README,
+// Configuration).
+func TestGroupConfigsCarryEverySetting(t *testing.T) {
+	for _, tt := range []struct {
+		mechanism, name string
+	}{
+		{config.SASLPlain, "PLAIN"},
+		{config.SASLScramSHA256, "SCRAM-SHA-256"},
+		{config.SASLScramSHA512, "SCRAM-SHA-512"},
+	} {
+		t.Run(tt.mechanism, func(t *testing.T) {
+			c := config.Default()
+			k := &c.Kafka
+			k.Brokers, k.GroupID, k.ClientID = []string{"127.0.0.1:9092", "127.0.0.1:9093"}, "fw", "fraudwatch-eu"
+			k.OrdersTopic, k.RefundsTopic, k.DeadLetterTopic = "o", "r", "d"
+			k.CommitInterval, k.SessionTimeout, k.HeartbeatInterval, k.RebalanceTimeout = 2*time.Second, 45*time.Second, 5*time.Second, time.Minute
+			k.MaxEventBytes = 131072
+			k.TLS = config.TLS{Enabled: true, ServerName: "kafka.internal"}
+			k.SASL = config.SASL{Mechanism: tt.mechanism, Username: "fw", Password: config.Secret("kafka-secret")}
+			events, alerts, err := groupConfigs(&c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, g := range map[string]consumer.GroupConfig{"events": events.GroupConfig, "alerts": alerts} {
+				if !slices.Equal(g.Brokers, k.Brokers) || g.ClientID != "fraudwatch-eu" || g.CommitInterval != 2*time.Second ||
+					g.SessionTimeout != 45*time.Second || g.HeartbeatInterval != 5*time.Second || g.RebalanceTimeout != time.Minute {
+					t.Errorf("%s group: %+v", name, g)
+				}
+				if g.TLS == nil || g.TLS.ServerName != "kafka.internal" {
+					t.Errorf("%s group's TLS: %+v", name, g.TLS)
+				}
+				if g.SASL == nil || g.SASL.Name() != tt.name {
+					t.Errorf("%s group's SASL: %v, want %s", name, g.SASL, tt.name)
+				}
+			}
+			if events.GroupID != "fw" || events.OrdersTopic != "o" || events.RefundsTopic != "r" || events.DeadLetterTopic != "d" ||
+				events.MaxEventBytes != 131072 {
+				t.Errorf("events group: %+v", events)
+			}
+			if p, ok := events.SASL.(plain.Mechanism); ok && (p.Username != "fw" || p.Password != "kafka-secret") {
+				t.Errorf("plain credentials %q/%q, want the configured ones", p.Username, p.Password)
+			}
+		})
 	}
 }
