@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -144,6 +145,8 @@ not an event
 			[]string{"0 events (0 orders, 0 refunds)", "invalid lines: 1 (oversized 1)"}, nil},
 		{"backtest takes what the consumer takes", []string{"backtest", "--config", good, "--input", bigEvent}, 0,
 			[]string{"1 events (1 orders, 0 refunds)"}, nil},
+		{"backtest of another rules file", []string{"backtest", "--config", good, "--input", events, "--rules", older}, 0,
+			[]string{"rules: " + older, "gone"}, nil},
 		{"backtest without input", []string{"backtest", "--config", good}, 2, nil, []string{"--input or --from-topic"}},
 		{"backtest with both inputs", []string{"backtest", "--config", good, "--input", events, "--from-topic"}, 2, nil, []string{"one of them"}},
 		{"backtest of input it cannot read fails with 1", []string{"backtest", "--config", good, "--input", unreadable}, 1, nil, []string{"is a directory"}},
@@ -172,6 +175,72 @@ not an event
 			}
 		})
 	}
+}
+
+// backtest --input - reads standard input; with standard error not a
+// terminal it draws no progress line there; and an interrupt ends it while
+// its input is still open, with 1 and no report (README, Backtests).
+func TestBacktestFromStandardInput(t *testing.T) {
+	good := writeConfig(t, "rules_file: rules.yaml\n", testRules)
+	events := `{"event_id":"a","type":"order","order_id":"1","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:00Z"}
+{"event_id":"b","type":"order","order_id":"2","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:01Z"}
+`
+	t.Run("read to its end", func(t *testing.T) {
+		cmd := command("backtest", "--config", good, "--input", "-")
+		cmd.Stdin = strings.NewReader(events)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "backtest of -: 2 events (2 orders, 0 refunds)") {
+			t.Errorf("stdout:\n%s", stdout.String())
+		}
+		if stderr.Len() > 0 {
+			t.Errorf("stderr, not a terminal, got %q", stderr.String())
+		}
+	})
+	t.Run("interrupted while its input is open", func(t *testing.T) {
+		cmd := command("backtest", "--config", good, "--input", "-")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		var stdout bytes.Buffer
+		stderr := &syncBuffer{}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = r, &stdout, stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		if _, err := io.WriteString(w, events); err != nil {
+			t.Fatal(err)
+		}
+		// It reads only once its signals are caught: before that, SIGINT
+		// would end it as Go's runtime does.
+		waitFor(t, 10*time.Second, "the process to read its input", func() bool {
+			n, err := unix.IoctlGetInt(int(w.Fd()), unix.TIOCINQ) // FIONREAD
+			return err == nil && n == 0
+		})
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("still running 10s after SIGINT, its input open")
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "interrupted, nothing reported") {
+			t.Errorf("exit %d, stderr %q; want 1 and why", code, stderr.String())
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("reported:\n%s", stdout.String())
+		}
+	})
 }
 
 func TestCheckNeverPrintsSecrets(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"slices"
@@ -289,6 +290,31 @@ func TestRunInterrupted(t *testing.T) {
 	err := Run(ctx, o)
 	if err == nil || !strings.Contains(err.Error(), "backtest: interrupted, nothing reported") || !errors.Is(err, context.Canceled) {
 		t.Errorf("Run of a cancelled context: %v", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("reported:\n%s", out.String())
+	}
+}
+
+// An interrupt ends a backtest still reading its input, as from standard
+// input whose writer has written nothing yet.
+func TestRunInterruptedWhileReading(t *testing.T) {
+	o := parseRules(t, testRules)
+	r, w := io.Pipe()
+	defer w.Close() // ends the read left behind
+	var out bytes.Buffer
+	o.Input, o.Out = r, &out
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "backtest: interrupted, nothing reported") {
+			t.Errorf("Run interrupted while reading: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still reading 10s after the interrupt")
 	}
 	if out.Len() > 0 {
 		t.Errorf("reported:\n%s", out.String())

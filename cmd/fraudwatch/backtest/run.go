@@ -61,7 +61,7 @@ func Run(ctx context.Context, o Options) error {
 	var err error
 	switch {
 	case o.Input != nil:
-		evs, err = Read(o.Input, o.MaxEventBytes)
+		evs, err = readUntilDone(ctx, o.Input, o.MaxEventBytes)
 	case o.Events != nil:
 		evs, err = o.Events(ctx)
 	default:
@@ -97,6 +97,28 @@ func Run(ctx context.Context, o Options) error {
 
 // stopped says that a run was interrupted (a signal), rather than where
 // the interruption happened to find it: a script call, a fetch.
+// readUntilDone reads the input as Read does, but returns when ctx ends
+// too: a read of standard input waits for as long as its writer, however
+// often the user presses Ctrl-C. The read goes on until its input ends or
+// fails; the command does not wait for it.
+func readUntilDone(ctx context.Context, in io.Reader, maxBytes int) (*Events, error) {
+	type read struct {
+		evs *Events
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		evs, err := Read(in, maxBytes)
+		done <- read{evs, err}
+	}()
+	select {
+	case r := <-done:
+		return r.evs, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 func stopped(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("backtest: interrupted, nothing reported: %w", context.Cause(ctx))
