@@ -417,12 +417,15 @@ func (d *Dispatcher) flush(ctx context.Context, dg Digester, held []heldAlert, n
 	return n, err
 }
 
+// MaxGroupFields bounds a rule's group_by, and so an alert's group: the
+// configuration refuses more (rules.MaxGroupBy).
+const MaxGroupFields = 64
+
 // Bounds of an alert read from the topic. fraudwatch's own alerts stay
 // far within them (rules.Engine clips what it writes).
 const (
 	maxIDBytes      = 128 // an event id (event.MaxIDBytes)
 	maxValueBytes   = 1024 + len("…")
-	maxGroupFields  = 64
 	maxTextBytes    = 1024 + len("…")
 	maxFieldBytes   = 256 + len("…")
 	maxRuleBytes    = 64
@@ -431,6 +434,36 @@ const (
 	maxEvidenceBytes = 128 + len("…")
 )
 
+// WithinBounds tells whether every field of a is within the bounds the
+// dispatcher holds an alert read from the topic to; fraudwatch's own
+// alerts always are.
+func (a Alert) WithinBounds() error {
+	switch {
+	case a.Rule == "" || len(a.Rule) > maxRuleBytes || strings.ContainsAny(a.Rule, ":{} "):
+		return fmt.Errorf("alert: rule name of %d bytes", len(a.Rule))
+	case a.EventID == "" || len(a.EventID) > maxIDBytes:
+		return fmt.Errorf("alert: event id of %d bytes", len(a.EventID))
+	case len(a.GroupValues) == 0 || len(a.GroupValues) > MaxGroupFields || len(a.GroupBy) != len(a.GroupValues):
+		return fmt.Errorf("alert: %d group values for %d fields", len(a.GroupValues), len(a.GroupBy))
+	case len(a.OrderID) > maxTextBytes || len(a.Description) > maxTextBytes || len(a.Currency) > maxCurrencyByte || len(a.Field) > maxFieldBytes:
+		return errors.New("alert: a text field too long")
+	}
+	for i := range a.GroupValues {
+		if len(a.GroupValues[i]) > maxValueBytes || len(a.GroupBy[i]) > maxFieldBytes {
+			return fmt.Errorf("alert: group field %d too long", i)
+		}
+	}
+	if len(a.Evidence) > MaxEvidence {
+		return fmt.Errorf("alert: %d orders of evidence", len(a.Evidence))
+	}
+	for i, e := range a.Evidence {
+		if len(e.OrderID) > maxEvidenceBytes || len(e.EventID) > maxIDBytes || len(e.Value) > maxEvidenceBytes {
+			return fmt.Errorf("alert: evidence %d too long", i)
+		}
+	}
+	return nil
+}
+
 // trust makes an alert read from the topic one the dispatcher can act on
 // without trusting its writer: its rule must be one in force, and the
 // rule's settings replace the message's mode, cooldown and channel; every
@@ -438,31 +471,8 @@ const (
 // from its rule, group and event id, never taken from the message. On
 // error, reason says why (a Dropped* reason).
 func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
-	malformed := func(format string, args ...any) (Alert, string, error) {
-		return Alert{}, DroppedMalformed, fmt.Errorf("alert: "+format, args...)
-	}
-	switch {
-	case a.Rule == "" || len(a.Rule) > maxRuleBytes || strings.ContainsAny(a.Rule, ":{} "):
-		return malformed("rule name of %d bytes", len(a.Rule))
-	case a.EventID == "" || len(a.EventID) > maxIDBytes:
-		return malformed("event id of %d bytes", len(a.EventID))
-	case len(a.GroupValues) == 0 || len(a.GroupValues) > maxGroupFields || len(a.GroupBy) != len(a.GroupValues):
-		return malformed("%d group values for %d fields", len(a.GroupValues), len(a.GroupBy))
-	case len(a.OrderID) > maxTextBytes || len(a.Description) > maxTextBytes || len(a.Currency) > maxCurrencyByte || len(a.Field) > maxFieldBytes:
-		return malformed("a text field too long")
-	}
-	for i := range a.GroupValues {
-		if len(a.GroupValues[i]) > maxValueBytes || len(a.GroupBy[i]) > maxFieldBytes {
-			return malformed("group field %d too long", i)
-		}
-	}
-	if len(a.Evidence) > MaxEvidence {
-		return malformed("%d orders of evidence", len(a.Evidence))
-	}
-	for i, e := range a.Evidence {
-		if len(e.OrderID) > maxEvidenceBytes || len(e.EventID) > maxIDBytes || len(e.Value) > maxEvidenceBytes {
-			return malformed("evidence %d too long", i)
-		}
+	if err := a.WithinBounds(); err != nil {
+		return Alert{}, DroppedMalformed, err
 	}
 	rs, ok := (*d.rules.Load())[a.Rule]
 	if !ok {
@@ -475,7 +485,7 @@ func (d *Dispatcher) trust(a Alert) (Alert, string, error) {
 		g, err = d.keys.Group(a.GroupValues), nil
 	}
 	if err != nil {
-		return malformed("%w", err)
+		return Alert{}, DroppedMalformed, fmt.Errorf("alert: %w", err)
 	}
 	a.Mode, a.Cooldown, a.Channel = rs.Mode, rs.Cooldown, rs.Channel
 	a.ID = a.Rule + "/" + a.EventID

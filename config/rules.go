@@ -250,8 +250,11 @@ func (c *ruleChecker) lateness(l *time.Duration, wt alert.WindowType, window tim
 }
 
 func (c *ruleChecker) groupBy(fields []string) []string {
-	if len(fields) == 0 {
+	switch {
+	case len(fields) == 0:
 		c.bad("group_by", "needs at least one event field")
+	case len(fields) > rules.MaxGroupBy:
+		c.bad("group_by", "has %d fields, at most %d", len(fields), rules.MaxGroupBy)
 	}
 	for j, f := range fields {
 		if strings.TrimSpace(f) == "" {

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -304,6 +305,8 @@ func TestParseRulesInvalid(t *testing.T) {
 		{"group_by blank entry", oneRule(`group_by: [" "]`), []string{rule, "group_by[0]", "empty"}},
 		{"group_by repeated entry", oneRule("group_by: [customer_id, ip, customer_id]"), []string{rule, "group_by[2]", "repeats"}},
 		{"group_by a number", oneRule("group_by: [customer_id, 5]"), []string{rule, "group_by[1]"}},
+		// Its alerts would name more fields than the dispatcher takes.
+		{"group_by of 65 fields", oneRule("group_by: [" + manyFields(65) + "]"), []string{rule, "group_by", "has 65 fields, at most 64"}},
 		{"window missing", oneRule("window:"), []string{rule, "window", "required"}},
 		{"window bare number", oneRule("window: 60"), []string{rule, "window", "unit"}},
 		{"window bare zero", oneRule("window: 0"), []string{rule, "window", "at least 1s"}},
@@ -575,4 +578,13 @@ func TestLoadRulesFeatures(t *testing.T) {
 			t.Errorf("rule %d:\ngot  %+v where %s\nwant %+v where %s", i, got[i], conditions(got[i].Where), want[i], conditions(want[i].Where))
 		}
 	}
+}
+
+// manyFields is n distinct field names, comma-separated.
+func manyFields(n int) string {
+	fields := make([]string, n)
+	for i := range fields {
+		fields[i] = fmt.Sprintf("f%d", i)
+	}
+	return strings.Join(fields, ", ")
 }

@@ -756,7 +756,7 @@ func TestAlertsStayFarBelowTheTopicLimit(t *testing.T) {
 		return fields, kv
 	}
 	// Not huge: every field is found by a scan of the event.
-	manyFields, manyValues := many(64, escapes[:4096])
+	manyFields, manyValues := many(rules.MaxGroupBy, escapes[:4096])
 	tests := []struct {
 		name string
 		rule func(*rules.Rule)
@@ -823,6 +823,10 @@ func TestAlertsStayFarBelowTheTopicLimit(t *testing.T) {
 				if !strings.HasSuffix(s, "…") || !utf8.ValidString(s) {
 					t.Errorf("field of %d bytes not cut on a rune boundary with …: %.40q", len(s), s)
 				}
+			}
+			// What the dispatcher would drop as malformed, it would never post.
+			if err := a.WithinBounds(); err != nil {
+				t.Errorf("the dispatcher would drop it: %v", err)
 			}
 			if a.EventID != longID || a.ID != "long/"+longID {
 				t.Errorf("event id %q, id %q: the crossing's names must stay whole", a.EventID, a.ID)

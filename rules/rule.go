@@ -73,6 +73,10 @@ const MaxThreshold = 1<<53 - 1
 // group keeps its buckets of two windows and the lateness.
 const MaxLateness = lua.MaxLateness
 
+// MaxGroupBy bounds a rule's group_by: its alerts name every field, and
+// the dispatcher drops an alert with more as malformed.
+const MaxGroupBy = alert.MaxGroupFields
+
 // MaxDistinctThreshold bounds a distinct rule's threshold: a window keeps
 // up to threshold + 1 values.
 const MaxDistinctThreshold = 10_000
