@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -290,22 +291,25 @@ func TestDispatcherDelivery(t *testing.T) {
 		wantSent     float64
 		wantFailures float64
 		wantCooldown bool // the cooldown is still held afterwards
+		// wantErrors counts the failed attempts that are retried, each
+		// (fraudwatch_alert_delivery_errors_total).
+		wantErrors float64
 	}{
-		{"delivered first time", false, always(reply{}), false, 1, 1, 0, true},
-		{"5xx twice then 200", false, seq(reply{status: 503}, reply{status: 500}, reply{}), false, 3, 1, 0, true},
-		{"429 without Retry-After then 200", false, seq(reply{status: 429}, reply{}), false, 2, 1, 0, true},
-		{"5xx forever is kept for later", false, always(reply{status: 502}), true, 4, 0, 0, true},
-		{"400 invalid_payload is refused for good", false, always(reply{status: 400, body: "invalid_payload"}), false, 1, 0, 1, false},
-		{"404 no_service is kept until fixed", false, always(reply{status: 404, body: "no_service"}), true, 4, 0, 0, true},
-		{"403 action_prohibited is kept until fixed", false, always(reply{status: 403, body: "action_prohibited"}), true, 4, 0, 0, true},
-		{"token ok", true, always(reply{body: okJSON}), false, 1, 1, 0, true},
+		{"delivered first time", false, always(reply{}), false, 1, 1, 0, true, 0},
+		{"5xx twice then 200", false, seq(reply{status: 503}, reply{status: 500}, reply{}), false, 3, 1, 0, true, 2},
+		{"429 without Retry-After then 200", false, seq(reply{status: 429}, reply{}), false, 2, 1, 0, true, 1},
+		{"5xx forever is kept for later", false, always(reply{status: 502}), true, 4, 0, 0, true, 4},
+		{"400 invalid_payload is refused for good", false, always(reply{status: 400, body: "invalid_payload"}), false, 1, 0, 1, false, 0},
+		{"404 no_service is kept until fixed", false, always(reply{status: 404, body: "no_service"}), true, 4, 0, 0, true, 4},
+		{"403 action_prohibited is kept until fixed", false, always(reply{status: 403, body: "action_prohibited"}), true, 4, 0, 0, true, 4},
+		{"token ok", true, always(reply{body: okJSON}), false, 1, 1, 0, true, 0},
 		// Only its own channel is wrong: parked, so that the partition
 		// goes on (TestChannelRefusalParksOnlyItsAlerts).
-		{"token ok:false channel_not_found is parked", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), false, 1, 0, 0, true},
-		{"token ok:false invalid_auth is kept until fixed", true, always(reply{body: `{"ok":false,"error":"invalid_auth"}`}), true, 4, 0, 0, true},
-		{"token ok:false invalid_blocks is refused for good", true, always(reply{body: `{"ok":false,"error":"invalid_blocks"}`}), false, 1, 0, 1, false},
-		{"token ok:false internal_error then ok", true, seq(reply{body: `{"ok":false,"error":"internal_error"}`}, reply{body: okJSON}), false, 2, 1, 0, true},
-		{"token ok:false ratelimited forever is kept for later", true, always(reply{body: `{"ok":false,"error":"ratelimited"}`}), true, 4, 0, 0, true},
+		{"token ok:false channel_not_found is parked", true, always(reply{body: `{"ok":false,"error":"channel_not_found"}`}), false, 1, 0, 0, true, 0},
+		{"token ok:false invalid_auth is kept until fixed", true, always(reply{body: `{"ok":false,"error":"invalid_auth"}`}), true, 4, 0, 0, true, 4},
+		{"token ok:false invalid_blocks is refused for good", true, always(reply{body: `{"ok":false,"error":"invalid_blocks"}`}), false, 1, 0, 1, false, 0},
+		{"token ok:false internal_error then ok", true, seq(reply{body: `{"ok":false,"error":"internal_error"}`}, reply{body: okJSON}), false, 2, 1, 0, true, 1},
+		{"token ok:false ratelimited forever is kept for later", true, always(reply{body: `{"ok":false,"error":"ratelimited"}`}), true, 4, 0, 0, true, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -334,6 +338,9 @@ func TestDispatcherDelivery(t *testing.T) {
 			}
 			if got := env.series(t, "fraudwatch_alerts_suppressed_total"); got != 0 {
 				t.Errorf("%d suppressed series, want none", got)
+			}
+			if got := env.metric(t, "fraudwatch_alert_delivery_errors_total", "rule", a.Rule); got != tt.wantErrors {
+				t.Errorf("fraudwatch_alert_delivery_errors_total = %v, want %v", got, tt.wantErrors)
 			}
 			held := env.rdb.Get(context.Background(), a.CooldownKey).Val() == a.ID
 			if held != tt.wantCooldown {
@@ -691,6 +698,31 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	}
 	if got := env.metric(t, "fraudwatch_alerts_suppressed_total", "rule", "new-rule", "reason", "shadow"); got != 1 {
 		t.Errorf("suppressed{shadow} = %v", got)
+	}
+}
+
+// The channel is the rule's, or the configured one: never the message's,
+// which anyone who can write to the alerts topic could set.
+func TestMessagesChannelIsNotUsed(t *testing.T) {
+	f := newFakeSlack(t, func(int) reply { return reply{body: okJSON} })
+	env := testDispatcher(t, f.token(t), alert.DispatcherConfig{})
+	env.knowRule() // a rule without a channel of its own
+	a := env.alert("g1", "evt-1")
+	a.Channel = "#elsewhere"
+	msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: time.Now(), Value: encode(a)}
+	if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	bodies := f.allBodies()
+	if len(bodies) != 1 {
+		t.Fatalf("%d posts, want 1", len(bodies))
+	}
+	form, err := url.ParseQuery(bodies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := form.Get("channel"); got != "#fraud-alerts" {
+		t.Errorf("posted to %q, want the configured #fraud-alerts", got)
 	}
 }
 
