@@ -726,6 +726,44 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 	}
 }
 
+// refusingClaims is the scripts, but alert_claim refuses every alert's
+// arguments.
+type refusingClaims struct{ *lua.Scripts }
+
+func (refusingClaims) ClaimAlert(context.Context, string, string, string, time.Duration, ...string) (lua.Claim, error) {
+	return 0, fmt.Errorf("lua: alert_claim: %w", lua.ErrInvalidArguments)
+}
+
+// An alert the claim script refuses would be refused on every retry: it is
+// dropped as refused and dead-lettered, and the partition goes on.
+func TestRefusedClaimIsDropped(t *testing.T) {
+	f := newFakeSlack(t, func(int) reply { return reply{} })
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env.reg = prometheus.NewRegistry()
+	d, err := alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts}, nil, env.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.d = d
+	env.knowRule()
+	dead := &fakeDeadLetters{}
+	d.SetDeadLetters(dead)
+	a := env.alert("g1", "evt-1")
+	msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: time.Now(), Value: encode(a)}
+	if err := d.HandleMessage(t.Context(), msg); err != nil {
+		t.Fatalf("HandleMessage = %v, want nil: retrying would hold the partition for ever", err)
+	}
+	if n := f.requests(); n != 0 {
+		t.Errorf("%d posts, want none", n)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedRefused); got != 1 {
+		t.Errorf("dropped as refused: %v, want 1", got)
+	}
+	if len(dead.whys) != 1 || !strings.HasPrefix(dead.whys[0], "alert refused: ") {
+		t.Errorf("dead letters %q, want one saying the alert was refused", dead.whys)
+	}
+}
+
 func encode(a alert.Alert) []byte {
 	b, err := json.Marshal(a)
 	if err != nil {
