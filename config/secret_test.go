@@ -59,7 +59,8 @@ func TestSecretRendering(t *testing.T) {
 // looks for the secrets.
 func TestSecretsNeverLeak(t *testing.T) {
 	clearEnv(t)
-	secrets := []string{"kafka-sasl-secret-7f3a", "redis-secret-91bc", "xoxb-slack-token-secret-5d2e", "hooks-secret-4c1d"}
+	secrets := []string{"kafka-sasl-secret-7f3a", "redis-secret-91bc", "xoxb-slack-token-secret-5d2e", "hooks-secret-4c1d",
+		"slack-signing-secret-77a1"}
 
 	dir := t.TempDir()
 	copyFile(t, "testdata/full.yaml", filepath.Join(dir, "full.yaml"))
@@ -70,7 +71,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	if loaded.Kafka.SASL.Password.Value() != secrets[0] || loaded.Redis.Password.Value() != secrets[1] ||
-		loaded.Slack.Token.Value() != secrets[2] {
+		loaded.Slack.Token.Value() != secrets[2] || loaded.Slack.SigningSecret.Value() != secrets[4] {
 		t.Fatal("testdata/full.yaml no longer holds the secrets this test looks for")
 	}
 	// Both Slack secrets at once, which only Validate refuses.

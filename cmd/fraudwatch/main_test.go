@@ -530,55 +530,59 @@ func startRun(t *testing.T, path string) (*exec.Cmd, *syncBuffer) {
 	return cmd, logs
 }
 
-// The first SIGTERM drains, here held by an alert whose Slack post does
-// not answer; once the log says it is shutting down, a second SIGTERM ends
-// the process at once (README, Delivery guarantees).
+// The first SIGTERM or SIGINT drains, here held by an alert whose Slack
+// post does not answer; once the log says it is shutting down, a second
+// ends the process at once (README, Delivery guarantees).
 func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
-	k := kafkatest.New(t)
-	orders := k.Topic(t, "orders", 1)
-	posted := make(chan struct{}, 16)
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case posted <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release) // before Close, which waits for the handler
-	metrics := freeAddr(t)
-	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "", "60s")
-	cmd, logs := startRun(t, path)
-	order := func(id string) []byte {
-		return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":"c","amount":1000}`, id, id)
-	}
-	k.ProduceTo(t, orders, 0, order("1"), order("2"), order("3"))
-	select {
-	case <-posted:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no Slack post within 30s\n%s", logs.String())
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the shutdown's log line", func() bool { return strings.Contains(logs.String(), "shutting down") })
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
-			t.Fatalf("exit %v, want the process ended by the second SIGTERM\n%s", err, logs.String())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("still running 5s after the second SIGTERM\n%s", logs.String())
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			k := kafkatest.New(t)
+			orders := k.Topic(t, "orders", 1)
+			posted := make(chan struct{}, 16)
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case posted <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}))
+			defer srv.Close()
+			defer close(release) // before Close, which waits for the handler
+			metrics := freeAddr(t)
+			path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "", "60s")
+			cmd, logs := startRun(t, path)
+			order := func(id string) []byte {
+				return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":"c","amount":1000}`, id, id)
+			}
+			k.ProduceTo(t, orders, 0, order("1"), order("2"), order("3"))
+			select {
+			case <-posted:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no Slack post within 30s\n%s", logs.String())
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the shutdown's log line", func() bool { return strings.Contains(logs.String(), "shutting down") })
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+				if !ok || !ws.Signaled() || ws.Signal() != sig {
+					t.Fatalf("exit %v, want the process ended by the second signal\n%s", err, logs.String())
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("still running 5s after the second signal\n%s", logs.String())
+			}
+		})
 	}
 }
 

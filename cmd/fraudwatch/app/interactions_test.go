@@ -158,6 +158,10 @@ rules:
 	if posts, _ := api.snapshot(); len(posts) != 1 {
 		t.Errorf("%d posts, want the first only", len(posts))
 	}
+	// Silenced, it still crossed: the count of crossings says so.
+	if got := r.metric("fraudwatch_threshold_crossings_total", "rule", "burst"); got != 2 {
+		t.Errorf("fraudwatch_threshold_crossings_total = %v, want 2, the silenced crossing too", got)
+	}
 }
 
 // A message on the alerts topic that is no alert goes to the dead-letter

@@ -42,6 +42,11 @@ func TestGroupConfigs(t *testing.T) {
 			if events.DrainTimeout != 30*time.Second || alerts.DrainTimeout != 30*time.Second {
 				t.Errorf("drain timeouts %v and %v, want 30s of a 40s shutdown_timeout", events.DrainTimeout, alerts.DrainTimeout)
 			}
+			// An alert Slack did not take comes round again 1 s, then up
+			// to 30 s, later (README, Alerts).
+			if alerts.RetryMin != time.Second || alerts.RetryMax != 30*time.Second {
+				t.Errorf("alerts group retries after %v to %v, want 1s to 30s", alerts.RetryMin, alerts.RetryMax)
+			}
 			if !slices.Equal(events.RequiredTopics, []string{c.Kafka.AlertsTopic}) {
 				t.Errorf("the events group waits for %v, want the alerts topic", events.RequiredTopics)
 			}
