@@ -1,7 +1,9 @@
 package rules_test
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -305,5 +307,33 @@ func TestDefinitionChangesStartFresh(t *testing.T) {
 	key := h.keys.Window(h.keys.Group([]string{"cust-1"}), longer.State())
 	if v := h.rdb.HGet(t.Context(), key, "v").Val(); v != "1" {
 		t.Errorf("new window holds %q, want 1", v)
+	}
+}
+
+// A distinct window keeps each value as the first 8 bytes of its SHA-256,
+// never the value itself: an IP address or card is personal data (README,
+// Windows).
+func TestDistinctWindowsKeepNoValue(t *testing.T) {
+	for _, wt := range []alert.WindowType{alert.Fixed, alert.Sliding} {
+		t.Run(string(wt), func(t *testing.T) {
+			h := newHarness(t, distinctRule("ips", wt, "ip", 5, "customer_id"))
+			ips := []string{"203.0.113.7", "198.51.100.23"}
+			h.handle(at(t, 0, "ip", ips[0]), at(t, time.Second, "ip", ips[1]))
+			key := h.keys.Values(h.keys.Group([]string{"cust-1"}), h.state("ips"))
+			members, err := h.rdb.ZRange(t.Context(), key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, ip := range ips {
+				sum := sha256.Sum256([]byte(ip))
+				want = append(want, string(sum[:8]))
+			}
+			slices.Sort(members)
+			slices.Sort(want)
+			if !slices.Equal(members, want) {
+				t.Errorf("the window keeps %q, want the values' hashes %q", members, want)
+			}
+		})
 	}
 }
