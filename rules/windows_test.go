@@ -337,3 +337,30 @@ func TestDistinctWindowsKeepNoValue(t *testing.T) {
 		})
 	}
 }
+
+// A change that keeps a rule's windows keeps its cooldowns and delivery
+// records too: its next crossing names the same cooldown (README, Rules,
+// hot reload).
+func TestReloadKeepsCooldowns(t *testing.T) {
+	r := rule("r", alert.Count, 2, "customer_id")
+	h := newHarness(t, r)
+	h.handle(at(t, 0), at(t, time.Second))
+	first := h.sink.got()
+	if len(first) != 1 {
+		t.Fatalf("%d alerts, want 1", len(first))
+	}
+	changed := r
+	changed.Threshold, changed.Severity, changed.Channel, changed.Cooldown = 3, alert.SeverityCritical, "#x", time.Hour
+	h.engine.SetRules([]rules.Rule{changed})
+	h.handle(at(t, 2*time.Second))
+	got := h.sink.got()
+	if len(got) != 2 {
+		t.Fatalf("%d alerts, want a second crossing at the new threshold", len(got))
+	}
+	if got[1].CooldownKey == "" || got[1].CooldownKey != first[0].CooldownKey {
+		t.Errorf("cooldown %q after the change, want %q as before it", got[1].CooldownKey, first[0].CooldownKey)
+	}
+	if got[1].Current != 3 {
+		t.Errorf("crossed at %d, want 3: the window ran on", got[1].Current)
+	}
+}
