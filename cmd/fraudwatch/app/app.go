@@ -137,11 +137,7 @@ func (a *App) build(opts Options) error {
 			return err
 		}
 	}
-	dcfg := opts.Dispatcher
-	dcfg.KeyPrefix = cfg.Redis.KeyPrefix
-	dcfg.ChannelBudget = lua.Budget{Rate: cfg.Slack.Rate, Burst: cfg.Slack.Burst}
-	dcfg.OverallBudget = lua.Budget{Rate: cfg.Slack.OverallRate, Burst: cfg.Slack.OverallBurst}
-	dcfg.DigestSize = cfg.Slack.DigestSize
+	dcfg := dispatcherConfig(cfg, opts.Dispatcher)
 	if a.disp, err = alert.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // newRedis opens a client for one Redis, or for a Redis Cluster.
@@ -59,6 +60,16 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	return s, nil
+}
+
+// dispatcherConfig maps the slack section's budgets and digests, and the
+// key prefix, onto base (the dispatcher's timings).
+func dispatcherConfig(c *config.Config, base alert.DispatcherConfig) alert.DispatcherConfig {
+	base.KeyPrefix = c.Redis.KeyPrefix
+	base.ChannelBudget = lua.Budget{Rate: c.Slack.Rate, Burst: c.Slack.Burst}
+	base.OverallBudget = lua.Budget{Rate: c.Slack.OverallRate, Burst: c.Slack.OverallBurst}
+	base.DigestSize = c.Slack.DigestSize
+	return base
 }
 
 // groupConfigs maps the kafka section onto the two groups every replica
