@@ -84,36 +84,46 @@ func TestInteractions(t *testing.T) {
 	}))
 	defer responses.Close()
 	silencer := &fakeSilencer{}
-	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(redistest.Client(t), redistest.Prefix(t)), nil, nil)
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another replica, sharing the Redis that remembers requests.
+	other, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
 	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
-	snooze1h, ack := click(t, responses.URL, b, 0), click(t, responses.URL, b, 2)
+	snooze1h, snooze24h, ack := click(t, responses.URL, b, 0), click(t, responses.URL, b, 1), click(t, responses.URL, b, 2)
 	now := time.Now()
 	signed := request(t, testSecret, now, snooze1h)
 
 	tests := []struct {
 		name    string
+		handler http.Handler
 		req     *http.Request
 		code    int
 		silence string
 		update  string
 	}{
-		{"unsigned", request(t, "", now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"forged", request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"six minutes old", request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", ""},
-		{"snooze for an hour", signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123",
+		{"unsigned", h, request(t, "", now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"forged", h, request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"six minutes old", h, request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", ""},
+		{"snooze for an hour", h, signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123",
 			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC"},
-		{"the same request again", request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"acknowledge", request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "Acknowledged by \\u003c@U123\\u003e"},
+		{"the same request again", h, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"the same request at another replica", other, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"snooze for a day", h, request(t, testSecret, now.Add(2*time.Second), snooze24h), http.StatusOK,
+			"burst cust-42 map[customer_id:cust-42] 24h0m0s slack:U123", "Snoozed by \\u003c@U123\\u003e for 24 h"},
+		{"acknowledge", h, request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "Acknowledged by \\u003c@U123\\u003e"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			silencer.calls, updates = nil, nil
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, tt.req)
+			tt.handler.ServeHTTP(w, tt.req)
 			if w.Code != tt.code {
 				t.Fatalf("status %d, want %d", w.Code, tt.code)
 			}
