@@ -21,6 +21,7 @@ func TestFromTopics(t *testing.T) {
 	k := kafkatest.New(t)
 	cfg := config.Default()
 	cfg.Kafka.Brokers = k.Brokers
+	cfg.Kafka.GroupID = kafkatest.Group(t, "fw")
 	cfg.Kafka.MaxEventBytes = 200
 	cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic = k.Topic(t, "orders", 2), k.Topic(t, "refunds", 1)
 	now := time.Now().Truncate(time.Millisecond)
@@ -49,5 +50,18 @@ func TestFromTopics(t *testing.T) {
 	}
 	if want := map[event.Reason]int{event.ReasonMissingField: 1, event.ReasonOversized: 1}; !maps.Equal(evs.Invalid, want) {
 		t.Errorf("invalid %v, want the one without a customer and the one beyond max_event_bytes", evs.Invalid)
+	}
+	// The replicas' group is untouched: it was never joined, so it holds
+	// no member and no offset.
+	groups, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).ListGroups(t.Context(), &kafka.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups.Groups {
+		// A broker of this test's own has no group at all; a shared one
+		// has other tests'.
+		if g.GroupID == cfg.Kafka.GroupID || k.Fake() != nil {
+			t.Errorf("the backtest made or joined the group %s", g.GroupID)
+		}
 	}
 }
