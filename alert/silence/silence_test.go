@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -309,4 +311,28 @@ func counter(t *testing.T, reg *prometheus.Registry, rule, reason string) promet
 	}
 	t.Fatalf("no suppressed series for %s/%s", rule, reason)
 	return nil
+}
+
+// silence list shows the silences by when they end, the soonest first,
+// whatever order they were added in.
+func TestListIsInEndOrder(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	for h := 5; h >= 1; h-- {
+		if _, err := e.store.Add(t.Context(), testRules, silence.Spec{Rule: "burst", For: time.Duration(h) * time.Hour,
+			Reason: fmt.Sprint(h, " h")}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := e.store.List(t.Context(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range list {
+		got = append(got, s.Reason)
+	}
+	if want := []string{"1 h", "2 h", "3 h", "4 h", "5 h"}; !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
 }
