@@ -341,3 +341,24 @@ func TestUnprocessableEventsGoToTheDeadLetterTopic(t *testing.T) {
 		t.Errorf("consumed{type=order} = %v, want 2: the unprocessable event is not consumed", got)
 	}
 }
+
+// A dead letter stripped to fraudwatch's own headers carries its error
+// cut to 1 KiB: the alerts group's reasons can be long, and a header no
+// cut bounds could keep even the stripped letter off the topic.
+func TestStrippedDeadLetterCutsItsError(t *testing.T) {
+	e := newEnvTopics(t, "", "2048")
+	r := start(t, e.config(), newRecorder())
+	why := "alert malformed: " + strings.Repeat("x", 3000)
+	msg := kafka.Message{Topic: e.orders, Partition: 0, Offset: 7, Key: bytes.Repeat([]byte("k"), 4000), Value: []byte("v")}
+	if err := r.c.DeadLetter(t.Context(), msg, why); err != nil {
+		t.Fatalf("DeadLetter = %v: the stripped letter did not fit", err)
+	}
+	dead := e.cluster.ReadAll(t, e.dlq, 1, 20*time.Second)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters = %d, want 1", len(dead))
+	}
+	got := headerMap(dead[0])[HeaderError]
+	if len(got) > maxErrorHeader || !strings.HasPrefix(got, "alert malformed: xxx") || !strings.HasSuffix(got, "…") {
+		t.Errorf("error header of %d bytes %.40q…, want the error cut to at most %d bytes, marked", len(got), got, maxErrorHeader)
+	}
+}
