@@ -364,3 +364,19 @@ func TestReloadKeepsCooldowns(t *testing.T) {
 		t.Errorf("crossed at %d, want 3: the window ran on", got[1].Current)
 	}
 }
+
+// An event with neither occurred_at nor a record timestamp counts in a
+// sliding window at the time it is processed (README, Windows): here with
+// an order of a moment before, so that the three meet in one window.
+func TestSlidingTimeFallsBackToProcessingTime(t *testing.T) {
+	h := newHarness(t, slidingRule("s", alert.Count, 3, "customer_id"))
+	h.handle(atTime(t, testNow.Add(-10*time.Second)))
+	h.handle(ev(t, event.Order, "order_id", "o-2"), ev(t, event.Order, "order_id", "o-3"))
+	got := h.sink.got()
+	if len(got) != 1 || got[0].Current != 3 {
+		t.Fatalf("alerts %+v, want one crossing at 3", got)
+	}
+	if at := got[0].At; !at.Equal(testNow) {
+		t.Errorf("crossed at %v, want the time it was processed, %v", at, testNow)
+	}
+}
