@@ -413,7 +413,7 @@ rules_file: rules.yaml
 kafka:
   tls: {enabled: true, ca_file: certs/ca.pem, cert_file: ./certs/client.pem, key_file: certs/../certs/client-key.pem}
 redis:
-  tls: {enabled: true, ca_file: certs/ca.pem}
+  tls: {enabled: true, ca_file: certs/ca.pem, cert_file: certs/client.pem, key_file: ./certs/client-key.pem}
 `)
 	writeFile(t, filepath.Join(root, "rules.yaml"), "rules: not a list\n")
 	t.Chdir(root)
@@ -431,8 +431,8 @@ redis:
 	if k := c.Kafka.TLS; k.CAFile != p.CA || k.CertFile != p.Cert || k.KeyFile != p.Key {
 		t.Errorf("kafka tls files %q %q %q, want %q %q %q", k.CAFile, k.CertFile, k.KeyFile, p.CA, p.Cert, p.Key)
 	}
-	if c.Redis.TLS.CAFile != p.CA {
-		t.Errorf("redis ca_file %s, want %s", c.Redis.TLS.CAFile, p.CA)
+	if r := c.Redis.TLS; r.CAFile != p.CA || r.CertFile != p.Cert || r.KeyFile != p.Key {
+		t.Errorf("redis tls files %q %q %q, want %q %q %q", r.CAFile, r.CertFile, r.KeyFile, p.CA, p.Cert, p.Key)
 	}
 	if !strings.HasPrefix(c.Summary(), "etc/fraudwatch/config.yaml: ok: ") {
 		t.Errorf("summary %q does not name the file as given", c.Summary())
@@ -446,6 +446,18 @@ redis:
 	}
 	if want := filepath.Join(confDir, "env-rules.yaml"); c.RulesFile != want {
 		t.Errorf("rules_file from env %s, want %s", c.RulesFile, want)
+	}
+	// TLS files from the environment too.
+	copyFile(t, p.Cert, filepath.Join(confDir, "env-certs", "client.pem"))
+	copyFile(t, p.Key, filepath.Join(confDir, "env-certs", "client-key.pem"))
+	t.Setenv("FRAUDWATCH_REDIS_TLS_CERT_FILE", "env-certs/client.pem")
+	t.Setenv("FRAUDWATCH_REDIS_TLS_KEY_FILE", "env-certs/client-key.pem")
+	c, err = Load("etc/fraudwatch/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, dir := c.Redis.TLS, filepath.Join(confDir, "env-certs"); r.CertFile != filepath.Join(dir, "client.pem") || r.KeyFile != filepath.Join(dir, "client-key.pem") {
+		t.Errorf("redis tls files from env %s %s, want them in %s", r.CertFile, r.KeyFile, dir)
 	}
 }
 
