@@ -234,3 +234,23 @@ func usedMemory(ctx context.Context, t *testing.T, rdb *redis.Client) int64 {
 	t.Fatalf("no used_memory in INFO memory:\n%s", info)
 	return 0
 }
+
+// On a Redis Cluster every master is checked: one that may evict is named
+// (README, Metrics and health).
+func TestCheckEvictionOnEveryMaster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	masters, err := c.Masters(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	evicting := masters[len(masters)-1]
+	if err := redistest.Connect(t, evicting).ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	checkEviction(t.Context(), c.Client(t), slogText(&logs))
+	out := logs.String()
+	if strings.Count(out, "maxmemory_policy=") != 1 || !strings.Contains(out, "redis_addr="+evicting) {
+		t.Errorf("logged:\n%s\nwant one warning, naming %s", out, evicting)
+	}
+}
