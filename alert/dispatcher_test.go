@@ -726,6 +726,28 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 	}
 }
 
+// Failed attempts wait longer each time, doubling from MinBackoff up to
+// MaxBackoff (README, Alerts: 0.5 s doubling to 30 s by default).
+func TestDeliveryBackoffDoubles(t *testing.T) {
+	f := newFakeSlack(t, func(int) reply { return reply{status: 503} })
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
+	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, alert.ErrNotDelivered) {
+		t.Fatalf("Deliver = %v, want ErrNotDelivered", err)
+	}
+	f.mu.Lock()
+	arrivals := slices.Clone(f.arrivals)
+	f.mu.Unlock()
+	if len(arrivals) != 5 {
+		t.Fatalf("%d attempts, want 5", len(arrivals))
+	}
+	// At least: a wait may run long on a busy machine, never short.
+	for i, want := range []time.Duration{40, 80, 160, 160} {
+		if gap := arrivals[i+1].Sub(arrivals[i]); gap < want*time.Millisecond {
+			t.Errorf("wait %d was %v, want at least %v", i+1, gap, want*time.Millisecond)
+		}
+	}
+}
+
 // refusingClaims is the scripts, but alert_claim refuses every alert's
 // arguments.
 type refusingClaims struct{ *lua.Scripts }
