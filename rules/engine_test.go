@@ -941,3 +941,56 @@ func TestEngineSinkRefusals(t *testing.T) {
 		})
 	}
 }
+
+// swapping is the scripts, but the first batch of calls it hands out
+// first runs swap: a reload landing while a batch is evaluated.
+type swapping struct {
+	*lua.Scripts
+	once sync.Once
+	swap func()
+}
+
+func (s *swapping) Batch() *lua.Batch {
+	s.once.Do(s.swap)
+	return s.Scripts.Batch()
+}
+
+// A new rule set is put in force between batches: a batch evaluated while
+// it lands runs wholly under the set it began with, and the next batch
+// under the new one (README, Rules).
+func TestRulesChangeBetweenBatches(t *testing.T) {
+	old := rule("r", alert.Count, 2, "customer_id")
+	changed := old
+	changed.Severity, changed.Description = alert.SeverityCritical, "the new set"
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	keys, err := lua.NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *rules.Engine
+	counters := &swapping{Scripts: scripts, swap: func() { e.SetRules([]rules.Rule{changed}) }}
+	sink := &fakeSink{}
+	e, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix, Now: func() time.Time { return testNow }},
+		[]rules.Rule{old}, counters, sink, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: keys, sink: sink, rules: []rules.Rule{old}}
+	h.handle(ev(t, event.Order, "order_id", "a1", "customer_id", "a"), ev(t, event.Order, "order_id", "a2", "customer_id", "a"))
+	h.handle(ev(t, event.Order, "order_id", "b1", "customer_id", "b"), ev(t, event.Order, "order_id", "b2", "customer_id", "b"))
+	got := sink.got()
+	if len(got) != 2 {
+		t.Fatalf("%d alerts, want one a batch", len(got))
+	}
+	if got[0].Severity != old.Severity || got[0].Description != old.Description {
+		t.Errorf("the batch the reload landed in alerted as %s %q, want the set it began with", got[0].Severity, got[0].Description)
+	}
+	if got[1].Severity != alert.SeverityCritical || got[1].Description != "the new set" {
+		t.Errorf("the next batch alerted as %s %q, want the new set", got[1].Severity, got[1].Description)
+	}
+}
