@@ -73,6 +73,19 @@ type harness struct {
 
 func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, rs...)
+}
+
+// counting is what the engine needs of the scripts.
+type counting interface {
+	Batch() *lua.Batch
+	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
+}
+
+// newHarnessWith is newHarness with the engine's scripts wrapped by wrap,
+// when it is not nil.
+func newHarnessWith(t *testing.T, wrap func(*lua.Scripts) counting, rs ...rules.Rule) *harness {
+	t.Helper()
 	rdb := redistest.Client(t)
 	reg := prometheus.NewRegistry()
 	scripts, err := lua.New(lua.Config{}, rdb, reg)
@@ -84,9 +97,13 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var c counting = scripts
+	if wrap != nil {
+		c = wrap(scripts)
+	}
 	sink := &fakeSink{}
 	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix, Now: func() time.Time { return testNow }},
-		rs, scripts, sink, nil, reg)
+		rs, c, sink, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -962,28 +979,13 @@ func TestRulesChangeBetweenBatches(t *testing.T) {
 	old := rule("r", alert.Count, 2, "customer_id")
 	changed := old
 	changed.Severity, changed.Description = alert.SeverityCritical, "the new set"
-	rdb := redistest.Client(t)
-	scripts, err := lua.New(lua.Config{}, rdb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := redistest.Prefix(t)
-	keys, err := lua.NewKeys(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e *rules.Engine
-	counters := &swapping{Scripts: scripts, swap: func() { e.SetRules([]rules.Rule{changed}) }}
-	sink := &fakeSink{}
-	e, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: prefix, Now: func() time.Time { return testNow }},
-		[]rules.Rule{old}, counters, sink, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, engine: e, rdb: rdb, prefix: prefix, keys: keys, sink: sink, rules: []rules.Rule{old}}
+	var h *harness
+	h = newHarnessWith(t, func(s *lua.Scripts) counting {
+		return &swapping{Scripts: s, swap: func() { h.engine.SetRules([]rules.Rule{changed}) }}
+	}, old)
 	h.handle(ev(t, event.Order, "order_id", "a1", "customer_id", "a"), ev(t, event.Order, "order_id", "a2", "customer_id", "a"))
 	h.handle(ev(t, event.Order, "order_id", "b1", "customer_id", "b"), ev(t, event.Order, "order_id", "b2", "customer_id", "b"))
-	got := sink.got()
+	got := h.sink.got()
 	if len(got) != 2 {
 		t.Fatalf("%d alerts, want one a batch", len(got))
 	}
