@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -162,58 +163,60 @@ func TestCheckEviction(t *testing.T) {
 
 // A full Redis under noeviction answers PING but refuses every write, and
 // so every event: /readyz says so, and is ready again once Redis has room.
+// In a cluster the probe's key's own master is the one that fills.
 func TestReadyzReportsRedisOutOfMemory(t *testing.T) {
-	p := newPipeline(t, 1, countRule)
-	srv := redistest.Start(t)
-	p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false // a private single Redis, to break
-	r := p.start()
-	get := func() (int, string) {
-		resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	waitFor(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(); return code == http.StatusOK })
-
-	rdb := redistest.Connect(t, srv.Addr)
-	ctx := t.Context()
-	used := usedMemory(ctx, t, rdb)
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+1<<20, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// A large value's own request counts toward the memory Redis checks:
-	// smaller values fill what is left, until even a tiny one is refused.
-	n := 0
-	for _, size := range []int{64 << 10, 1 << 10, 16} {
-		fill := strings.Repeat("x", size)
-		for full := false; !full; n++ {
-			if n == 100_000 {
-				t.Fatal("Redis never ran out of memory")
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprint("cluster=", cluster), func(t *testing.T) {
+			p := newPipeline(t, 1, countRule)
+			probe := p.cfg.Redis.KeyPrefix + ":readyz"
+			// A private Redis, to break; in a cluster, the master of the
+			// probe's key, filled with keys of its slot.
+			var rdb *redis.Client
+			if cluster {
+				c := redistest.StartCluster(t)
+				p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = c.Addrs, true
+				m, err := c.Client(t).MasterForKey(t.Context(), probe)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rdb = redistest.Connect(t, m.Options().Addr)
+			} else {
+				srv := redistest.Start(t)
+				p.cfg.Redis.Addrs, p.cfg.Redis.Cluster = []string{srv.Addr}, false
+				rdb = redistest.Connect(t, srv.Addr)
 			}
-			err := rdb.Set(ctx, "filler:"+strconv.Itoa(n), fill, 0).Err()
-			switch {
-			case err == nil:
-			case strings.HasPrefix(err.Error(), "OOM "):
-				full = true
-			default:
+			r := p.start()
+			get := func() (int, string) {
+				resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
+				if err != nil {
+					return 0, err.Error()
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(body)
+			}
+			waitFor(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(); return code == http.StatusOK })
+
+			// Full: more memory used than maxmemory allows, which a
+			// noeviction Redis answers with OOM to every write.
+			ctx := t.Context()
+			used := usedMemory(ctx, t, rdb)
+			if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
 				t.Fatal(err)
 			}
-		}
+			if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used/2, 10)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			code, body := get()
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis: out of memory") {
+				t.Fatalf("/readyz with Redis full = %d %q, want 503 naming Redis's memory", code, body)
+			}
+			if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "/readyz 200 once Redis has room", func() bool { code, _ := get(); return code == http.StatusOK })
+		})
 	}
-	code, body := get()
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis: out of memory") {
-		t.Fatalf("/readyz with Redis full = %d %q, want 503 naming Redis's memory", code, body)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "/readyz 200 once Redis has room", func() bool { code, _ := get(); return code == http.StatusOK })
 }
 
 func usedMemory(ctx context.Context, t *testing.T, rdb *redis.Client) int64 {
