@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -248,7 +249,10 @@ type manifest struct {
 // holds deploy/prometheus's rules.
 func TestKubernetesManifests(t *testing.T) {
 	dir := filepath.Join(deployDir, "kubernetes")
-	var kust struct{ Resources []string }
+	var kust struct {
+		Resources []string
+		Images    []struct{ Name string }
+	}
 	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust)
 	objs := map[string]manifest{}
 	for _, f := range kust.Resources {
@@ -286,7 +290,12 @@ func TestKubernetesManifests(t *testing.T) {
 				SecurityContext struct {
 					RunAsNonRoot bool `yaml:"runAsNonRoot"`
 				} `yaml:"securityContext"`
+				Volumes []struct {
+					Name      string
+					ConfigMap struct{ Name string } `yaml:"configMap"`
+				}
 				Containers []struct {
+					Image string
 					Args  []string
 					Ports []struct {
 						Name          string
@@ -297,8 +306,8 @@ func TestKubernetesManifests(t *testing.T) {
 						Value     string
 						ValueFrom struct {
 							SecretKeyRef *struct {
-								Name     string
-								Optional bool
+								Name, Key string
+								Optional  bool
 							} `yaml:"secretKeyRef"`
 						} `yaml:"valueFrom"`
 					}
@@ -315,6 +324,7 @@ func TestKubernetesManifests(t *testing.T) {
 						Capabilities             struct{ Drop []string }
 					} `yaml:"securityContext"`
 					VolumeMounts []struct {
+						Name      string
 						MountPath string `yaml:"mountPath"`
 						SubPath   string `yaml:"subPath"`
 					} `yaml:"volumeMounts"`
@@ -347,22 +357,38 @@ func TestKubernetesManifests(t *testing.T) {
 		!slices.Equal(c.SecurityContext.Capabilities.Drop, []string{"ALL"}) {
 		t.Errorf("container security %+v, want a read-only root, no privilege escalation, every capability dropped", c.SecurityContext)
 	}
-	for _, m := range c.VolumeMounts {
-		if m.MountPath == "/etc/fraudwatch" && m.SubPath != "" {
-			t.Error("the ConfigMap is mounted with subPath: updates would never reach the pod")
-		}
+	// The ConfigMap mounted whole, as a directory, once: a file mounted
+	// with subPath never sees an update, and the rules would not reload.
+	configVolumes := map[string]bool{}
+	for _, v := range d.Template.Spec.Volumes {
+		configVolumes[v.Name] = v.ConfigMap.Name == cm.Metadata.Name
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/fraudwatch" || c.VolumeMounts[0].SubPath != "" ||
+		!configVolumes[c.VolumeMounts[0].Name] {
+		t.Errorf("mounts %+v, want the ConfigMap %s as the directory /etc/fraudwatch, without subPath", c.VolumeMounts, cm.Metadata.Name)
+	}
+	// The image kustomization.yaml sets is the container's.
+	if len(kust.Images) != 1 || kust.Images[0].Name != c.Image {
+		t.Errorf("kustomization sets images %+v, the container runs %q", kust.Images, c.Image)
 	}
 	// The secrets README names, each by reference and optional, so that
-	// a Deployment without them starts with alerts to the log.
-	var secrets []string
+	// a Deployment without them starts with alerts to the log; the keys
+	// are the ones README's kubectl command creates.
+	secrets := map[string]string{}
 	for _, e := range c.Env {
-		secrets = append(secrets, e.Name)
-		if ref := e.ValueFrom.SecretKeyRef; e.Value != "" || ref == nil || ref.Name != "fraudwatch-secrets" || !ref.Optional {
+		ref := e.ValueFrom.SecretKeyRef
+		if e.Value != "" || ref == nil || ref.Name != "fraudwatch-secrets" || !ref.Optional {
 			t.Errorf("env %s: want an optional key of the secret fraudwatch-secrets", e.Name)
+			continue
 		}
+		secrets[e.Name] = ref.Key
 	}
-	if want := []string{"FRAUDWATCH_KAFKA_SASL_PASSWORD", "FRAUDWATCH_REDIS_PASSWORD", "FRAUDWATCH_SLACK_TOKEN"}; !slices.Equal(slices.Sorted(slices.Values(secrets)), want) {
-		t.Errorf("secrets in %q, want %q", secrets, want)
+	if want := map[string]string{"FRAUDWATCH_KAFKA_SASL_PASSWORD": "kafka-sasl-password", "FRAUDWATCH_REDIS_PASSWORD": "redis-password",
+		"FRAUDWATCH_SLACK_TOKEN": "slack-token"}; !maps.Equal(secrets, want) {
+		t.Errorf("secrets %v, want %v", secrets, want)
+	}
+	if readme, err := os.ReadFile("../../README.md"); err != nil || !strings.Contains(string(readme), "create secret generic fraudwatch-secrets --from-literal=slack-token=") {
+		t.Error("README's kubectl command no longer creates the slack-token key this test expects")
 	}
 	podLabels := d.Template.Metadata.Labels
 	// selects says whether a selector picks the pods: a selector without

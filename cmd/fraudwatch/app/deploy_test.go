@@ -101,13 +101,33 @@ func TestDashboardPanels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct{ Panels []struct{ Title string } }
+	var dash struct {
+		Title  string
+		Panels []struct {
+			Title      string
+			Datasource struct{ UID string }
+		}
+		Templating struct {
+			List []struct{ Name, Query string }
+		}
+	}
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatalf("the dashboard: %v", err)
+	}
+	// README: the dashboard "fraudwatch", imported with the data source
+	// of one's choice: every panel asks the datasource variable.
+	if dash.Title != "fraudwatch" {
+		t.Errorf("dashboard titled %q, want fraudwatch", dash.Title)
+	}
+	if len(dash.Templating.List) == 0 || dash.Templating.List[0].Name != "datasource" || dash.Templating.List[0].Query != "prometheus" {
+		t.Errorf("templating %+v, want a prometheus datasource variable", dash.Templating.List)
 	}
 	var got []string
 	for _, p := range dash.Panels {
 		got = append(got, p.Title)
+		if p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q asks the data source %q, not the dashboard's variable", p.Title, p.Datasource.UID)
+		}
 	}
 	want := []string{"Ready replicas", "Rules in force", "Events/s", "Alerts sent (1h)", "Events by type",
 		"Lag per partition", "Threshold crossings by rule", "Alerts by rule", "Suppressed alerts by rule and reason",
