@@ -177,6 +177,48 @@ not an event
 	}
 }
 
+// demo runs from the command line: it stops by itself after --duration,
+// prints its summary with the seed that repeats it, and records the
+// traffic it sent for backtest (README, Two commands).
+func TestDemoCommand(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "events.jsonl")
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"demo", "--duration", "4s", "--no-color", "--seed", "7", "--record", record}, &stdout, &stderr) }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo --duration 4s still running after 60s")
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "Summary after") || !strings.Contains(out, "--seed 7 repeats this traffic") || !strings.Contains(out, "events sent") {
+		t.Errorf("no summary naming its seed:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Error("escape codes with --no-color")
+	}
+	data, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var first struct {
+		Type    string `json:"type"`
+		EventID string `json:"event_id"`
+	}
+	if len(lines) < 10 || json.Unmarshal([]byte(lines[0]), &first) != nil || first.Type == "" || first.EventID == "" {
+		t.Errorf("recorded %d lines, the first %.80q: want the traffic as events with their type", len(lines), lines[0])
+	}
+	for _, bad := range [][]string{{"demo", "--log-level", "loud"}, {"demo", "--record", filepath.Join(t.TempDir(), "no", "such", "dir", "f")}} {
+		if code := run(bad, &stdout, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2", bad, code)
+		}
+	}
+}
+
 // backtest --input - reads standard input; with standard error not a
 // terminal it draws no progress line there; and an interrupt ends it while
 // its input is still open, with 1 and no report (README, Backtests).
