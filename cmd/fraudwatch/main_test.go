@@ -184,7 +184,9 @@ func TestDemoCommand(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "events.jsonl")
 	var stdout, stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run([]string{"demo", "--duration", "4s", "--no-color", "--seed", "7", "--record", record}, &stdout, &stderr) }()
+	go func() {
+		done <- run([]string{"demo", "--duration", "4s", "--no-color", "--seed", "7", "--record", record}, &stdout, &stderr)
+	}()
 	select {
 	case code := <-done:
 		if code != 0 {
