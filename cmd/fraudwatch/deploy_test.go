@@ -205,8 +205,53 @@ func TestComposeFile(t *testing.T) {
 			invalid++
 		}
 	}
-	if lines == 0 || invalid > lines/20 {
-		t.Errorf("traffic.jsonl holds %d events, %d of them invalid", lines, invalid)
+	if lines == 0 || invalid == 0 || invalid > lines/20 {
+		t.Errorf("traffic.jsonl holds %d events, %d of them invalid: want a few, for the dead-letter topic", lines, invalid)
+	}
+	if roles := c.Services["kafka"].Environment["KAFKA_PROCESS_ROLES"]; roles != "broker,controller" {
+		t.Errorf("kafka's roles %q, want one KRaft node, broker and controller", roles)
+	}
+	// Alerts go to the replicas' logs: no Slack unless the user sets it.
+	var fwSlack struct{ Slack map[string]any }
+	readYAML(t, filepath.Join(deployDir, "compose", "fraudwatch.yaml"), &fwSlack)
+	if len(fwSlack.Slack) > 0 {
+		t.Errorf("compose/fraudwatch.yaml sets slack %v, want alerts to the logs", fwSlack.Slack)
+	}
+	// Prometheus and Grafana see what they are provisioned with: every
+	// mounted file exists, the alert rules where prometheus.yml reads them,
+	// the dashboard where the dashboards provider looks.
+	mounts := map[string]string{}
+	for _, name := range []string{"prometheus", "grafana"} {
+		for _, v := range c.Services[name].Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) < 2 {
+				t.Fatalf("%s: volume %q", name, v)
+			}
+			if _, err := os.Stat(filepath.Join(deployDir, parts[0])); err != nil {
+				t.Errorf("%s mounts %s: %v", name, parts[0], err)
+			}
+			mounts[parts[1]] = filepath.Clean(parts[0])
+		}
+	}
+	var provider struct {
+		Providers []struct {
+			Options struct{ Path string }
+		}
+	}
+	readYAML(t, filepath.Join(deployDir, "compose", "grafana", "dashboards.yaml"), &provider)
+	if len(provider.Providers) != 1 {
+		t.Fatalf("dashboard providers %+v, want one", provider.Providers)
+	}
+	for target, source := range map[string]string{
+		"/etc/prometheus/rules/fraudwatch-rules.yml":            "prometheus/fraudwatch-rules.yml",
+		"/etc/prometheus/prometheus.yml":                        "compose/prometheus.yml",
+		provider.Providers[0].Options.Path + "/fraudwatch.json": "grafana/fraudwatch.json",
+		"/etc/grafana/provisioning/dashboards/fraudwatch.yaml":  "compose/grafana/dashboards.yaml",
+		"/etc/grafana/provisioning/datasources/fraudwatch.yaml": "compose/grafana/datasources.yaml",
+	} {
+		if mounts[target] != source {
+			t.Errorf("%s holds %q, want deploy/%s", target, mounts[target], source)
+		}
 	}
 	prom, err := os.ReadFile(filepath.Join(deployDir, "compose", "prometheus.yml"))
 	if err != nil {
