@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -24,8 +26,12 @@ exit 0
 `,
 		"redis-server": `#!/usr/bin/env bash
 [ "${1:-}" = --version ] && { echo "Redis server v=7.0.15 sha=00000000:0"; exit 0; }
-exec sleep 300
+echo "redis-server pid=$$" >>"$STUB_CALLS"
+# Not holding the script's output open: one left running must not hang
+# the test that looks for it.
+exec sleep 300 </dev/null >/dev/null 2>&1
 `,
+		"gofmt":     "#!/usr/bin/env bash\necho \"gofmt $1\" >>\"$STUB_CALLS\"\n",
 		"redis-cli": "#!/usr/bin/env bash\necho PONG\n",
 		"chromium":  "#!/usr/bin/env bash\n",
 		"promtool":  "#!/usr/bin/env bash\n",
@@ -142,4 +148,37 @@ func hermetic() []string {
 		}
 	}
 	return env
+}
+
+// With no package, test.sh runs the whole suite as README's test command:
+// gofmt, go vet and go test -race over every package; and, pass or fail,
+// it stops the Redis it started.
+func TestTestScriptWholeSuite(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, exit := range []string{"0", "1"} {
+		t.Run("go test exits "+exit, func(t *testing.T) {
+			bin, calls := stubTools(t)
+			env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(),
+				"FRAUDWATCH_TEST_KAFKA=fake", "STUB_GO_TEST_EXIT=" + exit}
+			stdout, stderr, code := runScript(t, env, "test.sh")
+			if want, _ := strconv.Atoi(exit); code != min(want, 1) {
+				t.Errorf("exit %d, want %s\n%s%s", code, exit, stdout, stderr)
+			}
+			for prefix, want := range map[string]string{"gofmt": "gofmt -l", "go vet": "go vet ./... |", "go test": "go test -race -count=1 ./... |"} {
+				if got := lastCall(calls, prefix); !strings.HasPrefix(got, want) {
+					t.Errorf("%s ran as %q, want %q…", prefix, got, want)
+				}
+			}
+			pid, err := strconv.Atoi(strings.TrimPrefix(lastCall(calls, "redis-server pid="), "redis-server pid="))
+			if err != nil {
+				t.Fatalf("the stub Redis's pid: %v", err)
+			}
+			if err := syscall.Kill(pid, 0); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("the Redis test.sh started (pid %d) still runs after it exited", pid)
+			}
+		})
+	}
 }
