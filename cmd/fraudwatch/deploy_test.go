@@ -48,6 +48,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	var froms, users, exposes, entry, cmd []string
 	var ldflags, static bool
+	goVersion := ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -57,6 +58,10 @@ func TestDockerfile(t *testing.T) {
 			froms = append(froms, rest)
 		case "USER":
 			users = append(users, rest)
+		case "ARG":
+			if v, ok := strings.CutPrefix(rest, "GO_VERSION="); ok {
+				goVersion = v
+			}
 		case "EXPOSE":
 			exposes = append(exposes, rest)
 		case "ENTRYPOINT":
@@ -78,6 +83,15 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("stages %q: want a build stage and the image", froms)
 	case froms[1] != "gcr.io/distroless/static-debian12:nonroot":
 		t.Errorf("the image is FROM %s, want distroless static, non-root", froms[1])
+	}
+	// The image builds with the Go go.mod asks for (README: golang:1.26).
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod)
+	if want == nil || len(froms) == 0 || goVersion != string(want[1]) || !strings.HasPrefix(froms[0], "golang:${GO_VERSION}") {
+		t.Errorf("the build stage is %q with GO_VERSION %q, want golang:%s as go.mod says", froms[0], goVersion, want[1])
 	}
 	if !slices.Equal(users, []string{"65532:65532"}) {
 		t.Errorf("USER %q, want 65532:65532 (distroless's nonroot)", users)
