@@ -21,7 +21,7 @@ const deployDir = "../../../deploy"
 // (scripts/test.sh installs Debian's prometheus package and sets it).
 const EnvPromtool = "FRAUDWATCH_TEST_PROMTOOL"
 
-func promtool(t *testing.T) string {
+func promtool(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv(EnvPromtool); p != "" {
 		return p
@@ -245,6 +245,43 @@ func TestDashboardAndAlertRulesQueryExportedMetrics(t *testing.T) {
 	}) {
 		if !exported[name] {
 			t.Errorf("%s, queried by %s, has no series in a fraudwatch that just started", name, strings.Join(want[name], ", "))
+		}
+	}
+}
+
+// endingTB records how a test would end, without ending this one.
+type endingTB struct {
+	testing.TB
+	ended string
+}
+
+func (e *endingTB) Helper()           {}
+func (e *endingTB) Fatal(args ...any) { e.end("failed") }
+func (e *endingTB) Skip(args ...any)  { e.end("skipped") }
+func (e *endingTB) end(how string) {
+	if e.ended == "" {
+		e.ended = how
+	}
+}
+
+// Without the browser or promtool their tests skip on a developer's
+// machine and fail under CI, where a skipped test would pass for nothing
+// (README, Development).
+func TestMissingToolsFailUnderCI(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(EnvChromium, "")
+	t.Setenv(EnvPromtool, "")
+	for _, tool := range []struct {
+		name string
+		find func(testing.TB) string
+	}{{"chromium", chromium}, {"promtool", promtool}} {
+		for ci, want := range map[string]string{"": "skipped", "true": "failed"} {
+			t.Setenv("CI", ci)
+			e := &endingTB{TB: t}
+			tool.find(e)
+			if e.ended != want {
+				t.Errorf("%s missing, CI=%q: the test %s, want %s", tool.name, ci, e.ended, want)
+			}
 		}
 	}
 }

@@ -25,7 +25,7 @@ const (
 
 // chromium finds the browser: the one scripts/test.sh names, else one on
 // PATH. In CI the test fails without one; a developer's quick run skips.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv(EnvChromium); b != "" {
 		return b
