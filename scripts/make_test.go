@@ -1,0 +1,92 @@
+package scripts
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// README (Development): the versions kafka.sh names are the ones make
+// test-compat runs, newest by default.
+func TestKafkaVersions(t *testing.T) {
+	for args, want := range map[string]string{"versions": "3.9.2 4.4.0", "default-version": "4.4.0"} {
+		stdout, stderr, code := runScript(t, nil, "kafka.sh", args)
+		if code != 0 || strings.TrimSpace(stdout) != want {
+			t.Errorf("kafka.sh %s: %q (exit %d, %s), want %q", args, stdout, code, stderr, want)
+		}
+	}
+}
+
+// make test-compat runs the Kafka-dependent packages once per version, each
+// against a real broker of it, every version even when one fails, and says
+// which failed; KAFKA_VERSIONS narrows it. make test-cluster runs the Redis
+// packages against a Redis Cluster. Both through test.sh, stubbed here.
+func TestMakeTargets(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		fail  string // the version whose run fails
+		code  int
+		calls []string
+		out   string
+	}{
+		{name: "every version", args: []string{"test-compat"}, calls: []string{
+			"kafka=real version=3.9.2 redis= | ./consumer/... ./cmd/...",
+			"kafka=real version=4.4.0 redis= | ./consumer/... ./cmd/..."}, out: "passed against Kafka 3.9.2 4.4.0"},
+		{name: "one version", args: []string{"test-compat", "KAFKA_VERSIONS=3.9.2"}, calls: []string{
+			"kafka=real version=3.9.2 redis= | ./consumer/... ./cmd/..."}},
+		{name: "a failing version", args: []string{"test-compat"}, fail: "3.9.2", code: 2, calls: []string{
+			"kafka=real version=3.9.2 redis= | ./consumer/... ./cmd/...",
+			"kafka=real version=4.4.0 redis= | ./consumer/... ./cmd/..."}, out: "FAILED against Kafka 3.9.2"},
+		{name: "the cluster", args: []string{"test-cluster"}, calls: []string{
+			"kafka= version= redis=cluster | ./lua/... ./rules/... ./alert/... ./cmd/..."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			makefile, err := os.ReadFile("../Makefile")
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := filepath.Join(dir, "calls")
+			stub := `#!/usr/bin/env bash
+echo "kafka=${FRAUDWATCH_TEST_KAFKA-} version=${FRAUDWATCH_KAFKA_VERSION-} redis=${FRAUDWATCH_TEST_REDIS-} | $*" >>"$STUB_CALLS"
+[ -n "${STUB_FAIL-}" ] && [ "${FRAUDWATCH_KAFKA_VERSION-}" = "$STUB_FAIL" ] && exit 1
+exit 0
+`
+			for name, body := range map[string]string{"Makefile": string(makefile), "scripts/test.sh": stub} {
+				if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kafkaSh, err := os.ReadFile("kafka.sh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "scripts", "kafka.sh"), kafkaSh, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("make", append([]string{"-s", "-C", dir}, tt.args...)...)
+			cmd.Env = append(hermetic(), "STUB_CALLS="+calls, "STUB_FAIL="+tt.fail)
+			out, err := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tt.code {
+				t.Errorf("exit %d, want %d (%v):\n%s", code, tt.code, err, out)
+			}
+			log, _ := os.ReadFile(calls)
+			if got := strings.TrimSpace(string(log)); got != strings.Join(tt.calls, "\n") {
+				t.Errorf("test.sh ran as\n%s\nwant\n%s", got, strings.Join(tt.calls, "\n"))
+			}
+			if !strings.Contains(string(out), tt.out) {
+				t.Errorf("make says:\n%s\nwant %q", out, tt.out)
+			}
+		})
+	}
+}
