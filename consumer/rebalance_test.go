@@ -5,18 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
@@ -297,5 +302,37 @@ func TestWaitsForMissingTopics(t *testing.T) {
 				t.Fatalf("ready=%v status=%q once the topic exists", r.c.Ready(), r.c.Status())
 			}
 		})
+	}
+}
+
+// While topics are missing, the checks go on at growing intervals but the
+// error naming them is logged once a minute, not at every check (README,
+// Running it for real).
+func TestMissingTopicsAreLoggedOnceAMinute(t *testing.T) {
+	c := kafkatest.NewFake(t)
+	e := &env{cluster: c, orders: c.Topic(t, "orders", 1), refunds: c.Topic(t, "refunds", 1), group: kafkatest.Group(t, "fw")}
+	e.dlq = e.orders + ".dlq-later" // never created
+	var checks atomic.Int32
+	c.Fake().ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		checks.Add(1)
+		return nil, nil, false
+	})
+	var logs lockedBuffer
+	con, err := New(e.config(), newRecorder(), slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- con.Run(ctx) }()
+	defer func() { cancel(); <-done; _ = con.Close() }()
+	// Four checks take 0.5 + 1 + 2 s of waiting.
+	waitFor(t, 20*time.Second, "four checks for the topics", func() bool { return checks.Load() >= 4 })
+	if n := strings.Count(logs.String(), `"msg":"topics missing`); n != 1 {
+		t.Errorf("%d error lines over %d checks, want 1:\n%s", n, checks.Load(), logs.String())
+	}
+	if !strings.Contains(logs.String(), `"topics":"`+e.dlq+`"`) {
+		t.Errorf("the error does not name the missing topic %s:\n%s", e.dlq, logs.String())
 	}
 }
