@@ -522,6 +522,13 @@ func TestFormatDigest(t *testing.T) {
 	if strings.Contains(fallback, "order o-10") || strings.Contains(fallback, "&amp;lt;") {
 		t.Errorf("fallback lists past 10, or escapes twice:\n%s", fallback)
 	}
+	// Each line has the alert's value and time too (README, Floods), the
+	// time in UTC.
+	first := alerts[0]
+	value, at := alert.FormatValue(first.Metric, first.Current, first.Currency), first.At.UTC().Format(time.RFC3339)
+	if !strings.Contains(fallback, " · "+value+" · order o-0 · "+at) || !strings.HasSuffix(at, "Z") {
+		t.Errorf("a digest line lacks the value %q and the time %q:\n%s", value, at, fallback)
+	}
 	text := allText(textObjects(t, blocks))
 	if !strings.Contains(text, "customer_id=c0&lt;!channel&gt; (4)") || !strings.Contains(text, "*Groups* (4)") {
 		t.Errorf("blocks lack the top groups:\n%s", text)
