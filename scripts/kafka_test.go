@@ -218,3 +218,47 @@ func removeAll(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// README (Development): the broker kafka.sh starts is one KRaft node on
+// loopback, tuned for tests: replication factor 1, no topic auto-creation
+// (fraudwatch must never depend on it), no initial rebalance delay, a
+// 512 MiB heap. A java that exits at once shows the configuration it was
+// handed; stop, with nothing running, does nothing.
+func TestKafkaStartConfiguresATestBroker(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubMaven(t)
+	java := filepath.Join(bin, "java")
+	if err := os.WriteFile(java, []byte(`#!/usr/bin/env bash
+echo "java $*" >>"$STUB_CALLS"
+echo "openjdk version \"17.0.2\" 2024-01-16" >&2
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(),
+		"FRAUDWATCH_KAFKA_JAVA=" + java}
+	_, stderr, code := kafkaSh(t, env, "start", "4.4.0", state)
+	if code != 1 || !strings.Contains(stderr, "exited during startup") {
+		t.Fatalf("start with a java that exits: code %d, stderr:\n%s", code, stderr)
+	}
+	props, err := os.ReadFile(filepath.Join(state, "server.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"process.roles=broker,controller", "default.replication.factor=1",
+		"offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
+		"share.coordinator.state.topic.replication.factor=1", "group.initial.rebalance.delay.ms=0",
+		"auto.create.topics.enable=false", "listeners=PLAINTEXT://127.0.0.1:"} {
+		if !strings.Contains(string(props), "\n"+want) {
+			t.Errorf("server.properties lacks %s:\n%s", want, props)
+		}
+	}
+	if broker := lastCall(calls, "java -Xmx512m"); !strings.Contains(broker, "kafka.Kafka "+state) {
+		t.Errorf("the broker ran as %q, want a 512 MiB heap", broker)
+	}
+	if _, stderr, code := kafkaSh(t, env, "stop", state); code != 0 {
+		t.Errorf("stop with nothing running: exit %d\n%s", code, stderr)
+	}
+}
