@@ -262,3 +262,43 @@ echo "openjdk version \"17.0.2\" 2024-01-16" >&2
 		t.Errorf("stop with nothing running: exit %d\n%s", code, stderr)
 	}
 }
+
+// Without FRAUDWATCH_KAFKA_JAVA the broker runs on $JAVA_HOME's java
+// before one on PATH; without FRAUDWATCH_KAFKA_CACHE the jars are cached
+// under $XDG_CACHE_HOME (README, Development).
+func TestKafkaFindsJavaHomeAndTheUsersCache(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubMaven(t)
+	javaHome := t.TempDir()
+	for path, name := range map[string]string{filepath.Join(bin, "java"): "path", filepath.Join(javaHome, "bin", "java"): "java-home"} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(`#!/usr/bin/env bash
+echo "`+name+` $*" >>"$STUB_CALLS"
+echo "openjdk version \"17.0.2\" 2024-01-16" >&2
+`), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := t.TempDir()
+	// Go's build cache follows XDG_CACHE_HOME too: kafka.sh builds its
+	// readiness probe, which should not start from nothing.
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "JAVA_HOME=" + javaHome, "XDG_CACHE_HOME=" + cache,
+		"GOCACHE=" + strings.TrimSpace(string(gocache))}
+	if _, stderr, code := kafkaSh(t, env, "start", "4.4.0", t.TempDir()); code != 1 || !strings.Contains(stderr, "exited during startup") {
+		t.Fatalf("start: code %d, stderr:\n%s", code, stderr)
+	}
+	if lastCall(calls, "java-home") == "" || lastCall(calls, "path ") != "" {
+		t.Errorf("java ran from PATH, or not from JAVA_HOME")
+	}
+	if _, err := os.Stat(filepath.Join(cache, "fraudwatch", "kafka", "4.4.0", "libs", "kafka_2.13-4.4.0.jar")); err != nil {
+		t.Errorf("the jars are not in $XDG_CACHE_HOME: %v", err)
+	}
+}
