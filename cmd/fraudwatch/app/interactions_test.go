@@ -29,6 +29,8 @@ type fakeSlackAPI struct {
 	mu      sync.Mutex
 	posts   []string // the blocks of each post, as JSON
 	updates []string
+	// gone is a channel chat.postMessage answers channel_not_found for.
+	gone string
 }
 
 func newFakeSlackAPI(t *testing.T) *fakeSlackAPI {
@@ -40,6 +42,10 @@ func newFakeSlackAPI(t *testing.T) *fakeSlackAPI {
 		switch r.URL.Path {
 		case "/api/chat.postMessage":
 			form, _ := url.ParseQuery(string(body))
+			if f.gone != "" && form.Get("channel") == f.gone {
+				fmt.Fprint(w, `{"ok":false,"error":"channel_not_found"}`)
+				return
+			}
 			f.posts = append(f.posts, form.Get("blocks"))
 			fmt.Fprint(w, `{"ok":true,"channel":"C1","ts":"1.1"}`)
 		case "/response":
@@ -177,5 +183,41 @@ func TestUntrustedAlertsAreDeadLettered(t *testing.T) {
 	}
 	if !strings.HasPrefix(headers["fraudwatch-error"], "alert unreadable") || headers["fraudwatch-source-topic"] != p.cfg.Kafka.AlertsTopic {
 		t.Errorf("dead letter headers %v", headers)
+	}
+}
+
+// An alert whose channel Slack refuses is parked, the gauge names the
+// channel, and the replica stays ready: the partition behind it flows
+// (README, Alerts).
+func TestParkedAlertsKeepTheReplicaReady(t *testing.T) {
+	p := newPipeline(t, 1, `
+rules:
+  - name: burst
+    metric: count
+    group_by: [customer_id]
+    window: 1m
+    threshold: 2
+    channel: "#gone"
+`)
+	api := newFakeSlackAPI(t)
+	api.gone = "#gone"
+	p.cfg.Slack = config.Slack{Token: "xoxb-test", Channel: "#fraud", APIURL: api.URL + "/api/", Timeout: 5 * time.Second}
+	opts := p.options()
+	opts.Notifier = nil // the real Slack notifier, against the fake API
+	r := p.startWith(opts)
+	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
+	waitFor(t, 20*time.Second, "the parked alert", func() bool {
+		return r.metric("fraudwatch_alerts_parked", "channel", "#gone") == 1
+	})
+	resp, err := http.Get("http://" + r.app.Addr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz %d with an alert parked, want 200", resp.StatusCode)
+	}
+	if posts, _ := api.snapshot(); len(posts) != 0 {
+		t.Errorf("%d posts, want none to the refused channel", len(posts))
 	}
 }
