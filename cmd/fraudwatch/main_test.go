@@ -413,7 +413,8 @@ rules_file: rules.yaml
 
 // TestSIGTERMDrainsCommitsAndExitsZero runs the real command as a process:
 // it alerts, gets SIGTERM, exits 0 in bounded time, and a restart consumes
-// nothing it already processed, so it alerts nothing again.
+// nothing it already processed, so it alerts nothing again; SIGINT stops
+// the restarted one as cleanly.
 func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 	k := kafkatest.New(t)
 	orders := k.Topic(t, "orders", 3)
@@ -442,9 +443,9 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 		})
 		return cmd, &logs
 	}
-	stop := func(cmd *exec.Cmd, logs *bytes.Buffer) {
+	stop := func(cmd *exec.Cmd, logs *bytes.Buffer, sig syscall.Signal) {
 		t.Helper()
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
@@ -452,10 +453,10 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+				t.Fatalf("exit after %v: %v\n%s", sig, err, logs.String())
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("no exit within 30s of SIGTERM\n%s", logs.String())
+			t.Fatalf("no exit within 30s of %v\n%s", sig, logs.String())
 		}
 	}
 	consumed := func() string {
@@ -482,7 +483,7 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 	waitFor(t, 30*time.Second, "four orders", func() bool { return consumed() == "4" })
 	waitFor(t, 30*time.Second, "the Slack post", func() bool { return hook.count() == 1 })
 	// commit_interval is an hour: only the shutdown commit records progress.
-	stop(cmd, logs)
+	stop(cmd, logs, syscall.SIGTERM)
 
 	cmd, logs = start()
 	k.ProduceTo(t, orders, 2, order("5", "someone-else"))
@@ -491,14 +492,14 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 		t.Fatalf("restarted process consumed %s orders, want only the new one", got)
 	}
 	// SIGHUP reloads the rules (unchanged here) and leaves the process
-	// running: stop still sees it drain and exit 0.
+	// running: stop still sees it drain and exit 0, on SIGINT this time.
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the reload SIGHUP asks for", func() bool {
 		return scrape(t, metrics, `fraudwatch_rules_reloads_total{result="unchanged"}`) == 1
 	})
-	stop(cmd, logs)
+	stop(cmd, logs, syscall.SIGINT)
 	if got := hook.count(); got != 1 {
 		t.Fatalf("Slack posts = %d, want 1", got)
 	}
