@@ -268,14 +268,7 @@ func TestBacktestFromStandardInput(t *testing.T) {
 			n, err := unix.IoctlGetInt(int(w.Fd()), unix.TIOCINQ) // FIONREAD
 			return err == nil && n == 0
 		})
-		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
+		if !signalAndWait(t, cmd, syscall.SIGINT, 10*time.Second) {
 			t.Fatal("still running 10s after SIGINT, its input open")
 		}
 		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "interrupted, nothing reported") {
@@ -445,18 +438,11 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 	}
 	stop := func(cmd *exec.Cmd, logs *bytes.Buffer, sig syscall.Signal) {
 		t.Helper()
-		if err := cmd.Process.Signal(sig); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("exit after %v: %v\n%s", sig, err, logs.String())
-			}
-		case <-time.After(30 * time.Second):
+		if !signalAndWait(t, cmd, sig, 30*time.Second) {
 			t.Fatalf("no exit within 30s of %v\n%s", sig, logs.String())
+		}
+		if !cmd.ProcessState.Success() {
+			t.Fatalf("exit after %v: %v\n%s", sig, cmd.ProcessState, logs.String())
 		}
 	}
 	consumed := func() string {
@@ -613,19 +599,11 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, 10*time.Second, "the shutdown's log line", func() bool { return strings.Contains(logs.String(), "shutting down") })
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-				if !ok || !ws.Signaled() || ws.Signal() != sig {
-					t.Fatalf("exit %v, want the process ended by the second signal\n%s", err, logs.String())
-				}
-			case <-time.After(5 * time.Second):
+			if !signalAndWait(t, cmd, sig, 5*time.Second) {
 				t.Fatalf("still running 5s after the second signal\n%s", logs.String())
+			}
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("exit %v, want the process ended by the second signal\n%s", cmd.ProcessState, logs.String())
 			}
 		})
 	}
@@ -660,24 +638,34 @@ func TestShutdownOverrunExitsOne(t *testing.T) {
 		t.Fatalf("no JoinGroup within 30s\n%s", logs.String())
 	}
 	began := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if !signalAndWait(t, cmd, syscall.SIGTERM, shutdown+30*time.Second) {
+		t.Fatalf("still running %v after SIGTERM\n%s", shutdown+30*time.Second, logs.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, logs.String())
+	}
+	if took := time.Since(began); took < shutdown {
+		t.Errorf("exited %v after SIGTERM, before shutdown_timeout (%v)\n%s", took, shutdown, logs.String())
+	}
+	if !strings.Contains(logs.String(), "shutdown took longer than shutdown_timeout") {
+		t.Errorf("no log line says why\n%s", logs.String())
+	}
+}
+
+// signalAndWait sends sig to cmd and waits up to d for it to exit; false
+// when it has not (cmd.ProcessState then says how it ended).
+func signalAndWait(t *testing.T, cmd *exec.Cmd, sig os.Signal, d time.Duration) bool {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-		if code := cmd.ProcessState.ExitCode(); code != 1 {
-			t.Fatalf("exit code %d, want 1\n%s", code, logs.String())
-		}
-		if took := time.Since(began); took < shutdown {
-			t.Errorf("exited %v after SIGTERM, before shutdown_timeout (%v)\n%s", took, shutdown, logs.String())
-		}
-		if !strings.Contains(logs.String(), "shutdown took longer than shutdown_timeout") {
-			t.Errorf("no log line says why\n%s", logs.String())
-		}
-	case <-time.After(shutdown + 30*time.Second):
-		t.Fatalf("still running %v after SIGTERM\n%s", shutdown+30*time.Second, logs.String())
+		return true
+	case <-time.After(d):
+		return false
 	}
 }
 
