@@ -230,12 +230,7 @@ func TestKafkaStartConfiguresATestBroker(t *testing.T) {
 	}
 	bin, calls := stubMaven(t)
 	java := filepath.Join(bin, "java")
-	if err := os.WriteFile(java, []byte(`#!/usr/bin/env bash
-echo "java $*" >>"$STUB_CALLS"
-echo "openjdk version \"17.0.2\" 2024-01-16" >&2
-`), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	stubJava(t, java, "java")
 	state := t.TempDir()
 	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(),
 		"FRAUDWATCH_KAFKA_JAVA=" + java}
@@ -272,17 +267,8 @@ func TestKafkaFindsJavaHomeAndTheUsersCache(t *testing.T) {
 	}
 	bin, calls := stubMaven(t)
 	javaHome := t.TempDir()
-	for path, name := range map[string]string{filepath.Join(bin, "java"): "path", filepath.Join(javaHome, "bin", "java"): "java-home"} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(`#!/usr/bin/env bash
-echo "`+name+` $*" >>"$STUB_CALLS"
-echo "openjdk version \"17.0.2\" 2024-01-16" >&2
-`), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stubJava(t, filepath.Join(bin, "java"), "path")
+	stubJava(t, filepath.Join(javaHome, "bin", "java"), "java-home")
 	cache := t.TempDir()
 	// Go's build cache follows XDG_CACHE_HOME too: kafka.sh builds its
 	// readiness probe, which should not start from nothing.
@@ -300,5 +286,21 @@ echo "openjdk version \"17.0.2\" 2024-01-16" >&2
 	}
 	if _, err := os.Stat(filepath.Join(cache, "fraudwatch", "kafka", "4.4.0", "libs", "kafka_2.13-4.4.0.jar")); err != nil {
 		t.Errorf("the jars are not in $XDG_CACHE_HOME: %v", err)
+	}
+}
+
+// stubJava writes at path a Java 17 that logs each call as name and its
+// arguments, and exits at once: a broker started with it exits during
+// startup.
+func stubJava(t *testing.T, path, name string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`#!/usr/bin/env bash
+echo "`+name+` $*" >>"$STUB_CALLS"
+echo "openjdk version \"17.0.2\" 2024-01-16" >&2
+`), 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
