@@ -302,19 +302,27 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// A dead letter is logged with its topic, partition, offset and reason,
-// never with the event's values.
-func TestDeadLettersAreLoggedWithoutTheirValues(t *testing.T) {
-	e := newEnv(t, 1)
-	var logs lockedBuffer
-	c, err := New(e.config(), newRecorder(), slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+// runLogging runs a consumer of cfg, its log as JSON lines in the buffer
+// it returns, until t ends.
+func runLogging(t *testing.T, cfg Config) *lockedBuffer {
+	t.Helper()
+	logs := &lockedBuffer{}
+	c, err := New(cfg, newRecorder(), slog.New(slog.NewJSONHandler(logs, nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done; _ = c.Close() }()
+	t.Cleanup(func() { cancel(); <-done; _ = c.Close() })
+	return logs
+}
+
+// A dead letter is logged with its topic, partition, offset and reason,
+// never with the event's values.
+func TestDeadLettersAreLoggedWithoutTheirValues(t *testing.T) {
+	e := newEnv(t, 1)
+	logs := runLogging(t, e.config())
 
 	e.cluster.Produce(t, e.orders, kafka.Message{Value: []byte(`{"event_id":"x","order_id":"o","amount":5,"email":"kim@example.com","ip":"203.0.113.9"}`)})
 	e.cluster.ReadAll(t, e.dlq, 1, 20*time.Second)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -318,15 +316,7 @@ func TestMissingTopicsAreLoggedOnceAMinute(t *testing.T) {
 		checks.Add(1)
 		return nil, nil, false
 	})
-	var logs lockedBuffer
-	con, err := New(e.config(), newRecorder(), slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- con.Run(ctx) }()
-	defer func() { cancel(); <-done; _ = con.Close() }()
+	logs := runLogging(t, e.config())
 	// Four checks take 0.5 + 1 + 2 s of waiting.
 	waitFor(t, 20*time.Second, "four checks for the topics", func() bool { return checks.Load() >= 4 })
 	if n := strings.Count(logs.String(), `"msg":"topics missing`); n != 1 {
