@@ -22,6 +22,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"alert/slack":        {"alert"},
 		"config":             {"alert", "lua", "rules"},
 		"lua/redistest":      {},
+		"lua/model":          {"lua"},
 		"consumer/kafkatest": {},
 		"scripts/kafkaready": {},
 		"scripts":            {},

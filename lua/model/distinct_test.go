@@ -1,0 +1,272 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// distinctIDs are 8-byte event ids; the first two overlap, so that a match
+// straddling two remembered ids is tried.
+var distinctIDs = []string{"abcdefgh", "efghijkl", "ijklmnop", "00000001", "00000002", "00000003", "zzzzzzzz", "yyyyyyyy"}
+
+// dwin is one window's arguments: kind, length, lateness, threshold, TTL.
+type dwin [5]string
+
+func fixedWin(length, threshold string) dwin { return dwin{"fixed", length, "0", threshold, "600"} }
+func slidingWin(length, late, threshold string) dwin {
+	return dwin{"sliding", length, late, threshold, "600"}
+}
+
+// distinctArgs is a call's arguments: source, marks' lifetime, the windows
+// and then the changes (index, offset, id, time, value each).
+func distinctArgs(src string, ws []dwin, changes ...string) []string {
+	args := []string{src, "600", strconv.Itoa(len(ws))}
+	for _, w := range ws {
+		args = append(args, w[:]...)
+	}
+	return append(args, changes...)
+}
+
+// distinctKeysOf is the keys of windows named by slot.
+func distinctKeysOf(p *pair, slots ...int) []string {
+	var keys []string
+	for _, s := range slots {
+		w := fmt.Sprint("w", s)
+		keys = append(keys, p.key(w), p.key(w+":values"), p.key(w+":crossed"))
+	}
+	return keys
+}
+
+func TestDistinctAndCheckAsTheScript(t *testing.T) {
+	id := distinctIDs
+	fx := []dwin{fixedWin("600", "3")}
+	sl := []dwin{slidingWin("10", "0", "3")}
+	long := strings.Repeat("v", 65)
+	type call struct {
+		keys  int // windows' keys given; 0 for as many as windows
+		args  []string
+		setup func(p *pair) // before the call
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []call
+	}{
+		{"fixed: repeats of a value don't count, crossing at the threshold", []call{
+			{args: distinctArgs("p:0", fx, "1", "1", id[0], "5", "a", "1", "2", id[1], "6", "a", "1", "3", id[2], "4", "b",
+				"1", "4", id[3], "9", "a", "1", "5", id[4], "7", "c", "1", "6", id[5], "8", "d")},
+			{args: distinctArgs("p:0", fx, "1", "7", id[6], "1", "c", "1", "8", id[7], "2", "e")},
+		}},
+		{"fixed: redelivery by offset and by id", []call{
+			{args: distinctArgs("p:0", fx, "1", "5", id[0], "1", "a", "1", "6", id[1], "2", "b", "1", "6", id[2], "3", "c")},
+			{args: distinctArgs("p:0", fx, "1", "4", id[2], "3", "c", "1", "9", id[0], "3", "c", "1", "10", id[2], "3", "c",
+				"1", "11", id[2], "3", "d")},
+			// The crossing event again: by offset, by id, from another source.
+			{args: distinctArgs("p:0", fx, "1", "10", id[2], "3", "c", "1", "12", id[2], "4", "z")},
+			{args: distinctArgs("p:1", fx, "1", "0", id[2], "3", "c", "1", "1", id[3], "3", "y")},
+		}},
+		{"a crossing redelivered from a new source, its id no longer among the latest", []call{
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "1")},
+				"1", "1", id[0], "1", "a", "2", "1", id[0], "1", "a",
+				"1", "2", id[1], "2", "b", "1", "3", id[2], "3", "c", "1", "4", id[3], "4", "d", "1", "5", id[4], "5", "e",
+				"2", "2", id[1], "2", "b", "2", "3", id[2], "3", "c", "2", "4", id[3], "4", "d", "2", "5", id[4], "5", "e")},
+			{args: distinctArgs("p:1", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "1")},
+				"1", "7", id[0], "1", "f", "2", "7", id[0], "1", "f")},
+		}},
+		{"fixed: a straddling id is not seen", []call{
+			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a", "1", "2", id[1], "1", "b",
+				"1", "3", "cdefghij", "1", "c", "1", "4", "efghijkl", "1", "d")},
+		}},
+		{"fixed: a window that lost its TTL gets it again, a running one keeps it", []call{
+			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a")},
+			{args: distinctArgs("p:0", []dwin{{"fixed", "600", "0", "3", "900"}}, "1", "2", id[1], "1", "b")},
+			{setup: func(p *pair) {
+				p.rdb.Persist(p.t.Context(), p.key("w0"))
+				p.st.mu.Lock()
+				p.st.keys[p.key("w0")].ttl = false
+				p.st.mu.Unlock()
+			}, args: distinctArgs("p:0", []dwin{{"fixed", "600", "0", "3", "900"}}, "1", "3", id[2], "1", "c")},
+		}},
+		{"sliding: in order", []call{
+			{args: distinctArgs("p:0", sl, "1", "1", id[0], "1", "a", "1", "2", id[1], "2", "b", "1", "3", id[2], "3", "a",
+				"1", "4", id[3], "5", "c", "1", "5", id[4], "11", "d", "1", "6", id[5], "12", "e", "1", "7", id[6], "30", "f")},
+			{args: distinctArgs("p:0", sl, "1", "8", id[7], "31", "a", "1", "9", id[0], "32", "b")},
+		}},
+		{"sliding: out of order", []call{
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "5", "3")},
+				"1", "1", id[0], "20", "a", "1", "2", id[1], "12", "b", "1", "3", id[2], "8", "c", "1", "4", id[3], "15", "d",
+				"1", "5", id[4], "11", "e", "1", "6", id[5], "21", "f")},
+		}},
+		{"sliding: a value seen again later moves its time", []call{
+			{args: distinctArgs("p:0", sl, "1", "1", id[0], "1", "a", "1", "2", id[1], "5", "b", "1", "3", id[2], "12", "a",
+				"1", "4", id[3], "14", "c", "1", "5", id[4], "16", "d")},
+		}},
+		{"sliding: a value seen earlier out of order keeps its time", []call{
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "5", "2")}, "1", "1", id[0], "12", "a", "1", "2", id[1], "8", "a",
+				"1", "3", id[2], "9", "b", "1", "4", id[3], "13", "c")},
+		}},
+		{"sliding: late beyond length and lateness", []call{
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "5", "2")}, "1", "1", id[0], "30", "a", "1", "2", id[1], "15", "b",
+				"1", "3", id[2], "16", "c", "1", "4", id[3], "0", "d")},
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "2")}, "1", "5", id[4], "20", "e", "1", "6", id[5], "21", "e")},
+			// Late and redelivered after a crossing: the mark answers.
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "2")}, "1", "6", id[5], "21", "e", "1", "7", id[6], "1", "x")},
+		}},
+		{"trimmed to threshold + 1 values, and by age", []call{
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("5", "1", "2")},
+				"1", "1", id[0], "1", "a", "1", "2", id[1], "2", "b", "1", "3", id[2], "3", "c", "1", "4", id[3], "4", "d",
+				"2", "1", id[0], "1", "a", "2", "2", id[1], "2", "b", "2", "3", id[2], "3", "c", "2", "4", id[3], "4", "d",
+				"1", "5", id[4], "0", "e")},
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("5", "1", "2")},
+				"2", "5", id[4], "14", "e", "1", "6", id[5], "1", "e")},
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("5", "1", "2")}, "2", "6", id[5], "100", "e")},
+		}},
+		{"several windows in one call", []call{
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("10", "2", "2"), fixedWin("700", "1")},
+				"1", "1", id[0], "5", "a", "2", "1", id[0], "5", "a", "3", "1", id[0], "5", "a",
+				"2", "2", id[1], "3", "b", "1", "2", id[1], "3", "b", "3", "2", id[1], "3", "b",
+				"1", "3", id[2], "4", "b", "2", "3", id[2], "4", "c", "3", "2", id[1], "3", "b")},
+		}},
+		{"unusable windows refuse their changes", []call{
+			{args: distinctArgs("p:0", []dwin{
+				{"tumbling", "600", "0", "2", "600"}, {"fixed", "0", "0", "2", "600"}, {"fixed", "0600", "0", "2", "600"},
+				{"sliding", "10", "-1", "2", "600"}, {"sliding", "10", "", "2", "600"}, {"sliding", "10", "01", "2", "600"},
+				{"fixed", "600", "0", "0", "600"}, {"fixed", "600", "0", "10001", "600"}, {"fixed", "600", "0", "100000", "600"},
+				{"fixed", "600", "0", "2", "0"}, {"sliding", "12345678901234", "0", "2", "600"}, {"fixed", "600", "0", "2", "12345678901"},
+				{"sliding", "1234567890123", "1234567890123", "10000", "1234567890"},
+			},
+				"1", "1", id[0], "1", "a", "2", "1", id[0], "1", "a", "3", "1", id[0], "1", "a", "4", "1", id[0], "1", "a",
+				"5", "1", id[0], "1", "a", "6", "1", id[0], "1", "a", "7", "1", id[0], "1", "a", "8", "1", id[0], "1", "a",
+				"9", "1", id[0], "1", "a", "10", "1", id[0], "1", "a", "11", "1", id[0], "1", "a", "12", "1", id[0], "1", "a",
+				"13", "1", id[0], "999999999999999", "a")},
+		}},
+		{"unusable changes are refused one by one", []call{
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("10", "0", "2")},
+				"0", "1", id[0], "1", "a", "3", "1", id[0], "1", "a", "y", "1", id[0], "1", "a", "", "1", id[0], "1", "a",
+				"-1", "1", id[0], "1", "a", "+1", "1", id[0], "1", "a", "02", "2", id[0], "1", "a",
+				"1", "01", id[0], "1", "a", "1", "-1", id[0], "1", "a", "1", "1234567890123456", id[0], "1", "a",
+				"1", "3", "short", "1", "a", "1", "3", "ninebytes", "1", "a", "1", "3", id[1], "-5", "a",
+				"1", "3", id[1], "01", "a", "1", "3", id[1], "1234567890123456", "a", "1", "3", id[1], "1", "",
+				"1", "3", id[1], "1", long, "1", "4", id[2], "1", long[:64], "2", "5", id[3], "999999999999999", long[:64])},
+		}},
+		{"calls refused whole", []call{
+			{args: distinctArgs("", fx, "1", "1", id[0], "1", "a")},
+			{args: distinctArgs(strings.Repeat("p", 33), fx, "1", "1", id[0], "1", "a")},
+			{args: append([]string{"p:0", "0"}, distinctArgs("p:0", fx, "1", "1", id[0], "1", "a")[2:]...)},
+			{args: append([]string{"p:0", "12345678901"}, distinctArgs("p:0", fx, "1", "1", id[0], "1", "a")[2:]...)},
+			{keys: 2, args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a")},
+			{keys: 1, args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), fixedWin("600", "2")}, "1", "1", id[0], "1", "a")},
+			{args: distinctArgs("p:0", fx)},
+			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1")},
+			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a", "1")},
+			{args: []string{"p:0", "600"}},
+			{args: []string{"p:0"}},
+			{keys: -1, args: []string{"p:0", "600", "0", "1", "1", id[0], "1", "a"}},
+			{args: []string{"p:0", "600", "01", "fixed", "600", "0", "2", "600", "1", "1", id[0], "1", "a"}},
+			{args: []string{"p:0", "600", "x", "fixed", "600", "0", "2", "600", "1", "1", id[0], "1", "a"}},
+			{args: distinctArgs("p:0", fx, strings.Split(strings.Repeat("1,1,"+id[0]+",1,a,", 513), ",")[:5*513]...)},
+			{args: distinctArgs("p:0", fx, strings.Split(strings.Repeat("1,1,"+id[0]+",1,a,", 512), ",")[:5*512]...)},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			for _, c := range tc.calls {
+				if c.setup != nil {
+					c.setup(p)
+				}
+				n := c.keys
+				if n == 0 && len(c.args) > 2 {
+					n, _ = strconv.Atoi(c.args[2])
+				}
+				slots := make([]int, max(n, 0))
+				for i := range slots {
+					slots[i] = i
+				}
+				p.call(lua.DistinctAndCheckName, distinctKeysOf(p, slots...), c.args...)
+			}
+		})
+	}
+}
+
+// TestDistinctAndCheckRandomly runs random calls, mostly usable, over
+// fixed and sliding windows whose state the calls share, with times out of
+// order and values and ids repeated.
+func TestDistinctAndCheckRandomly(t *testing.T) {
+	const slots = 4
+	// How often each flag came back, over all seeds: the calls must cross,
+	// be late and be refused, or they test little.
+	flags := map[int64]int{}
+	defer func() {
+		for _, f := range []int64{-1, 0, 1, 2} {
+			if flags[f] == 0 {
+				t.Errorf("no change answered with flag %d: %v", f, flags)
+			}
+		}
+	}()
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := newPair(t)
+			r := rand.New(rand.NewPCG(seed, 3))
+			config := func() dwin {
+				w := dwin{"fixed", strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(r.IntN(6)), strconv.Itoa(1 + r.IntN(8)),
+					strconv.Itoa(600 + r.IntN(600))}
+				if r.IntN(2) == 0 {
+					w[0] = "sliding"
+				}
+				if r.IntN(30) == 0 {
+					w[1+r.IntN(4)] = []string{"0", "", "x", "01", "10001"}[r.IntN(5)]
+				}
+				return w
+			}
+			// A window keeps its configuration, mostly: rules change.
+			configs := make([]dwin, slots)
+			for i := range configs {
+				configs[i] = config()
+			}
+			offsets := map[string]int{}
+			clock := 10
+			for range 20 {
+				n := 1 + r.IntN(3)
+				src := []string{"p:0", "p:1"}[r.IntN(2)]
+				which := r.Perm(slots)[:n]
+				ws := make([]dwin, n)
+				for i, s := range which {
+					if r.IntN(10) == 0 {
+						configs[s] = config()
+					}
+					ws[i] = configs[s]
+				}
+				var changes []string
+				for range 1 + r.IntN(8) {
+					// Offsets mostly go on, sometimes back (a redelivery).
+					off := max(offsets[src]+r.IntN(3)-1, 0)
+					offsets[src] = off
+					clock += r.IntN(3)
+					at := strconv.Itoa(max(clock+r.IntN(16)-10, 0))
+					index := strconv.Itoa(1 + r.IntN(n))
+					id := distinctIDs[r.IntN(len(distinctIDs))]
+					value := fmt.Sprint("v", r.IntN(7))
+					switch r.IntN(40) {
+					case 0:
+						index = strconv.Itoa(n + 1)
+					case 1:
+						at = "-1"
+					case 2:
+						id = "short"
+					case 3:
+						value = ""
+					}
+					changes = append(changes, index, strconv.Itoa(off), id, at, value)
+				}
+				reply, _ := p.call(lua.DistinctAndCheckName, distinctKeysOf(p, which...), distinctArgs(src, ws, changes...)...).([]int64)
+				for i := 1; i < len(reply); i += 2 {
+					flags[reply[i]]++
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package model
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// script is a script's body: its reply is an int64 (a Lua number) or an
+// []int64 (a table of them), as Redis would send it.
+type script func(s *Store, keys, args argv) (any, error)
+
+// scripts are the bodies the model has, by their scripts' SHA1s. The
+// others (silences, budgets, evidence) a replay never calls.
+var scripts = func() map[string]script {
+	bodies := map[string]script{
+		lua.IncrAndCheckName:     incrAndCheck,
+		lua.SalesDecrName:        salesDecr,
+		lua.SlideAndCheckName:    slideAndCheck,
+		lua.DistinctAndCheckName: distinctAndCheck,
+		lua.AlertClaimName:       alertClaim,
+		lua.AlertSettleName:      alertSettle,
+	}
+	m := map[string]script{}
+	for name, sha := range lua.Hashes() {
+		if b, ok := bodies[name]; ok {
+			m[sha] = b
+		}
+	}
+	return m
+}()
+
+// Eval runs the script whose SHA1 is sha, as EVALSHA would.
+func (s *Store) Eval(sha string, keys, args []string) (any, error) {
+	body, ok := scripts[sha]
+	if !ok {
+		return nil, fmt.Errorf("model: no script %s", sha)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return body(s, keys, args)
+}
+
+// Client is a go-redis client that runs the lua package's calls on s, and
+// never reaches a server: every command goes to s (Hook).
+func (s *Store) Client() *redis.Client {
+	rdb := redis.NewClient(&redis.Options{
+		MaxRetries: -1,
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("model: a replay's store has no server")
+		},
+	})
+	rdb.AddHook(hook{s})
+	return rdb
+}
+
+// hook answers EVALSHA and EVAL of the scripts the model has, SCRIPT LOAD
+// and SCRIPT EXISTS; any other command fails.
+type hook struct{ s *Store }
+
+func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// A call whose context has ended fails, as a server's would: a replay
+// that is interrupted stops at its next call.
+func (h hook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := ctx.Err(); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		h.s.process(cmd)
+		return cmd.Err()
+	}
+}
+
+func (h hook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var first error
+		for _, cmd := range cmds {
+			if err := ctx.Err(); err != nil {
+				cmd.SetErr(err)
+			} else {
+				h.s.process(cmd)
+			}
+			if first == nil {
+				first = cmd.Err()
+			}
+		}
+		return first
+	}
+}
+
+func (s *Store) process(cmd redis.Cmder) {
+	reply, err := s.command(cmd.Args())
+	if err == nil {
+		err = setReply(cmd, reply)
+	}
+	if err != nil {
+		cmd.SetErr(err)
+	}
+}
+
+func (s *Store) command(args []any) (any, error) {
+	strs := make([]string, len(args))
+	for i, a := range args {
+		v, err := text(a)
+		if err != nil {
+			return nil, err
+		}
+		strs[i] = v
+	}
+	if len(strs) == 0 {
+		return nil, errors.New("model: empty command")
+	}
+	switch name := strings.ToLower(strs[0]); {
+	case (name == "evalsha" || name == "eval") && len(strs) >= 3:
+		sha := strs[1]
+		if name == "eval" {
+			sum := sha1.Sum([]byte(sha))
+			sha = hex.EncodeToString(sum[:])
+		}
+		n, err := strconv.Atoi(strs[2])
+		if err != nil || n < 0 || 3+n > len(strs) {
+			return nil, fmt.Errorf("model: %s: bad number of keys %q", name, strs[2])
+		}
+		return s.Eval(sha, strs[3:3+n], strs[3+n:])
+	case name == "script" && len(strs) == 3 && strings.EqualFold(strs[1], "load"):
+		sum := sha1.Sum([]byte(strs[2]))
+		sha := hex.EncodeToString(sum[:])
+		if _, ok := scripts[sha]; !ok {
+			return nil, fmt.Errorf("model: no model of script %s", sha)
+		}
+		return sha, nil
+	case name == "script" && len(strs) >= 2 && strings.EqualFold(strs[1], "exists"):
+		found := make([]bool, len(strs)-2)
+		for i, sha := range strs[2:] {
+			_, found[i] = scripts[sha]
+		}
+		return found, nil
+	default:
+		return nil, fmt.Errorf("model: command %s is not modelled", strs[0])
+	}
+}
+
+// text is an argument as go-redis writes it.
+func text(a any) (string, error) {
+	switch v := a.(type) {
+	case string:
+		return v, nil
+	case *string:
+		return *v, nil
+	case []byte:
+		return string(v), nil
+	case int:
+		return strconv.Itoa(v), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case *int64:
+		return strconv.FormatInt(*v, 10), nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case encoding.BinaryMarshaler:
+		b, err := v.MarshalBinary()
+		return string(b), err
+	}
+	return "", fmt.Errorf("model: an argument of type %T", a)
+}
+
+// setReply gives cmd the reply, as go-redis would have read it from Redis.
+func setReply(cmd redis.Cmder, reply any) error {
+	switch c := cmd.(type) {
+	case *redis.IntSliceCmd:
+		if v, ok := reply.([]int64); ok {
+			c.SetVal(v)
+			return nil
+		}
+	case *redis.Cmd:
+		switch v := reply.(type) {
+		case int64:
+			c.SetVal(v)
+			return nil
+		case []int64:
+			list := make([]any, len(v))
+			for i, n := range v {
+				list[i] = n
+			}
+			c.SetVal(list)
+			return nil
+		}
+	case *redis.StringCmd:
+		if v, ok := reply.(string); ok {
+			c.SetVal(v)
+			return nil
+		}
+	case *redis.BoolSliceCmd:
+		if v, ok := reply.([]bool); ok {
+			c.SetVal(v)
+			return nil
+		}
+	}
+	return fmt.Errorf("model: a %T reply to a %T", reply, cmd)
+}

@@ -1,0 +1,241 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// ids are 8-byte event ids; "abcdefgh" and "efghijkl" overlap, so that a
+// match straddling two remembered ids is tried.
+var ids = []string{"abcdefgh", "efghijkl", "ijklmnop", "00000001", "00000002", "00000003", "zzzzzzzz"}
+
+func TestIncrAndCheckAsTheScript(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls [][]string // per call: args after the windows' keys
+	}{
+		{"counts and crosses once", [][]string{
+			{"p:0", "600", "1", "600", "3", "1", "1", ids[0], "1", "1", "2", ids[1], "1", "1", "3", ids[2], "1", "1", "4", ids[3], "1"},
+		}},
+		{"a redelivery by offset, and by id at another offset", [][]string{
+			{"p:0", "600", "1", "600", "2", "1", "5", ids[0], "1", "1", "6", ids[1], "1"},
+			{"p:0", "600", "1", "600", "2", "1", "6", ids[1], "1", "1", "9", ids[0], "1", "1", "10", ids[2], "1"},
+		}},
+		{"a crossing redelivered from another source", [][]string{
+			{"p:0", "600", "1", "600", "2", "1", "1", ids[0], "1", "1", "2", ids[1], "1"},
+			{"p:1", "600", "1", "600", "2", "1", "1", ids[1], "1"},
+		}},
+		{"a crossing redelivered from another source, its id no longer among the latest", [][]string{
+			{"p:0", "600", "1", "600", "2", "1", "1", ids[0], "1", "1", "2", ids[1], "1", "1", "3", ids[2], "1",
+				"1", "4", ids[3], "1", "1", "5", ids[4], "1", "1", "6", ids[5], "1"},
+			{"p:1", "600", "1", "600", "2", "1", "7", ids[1], "1", "1", "8", ids[6], "1"},
+		}},
+		{"two windows, one unusable", [][]string{
+			{"p:0", "600", "2", "600", "2", "600", "0", "1", "1", ids[0], "5", "2", "1", ids[0], "5", "1", "2", ids[1], "5"},
+		}},
+		{"changes refused one by one", [][]string{
+			{"p:0", "600", "1", "600", "2", "0", "1", ids[0], "1", "2", "1", ids[0], "1", "1", "01", ids[0], "1",
+				"1", "1", "short", "1", "1", "1", ids[0], "0", "1", "1", ids[0], "-1", "1.5", "1", ids[0], "1", "", "1", ids[0], "1",
+				"1", "2", ids[1], "1"},
+		}},
+		{"calls refused whole", [][]string{
+			{"", "600", "1", "600", "2", "1", "1", ids[0], "1"},
+			{"p:0", "0", "1", "600", "2", "1", "1", ids[0], "1"},
+			{"p:0", "600", "2", "600", "2", "1", "1", ids[0], "1"},
+			{"p:0", "600", "1", "600", "2", "1", "1", ids[0]},
+			{"p:0", "600", "1", "600", "2"},
+		}},
+		{"past 2^53 in int64, saturating at 2^62", [][]string{
+			{"p:0", "600", "1", "600", "9007199254740993", "1", "1", ids[0], "9007199254740990", "1", "2", ids[1], "5", "1", "3", ids[2], "1"},
+			{"p:0", "600", "1", "600", "9007199254740993", "1", "4", ids[3], "999999999999999999", "1", "5", ids[4], "999999999999999999",
+				"1", "6", ids[5], "999999999999999999", "1", "7", ids[6], "999999999999999999", "1", "8", ids[0], "999999999999999999"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			for _, args := range tc.calls {
+				n, _ := strconv.Atoi(args[2])
+				if n > 2 || n < 1 {
+					n = 1
+				}
+				var keys []string
+				for i := range n {
+					keys = append(keys, p.key(fmt.Sprint("w", i)), p.key(fmt.Sprint("w", i, ":crossed")))
+				}
+				p.call(lua.IncrAndCheckName, keys, args...)
+			}
+		})
+	}
+}
+
+// A window that lost its TTL gets its length again; one that has a TTL
+// keeps it.
+func TestIncrAndCheckRearmsAWindowWithoutTTL(t *testing.T) {
+	p := newPair(t)
+	keys := []string{p.key("w"), p.key("w:crossed")}
+	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "600", "9", "1", "1", ids[0], "1")
+	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "9", "1", "2", ids[1], "1")
+	p.rdb.Persist(t.Context(), keys[0])
+	p.st.mu.Lock()
+	p.st.keys[keys[0]].ttl = false
+	p.st.mu.Unlock()
+	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "9", "1", "3", ids[2], "1")
+}
+
+// TestIncrAndCheckRandomly runs random calls, mostly usable, over windows
+// whose state the calls share.
+func TestIncrAndCheckRandomly(t *testing.T) {
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := newPair(t)
+			r := rand.New(rand.NewPCG(seed, 1))
+			offsets := map[string]int{}
+			for range 20 {
+				n := 1 + r.IntN(3)
+				src := []string{"p:0", "p:1"}[r.IntN(2)]
+				args := []string{src, "600", strconv.Itoa(n)}
+				var keys []string
+				for i := range n {
+					w := r.IntN(4) // of 4 windows, so that calls share some
+					keys = append(keys, p.key(fmt.Sprint("w", w, "-", i)), p.key(fmt.Sprint("w", w, "-", i, ":crossed")))
+					threshold := strconv.Itoa(1 + r.IntN(12))
+					if r.IntN(15) == 0 {
+						threshold = "0"
+					}
+					args = append(args, "600", threshold)
+				}
+				for range 1 + r.IntN(8) {
+					// Offsets mostly go on, sometimes back (a redelivery).
+					off := offsets[src] + r.IntN(3) - 1
+					offsets[src] = max(off, 0)
+					index := strconv.Itoa(1 + r.IntN(n))
+					if r.IntN(20) == 0 {
+						index = strconv.Itoa(n + 1)
+					}
+					inc := strconv.Itoa(1 + r.IntN(4))
+					if r.IntN(25) == 0 {
+						inc = "0"
+					}
+					args = append(args, index, strconv.Itoa(max(off, 0)), ids[r.IntN(len(ids))], inc)
+				}
+				p.call(lua.IncrAndCheckName, keys, args...)
+			}
+		})
+	}
+}
+
+func TestSalesDecrAsTheScript(t *testing.T) {
+	count := func(p *pair, args ...string) {
+		p.call(lua.IncrAndCheckName, []string{p.key("w"), p.key("w:crossed")}, append([]string{"p:0", "600", "1", "600", "1000"}, args...)...)
+	}
+	for _, tc := range []struct {
+		name    string
+		counted []string
+		refunds [][]string
+	}{
+		{"a refund of nothing", nil, [][]string{{"p:1", "1", "1", ids[0], "5"}}},
+		{"takes, then clamps at 0", []string{"1", "1", ids[0], "10"}, [][]string{{"p:1", "1", "1", ids[1], "4", "1", "2", ids[2], "9", "1", "3", ids[3], "1"}}},
+		{"a redelivery by offset and by id", []string{"1", "1", ids[0], "10"}, [][]string{
+			{"p:1", "1", "5", ids[1], "1"},
+			{"p:1", "1", "5", ids[1], "1", "1", "6", ids[1], "1", "1", "7", ids[2], "1"},
+		}},
+		{"refused changes and calls", []string{"1", "1", ids[0], "10"}, [][]string{
+			{"p:1", "0", "1", ids[1], "1", "1", "x", ids[1], "1", "1", "2", "short", "1", "1", "3", ids[1], "0", "1", "4", ids[2], "2"},
+			{"", "1", "1", ids[1], "1"},
+			{"p:1", "1", "1", ids[1]},
+		}},
+		{"past 2^53", []string{"1", "1", ids[0], "999999999999999999"}, [][]string{
+			{"p:1", "1", "1", ids[1], "3", "1", "2", ids[2], "999999999999999990", "1", "3", ids[3], "1"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			if tc.counted != nil {
+				count(p, tc.counted...)
+			}
+			for _, args := range tc.refunds {
+				p.call(lua.SalesDecrName, []string{p.key("w")}, args...)
+			}
+		})
+	}
+}
+
+func TestSalesDecrRandomly(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := newPair(t)
+			r := rand.New(rand.NewPCG(seed, 2))
+			offsets := map[string]int{}
+			next := func(src string) string {
+				off := max(offsets[src]+r.IntN(3)-1, 0)
+				offsets[src] = off
+				return strconv.Itoa(off)
+			}
+			for range 20 {
+				w := fmt.Sprint("w", r.IntN(3))
+				if r.IntN(2) == 0 {
+					args := []string{"p:0", "600", "1", "600", "50"}
+					for range 1 + r.IntN(4) {
+						args = append(args, "1", next("p:0"), ids[r.IntN(len(ids))], strconv.Itoa(1+r.IntN(9)))
+					}
+					p.call(lua.IncrAndCheckName, []string{p.key(w), p.key(w + ":crossed")}, args...)
+					continue
+				}
+				keys := []string{p.key(w)}
+				if r.IntN(2) == 0 {
+					keys = append(keys, p.key(fmt.Sprint(w, "b")))
+				}
+				args := []string{"r:0"}
+				for range 1 + r.IntN(4) {
+					args = append(args, strconv.Itoa(1+r.IntN(len(keys))), next("r:0"), ids[r.IntN(len(ids))], strconv.Itoa(1+r.IntN(9)))
+				}
+				p.call(lua.SalesDecrName, keys, args...)
+			}
+		})
+	}
+}
+
+func TestAlertClaimAndSettleAsTheScripts(t *testing.T) {
+	p := newPair(t)
+	cool, rec := p.key("cooldown"), p.key("record:a")
+	claim := func(rec, id, cooldown string, silences ...string) {
+		p.call(lua.AlertClaimName, append([]string{cool, rec}, silences...), id, cooldown, "600")
+	}
+	claim(rec, "a", "60")
+	claim(rec, "a", "60") // an attempt again, holding the cooldown
+	claim(p.key("record:b"), "b", "60")
+	p.call(lua.AlertSettleName, []string{cool, rec}, "a", "failed", "600")
+	claim(p.key("record:c"), "c", "60") // the cooldown given back
+	p.call(lua.AlertSettleName, []string{cool, p.key("record:c")}, "c", "sent", "600")
+	claim(p.key("record:c"), "c", "60")
+	claim(p.key("record:b"), "b", "60")
+	claim(p.key("record:d"), "d", "0")
+	// Silences: a hash of id -> end, milliseconds since 1970; an hour
+	// from the model's clock and from Redis's either way.
+	silences, rule := p.key("silences"), p.key("rule-silences")
+	now := p.start.UnixMilli()
+	p.rdb.HSet(t.Context(), silences, "old", now-3600_000)
+	p.rdb.HSet(t.Context(), rule, "x", "not a number")
+	p.st.mu.Lock()
+	_ = p.st.hset(silences, "old", strconv.FormatInt(now-3600_000, 10))
+	_ = p.st.hset(rule, "x", "not a number")
+	p.st.mu.Unlock()
+	claim(p.key("record:e"), "e", "60", silences, rule)
+	p.rdb.HSet(t.Context(), rule, "y", now+3600_000)
+	p.st.mu.Lock()
+	_ = p.st.hset(rule, "y", strconv.FormatInt(now+3600_000, 10))
+	p.st.mu.Unlock()
+	claim(p.key("record:f"), "f", "60", silences, rule)
+	claim(p.key("record:f"), "f", "60")
+	for _, args := range [][]string{{"", "60", "600"}, {"g", "-1", "600"}, {"g", "60", "0"}, {"g", "05", "600"}} {
+		p.call(lua.AlertClaimName, []string{cool, p.key("record:g")}, args...)
+	}
+	p.call(lua.AlertClaimName, []string{cool}, "g", "60", "600")
+	for _, args := range [][]string{{"a", "lost", "600"}, {"", "sent", "600"}, {"a", "sent", "0"}} {
+		p.call(lua.AlertSettleName, []string{cool, rec}, args...)
+	}
+}

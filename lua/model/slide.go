@@ -1,0 +1,397 @@
+package model
+
+import (
+	"errors"
+	"math"
+	"math/bits"
+	"strings"
+)
+
+// errBucketsCollide refuses a window hash in which two bucket fields are
+// one bucket to the script ("7" and "007") with different values: which
+// one it keeps follows HGETALL's order, which the model does not follow.
+// The script never writes such a pair.
+var errBucketsCollide = errors.New("model: a window hash holds one bucket under two fields")
+
+// errTotalOrder refuses a window whose buckets the script totals past
+// 2^53 in a way that rounds: its sum follows the order of Lua's pairs,
+// which the model does not follow. Only saturated buckets come near.
+var errTotalOrder = errors.New("model: a window total that rounds in the order of Lua's pairs")
+
+// slideWindow is slide_and_check's state of one window.
+type slideWindow struct {
+	key       string
+	marks     marks
+	span      float64
+	late      float64
+	threshold float64
+	ttl       string
+	// b is the buckets, by number: a number is a double in Lua, and so
+	// here, bucket fields above 2^53 included.
+	b         map[float64]float64
+	touched   map[float64]bool
+	total     float64
+	newest    float64
+	hasNewest bool
+	last      float64
+	hasLast   bool
+	latest    string
+	dirty     bool
+}
+
+// luaMin is Lua 5.1's math.min of two: the first unless the second is
+// less, which differs from Go's min on zeros' signs.
+func luaMin(a, b float64) float64 {
+	if b < a {
+		return b
+	}
+	return a
+}
+
+// load reads the window's hash as the script's window(i) does.
+func (w *slideWindow) load(s *Store, src string) error {
+	h, err := s.hgetall(w.key)
+	if err != nil {
+		return err
+	}
+	w.b = make(map[float64]float64, len(h))
+	w.touched = map[float64]bool{}
+	// Buckets a non-number set to nil, should another field name them.
+	var nilled map[float64]bool
+	for f, v := range h {
+		switch {
+		case f == "k":
+			w.newest, w.hasNewest, err = tonumber(v, true)
+		case f == "r":
+			w.latest = v
+		case f == src:
+			w.last, w.hasLast, err = tonumber(v, true)
+		case f != "" && allDigits(f):
+			// Leading zeros included, as match(f, '^%d+$') takes them.
+			var j, x float64
+			var isNum bool
+			if j, _, err = tonumber(f, true); err != nil {
+				break
+			}
+			if x, isNum, err = tonumber(v, true); err != nil {
+				break
+			}
+			old, had := w.b[j]
+			if (had && (!isNum || old != x)) || (isNum && nilled[j]) {
+				return errBucketsCollide
+			}
+			if isNum {
+				w.b[j] = x
+			} else {
+				if nilled == nil {
+					nilled = map[float64]bool{}
+				}
+				nilled[j] = true
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if w.hasNewest {
+		w.total, err = loadTotal(w.b, w.newest-w.span)
+	}
+	return err
+}
+
+// loadTotal is the script's total of the buckets after from, which it sums
+// in the order of pairs(w.b). The model sums them in its own order, and
+// answers only where every order gives that sum: two terms commute, and
+// multiples of 2^e whose magnitudes sum to at most 2^(53+e) add exactly
+// (short of overflow).
+func loadTotal(b map[float64]float64, from float64) (float64, error) {
+	total := 0.0
+	terms, low, finite := 0, math.MaxInt, true
+	for k, v := range b {
+		if k > from {
+			total += v
+			switch {
+			case math.IsInf(v, 0):
+				terms++
+				finite = false
+			case v != 0:
+				terms++
+				low = min(low, lowBit(v))
+			}
+		}
+	}
+	if terms <= 2 {
+		return total, nil
+	}
+	if !finite || low > 1023-53 {
+		return 0, errTotalOrder
+	}
+	var units uint64
+	for k, v := range b {
+		if k > from && v != 0 {
+			q := math.Ldexp(math.Abs(v), -low)
+			if q > two53 {
+				return 0, errTotalOrder
+			}
+			if units += uint64(q); units > 1<<53 {
+				return 0, errTotalOrder
+			}
+		}
+	}
+	return total, nil
+}
+
+// lowBit is the exponent of the lowest bit set in v, finite and not 0.
+func lowBit(v float64) int {
+	frac, exp := math.Frexp(math.Abs(v))
+	return exp - 53 + bits.TrailingZeros64(uint64(math.Ldexp(frac, 53)))
+}
+
+// advance is the script's advance(w, k).
+func (w *slideWindow) advance(k float64) {
+	if w.hasNewest && k-w.span < w.newest {
+		// Lua's for starts at (init - 1) + 1: not init itself for every
+		// newest with a fraction, which a hash not the script's may hold.
+		for j := w.newest - w.span + 1 - 1 + 1; j <= k-w.span; j++ {
+			w.total -= w.b[j]
+		}
+	} else {
+		w.total = 0
+	}
+	w.newest, w.hasNewest = k, true
+}
+
+// largest is the script's largest(w, k).
+func (w *slideWindow) largest(k float64) float64 {
+	s := 0.0
+	for j := k - w.span + 1; j <= k; j++ {
+		s += w.b[j]
+	}
+	most := s
+	last := luaMin(k+w.span-1, w.newest)
+	for j := k + 1; j <= last; j++ {
+		s = s + w.b[j] - w.b[j-w.span]
+		if s > most {
+			most = s
+		}
+	}
+	return most
+}
+
+// add is the script's add(w, k, inc).
+func (w *slideWindow) add(k, inc float64) (float64, int64) {
+	before := w.total
+	if k < w.newest {
+		before = w.largest(k)
+	}
+	was := w.b[k]
+	w.b[k] = luaMin(was+inc, two53)
+	w.touched[k] = true
+	if k > w.newest-w.span {
+		w.total = w.total + w.b[k] - was
+	}
+	after := before + inc
+	if before < w.threshold && after >= w.threshold {
+		return after, 1
+	}
+	return after, 0
+}
+
+// take is the script's take(w, k, amount); ok is false for its nil. What
+// it took stays taken even then, as in the script: only an amount so
+// large that what it took rounds away returns nil after taking.
+func (w *slideWindow) take(k, amount float64) (value float64, flag int64, ok bool) {
+	left := amount
+	for j := k; j >= k-w.span+1; j-- {
+		v, had := w.b[j]
+		if had && v > 0 {
+			d := luaMin(v, left)
+			w.b[j] = v - d
+			w.touched[j] = true
+			if j > w.newest-w.span {
+				w.total -= d
+			}
+			left -= d
+			if left == 0 {
+				return w.total, 0, true
+			}
+		}
+	}
+	if left == amount {
+		return 0, 0, false
+	}
+	return w.total, 3, true
+}
+
+// save is the script's write-back of a dirty window. The order of pairs
+// only orders HSET's and HDEL's fields, where it changes nothing.
+func (w *slideWindow) save(s *Store, src string) error {
+	oldest := w.newest - 2*w.span - w.late
+	set := make([]string, 0, 6+2*len(w.touched))
+	set = append(set, "k", format(w.newest), src, format(w.last), "r", w.latest)
+	var gone []string
+	for j, v := range w.b {
+		if j <= oldest || v <= 0 {
+			gone = append(gone, format(j))
+		} else if w.touched[j] {
+			set = append(set, format(j), format(v))
+		}
+	}
+	if err := s.hset(w.key, set...); err != nil {
+		return err
+	}
+	if len(gone) > 0 {
+		if err := s.hdel(w.key, gone...); err != nil {
+			return err
+		}
+	}
+	s.expire(w.key, duration(w.ttl))
+	return nil
+}
+
+// slideAndCheck is slide_and_check.lua.
+func slideAndCheck(s *Store, keys, args argv) (any, error) {
+	const maxWindows, maxChanges, maxSpan, maxLate = 64, 512, 1000, 4000
+	src, srcOK := args.at(1)
+	life, lifeOK := args.at(2)
+	nArg, nOK := args.at(3)
+	if !(srcOK && len(src) >= 1 && len(src) <= 32 && strings.Contains(src, ":") && positive(life, lifeOK, 10) &&
+		positive(nArg, nOK, 2)) {
+		return refused(), nil
+	}
+	n := smallInt(nArg)
+	if n > maxWindows || len(keys) != 2*n {
+		return refused(), nil
+	}
+	first := 4 + 4*n
+	rest := len(args) - first + 1
+	if rest < 5 || rest%5 != 0 || rest/5 > maxChanges {
+		return refused(), nil
+	}
+	if err := distinctKeys(keys); err != nil {
+		return nil, err
+	}
+	usable := make([]bool, n+1)
+	for i := 1; i <= n; i++ {
+		a := 4 * i
+		span, sok := args.at(a)
+		late, lok := args.at(a + 1)
+		threshold, tok := args.at(a + 2)
+		ttl, ttlOK := args.at(a + 3)
+		usable[i] = positive(span, sok, 4) && smallInt(span) <= maxSpan && natural(late, lok, 4) &&
+			smallInt(late) <= maxLate && positive(threshold, tok, 18) && positive(ttl, ttlOK, 10)
+	}
+
+	windows := make([]*slideWindow, n+1)
+	window := func(i int) (*slideWindow, error) {
+		if w := windows[i]; w != nil {
+			return w, nil
+		}
+		a := 4 * i
+		span, _ := args.at(a)
+		late, _ := args.at(a + 1)
+		ttl, _ := args.at(a + 3)
+		w := &slideWindow{key: keys[2*i-2], marks: marks{key: keys[2*i-1]}, span: float64(smallInt(span)),
+			late: float64(smallInt(late)), ttl: ttl}
+		// Checked usable: at most 18 digits, which tonumber rounds as Lua.
+		w.threshold, _, _ = tonumber(args.at(a + 2))
+		if err := w.load(s, src); err != nil {
+			return nil, err
+		}
+		windows[i] = w
+		return w, nil
+	}
+
+	reply := make([]int64, 0, 2*(rest/5))
+	// Redis ends a table reply at its first nil: a mark that is not a
+	// number puts one there.
+	cut := -1
+	for a := first; a <= len(args); a += 5 {
+		iv, iok, err := tonumber(args.at(a))
+		if err != nil {
+			return nil, err
+		}
+		off, offOK := args.at(a + 1)
+		id, idOK := args.at(a + 2)
+		bucket, bucketOK := args.at(a + 3)
+		amount, amountOK := args.at(a + 4)
+		refund := amountOK && strings.HasPrefix(amount, "-")
+		if refund {
+			amount = amount[1:]
+		}
+		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && usable[int(iv)] && natural(off, offOK, 15) &&
+			idOK && len(id) == 8 && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
+			reply = append(reply, -1, -1)
+			continue
+		}
+		w, err := window(int(iv))
+		if err != nil {
+			return nil, err
+		}
+		o, _, _ := tonumber(off, true)
+		k, _, _ := tonumber(bucket, true)
+		again := (w.hasLast && o <= w.last) || seen(w.latest, id)
+		var mark string
+		var marked bool
+		if !refund && (again || !w.hasLast) {
+			if mark, marked, err = w.marks.crossed(s, id); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case marked:
+			m, isNum, err := tonumber(mark, true)
+			if err != nil {
+				return nil, err
+			}
+			if !isNum && cut < 0 {
+				cut = len(reply)
+			}
+			reply = append(reply, integer(m), 1)
+		case again:
+			reply = append(reply, integer(w.total), 0)
+		case refund && !w.hasNewest:
+			reply = append(reply, 0, 0)
+		case w.hasNewest && k <= w.newest-w.span-w.late:
+			reply = append(reply, integer(w.total), 2)
+		default:
+			if !w.hasNewest || k > w.newest {
+				w.advance(k)
+			}
+			by, _, _ := tonumber(amount, true)
+			var value float64
+			var flag int64
+			counted := true
+			if refund {
+				value, flag, counted = w.take(k, by)
+			} else {
+				value, flag = w.add(k, by)
+			}
+			if !counted {
+				// The window moved on all the same: advance stays.
+				reply = append(reply, 0, 0)
+				break
+			}
+			w.last, w.hasLast, w.dirty = o, true, true
+			w.latest = remember(w.latest, id)
+			if flag == 1 {
+				if err := w.marks.mark(s, id, value, life); err != nil {
+					return nil, err
+				}
+			}
+			reply = append(reply, integer(value), flag)
+		}
+	}
+
+	for _, w := range windows {
+		if w != nil && w.dirty {
+			if err := w.save(s, src); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cut >= 0 {
+		reply = reply[:cut]
+	}
+	return reply, nil
+}

@@ -1,0 +1,317 @@
+// Package model runs what fraudwatch's counting and alert scripts do, in Go,
+// on a keyspace in memory whose clock the caller moves: a replay's Redis
+// (fraudwatch backtest). It answers the very calls the lua package sends,
+// through a go-redis hook (Store.Hook), so a replay runs production's engine
+// and only the scripts' bodies are this package's. Each body follows its
+// script line by line, Lua's numbers (doubles) and Redis's replies
+// included, and its tests hold it to the script, call by call, on a real
+// redis-server.
+//
+// Why it exists: Lua interpreted in Go (miniredis runs the scripts in
+// gopher-lua) costs a replay far more than the work itself, about 100 µs an
+// event, where these bodies cost a few.
+package model
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// errWrongType is Redis's reply to a command on a key of another type.
+var errWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+// Store is a keyspace of strings, hashes and sorted sets, with TTLs that run
+// on a clock only SetTime moves. It is safe for concurrent use; calls run
+// one at a time, as scripts do in Redis.
+type Store struct {
+	mu   sync.Mutex
+	base time.Time     // the clock's first time
+	now  time.Duration // the clock, as time after base
+	keys map[string]*entry
+	// When keys are due, first first, each key at most once (its first
+	// due time, pushed again when it comes up if the key was re-armed
+	// since): a sliding window re-arms its TTL on every call, and one
+	// entry a call would grow the heap with the events.
+	due dueQueue
+}
+
+// entry is one key's value: exactly one of str, hash and zset is in use.
+type entry struct {
+	hash map[string]string
+	zset *zset
+	str  string
+	kind kind
+	ttl  bool          // it has a TTL
+	due  time.Duration // when it expires, after base, if ttl
+	// queued is when the heap holds it, if inQueue.
+	queued  time.Duration
+	inQueue bool
+}
+
+type kind uint8
+
+const (
+	kindString kind = iota + 1
+	kindHash
+	kindZSet
+)
+
+// New returns an empty Store whose clock reads now.
+func New(now time.Time) *Store {
+	return &Store{base: now, keys: map[string]*entry{}}
+}
+
+// SetTime moves the clock to now: every key due by then is gone, as Redis
+// drops a key whose expiry time has come. A clock moved back stays where it
+// was.
+func (s *Store) SetTime(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := after(now.Sub(s.base), 0)
+	if at <= s.now {
+		return
+	}
+	s.now = at
+	for len(s.due) > 0 && s.due[0].at <= at {
+		d := heap.Pop(&s.due).(dueKey)
+		e := d.e
+		if s.keys[d.key] != e || !e.inQueue || e.queued != d.at {
+			continue // replaced, removed, or queued again earlier
+		}
+		e.inQueue = false
+		switch {
+		case !e.ttl:
+		case e.due <= at:
+			delete(s.keys, d.key)
+		default:
+			s.queue(d.key, e)
+		}
+	}
+}
+
+// Len is how many keys are alive.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.keys {
+		if !e.expired(s.now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *entry) expired(now time.Duration) bool { return e.ttl && e.due <= now }
+
+// get is key's entry, nil when there is none or it has expired.
+func (s *Store) get(key string) *entry {
+	e := s.keys[key]
+	if e == nil {
+		return nil
+	}
+	if e.expired(s.now) {
+		delete(s.keys, key)
+		return nil
+	}
+	return e
+}
+
+// typed is key's entry if it holds a k, nil when there is none, and
+// WRONGTYPE when it holds another kind.
+func (s *Store) typed(key string, k kind) (*entry, error) {
+	e := s.get(key)
+	if e != nil && e.kind != k {
+		return nil, errWrongType
+	}
+	return e, nil
+}
+
+// create is key's entry of kind k, made empty (without a TTL) when there is
+// none.
+func (s *Store) create(key string, k kind) (*entry, error) {
+	e, err := s.typed(key, k)
+	if err != nil || e != nil {
+		return e, err
+	}
+	e = &entry{kind: k}
+	switch k {
+	case kindHash:
+		e.hash = map[string]string{}
+	case kindZSet:
+		e.zset = &zset{scores: map[string]float64{}}
+	}
+	s.keys[key] = e
+	return e, nil
+}
+
+// exists is EXISTS of one key.
+func (s *Store) exists(key string) bool { return s.get(key) != nil }
+
+// del is DEL of one key.
+func (s *Store) del(key string) bool {
+	if s.get(key) == nil {
+		return false
+	}
+	delete(s.keys, key)
+	return true
+}
+
+// expire is EXPIRE (or PEXPIRE) with a positive ttl: false when there is no
+// key.
+func (s *Store) expire(key string, ttl time.Duration) bool {
+	e := s.get(key)
+	if e == nil {
+		return false
+	}
+	s.setDue(key, e, ttl)
+	return true
+}
+
+func (s *Store) setDue(key string, e *entry, ttl time.Duration) {
+	e.ttl, e.due = true, after(s.now, ttl)
+	if !e.inQueue || e.due < e.queued {
+		s.queue(key, e)
+	}
+}
+
+func (s *Store) queue(key string, e *entry) {
+	e.queued, e.inQueue = e.due, true
+	heap.Push(&s.due, dueKey{at: e.due, key: key, e: e})
+}
+
+// ttl is TTL: -2 without a key, -1 without a TTL, else the seconds left,
+// rounded as Redis rounds them.
+func (s *Store) ttlSeconds(key string) int64 {
+	e := s.get(key)
+	switch {
+	case e == nil:
+		return -2
+	case !e.ttl:
+		return -1
+	}
+	return ((e.due - s.now).Milliseconds() + 500) / 1000
+}
+
+// after is t plus ttl, saturating as time.Time's Sub does.
+func after(t, ttl time.Duration) time.Duration {
+	if t > math.MaxInt64-ttl {
+		return math.MaxInt64
+	}
+	return t + ttl
+}
+
+// String commands.
+
+// getString is GET: ok is false without a key.
+func (s *Store) getString(key string) (v string, ok bool, err error) {
+	e, err := s.typed(key, kindString)
+	if e == nil {
+		return "", false, err
+	}
+	return e.str, true, nil
+}
+
+// setEx is SET key value EX ttl: any value of any kind is replaced.
+func (s *Store) setEx(key, value string, ttl time.Duration) {
+	e := &entry{kind: kindString, str: value}
+	s.keys[key] = e
+	s.setDue(key, e, ttl)
+}
+
+// Hash commands.
+
+// hget is HGET: ok is false without the key or the field.
+func (s *Store) hget(key, field string) (v string, ok bool, err error) {
+	e, err := s.typed(key, kindHash)
+	if e == nil {
+		return "", false, err
+	}
+	v, ok = e.hash[field]
+	return v, ok, nil
+}
+
+// hgetall is key's hash, nil without one. It is the store's own: callers
+// must not change it.
+func (s *Store) hgetall(key string) (map[string]string, error) {
+	e, err := s.typed(key, kindHash)
+	if e == nil {
+		return nil, err
+	}
+	return e.hash, nil
+}
+
+// hset is HSET of field-value pairs.
+func (s *Store) hset(key string, pairs ...string) error {
+	if len(pairs) == 0 || len(pairs)%2 != 0 {
+		return errors.New("ERR wrong number of arguments for 'hset' command")
+	}
+	e, err := s.create(key, kindHash)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		e.hash[pairs[i]] = pairs[i+1]
+	}
+	return nil
+}
+
+// hdel is HDEL; a hash left empty is removed, as Redis removes it.
+func (s *Store) hdel(key string, fields ...string) error {
+	e, err := s.typed(key, kindHash)
+	if e == nil {
+		return err
+	}
+	for _, f := range fields {
+		delete(e.hash, f)
+	}
+	if len(e.hash) == 0 {
+		delete(s.keys, key)
+	}
+	return nil
+}
+
+// hincrby is HINCRBY with Redis's checks: the field must hold an integer,
+// and the sum must not overflow.
+func (s *Store) hincrby(key, field string, by int64) (int64, error) {
+	e, err := s.create(key, kindHash)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	if old, ok := e.hash[field]; ok {
+		if v, ok = parseInt(old); !ok {
+			return 0, errors.New("ERR hash value is not an integer")
+		}
+	}
+	if (by > 0 && v > math.MaxInt64-by) || (by < 0 && v < math.MinInt64-by) {
+		return 0, errors.New("ERR increment or decrement would overflow")
+	}
+	v += by
+	e.hash[field] = fmt.Sprint(v)
+	return v, nil
+}
+
+type dueKey struct {
+	at  time.Duration
+	key string
+	e   *entry
+}
+
+// dueQueue is a heap of keys, the first due first.
+type dueQueue []dueKey
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].at < q[j].at }
+func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueKey)) }
+func (q *dueQueue) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return d
+}

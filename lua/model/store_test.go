@@ -1,0 +1,70 @@
+package model
+
+import (
+	"testing"
+	"time"
+)
+
+// Keys expire as Redis expires them, at their due time exactly, whether a
+// step of the clock or a read finds them first; a key re-armed since it was
+// queued lives to its new time.
+func TestStoreExpiresKeysWhenDue(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		// steps moves the clock, then asks whether the key exists.
+		steps []time.Duration
+		want  []bool
+		rearm time.Duration // when > 0: the key is armed again at this time, for 60 s
+	}{
+		{"just before, then at its time", []time.Duration{59*time.Second + 999*time.Millisecond, 60 * time.Second}, []bool{true, false}, 0},
+		{"one step past it", []time.Duration{2 * time.Minute}, []bool{false}, 0},
+		{"re-armed: lives to the new time", []time.Duration{30 * time.Second, 60 * time.Second, 89 * time.Second, 90 * time.Second},
+			[]bool{true, true, true, false}, 30 * time.Second},
+		{"a clock moved back stays", []time.Duration{30 * time.Second, 10 * time.Second, 60 * time.Second}, []bool{true, true, false}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(t0)
+			if err := s.hset("k", "v", "1"); err != nil {
+				t.Fatal(err)
+			}
+			s.expire("k", time.Minute)
+			for i, step := range tc.steps {
+				s.SetTime(t0.Add(step))
+				if tc.rearm > 0 && step == tc.rearm {
+					s.expire("k", time.Minute)
+				}
+				// Through Len, which reads no key, and exists, which does.
+				if got := s.Len() == 1; got != tc.want[i] {
+					t.Errorf("at %v: Len says alive %v, want %v", step, got, tc.want[i])
+				}
+				if got := s.exists("k"); got != tc.want[i] {
+					t.Errorf("at %v: exists %v, want %v", step, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A step deletes the keys due, so that a long replay holds only the keys
+// alive; and a key set again after it was queued is not deleted by its old
+// entry.
+func TestStoreDropsKeysDueAtAStep(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := New(t0)
+	for _, k := range []string{"a", "b", "c", "r"} {
+		s.setEx(k, "x", time.Minute)
+	}
+	s.setEx("long", "x", time.Hour)
+	s.SetTime(t0.Add(30 * time.Second))
+	s.setEx("b", "y", time.Minute) // a new value, due later
+	s.expire("r", time.Minute)     // re-armed, due later
+	s.SetTime(t0.Add(60 * time.Second))
+	if len(s.keys) != 3 || s.keys["b"] == nil || s.keys["r"] == nil || s.keys["long"] == nil {
+		t.Errorf("at a minute the store holds %d keys, want b, r and long", len(s.keys))
+	}
+	s.SetTime(t0.Add(90 * time.Second))
+	if len(s.keys) != 1 || len(s.due) != 1 {
+		t.Errorf("at 90 s: %d keys, %d queued; want long alone", len(s.keys), len(s.due))
+	}
+}
