@@ -139,6 +139,10 @@ not an event
 		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
 		{"backtest", []string{"backtest", "--config", good, "--input", events}, 0, []string{
 			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02Z"}, nil},
+		{"backtest says it ran the scripts' model", []string{"backtest", "--config", good, "--input", events}, 0,
+			[]string{"; scripts: go model\n"}, nil},
+		{"backtest through the Lua scripts", []string{"backtest", "--config", good, "--input", events, "--lua", "--format", "json"}, 0,
+			[]string{`"scripts": "lua"`, `"orders": 3`}, nil},
 		{"backtest against other rules", []string{"backtest", "--config", good, "--input", events, "--compare", older, "--format", "json"}, 0,
 			[]string{`"compare"`, `"removed"`}, nil},
 		{"backtest bounds events as the consumer does", []string{"backtest", "--config", smallEvents, "--input", bigEvent}, 0,

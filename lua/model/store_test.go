@@ -3,6 +3,8 @@ package model
 import (
 	"testing"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // Keys expire as Redis expires them, at their due time exactly, whether a
@@ -66,5 +68,18 @@ func TestStoreDropsKeysDueAtAStep(t *testing.T) {
 	s.SetTime(t0.Add(90 * time.Second))
 	if len(s.keys) != 1 || len(s.due) != 1 {
 		t.Errorf("at 90 s: %d keys, %d queued; want long alone", len(s.keys), len(s.due))
+	}
+}
+
+// Each body follows the script the lua package runs, text for text: a
+// changed script needs its body changed to match, its tests run, and its
+// hash in followed updated.
+func TestModelFollowsTheScripts(t *testing.T) {
+	hashes := lua.Hashes()
+	for name, f := range followed {
+		if hashes[name] != f.sha {
+			t.Errorf("script %s has changed (SHA1 %s; the model follows %s): change its body in lua/model to match, then its hash in followed",
+				name, hashes[name], f.sha)
+		}
 	}
 }

@@ -1,10 +1,10 @@
-// Package backtest replays recorded events through the rules and the very
-// Lua scripts that run in production, on Redis servers inside this process
-// (miniredis, never the production one; the rules shared among them), in
-// event-time order, and reports
-// what the rules would have done: crossings, alerts after cooldowns, the
-// groups that crossed most, and the alert list. It is what `fraudwatch
-// backtest` runs.
+// Package backtest replays recorded events through the rules and the calls
+// production's engine makes to its scripts, answered inside this process
+// (never by the production Redis; the rules shared among several answerers)
+// by the scripts' Go model (lua/model) or, for Lua, by the Lua scripts
+// themselves in miniredis, in event-time order, and reports what the rules
+// would have done: crossings, alerts after cooldowns, the groups that
+// crossed most, and the alert list. It is what `fraudwatch backtest` runs.
 package backtest
 
 import (
@@ -28,6 +28,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/model"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -237,9 +238,9 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 	return nil
 }
 
-// Replay runs the events through rs on fresh in-process Redis servers.
-// progress, when set, is called now and then with the events replayed so
-// far by every server.
+// Replay runs the events through rs on fresh in-process Redis servers, the
+// scripts' work done by engine. progress, when set, is called now and then
+// with the events replayed so far by every server.
 //
 // Rules keep their own windows, marks and cooldowns, so they are replayed
 // apart: a share of them on each of up to GOMAXPROCS servers, each share
@@ -247,12 +248,12 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 // goroutine hands calls to another), so even two cores gain. What a rule
 // does does not depend on the share it is in: each share steps its clock
 // and cuts its batches as the events alone say.
-func Replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int)) (*Report, error) {
-	return replay(ctx, rs, evs, progress, runtime.GOMAXPROCS(0))
+func Replay(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int)) (*Report, error) {
+	return replay(ctx, rs, evs, engine, progress, runtime.GOMAXPROCS(0))
 }
 
 // replay is Replay over at most parallel servers.
-func replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int), parallel int) (*Report, error) {
+func replay(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int), parallel int) (*Report, error) {
 	rep := &Report{Version: rules.Version(rs)}
 	if n := len(evs.list); n > 0 {
 		rep.From, rep.To = evs.list[0].at, evs.list[n-1].at
@@ -275,7 +276,7 @@ func replay(ctx context.Context, rs []rules.Rule, evs *Events, progress func(don
 	var wg sync.WaitGroup
 	for i, share := range shares {
 		wg.Go(func() {
-			found[i], errs[i] = replayShare(ctx, share, evs, func(d int) { done.update(i, d) })
+			found[i], errs[i] = replayShare(ctx, share, evs, engine, func(d int) { done.update(i, d) })
 			if errs[i] != nil {
 				cancel()
 			}
@@ -344,32 +345,25 @@ func (p *shareProgress) update(share, done int) {
 
 // replayShare runs every event through rs on a fresh in-process Redis and
 // returns their crossings in the order the engine found them.
-func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress func(done int)) ([]batchAlert, error) {
-	// No listener: the client's connections are pipes in memory, so a
-	// replay opens no port and never touches the network.
-	mr := miniredis.NewMiniRedis()
-	defer mr.Close()
+func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int)) ([]batchAlert, error) {
 	list := evs.list
 	var redisTime time.Time
 	if len(list) > 0 {
 		redisTime = list[0].at
 	}
-	clk, err := newExpiry(mr, redisTime)
+	srv, err := newServer(engine, redisTime)
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(&redis.Options{MaxRetries: -1,
-		Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() }})
-	defer rdb.Close()
-	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	defer srv.close()
+	scripts, err := lua.New(lua.Config{}, srv.rdb, nil)
 	if err != nil {
 		return nil, err
 	}
 	var clock time.Time // the engine's, the latest time of the batch
 	sink := &collector{}
-	// One bucket: no cluster to spread keys over, and the in-process
-	// Redis pays for each call (a Lua state of its own) far more than for
-	// each change.
+	// One bucket: no cluster to spread keys over, and each call costs
+	// more than each change (in miniredis, a Lua state of its own).
 	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return clock }, Buckets: 1},
 		rs, scripts, sink, nil, nil)
 	if err != nil {
@@ -388,7 +382,7 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress fun
 		// Redis's clock moves to the batch, so that TTLs (fixed windows,
 		// cooldowns) run out as they did, to within clockStep.
 		if at := batch[0].Source.Time; at.Sub(redisTime) >= clockStep {
-			clk.advance(at)
+			srv.advance(at)
 			redisTime = at
 		}
 		clock = batch[len(batch)-1].Source.Time
@@ -412,6 +406,52 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, progress fun
 		}
 	}
 	return found, nil
+}
+
+// Engine is what does the scripts' work in a replay.
+type Engine int
+
+const (
+	// Model runs what the scripts do in Go (package lua/model, held to
+	// the scripts by its tests), several times faster.
+	Model Engine = iota
+	// Lua runs the scripts themselves, in miniredis's Lua interpreter.
+	Lua
+)
+
+// String is how a report names the engine.
+func (e Engine) String() string {
+	if e == Lua {
+		return "lua"
+	}
+	return "go model"
+}
+
+// replayServer is a replay's Redis: a client for the scripts' calls that never
+// leaves the process, and its clock.
+type replayServer struct {
+	rdb     *redis.Client
+	advance func(now time.Time) // moves the clock to now: keys due expire
+	close   func()
+}
+
+func newServer(engine Engine, now time.Time) (*replayServer, error) {
+	if engine == Model {
+		st := model.New(now)
+		rdb := st.Client()
+		return &replayServer{rdb: rdb, advance: st.SetTime, close: func() { rdb.Close() }}, nil
+	}
+	// No listener: the client's connections are pipes in memory, so a
+	// replay opens no port and never touches the network.
+	mr := miniredis.NewMiniRedis()
+	clk, err := newExpiry(mr, now)
+	if err != nil {
+		mr.Close()
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{MaxRetries: -1,
+		Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() }})
+	return &replayServer{rdb: rdb, advance: clk.advance, close: func() { rdb.Close(); mr.Close() }}, nil
 }
 
 // claim decides an alert as the dispatcher does: shadow rules never

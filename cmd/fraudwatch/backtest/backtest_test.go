@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"slices"
@@ -44,6 +45,13 @@ func parseRules(t *testing.T, yaml string) Options {
 	}
 	return Options{Rules: rs, RulesFrom: "rules.yaml", InputName: "events.jsonl"}
 }
+
+// engines are every Engine, for the tests that hold them all to one
+// behaviour.
+var engines = []struct {
+	name string
+	e    Engine
+}{{"model", Model}, {"lua", Lua}}
 
 func run(t *testing.T, o Options, input string) string {
 	t.Helper()
@@ -158,8 +166,14 @@ func TestReplay(t *testing.T) {
 	for i, at := range []time.Duration{30 * time.Second, 75 * time.Second, 120 * time.Second} {
 		lines = append(lines, line(fmt.Sprint("y", i), "", "y", fmt.Sprint("card-y", i%2), 1, at))
 	}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { testReplay(t, e.e, lines) })
+	}
+}
+
+func testReplay(t *testing.T, e Engine, lines []string) {
 	o := parseRules(t, testRules)
-	o.Format = "json"
+	o.Format, o.Engine = "json", e
 	var got struct {
 		Report Report `json:"report"`
 	}
@@ -197,9 +211,12 @@ func TestReplayCooldown(t *testing.T) {
 	for i, at := range []time.Duration{0, time.Second, 2 * time.Minute, 2*time.Minute + time.Second, 11 * time.Minute, 11*time.Minute + time.Second} {
 		lines = append(lines, line(fmt.Sprint("x", i), "", "x", "k", 1, at))
 	}
-	out := run(t, o, strings.Join(lines, "\n"))
-	if !regexpMatch(`burst\s+3\s+2\s+1\s+0\s`, out) {
-		t.Errorf("want 3 crossings, 2 alerts, 1 suppressed by the cooldown:\n%s", out)
+	for _, e := range engines {
+		o.Engine = e.e
+		out := run(t, o, strings.Join(lines, "\n"))
+		if !regexpMatch(`burst\s+3\s+2\s+1\s+0\s`, out) {
+			t.Errorf("%s: want 3 crossings, 2 alerts, 1 suppressed by the cooldown:\n%s", e.name, out)
+		}
 	}
 }
 
@@ -213,17 +230,94 @@ func TestReplayIsDeterministic(t *testing.T) {
 		}
 	}
 	input := strings.Join(lines, "\n")
-	for _, format := range []string{"text", "json"} {
-		o := parseRules(t, testRules)
-		o.Format = format
-		first, second := run(t, o, input), run(t, o, input)
-		if first != second {
-			t.Errorf("%s: two replays differ", format)
-		}
-		if !strings.Contains(first, "burst") {
-			t.Errorf("%s: no report:\n%s", format, first)
+	var outputs []string
+	for _, e := range engines {
+		for _, format := range []string{"text", "json"} {
+			o := parseRules(t, testRules)
+			o.Format, o.Engine = format, e.e
+			first, second := run(t, o, input), run(t, o, input)
+			if first != second {
+				t.Errorf("%s %s: two replays differ", e.name, format)
+			}
+			if !strings.Contains(first, "burst") {
+				t.Errorf("%s %s: no report:\n%s", e.name, format, first)
+			}
+			outputs = append(outputs, strings.Replace(first, e.e.String(), "", 1))
 		}
 	}
+	if outputs[0] != outputs[2] || outputs[1] != outputs[3] {
+		t.Errorf("the engines' reports differ:\n%s\n%s", outputs[0], outputs[2])
+	}
+}
+
+// The scripts' Go model and the Lua scripts give the same report: here on
+// random histories whose gaps let windows, marks and cooldowns expire,
+// through every kind of window, refunds among the orders.
+func TestEnginesAgree(t *testing.T) {
+	o := parseRules(t, `rules:
+  - {name: count-fixed, metric: count, group_by: [customer_id], window: 2m, threshold: 3, cooldown: 1m}
+  - {name: amount-fixed, metric: amount, group_by: [card_fingerprint], window: 1m, threshold: 900}
+  - {name: count-sliding, metric: count, group_by: [customer_id], window_type: sliding, window: 90s, threshold: 3, cooldown: 30s}
+  - {name: amount-sliding, metric: amount, group_by: [customer_id, card_fingerprint], window_type: sliding, window: 5m, threshold: 1200}
+  - {name: cards-fixed, metric: distinct, field: card_fingerprint, group_by: [customer_id], window: 10m, threshold: 2, cooldown: 0s}
+  - {name: cards-sliding, metric: distinct, field: card_fingerprint, group_by: [customer_id], window_type: sliding, window: 3m, threshold: 2}
+  - {name: shadow, metric: count, group_by: [card_fingerprint], window: 30s, threshold: 2, mode: shadow}
+`)
+	for seed := range uint64(4) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		var lines []string
+		at := time.Duration(0)
+		for i := range 1200 {
+			// Mostly close together, now and then minutes or hours apart.
+			switch n := r.IntN(100); {
+			case n < 80:
+				at += time.Duration(r.IntN(3000)) * time.Millisecond
+			case n < 97:
+				at += time.Duration(r.IntN(300)) * time.Second
+			default:
+				at += time.Duration(r.IntN(5)) * time.Hour
+			}
+			if seed%2 == 1 {
+				// Whole seconds: a step of the clock often comes just as a
+				// window or a cooldown ends.
+				at = at.Truncate(time.Second)
+			}
+			typ := ""
+			if r.IntN(8) == 0 {
+				typ = "refund"
+			}
+			lines = append(lines, line(fmt.Sprint("e", i), typ, fmt.Sprint("c", r.IntN(40)), fmt.Sprint("k", r.IntN(25)),
+				int64(50+r.IntN(20)*50), at))
+		}
+		evs, err := Read(strings.NewReader(strings.Join(lines, "\n")), 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model, err := Replay(t.Context(), o.Rules, evs, Model, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts, err := Replay(t.Context(), o.Rules, evs, Lua, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(model.Alerts) < 100 {
+			t.Errorf("seed %d: %d crossings: the history tests too little", seed, len(model.Alerts))
+		}
+		if !reflect.DeepEqual(model, scripts) {
+			t.Errorf("seed %d: the model's report differs from the scripts':\n%s", seed, reportDiff(model, scripts))
+		}
+	}
+}
+
+// reportDiff is the first crossings where two reports part.
+func reportDiff(a, b *Report) string {
+	for i := range max(len(a.Alerts), len(b.Alerts)) {
+		if i >= len(a.Alerts) || i >= len(b.Alerts) || a.Alerts[i] != b.Alerts[i] {
+			return fmt.Sprintf("crossing %d: %+v\nagainst %+v", i, a.Alerts[i:min(i+3, len(a.Alerts))], b.Alerts[i:min(i+3, len(b.Alerts))])
+		}
+	}
+	return fmt.Sprintf("rules %+v\nagainst %+v", a.Rules, b.Rules)
 }
 
 // Rules are replayed in shares, at once; the report is the same however
@@ -245,7 +339,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := parseRules(t, testRules).Rules
-	one, err := replay(t.Context(), rs, evs, nil, 1)
+	one, err := replay(t.Context(), rs, evs, Model, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +351,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatalf("crossings of %d rules of %d: the input tests too little", len(rules), len(rs))
 	}
 	for _, parallel := range []int{2, 3, 4, 8} {
-		got, err := replay(t.Context(), rs, evs, nil, parallel)
+		got, err := replay(t.Context(), rs, evs, Model, nil, parallel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,8 +369,10 @@ func TestReplayStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := replay(ctx, parseRules(t, testRules).Rules, evs, nil, 2); !errors.Is(err, context.Canceled) {
-		t.Errorf("replay of a cancelled context: %v", err)
+	for _, e := range engines {
+		if _, err := replay(ctx, parseRules(t, testRules).Rules, evs, e.e, nil, 2); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: replay of a cancelled context: %v", e.name, err)
+		}
 	}
 }
 

@@ -35,6 +35,8 @@ type Options struct {
 	// as the consumer's kafka.max_event_bytes makes it (whose default it
 	// takes when 0).
 	MaxEventBytes int
+	// Engine does the scripts' work (Model, the default, or Lua).
+	Engine Engine
 	// Format is "text" (the default) or "json".
 	Format string
 	// Out receives the report; Progress, when set, a progress line now and
@@ -76,13 +78,13 @@ func Run(ctx context.Context, o Options) error {
 			return newProgress(o.Progress, what, evs.Len(), time.Now).update
 		}
 	}
-	rep, err := Replay(ctx, o.Rules, evs, progress(o.RulesFrom))
+	rep, err := Replay(ctx, o.Rules, evs, o.Engine, progress(o.RulesFrom))
 	if err != nil {
 		return stopped(ctx, err)
 	}
 	var diff *Difference
 	if o.Compare != nil {
-		old, err := Replay(ctx, o.Compare, evs, progress(o.CompareFrom))
+		old, err := Replay(ctx, o.Compare, evs, o.Engine, progress(o.CompareFrom))
 		if err != nil {
 			return stopped(ctx, err)
 		}
@@ -182,10 +184,11 @@ func writeJSON(o Options, evs *Events, rep *Report, diff *Difference) error {
 		Refunds     int            `json:"refunds"`
 		Invalid     map[string]int `json:"invalid"`
 		RulesFrom   string         `json:"rules_from"`
+		Scripts     string         `json:"scripts"`
 		Report      *Report        `json:"report"`
 		CompareFrom string         `json:"compare_from,omitempty"`
 		Compare     *Difference    `json:"compare,omitempty"`
-	}{o.InputName, evs.Orders, evs.Refunds, invalid, o.RulesFrom, rep, o.CompareFrom, diff}
+	}{o.InputName, evs.Orders, evs.Refunds, invalid, o.RulesFrom, o.Engine.String(), rep, o.CompareFrom, diff}
 	enc := json.NewEncoder(o.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
@@ -207,7 +210,7 @@ func writeText(o Options, evs *Events, rep *Report, diff *Difference) error {
 		}
 		fmt.Fprintf(w, "invalid lines: %d (%s)\n", total, strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "rules: %s, version %s\n\n", o.RulesFrom, rep.Version)
+	fmt.Fprintf(w, "rules: %s, version %s; scripts: %s\n\n", o.RulesFrom, rep.Version, o.Engine)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tCROSSINGS\tALERTS\tCOOLDOWN\tSHADOW\tTOP GROUPS")

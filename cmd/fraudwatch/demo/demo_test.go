@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -145,9 +146,15 @@ func TestRunCatchesFraud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := backtest.Replay(t.Context(), rs, evs, nil)
+	rep, err := backtest.Replay(t.Context(), rs, evs, backtest.Model, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The scripts themselves agree with their model.
+	if scripts, err := backtest.Replay(t.Context(), rs, evs, backtest.Lua, nil); err != nil {
+		t.Fatal(err)
+	} else if !reflect.DeepEqual(scripts, rep) {
+		t.Errorf("the backtest through the Lua scripts differs from the model's:\n%+v\n%+v", scripts, rep)
 	}
 	replayed := map[string]bool{}
 	for _, a := range rep.Alerts {
