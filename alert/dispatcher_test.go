@@ -1,11 +1,13 @@
 package alert_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -153,6 +155,12 @@ type testEnv struct {
 // scripts on a real Redis, and its own registry.
 func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) *testEnv {
 	t.Helper()
+	return testDispatcherLogging(t, n, cfg, nil)
+}
+
+// testDispatcherLogging is testDispatcher with the dispatcher's logger.
+func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig, log *slog.Logger) *testEnv {
+	t.Helper()
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = 5 * time.Millisecond
 	}
@@ -178,7 +186,7 @@ func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) 
 		t.Fatal(err)
 	}
 	cfg.KeyPrefix = env.pfx
-	d, err := alert.NewDispatcher(cfg, n, scripts, nil, env.reg)
+	d, err := alert.NewDispatcher(cfg, n, scripts, log, env.reg)
 	if err != nil {
 		t.Fatalf("NewDispatcher: %v", err)
 	}
@@ -757,12 +765,16 @@ func (refusingClaims) ClaimAlert(context.Context, string, string, string, time.D
 }
 
 // An alert the claim script refuses would be refused on every retry: it is
-// dropped as refused and dead-lettered, and the partition goes on.
+// dropped as refused and dead-lettered, and the partition goes on. Dropped
+// messages are logged with their topic, partition and offset, never their
+// contents.
 func TestRefusedClaimIsDropped(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
 	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
 	env.reg = prometheus.NewRegistry()
-	d, err := alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts}, nil, env.reg)
+	var logs bytes.Buffer // written by HandleMessage, read after it returns
+	d, err := alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts},
+		slog.New(slog.NewJSONHandler(&logs, nil)), env.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -784,6 +796,36 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	if len(dead.whys) != 1 || !strings.HasPrefix(dead.whys[0], "alert refused: ") {
 		t.Errorf("dead letters %q, want one saying the alert was refused", dead.whys)
 	}
+	// Where it was, and never what the message holds.
+	line := logLine(t, logs.String(), "alert dropped")
+	if line["topic"] != "alerts" || line["partition"] != 1.0 || line["offset"] != 7.0 || line["reason"] != alert.DroppedRefused {
+		t.Errorf("the dropped alert's log line %v, want topic alerts, partition 1, offset 7, reason refused", line)
+	}
+	if strings.Contains(logs.String(), "g1") {
+		t.Errorf("the log holds the alert's group:\n%s", logs.String())
+	}
+	// A message that is no alert at all is logged the same way.
+	logs.Reset()
+	if err := d.HandleMessage(t.Context(), kafka.Message{Topic: "alerts", Partition: 2, Offset: 9, Time: time.Now(), Value: []byte(`{"rule":`)}); err != nil {
+		t.Fatal(err)
+	}
+	line = logLine(t, logs.String(), "alert dropped")
+	if line["topic"] != "alerts" || line["partition"] != 2.0 || line["offset"] != 9.0 || line["reason"] != alert.DroppedUnreadable {
+		t.Errorf("the unreadable message's log line %v, want topic alerts, partition 2, offset 9, reason unreadable", line)
+	}
+}
+
+// logLine is the JSON log line of msg in logs, decoded.
+func logLine(t *testing.T, logs, msg string) map[string]any {
+	t.Helper()
+	for l := range strings.Lines(logs) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err == nil && m["msg"] == msg {
+			return m
+		}
+	}
+	t.Fatalf("no log line %q in:\n%s", msg, logs)
+	return nil
 }
 
 func encode(a alert.Alert) []byte {
@@ -843,7 +885,8 @@ func (n *channelNotifier) snapshot() []string {
 // retries it.
 func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	n := &channelNotifier{gone: true}
-	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	var logs bytes.Buffer // read while no retry runs
+	env := testDispatcherLogging(t, n, alert.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
 	env.d.SetRules(map[string]alert.RuleSettings{
 		"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"},
 		"r-ok":   {Mode: alert.ModeAlert, Channel: "#ok"},
@@ -860,6 +903,9 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	}
 	if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#gone"); got != 1 {
 		t.Errorf("parked{#gone} = %v, want 1", got)
+	}
+	if line := logLine(t, logs.String(), "alert parked: slack refuses its channel; other channels' alerts go on, and it is retried"); line["channel"] != "#gone" {
+		t.Errorf("the parked alert's log line %v, want it to name #gone", line)
 	}
 	if err := env.d.RetryParked(t.Context()); err != nil {
 		t.Fatal(err)
