@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"maps"
 	"testing"
 	"time"
 )
@@ -8,7 +9,7 @@ import (
 // A channel's budget and the overall one: one message is taken from both,
 // or from neither.
 func TestTakeBudget(t *testing.T) {
-	s, _, prefix := newScripts(t)
+	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
 	k, err := NewKeys(prefix)
 	if err != nil {
@@ -51,7 +52,23 @@ func TestTakeBudget(t *testing.T) {
 			t.Fatal("the budgets never refilled")
 		}
 	}
-	if _, err := s.TakeBudget(ctx, c, all, Budget{Rate: 0, Burst: 1}, fast); err == nil {
-		t.Error("a zero rate was taken")
+	// Unusable arguments write nothing: not a new bucket, nor a refill of
+	// one that exists.
+	d, _ := k.Budget("#d")
+	before := rdb.HGetAll(ctx, all).Val()
+	for _, bad := range []struct{ channel, overall Budget }{
+		{Budget{Rate: 0, Burst: 1}, fast},
+		{fast, Budget{Rate: 1, Burst: 0}},
+		{Budget{Rate: 1, Burst: 100001}, fast},
+	} {
+		if _, err := s.TakeBudget(ctx, d, all, bad.channel, bad.overall); err == nil {
+			t.Errorf("budgets %+v and %+v were taken", bad.channel, bad.overall)
+		}
+	}
+	if n := rdb.Exists(ctx, d).Val(); n != 0 {
+		t.Error("a refused call made the channel's bucket")
+	}
+	if after := rdb.HGetAll(ctx, all).Val(); !maps.Equal(before, after) {
+		t.Errorf("a refused call changed the overall bucket: %v, then %v", before, after)
 	}
 }
