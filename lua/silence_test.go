@@ -1,8 +1,12 @@
 package lua
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 // A silence that runs silences an alert at its claim, before it can take
@@ -85,5 +89,48 @@ func TestAddSilence(t *testing.T) {
 	}
 	if n := rdb.HLen(ctx, key).Val(); n != 100 {
 		t.Errorf("%d silences in the hash", n)
+	}
+}
+
+// Silences run by Redis's clock (TIME), which every replica shares, not by
+// the caller's: here a Redis whose clock is two hours off the caller's,
+// either way. miniredis, for its clock can be set; what is tested is which
+// clock the scripts read.
+func TestSilencesRunByRedisClock(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name  string
+		skew  time.Duration // Redis's clock against the caller's
+		ends  time.Duration // the silence ends this far from the caller's now
+		added bool          // silence_add takes it
+		want  Claim
+	}{
+		{"ended by Redis's clock, not yet by the caller's", 2 * time.Hour, time.Hour, false, ClaimSend},
+		{"runs by Redis's clock, ended by the caller's", -2 * time.Hour, -time.Hour, true, ClaimSilenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			mr.SetTime(now.Add(tc.skew))
+			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+			t.Cleanup(func() { _ = rdb.Close() })
+			s, err := New(Config{}, rdb, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			group, rule := "{t}:s:r:g", "{t}:s:r:*"
+			err = s.AddSilence(ctx, []string{group}, "s1", now.Add(tc.ends))
+			if (err == nil) != tc.added {
+				t.Fatalf("silence_add of a silence ending %v from the caller's now: %v", tc.ends, err)
+			}
+			if !tc.added {
+				// As it would linger, had it been added earlier.
+				mr.HSet(group, "s1", fmt.Sprint(now.Add(tc.ends).UnixMilli()))
+			}
+			got, err := s.ClaimAlert(ctx, "{t}:c", "{t}:a", "a1", time.Hour, group, rule)
+			if err != nil || got != tc.want {
+				t.Errorf("claim = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }
