@@ -15,7 +15,7 @@ import (
 // must surface, not quietly create an empty topic that nobody writes to.
 func (c *Group) waitForTopics(ctx context.Context) error {
 	topics := append(append([]string(nil), c.cfg.Topics...), c.cfg.RequiredTopics...)
-	backoff := 500 * time.Millisecond
+	var backoff time.Duration
 	var logged time.Time
 	for {
 		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
@@ -43,13 +43,24 @@ func (c *Group) waitForTopics(ctx context.Context) error {
 				c.log.Error("topics missing: create them (fraudwatch does not); waiting", "topics", strings.Join(missing, ","))
 			}
 		}
+		backoff = topicsBackoff(backoff)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// topicsBackoff is the wait before the next look for missing topics, after
+// a wait of last (0 at first): growing from half a second, so that topics
+// created at start-up are seen soon, to at most 10 s, so that one created
+// later is seen soon too.
+func topicsBackoff(last time.Duration) time.Duration {
+	if last == 0 {
+		return 500 * time.Millisecond
+	}
+	return min(2*last, 10*time.Second)
 }
 
 // resolveOffset turns kafka.FirstOffset/LastOffset into an absolute offset.

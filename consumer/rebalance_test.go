@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,6 +301,22 @@ func TestWaitsForMissingTopics(t *testing.T) {
 				t.Fatalf("ready=%v status=%q once the topic exists", r.c.Ready(), r.c.Status())
 			}
 		})
+	}
+}
+
+// The looks for missing topics grow apart from half a second to every 10 s,
+// and stay there (README, Running it for real).
+func TestMissingTopicsAreCheckedUpToEveryTenSeconds(t *testing.T) {
+	var got []time.Duration
+	var wait time.Duration
+	for range 8 {
+		wait = topicsBackoff(wait)
+		got = append(got, wait)
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second,
+		10 * time.Second, 10 * time.Second, 10 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
 	}
 }
 
