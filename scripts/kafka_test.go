@@ -3,12 +3,15 @@ package scripts
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // stubMaven writes an mvn that logs each call and copies two jars (or, as
@@ -302,5 +305,80 @@ echo "`+name+` $*" >>"$STUB_CALLS"
 echo "openjdk version \"17.0.2\" 2024-01-16" >&2
 `), 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// stop ends the broker its state directory names: with SIGTERM, then, if
+// it is still running after FRAUDWATCH_KAFKA_STOP_TIMEOUT seconds, with
+// SIGKILL; a pid file naming some other process stops nothing. Each way
+// the pid and address files go. The brokers here are shells whose command
+// lines look like kafka.sh's broker.
+func TestKafkaStopsItsBroker(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, tc := range []struct {
+		name    string
+		script  string
+		ours    bool
+		signal  syscall.Signal // what ended it; 0: still running
+		wantLog string
+	}{
+		{"a broker that stops on SIGTERM", "while :; do sleep 0.05; done", true, syscall.SIGTERM, ""},
+		{"one that ignores it is killed", `trap "" TERM; while :; do sleep 0.05; done`, true, syscall.SIGKILL,
+			"still running 1s after SIGTERM; killing it"},
+		{"another process is left alone", "while :; do sleep 0.05; done", false, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			props := filepath.Join(state, "server.properties")
+			if !tc.ours {
+				props = filepath.Join(t.TempDir(), "server.properties") // another broker's
+			}
+			broker := exec.Command("bash", "-c", tc.script, "kafka.Kafka", props)
+			if err := broker.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() {
+				_ = broker.Wait()
+				close(exited)
+			}()
+			t.Cleanup(func() {
+				_ = broker.Process.Kill()
+				<-exited
+			})
+			write(t, filepath.Join(state, "kafka.pid"), fmt.Sprint(broker.Process.Pid))
+			write(t, filepath.Join(state, "addr"), "127.0.0.1:9")
+			_, stderr, code := kafkaSh(t, []string{"FRAUDWATCH_KAFKA_STOP_TIMEOUT=1"}, "stop", state)
+			if code != 0 {
+				t.Fatalf("stop: exit %d\n%s", code, stderr)
+			}
+			if tc.wantLog != "" && !strings.Contains(stderr, tc.wantLog) {
+				t.Errorf("stop said %q, want %q", stderr, tc.wantLog)
+			}
+			for _, f := range []string{"kafka.pid", "addr"} {
+				if _, err := os.Stat(filepath.Join(state, f)); !os.IsNotExist(err) {
+					t.Errorf("%s is still there: %v", f, err)
+				}
+			}
+			select {
+			case <-exited:
+				if tc.signal == 0 {
+					t.Fatal("stop ended a process that is not its broker")
+				}
+				if got := broker.ProcessState.Sys().(syscall.WaitStatus).Signal(); got != tc.signal {
+					t.Errorf("the broker ended by %v, want %v", got, tc.signal)
+				}
+			case <-time.After(time.Second):
+				// A signalled shell would have ended in milliseconds.
+				if tc.signal != 0 {
+					t.Fatal("the broker is still running a second after stop returned")
+				}
+			}
+		})
 	}
 }
