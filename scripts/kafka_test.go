@@ -382,3 +382,54 @@ func TestKafkaStopsItsBroker(t *testing.T) {
 		})
 	}
 }
+
+// Without Maven or Java, kafka.sh installs them from Debian's packages,
+// running apt-get update once (README, Development: a new machine). Here
+// on a PATH without them, and an apt-get that logs its calls and
+// "installs" stubs.
+func TestKafkaInstallsMavenAndJava(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubMaven(t)
+	stash := t.TempDir()
+	stubJava(t, filepath.Join(stash, "java"), "java")
+	if err := os.Rename(filepath.Join(bin, "mvn"), filepath.Join(stash, "mvn")); err != nil {
+		t.Fatal(err)
+	}
+	remove(t, filepath.Join(bin, "java"))
+	write(t, filepath.Join(bin, "apt-get"), `#!/usr/bin/env bash
+echo "apt-get $*" >>"$STUB_CALLS"
+[ "$1" = install ] || exit 0
+for arg in "$@"; do
+  case "$arg" in
+    maven) cp "$STUB_STASH/mvn" "$STUB_BIN/" ;;
+    openjdk-17-jre-headless) cp "$STUB_STASH/java" "$STUB_BIN/" ;;
+  esac
+done
+`)
+	write(t, filepath.Join(bin, "sudo"), "#!/usr/bin/env bash\nexec \"$@\"\n")
+	for _, name := range []string{"apt-get", "sudo"} {
+		if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=" + bin + ":" + pathWithout(t, "mvn", "java"), "STUB_CALLS=" + calls, "STUB_BIN=" + bin, "STUB_STASH=" + stash,
+		"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "JAVA_HOME="}
+	// The stub java exits at once: the start fails after the installs.
+	if _, stderr, code := kafkaSh(t, env, "start", "4.4.0", t.TempDir()); code != 1 || !strings.Contains(stderr, "exited during startup") {
+		t.Fatalf("start: code %d, stderr:\n%s", code, stderr)
+	}
+	log, _ := os.ReadFile(calls)
+	if n := strings.Count(string(log), "apt-get update -qq\n"); n != 1 {
+		t.Errorf("apt-get update ran %d times, want once:\n%s", n, log)
+	}
+	for _, want := range []string{"apt-get install -y -qq maven\n", "apt-get install -y -qq openjdk-17-jre-headless\n", "mvn\n"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("no %q in the calls:\n%s", strings.TrimSpace(want), log)
+		}
+	}
+	if lastCall(calls, "java ") == "" {
+		t.Errorf("the installed java never ran:\n%s", log)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -181,4 +182,83 @@ func TestTestScriptWholeSuite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// test.sh installs what the tests need and the machine lacks (README,
+// Development: it runs on a new machine): redis-server and redis-cli,
+// Chromium and promtool, from Debian's packages. Here on a PATH without
+// them, and an apt-get that logs its calls and "installs" stubs.
+func TestTestScriptInstallsWhatIsMissing(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin, calls := stubTools(t)
+	missing := []string{"redis-server", "redis-cli", "chromium", "promtool"}
+	stash := t.TempDir()
+	for _, name := range missing {
+		if err := os.Rename(filepath.Join(bin, name), filepath.Join(stash, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// apt-get install puts each package's programs (the stubs) on PATH.
+	aptGet := `#!/usr/bin/env bash
+echo "apt-get $*" >>"$STUB_CALLS"
+[ "$1" = install ] || exit 0
+for arg in "$@"; do
+  case "$arg" in
+    redis-server) cp "$STUB_STASH/redis-server" "$STUB_BIN/" ;;
+    redis-tools) cp "$STUB_STASH/redis-cli" "$STUB_BIN/" ;;
+    chromium) cp "$STUB_STASH/chromium" "$STUB_BIN/" ;;
+    prometheus) cp "$STUB_STASH/promtool" "$STUB_BIN/" ;;
+  esac
+done
+`
+	write(t, filepath.Join(bin, "apt-get"), aptGet)
+	write(t, filepath.Join(bin, "sudo"), "#!/usr/bin/env bash\nexec \"$@\"\n")
+	for _, name := range []string{"apt-get", "sudo"} {
+		if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=" + bin + ":" + pathWithout(t, missing...), "STUB_CALLS=" + calls, "STUB_BIN=" + bin, "STUB_STASH=" + stash,
+		"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "FRAUDWATCH_TEST_KAFKA=fake"}
+	stdout, stderr, code := runScript(t, env, "test.sh", "./x")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	log, _ := os.ReadFile(calls)
+	for _, want := range []string{
+		"apt-get update -qq",
+		"apt-get install -y -qq redis-server redis-tools",
+		"apt-get install -y -qq --no-install-recommends chromium",
+		"apt-get install -y -qq --no-install-recommends prometheus",
+	} {
+		if !strings.Contains(string(log), want+"\n") {
+			t.Errorf("no %q in the calls:\n%s", want, log)
+		}
+	}
+	if goTest := lastCall(calls, "go test"); !strings.HasSuffix(goTest, "chromium=chromium promtool=promtool") {
+		t.Errorf("go test ran as %q, without the installed browser and promtool", goTest)
+	}
+}
+
+// pathWithout is a PATH that finds what this process's PATH finds, but
+// for the names given: a directory of links to everything else.
+func pathWithout(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if slices.Contains(names, e.Name()) {
+				continue
+			}
+			// The first on PATH wins, as it would.
+			_ = os.Symlink(filepath.Join(d, e.Name()), filepath.Join(dir, e.Name()))
+		}
+	}
+	return dir
 }
