@@ -322,7 +322,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
 	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add and remove against it")
 	format := fs.String("format", "text", "output: text or json")
-	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: several times slower, the same report")
+	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: 14 to 25 times slower here, the same report")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}

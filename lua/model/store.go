@@ -93,8 +93,8 @@ func (s *Store) SetTime(now time.Time) {
 	}
 }
 
-// Len is how many keys are alive.
-func (s *Store) Len() int {
+// alive is how many keys are alive.
+func (s *Store) alive() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

@@ -36,9 +36,9 @@ func TestStoreExpiresKeysWhenDue(t *testing.T) {
 				if tc.rearm > 0 && step == tc.rearm {
 					s.expire("k", time.Minute)
 				}
-				// Through Len, which reads no key, and exists, which does.
-				if got := s.Len() == 1; got != tc.want[i] {
-					t.Errorf("at %v: Len says alive %v, want %v", step, got, tc.want[i])
+				// Through alive, which reads no key, and exists, which does.
+				if got := s.alive() == 1; got != tc.want[i] {
+					t.Errorf("at %v: alive says %v, want %v", step, got, tc.want[i])
 				}
 				if got := s.exists("k"); got != tc.want[i] {
 					t.Errorf("at %v: exists %v, want %v", step, got, tc.want[i])
