@@ -21,6 +21,10 @@ import (
 // the replay of TestBacklogReplay; README (Windows) quotes it.
 const backlogFixedAlerts = 1
 
+// backlogEvents is how many orders and refunds that backlog holds, which
+// README quotes too.
+const backlogEvents = 24297
+
 type countingSink struct {
 	mu     sync.Mutex
 	byRule map[string]int
@@ -114,5 +118,8 @@ func TestBacklogReplay(t *testing.T) {
 	t.Logf("%d events over 15 minutes: fixed rules %d alerts %v", events, fixedAlerts, sink.byRule)
 	if fixedAlerts != backlogFixedAlerts {
 		t.Errorf("fixed rules: %d alerts, README says %d", fixedAlerts, backlogFixedAlerts)
+	}
+	if events != backlogEvents {
+		t.Errorf("%d events in the backlog, README says %d", events, backlogEvents)
 	}
 }
