@@ -398,23 +398,8 @@ func TestKafkaInstallsMavenAndJava(t *testing.T) {
 		t.Fatal(err)
 	}
 	remove(t, filepath.Join(bin, "java"))
-	write(t, filepath.Join(bin, "apt-get"), `#!/usr/bin/env bash
-echo "apt-get $*" >>"$STUB_CALLS"
-[ "$1" = install ] || exit 0
-for arg in "$@"; do
-  case "$arg" in
-    maven) cp "$STUB_STASH/mvn" "$STUB_BIN/" ;;
-    openjdk-17-jre-headless) cp "$STUB_STASH/java" "$STUB_BIN/" ;;
-  esac
-done
-`)
-	write(t, filepath.Join(bin, "sudo"), "#!/usr/bin/env bash\nexec \"$@\"\n")
-	for _, name := range []string{"apt-get", "sudo"} {
-		if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := []string{"PATH=" + bin + ":" + pathWithout(t, "mvn", "java"), "STUB_CALLS=" + calls, "STUB_BIN=" + bin, "STUB_STASH=" + stash,
+	stubApt(t, bin, stash, map[string][]string{"maven": {"mvn"}, "openjdk-17-jre-headless": {"java"}})
+	env := []string{"PATH=" + bin + ":" + pathWithout(t, "mvn", "java"), "STUB_CALLS=" + calls,
 		"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "JAVA_HOME="}
 	// The stub java exits at once: the start fails after the installs.
 	if _, stderr, code := kafkaSh(t, env, "start", "4.4.0", t.TempDir()); code != 1 || !strings.Contains(stderr, "exited during startup") {

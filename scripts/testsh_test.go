@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,27 +201,9 @@ func TestTestScriptInstallsWhatIsMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// apt-get install puts each package's programs (the stubs) on PATH.
-	aptGet := `#!/usr/bin/env bash
-echo "apt-get $*" >>"$STUB_CALLS"
-[ "$1" = install ] || exit 0
-for arg in "$@"; do
-  case "$arg" in
-    redis-server) cp "$STUB_STASH/redis-server" "$STUB_BIN/" ;;
-    redis-tools) cp "$STUB_STASH/redis-cli" "$STUB_BIN/" ;;
-    chromium) cp "$STUB_STASH/chromium" "$STUB_BIN/" ;;
-    prometheus) cp "$STUB_STASH/promtool" "$STUB_BIN/" ;;
-  esac
-done
-`
-	write(t, filepath.Join(bin, "apt-get"), aptGet)
-	write(t, filepath.Join(bin, "sudo"), "#!/usr/bin/env bash\nexec \"$@\"\n")
-	for _, name := range []string{"apt-get", "sudo"} {
-		if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := []string{"PATH=" + bin + ":" + pathWithout(t, missing...), "STUB_CALLS=" + calls, "STUB_BIN=" + bin, "STUB_STASH=" + stash,
+	stubApt(t, bin, stash, map[string][]string{"redis-server": {"redis-server"}, "redis-tools": {"redis-cli"},
+		"chromium": {"chromium"}, "prometheus": {"promtool"}})
+	env := []string{"PATH=" + bin + ":" + pathWithout(t, missing...), "STUB_CALLS=" + calls,
 		"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "FRAUDWATCH_TEST_KAFKA=fake"}
 	stdout, stderr, code := runScript(t, env, "test.sh", "./x")
 	if code != 0 {
@@ -239,6 +222,35 @@ done
 	}
 	if goTest := lastCall(calls, "go test"); !strings.HasSuffix(goTest, "chromium=chromium promtool=promtool") {
 		t.Errorf("go test ran as %q, without the installed browser and promtool", goTest)
+	}
+}
+
+// stubApt writes into bin an apt-get that logs each call to $STUB_CALLS
+// and, for install, copies each package's programs from stash into bin, as
+// if installed; and a sudo that runs its command (for a test run by a user
+// other than root).
+func stubApt(t *testing.T, bin, stash string, programs map[string][]string) {
+	t.Helper()
+	var cases strings.Builder
+	for pkg, progs := range programs {
+		fmt.Fprintf(&cases, "    %s)", pkg)
+		for _, p := range progs {
+			fmt.Fprintf(&cases, " cp %q %q;", filepath.Join(stash, p), bin+"/")
+		}
+		cases.WriteString(" ;;\n")
+	}
+	aptGet := `#!/usr/bin/env bash
+echo "apt-get $*" >>"$STUB_CALLS"
+[ "$1" = install ] || exit 0
+for arg in "$@"; do
+  case "$arg" in
+` + cases.String() + `  esac
+done
+`
+	for name, body := range map[string]string{"apt-get": aptGet, "sudo": "#!/usr/bin/env bash\nexec \"$@\"\n"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
