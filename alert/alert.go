@@ -95,6 +95,12 @@ type Alert struct {
 	// the dispatcher builds the alert's keys from it and the rule, and
 	// takes none from the message.
 	Group string `json:"group,omitempty"`
+	// Definition is the fingerprint of the rule's definition when it
+	// crossed (rules.Rule.Fingerprint, 8 hex digits): the crossing's mark,
+	// which the dispatcher checks before it posts anything, is kept under
+	// it. Empty in alerts written before alerts carried it: the rule in
+	// force then names it.
+	Definition string `json:"definition,omitempty"`
 	// Current is the window's counter after the crossing event; Threshold
 	// is the rule's. Amounts are in minor units of Currency.
 	Current   int64         `json:"current"`

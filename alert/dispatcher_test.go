@@ -194,11 +194,89 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherC
 	return env
 }
 
+// testFingerprint is the definition of the test alerts' rules.
+const testFingerprint = "0badcafe"
+
 // knowRule makes the dispatcher deliver the sample alert's rule, with its
-// settings, as HandleMessage requires.
+// settings, as HandleMessages requires.
 func (e *testEnv) knowRule() {
 	a := sampleAlert()
-	e.d.SetRules(map[string]alert.RuleSettings{a.Rule: {Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel}})
+	e.d.SetRules(map[string]alert.RuleSettings{a.Rule: settingsOf(a)})
+}
+
+// settingsOf is the rule of an alert as the dispatcher takes it.
+func settingsOf(a alert.Alert) alert.RuleSettings {
+	return alert.RuleSettings{Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel, Description: a.Description,
+		Severity: a.Severity, Threshold: a.Threshold, Fingerprint: testFingerprint, Metric: a.Metric,
+		GroupBy: []string{"card_fingerprint"}, Window: a.Window, WindowType: a.WindowType}
+}
+
+// cross writes the crossing marks of alerts as the counting scripts do:
+// Redis then holds that each crossed, at its value.
+func (e *testEnv) cross(t *testing.T, alerts ...alert.Alert) {
+	t.Helper()
+	for _, a := range alerts {
+		g, err := e.keys.ParseGroup(a.Group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := lua.IDOf(a.EventID)
+		if err := e.rdb.HSet(t.Context(), e.keys.Marks(g, a.Rule+"."+a.Definition), string(id[:]), a.Current).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// message is a's message on the alerts topic, at offset, its crossing
+// marked in Redis.
+func (e *testEnv) message(t *testing.T, a alert.Alert, offset int64) kafka.Message {
+	t.Helper()
+	e.cross(t, a)
+	return kafka.Message{Topic: "alerts", Offset: offset, Time: time.Now(), Value: encode(a)}
+}
+
+// scriptedBudget is the scripts, but the alert budget answers as scripted:
+// each answer once, then "taken" for ever. calls counts what was asked.
+type scriptedBudget struct {
+	*lua.Scripts
+	mu      sync.Mutex
+	answers []bool
+	calls   int
+}
+
+func (s *scriptedBudget) TakeBudget(context.Context, string, string, lua.Budget, lua.Budget) (bool, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if len(s.answers) == 0 {
+		return true, 0, nil
+	}
+	ok := s.answers[0]
+	s.answers = s.answers[1:]
+	return ok, time.Millisecond, nil
+}
+
+// withBudget replaces e's dispatcher by one delivering through n whose
+// alert budget answers as scripted, with the sample alert's rule.
+func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *scriptedBudget {
+	t.Helper()
+	sb := &scriptedBudget{Scripts: e.scripts, answers: answers}
+	e.reg = prometheus.NewRegistry()
+	cfg := alert.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
+	d, err := alert.NewDispatcher(cfg, n, sb, nil, e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d = d
+	e.knowRule()
+	return sb
+}
+
+// handleOne handles one message of the alerts topic; nil means it may be
+// committed.
+func handleOne(ctx context.Context, d *alert.Dispatcher, msg kafka.Message) error {
+	_, err := d.HandleMessages(ctx, []kafka.Message{msg})
+	return err
 }
 
 // total sums every series of a counter.
@@ -228,6 +306,7 @@ func (e *testEnv) alert(group, eventID string) alert.Alert {
 	a.GroupBy, a.GroupValues = []string{"card_fingerprint"}, []string{group}
 	g := e.keys.Group(a.GroupValues)
 	a.Group = g.Encoding()
+	a.Definition = testFingerprint
 	a.CooldownKey = e.keys.Cooldown(g, a.Rule)
 	a.RecordKey = e.keys.AlertRecord(g, a.Rule, eventID)
 	a.SilenceKey, a.RuleSilence = e.keys.Silences(g, a.Rule), e.keys.RuleSilences(g, a.Rule)
@@ -594,7 +673,6 @@ func TestHandleMessage(t *testing.T) {
 		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, alert.DroppedMalformed},
 		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, alert.DroppedMalformed},
 		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, alert.DroppedMalformed},
-		{"an old unknown rule's alert is dropped", func(a alert.Alert) []byte { a.Rule = "gone"; return encode(a) }, fresh.Add(-2 * time.Minute), 0, alert.DroppedUnknownRule},
 		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
 			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
 			return encode(a)
@@ -616,8 +694,9 @@ func TestHandleMessage(t *testing.T) {
 			dead := &fakeDeadLetters{}
 			env.d.SetDeadLetters(dead)
 			a := env.alert("g1", "evt-1")
+			env.cross(t, a)
 			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: tt.at, Value: tt.value(a)}
-			if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+			if err := handleOne(t.Context(), env.d, msg); err != nil {
 				t.Fatalf("HandleMessage = %v, want nil: the message may be committed", err)
 			}
 			if got := f.deliveredCount(); got != tt.wantPosts {
@@ -676,7 +755,7 @@ func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
 	env.knowRule()
 	env.d.SetDeadLetters(&fakeDeadLetters{err: errors.New("kafka down")})
 	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: []byte(`{"id":`)}
-	if err := env.d.HandleMessage(t.Context(), msg); err == nil {
+	if err := handleOne(t.Context(), env.d, msg); err == nil {
 		t.Fatal("an unreadable alert was acknowledged without its dead letter")
 	}
 	if got := env.total(t, "fraudwatch_alerts_dropped_total"); got != 0 {
@@ -693,12 +772,12 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	env.knowRule()
 	a := env.alert("g1", "evt-1")
 	a.Rule = "new-rule"
-	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: encode(a)}
-	if err := env.d.HandleMessage(t.Context(), msg); err == nil {
+	msg := env.message(t, a, 0)
+	if err := handleOne(t.Context(), env.d, msg); err == nil {
 		t.Fatal("an alert of an unknown rule was settled at once")
 	}
 	env.d.SetRules(map[string]alert.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
-	if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+	if err := handleOne(t.Context(), env.d, msg); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.deliveredCount(); got != 0 {
@@ -717,8 +796,8 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 	env.knowRule() // a rule without a channel of its own
 	a := env.alert("g1", "evt-1")
 	a.Channel = "#elsewhere"
-	msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: time.Now(), Value: encode(a)}
-	if err := env.d.HandleMessage(t.Context(), msg); err != nil {
+	msg := env.message(t, a, 7)
+	if err := handleOne(t.Context(), env.d, msg); err != nil {
 		t.Fatal(err)
 	}
 	bodies := f.allBodies()
@@ -783,8 +862,9 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	dead := &fakeDeadLetters{}
 	d.SetDeadLetters(dead)
 	a := env.alert("g1", "evt-1")
-	msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: time.Now(), Value: encode(a)}
-	if err := d.HandleMessage(t.Context(), msg); err != nil {
+	msg := env.message(t, a, 7)
+	msg.Partition = 1
+	if err := handleOne(t.Context(), d, msg); err != nil {
 		t.Fatalf("HandleMessage = %v, want nil: retrying would hold the partition for ever", err)
 	}
 	if n := f.requests(); n != 0 {
@@ -806,7 +886,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	}
 	// A message that is no alert at all is logged the same way.
 	logs.Reset()
-	if err := d.HandleMessage(t.Context(), kafka.Message{Topic: "alerts", Partition: 2, Offset: 9, Time: time.Now(), Value: []byte(`{"rule":`)}); err != nil {
+	if err := handleOne(t.Context(), d, kafka.Message{Topic: "alerts", Partition: 2, Offset: 9, Time: time.Now(), Value: []byte(`{"rule":`)}); err != nil {
 		t.Fatal(err)
 	}
 	line = logLine(t, logs.String(), "alert dropped")
@@ -893,7 +973,7 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	})
 	gone, ok := env.alert("g1", "e1"), env.alert("g2", "e2")
 	gone.Rule, ok.Rule = "r-gone", "r-ok"
-	msgs := []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(gone)}, {Topic: "alerts", Offset: 1, Time: time.Now(), Value: encode(ok)}}
+	msgs := []kafka.Message{env.message(t, gone, 0), env.message(t, ok, 1)}
 	done, err := env.d.HandleMessages(t.Context(), msgs)
 	if err != nil || done != 2 {
 		t.Fatalf("HandleMessages = %d, %v; want both acknowledged", done, err)
@@ -950,7 +1030,7 @@ func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
 	env.d.SetRules(map[string]alert.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r-gone"
-	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(a)}}); err != nil || done != 1 {
+	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
 		t.Fatalf("HandleMessages = %d, %v", done, err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -985,7 +1065,7 @@ func TestParkedDefaultChannel(t *testing.T) {
 	env.d.SetRules(map[string]alert.RuleSettings{"r": {Mode: alert.ModeAlert}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r"
-	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{{Topic: "alerts", Time: time.Now(), Value: encode(a)}}); err != nil || done != 1 {
+	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
 		t.Fatalf("HandleMessages = %d, %v; want it parked and acknowledged", done, err)
 	}
 	for _, when := range []string{"parked", "retried"} {
@@ -1021,15 +1101,14 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{
-				ChannelBudget: lua.Budget{Rate: 0.001, Burst: 1},
-				OverallBudget: lua.Budget{Rate: 100, Burst: 100},
-			})
-			env.knowRule()
+			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			// The first alert takes the budget's last message, the second
+			// finds it spent; then the budget allows the digest.
+			env.withBudget(t, f.webhook(t), true, false)
 			var msgs []kafka.Message
 			for i, id := range tt.order {
 				a := env.alert("g-"+id, id)
-				msgs = append(msgs, kafka.Message{Topic: "alerts", Offset: int64(i), Time: time.Now(), Value: encode(a)})
+				msgs = append(msgs, env.message(t, a, int64(i)))
 			}
 			n, err := env.d.HandleMessages(t.Context(), msgs)
 			if err != nil || n != len(msgs) {
@@ -1069,7 +1148,7 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 
 // An alert takes one message from the budget when it is to be sent; the
 // retries of that delivery take none, so a failed first attempt does not
-// push the next alert into a digest.
+// push the next alert past the budget.
 func TestRetriesTakeNoBudget(t *testing.T) {
 	f := newFakeSlack(t, func(n int) reply {
 		if n == 0 {
@@ -1077,24 +1156,27 @@ func TestRetriesTakeNoBudget(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{
-		ChannelBudget: lua.Budget{Rate: 0.001, Burst: 2},
-		OverallBudget: lua.Budget{Rate: 100, Burst: 100},
-	})
-	env.knowRule()
+	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	// Two messages, then none: a retry that took one would leave e2 past
+	// the budget, and e2 and e3 would go out as one digest.
+	budget := env.withBudget(t, f.webhook(t), true, true, false)
 	var msgs []kafka.Message
 	for i, id := range []string{"e1", "e2", "e3"} {
-		msgs = append(msgs, kafka.Message{Topic: "alerts", Offset: int64(i), Time: time.Now(), Value: encode(env.alert("g-"+id, id))})
+		msgs = append(msgs, env.message(t, env.alert("g-"+id, id), int64(i)))
 	}
 	if n, err := env.d.HandleMessages(t.Context(), msgs); err != nil || n != len(msgs) {
 		t.Fatalf("HandleMessages = %d, %v; want %d, nil", n, err, len(msgs))
 	}
-	// e1 after a 503, e2 alone, e3 in a digest.
+	// e1 after a 503, e2 alone, e3 alone once the budget allowed it.
 	if got := f.deliveredCount(); got != 3 {
-		t.Errorf("Slack took %d posts, want 3: the first alert, retried, the second, and a digest of the third", got)
+		t.Errorf("Slack took %d posts, want 3: the first alert, retried, the second, and the third", got)
 	}
-	if got := env.metric(t, "fraudwatch_alerts_digested_total", "rule", sampleAlert().Rule); got != 1 {
-		t.Errorf("digested_total = %v, want 1", got)
+	if got := env.metric(t, "fraudwatch_alerts_digested_total", "rule", sampleAlert().Rule); got != 0 {
+		t.Errorf("digested_total = %v, want 0", got)
+	}
+	// e1, e2, e3 refused, and e3 once the budget allowed it.
+	if budget.calls != 4 {
+		t.Errorf("the budget was asked %d times, want 4", budget.calls)
 	}
 }
 
@@ -1144,11 +1226,8 @@ func TestDigestOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &digestNotifier{digestErr: tt.err}
-			env := testDispatcher(t, n, alert.DispatcherConfig{
-				ChannelBudget: lua.Budget{Rate: 0.001, Burst: 1},
-				OverallBudget: lua.Budget{Rate: 100, Burst: 100},
-			})
-			env.knowRule()
+			env := testDispatcher(t, n, alert.DispatcherConfig{})
+			env.withBudget(t, n, true, false)
 			var msgs []kafka.Message
 			var held []alert.Alert
 			for i, id := range []string{"e1", "e2", "e3"} {
@@ -1156,7 +1235,7 @@ func TestDigestOutcomes(t *testing.T) {
 				if i > 0 {
 					held = append(held, a)
 				}
-				msgs = append(msgs, kafka.Message{Topic: "alerts", Offset: int64(i), Time: time.Now(), Value: encode(a)})
+				msgs = append(msgs, env.message(t, a, int64(i)))
 			}
 			committed, err := env.d.HandleMessages(t.Context(), msgs)
 			if committed != tt.committed || (err != nil) != tt.wantErr {

@@ -103,6 +103,8 @@ func (g *generation) commit() {
 func (g *generation) consume(ctx context.Context, topic string, p kafka.PartitionAssignment) {
 	log := g.log.With("topic", topic, "partition", p.ID)
 	defer g.held.release(topic, p.ID)
+	g.stalled.hold(topic, p.ID)
+	defer g.stalled.release(topic, p.ID)
 
 	start, err := g.startOffset(ctx, topic, p)
 	if err != nil {
@@ -232,6 +234,7 @@ const (
 func (g *generation) process(ctx context.Context, msgs []kafka.Message) (out outcome, left int) {
 	backoff := g.cfg.RetryMin
 	for {
+		started := time.Now()
 		n, err := g.handler.HandleMessages(g.work, msgs)
 		if err == nil {
 			n = len(msgs)
@@ -240,7 +243,11 @@ func (g *generation) process(ctx context.Context, msgs []kafka.Message) (out out
 			last := msgs[n-1]
 			g.offsets.mark(last.Topic, last.Partition, last.Offset+1)
 			g.held.advance(last.Topic, last.Partition, last.Offset+1, last.HighWaterMark)
+			g.stalled.flowing(last.Topic, last.Partition)
 			msgs = msgs[n:]
+		}
+		if err != nil && len(msgs) > 0 {
+			g.stalled.failing(msgs[0].Topic, msgs[0].Partition, started)
 		}
 		if err == nil || len(msgs) == 0 {
 			return succeeded, 0

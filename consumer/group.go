@@ -145,6 +145,7 @@ type Group struct {
 	handler MessageHandler
 	log     *slog.Logger
 	lag     *prometheus.GaugeVec
+	stalled *stalls
 
 	dialer *kafka.Dialer
 	client *kafka.Client
@@ -172,11 +173,16 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
+	stalled, err := register(reg, newStalls())
+	if err != nil {
+		return nil, err
+	}
 	return &Group{
 		cfg:     cfg,
 		handler: h,
 		log:     log,
 		lag:     lag,
+		stalled: stalled,
 		dialer: &kafka.Dialer{
 			ClientID:      cfg.ClientID,
 			Timeout:       10 * time.Second,

@@ -1,6 +1,7 @@
 -- alert_budget: take one message from a channel's budget and from the
 -- overall one, or from neither: token buckets that every replica shares,
--- so that fraudwatch as a whole stays within Slack's rate limits.
+-- so that fraudwatch as a whole stays within Slack's rate limits. Every
+-- message takes one: an alert, a digest, a parked alert's retry.
 --
 -- KEYS[1]  the channel's bucket: a hash of tokens (t) and when it was last
 --          filled (at, ms)
@@ -10,13 +11,15 @@
 -- ARGV[3]  the overall rate
 -- ARGV[4]  the overall burst
 --
--- Reply: 1 taken from both; 0 one of them is empty, nothing taken; -1 an
--- argument is unusable, nothing written.
+-- Reply: {1, 0} taken from both; {0, ms} one of them is empty, nothing
+-- taken, and ms is how long until both hold a message again (at their
+-- rates, if no one else takes one meanwhile); {-1, -1} an argument is
+-- unusable, nothing written.
 local rate, burst, all_rate, all_burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if not (rate and rate > 0 and burst and burst >= 1 and burst <= 100000 and burst == math.floor(burst)
     and all_rate and all_rate > 0 and all_burst and all_burst >= 1 and all_burst <= 100000
     and all_burst == math.floor(all_burst) and #KEYS == 2) then
-  return -1
+  return {-1, -1}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -33,11 +36,12 @@ end
 
 local mine, all = level(KEYS[1], rate, burst), level(KEYS[2], all_rate, all_burst)
 if mine < 1 or all < 1 then
-  return 0
+  local wait = math.max((1 - mine) / rate, (1 - all) / all_rate) * 1000
+  return {0, math.ceil(wait)}
 end
 for _, b in ipairs({{KEYS[1], mine - 1, rate, burst}, {KEYS[2], all - 1, all_rate, all_burst}}) do
   redis.call('HSET', b[1], 't', tostring(b[2]), 'at', now)
   -- An idle bucket is full again after burst / rate: it may go.
   redis.call('PEXPIRE', b[1], math.ceil(b[4] / b[3] * 1000) + 1000)
 end
-return 1
+return {1, 0}

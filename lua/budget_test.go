@@ -1,7 +1,9 @@
 package lua
 
 import (
+	"fmt"
 	"maps"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -21,7 +23,7 @@ func TestTakeBudget(t *testing.T) {
 	overall := Budget{Rate: 0.001, Burst: 3}
 	take := func(key string) bool {
 		t.Helper()
-		ok, err := s.TakeBudget(ctx, key, all, slow, overall)
+		ok, _, err := s.TakeBudget(ctx, key, all, slow, overall)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +43,7 @@ func TestTakeBudget(t *testing.T) {
 	c, _ := k.Budget("#c")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ok, err := s.TakeBudget(ctx, c, all, fast, fast)
+		ok, _, err := s.TakeBudget(ctx, c, all, fast, fast)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func TestTakeBudget(t *testing.T) {
 		{fast, Budget{Rate: 1, Burst: 0}},
 		{Budget{Rate: 1, Burst: 100001}, fast},
 	} {
-		if _, err := s.TakeBudget(ctx, d, all, bad.channel, bad.overall); err == nil {
+		if _, _, err := s.TakeBudget(ctx, d, all, bad.channel, bad.overall); err == nil {
 			t.Errorf("budgets %+v and %+v were taken", bad.channel, bad.overall)
 		}
 	}
@@ -70,5 +72,41 @@ func TestTakeBudget(t *testing.T) {
 	}
 	if after := rdb.HGetAll(ctx, all).Val(); !maps.Equal(before, after) {
 		t.Errorf("a refused call changed the overall bucket: %v, then %v", before, after)
+	}
+}
+
+// An empty budget says how long until it holds a message again: the
+// slower of the two buckets to refill one, at its rate.
+func TestTakeBudgetWait(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	ctx := t.Context()
+	k, err := NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name             string
+		channel, overall Budget
+		min, max         time.Duration
+	}{
+		{"the channel is the slower", Budget{Rate: 0.5, Burst: 1}, Budget{Rate: 100, Burst: 100}, 1500 * time.Millisecond, 2 * time.Second},
+		{"the overall budget is the slower", Budget{Rate: 100, Burst: 100}, Budget{Rate: 0.25, Burst: 1}, 3500 * time.Millisecond, 4 * time.Second},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch, _ := k.Budget(fmt.Sprintf("#wait-%d", i))
+			all := k.prefix + ":{budget}:all-" + strconv.Itoa(i)
+			ok, wait, err := s.TakeBudget(ctx, ch, all, tt.channel, tt.overall)
+			if err != nil || !ok || wait != 0 {
+				t.Fatalf("first message: %v, %v, %v; want it taken, no wait", ok, wait, err)
+			}
+			ok, wait, err = s.TakeBudget(ctx, ch, all, tt.channel, tt.overall)
+			if err != nil || ok {
+				t.Fatalf("second message: %v, %v; want it refused", ok, err)
+			}
+			if wait < tt.min || wait > tt.max {
+				t.Errorf("wait %v, want %v to %v", wait, tt.min, tt.max)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ const (
 	SilenceAddName       = "silence_add"
 	AlertBudgetName      = "alert_budget"
 	EvidenceAddName      = "evidence_add"
+	AlertParkName        = "alert_park"
 )
 
 var (
@@ -55,6 +56,8 @@ var (
 	alertBudgetSrc string
 	//go:embed evidence_add.lua
 	evidenceAddSrc string
+	//go:embed alert_park.lua
+	alertParkSrc string
 
 	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
 	salesDecr        = redis.NewScript(salesDecrSrc)
@@ -65,6 +68,7 @@ var (
 	silenceAdd       = redis.NewScript(silenceAddSrc)
 	alertBudget      = redis.NewScript(alertBudgetSrc)
 	evidenceAdd      = redis.NewScript(evidenceAddSrc)
+	alertPark        = redis.NewScript(alertParkSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -87,6 +91,7 @@ var (
 		{SilenceAddName, silenceAdd},
 		{AlertBudgetName, alertBudget},
 		{EvidenceAddName, evidenceAdd},
+		{AlertParkName, alertPark},
 	}
 )
 
@@ -256,15 +261,21 @@ type Budget struct {
 }
 
 // TakeBudget takes one message from channelKey's budget and from
-// overallKey's (both in one hash tag: Keys.Budget), or from neither:
-// false when either is spent.
-func (s *Scripts) TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall Budget) (bool, error) {
-	n, err := s.single(ctx, alertBudget, AlertBudgetName, []string{channelKey, overallKey},
+// overallKey's (both in one hash tag: Keys.Budget), or from neither: false
+// when either is spent, with how long until both hold a message again.
+func (s *Scripts) TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall Budget) (bool, time.Duration, error) {
+	r, err := s.pair(ctx, alertBudget, AlertBudgetName, []string{channelKey, overallKey},
 		strconv.FormatFloat(channel.Rate, 'f', -1, 64), channel.Burst, strconv.FormatFloat(overall.Rate, 'f', -1, 64), overall.Burst)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return n == 1, nil
+	switch {
+	case r[0] == 1 && r[1] == 0:
+		return true, 0, nil
+	case r[0] == 0 && r[1] >= 0:
+		return false, time.Duration(r[1]) * time.Millisecond, nil
+	}
+	return false, 0, s.fail(AlertBudgetName, fmt.Errorf("%w: %v", ErrUnexpectedReply, r))
 }
 
 // SettleAlert records that a claimed alert was sent, or failed for good;
@@ -295,6 +306,22 @@ func (s *Scripts) single(ctx context.Context, script *redis.Script, name string,
 		return 0, s.fail(name, ErrInvalidArguments)
 	}
 	return n, nil
+}
+
+// pair executes a script that answers two integers, {-1, -1} meaning the
+// error contract.
+func (s *Scripts) pair(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) ([2]int64, error) {
+	vals, err := script.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return [2]int64{}, s.redisError(ctx, name, err)
+	}
+	if len(vals) != 2 {
+		return [2]int64{}, s.fail(name, fmt.Errorf("%w: %v", ErrUnexpectedReply, vals))
+	}
+	if vals[0] == -1 && vals[1] == -1 {
+		return [2]int64{}, s.fail(name, ErrInvalidArguments)
+	}
+	return [2]int64{vals[0], vals[1]}, nil
 }
 
 func (s *Scripts) redisError(ctx context.Context, name string, err error) error {

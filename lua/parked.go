@@ -11,17 +11,19 @@ import (
 
 // Parked alerts are alerts whose channel Slack refuses: kept in one hash
 // (alert id -> the alert's JSON) until a retry delivers them, so that the
-// alerts topic moves on past them. These are plain commands: one key each,
-// no decision to race on but the lease, which SET NX takes.
+// alerts topic moves on past them. alert_park keeps the hash within its
+// cap; the rest are plain commands: one key each, no decision to race on
+// but the leases, which SET NX takes.
 
-// Park keeps an alert's data under id in the parked hash key.
-func (s *Scripts) Park(ctx context.Context, key, id string, data []byte) error {
-	pipe := s.rdb.Pipeline()
-	cmd := pipe.HSet(ctx, key, id, data)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("lua: park %s: %w", id, err)
+// Park keeps an alert's data under id in the parked hash key, unless the
+// hash already holds limit alerts (false). The hash lives lifetime after
+// the last alert parked in it.
+func (s *Scripts) Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error) {
+	n, err := s.single(ctx, alertPark, AlertParkName, []string{key}, id, data, limit, seconds(lifetime))
+	if err != nil {
+		return false, err
 	}
-	return cmd.Err()
+	return n == 1, nil
 }
 
 // Parked returns the parked alerts' data by id.
@@ -34,33 +36,50 @@ func (s *Scripts) Parked(ctx context.Context, key string) (map[string]string, er
 	return cmd.Val(), nil
 }
 
-// Unpark forgets a parked alert.
-func (s *Scripts) Unpark(ctx context.Context, key, id string) error {
+// Unpark forgets parked alerts.
+func (s *Scripts) Unpark(ctx context.Context, key string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	pipe := s.rdb.Pipeline()
-	pipe.HDel(ctx, key, id)
+	pipe.HDel(ctx, key, ids...)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("lua: unpark %s: %w", id, err)
+		return fmt.Errorf("lua: unpark %d alerts: %w", len(ids), err)
 	}
 	return nil
 }
 
-// Lease takes key for ttl if no one holds it: one replica at a time
-// retries a parked alert.
-func (s *Scripts) Lease(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// Lease takes each of keys for ttl that no one holds, pipelined: one
+// replica at a time retries a parked alert. taken[i] tells whether keys[i]
+// is now the caller's.
+func (s *Scripts) Lease(ctx context.Context, ttl time.Duration, keys ...string) (taken []bool, err error) {
 	pipe := s.rdb.Pipeline()
-	cmd := pipe.SetNX(ctx, key, 1, ttl)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("lua: lease %s: %w", key, err)
+	cmds := make([]*redis.BoolCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.SetNX(ctx, k, 1, ttl)
 	}
-	return cmd.Val(), nil
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("lua: take %d leases: %w", len(keys), err)
+	}
+	taken = make([]bool, len(keys))
+	for i, c := range cmds {
+		taken[i] = c.Val()
+	}
+	return taken, nil
 }
 
-// Release gives a lease back before it runs out.
-func (s *Scripts) Release(ctx context.Context, key string) error {
+// Release gives leases back before they run out.
+func (s *Scripts) Release(ctx context.Context, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
 	pipe := s.rdb.Pipeline()
-	pipe.Del(ctx, key)
+	for _, k := range keys {
+		// One DEL a key: on a cluster, the keys sit in different slots.
+		pipe.Del(ctx, k)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("lua: release %s: %w", key, err)
+		return fmt.Errorf("lua: release %d leases: %w", len(keys), err)
 	}
 	return nil
 }

@@ -290,6 +290,7 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 		GroupBy:     clipAll(r.GroupBy, maxNameText, maxGroupNames), // a copy: the alert outlives this call; the rule set is shared
 		GroupValues: displayValues(values),
 		Group:       g.Encoding(),
+		Definition:  r.state[len(r.Name)+1:], // State is name.fingerprint
 		Current:     current,
 		Threshold:   r.Threshold,
 		Currency:    clipText(ev.Currency, maxCurrency),

@@ -441,7 +441,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	want := []alert.Alert{
 		{
 			ID: "big-spender/evt-o2", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
-			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Group: g.Encoding(), Current: 1_300_000, Threshold: 1_000_000,
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Group: g.Encoding(), Definition: r.Fingerprint(), Current: 1_300_000, Threshold: 1_000_000,
 			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g, r.Name),
 			RecordKey:  h.keys.AlertRecord(g, r.Name, "evt-o2"),
 			SilenceKey: h.keys.Silences(g, r.Name), RuleSilence: h.keys.RuleSilences(g, r.Name),
@@ -449,7 +449,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 		},
 		{
 			ID: "big-spender/evt-o3", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
-			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Group: g2.Encoding(), Current: 1_000_000,
+			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Group: g2.Encoding(), Definition: r.Fingerprint(), Current: 1_000_000,
 			Threshold: 1_000_000, Window: 10 * time.Minute, Cooldown: time.Hour,
 			CooldownKey: h.keys.Cooldown(g2, r.Name),
 			RecordKey:   h.keys.AlertRecord(g2, r.Name, "evt-o3"),

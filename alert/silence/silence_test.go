@@ -199,7 +199,7 @@ func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.disp.HandleMessage(ctx, kafka.Message{Topic: "alerts", Value: value, Time: time.Now()}); err != nil {
+		if _, err := e.disp.HandleMessages(ctx, []kafka.Message{{Topic: "alerts", Value: value, Time: time.Now()}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -253,7 +253,9 @@ func TestFlood(t *testing.T) {
 	p := newPipeline(t, 1, countRule)
 	slack := newFlakySlack(t)
 	opts := p.withSlack(slack)
-	p.cfg.Slack.Rate, p.cfg.Slack.Burst, p.cfg.Slack.OverallRate, p.cfg.Slack.OverallBurst = 0.01, 2, 100, 100
+	// Two at once, then one every 2 s: the crossings arrive within
+	// milliseconds, and those past the budget wait for one digest.
+	p.cfg.Slack.Rate, p.cfg.Slack.Burst, p.cfg.Slack.OverallRate, p.cfg.Slack.OverallBurst = 0.5, 2, 100, 100
 	r := p.startWith(opts)
 	const customers = 12
 	var evs []ev

@@ -44,7 +44,12 @@ type alertRules interface {
 func alertSettings(rs []rules.Rule) map[string]alert.RuleSettings {
 	m := make(map[string]alert.RuleSettings, len(rs))
 	for _, r := range rs {
-		m[r.Name] = alert.RuleSettings{Mode: r.Mode, Cooldown: r.Cooldown, Channel: r.Channel}
+		m[r.Name] = alert.RuleSettings{
+			Mode: r.Mode, Cooldown: r.Cooldown, Channel: r.Channel,
+			Description: r.Description, Severity: r.Severity, Threshold: r.Threshold,
+			Fingerprint: r.Fingerprint(), Metric: r.Metric, Field: r.Field, GroupBy: r.GroupBy,
+			Window: r.Window, WindowType: r.WindowType,
+		}
 	}
 	return m
 }

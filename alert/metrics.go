@@ -1,0 +1,100 @@
+package alert
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type dispatcherMetrics struct {
+	sent       *prometheus.CounterVec
+	suppressed *prometheus.CounterVec
+	failures   *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	dropped    *prometheus.CounterVec
+	parked     *prometheus.GaugeVec
+	digested   *prometheus.CounterVec
+}
+
+func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
+	m := dispatcherMetrics{
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_sent_total",
+			Help: "Alerts delivered to the notifier (Slack, or the log).",
+		}, []string{"rule"}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_suppressed_total",
+			Help: "Crossings not notified: the cooldown was held, the rule is in shadow mode, or a silence ran.",
+		}, []string{"rule", "reason"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_failures_total",
+			Help: "Alerts given up on: the notifier refused them for good (bad token, unknown channel).",
+		}, []string{"rule"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_delivery_errors_total",
+			Help: "Failed delivery attempts that will be retried (Slack down, rate limited, timeouts).",
+		}, []string{"rule"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_dropped_total",
+			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, unverified (no crossing in Redis), of an unknown rule, refused by the claim script, or stale.",
+		}, []string{"reason"}),
+		digested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_digested_total",
+			Help: "Alerts sent as part of a digest, past the alert budget (also in fraudwatch_alerts_sent_total).",
+		}, []string{"rule"}),
+		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fraudwatch_alerts_parked",
+			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel, as the replica that last retried them counts them.",
+		}, []string{"channel"}),
+	}
+	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnverified, DroppedUnknownRule, DroppedRefused, DroppedStale} {
+		m.dropped.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested} {
+			if err := reg.Register(c); err != nil {
+				return m, fmt.Errorf("alert: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// track exports zero-valued series for a rule.
+func (m *dispatcherMetrics) track(rule string) {
+	m.sent.WithLabelValues(rule)
+	m.digested.WithLabelValues(rule)
+	m.failures.WithLabelValues(rule)
+	m.retries.WithLabelValues(rule)
+	for _, reason := range []string{SuppressedCooldown, SuppressedShadow, SuppressedSilenced} {
+		m.suppressed.WithLabelValues(rule, reason)
+	}
+}
+
+// settled records how an alert was settled, in the metrics and in the list
+// of recent alerts: the one place an outcome is counted.
+func (d *Dispatcher) settled(a *Alert, outcome string) {
+	switch outcome {
+	case OutcomeSent:
+		d.m.sent.WithLabelValues(a.Rule).Inc()
+	case OutcomeDigested:
+		d.m.sent.WithLabelValues(a.Rule).Inc()
+		d.m.digested.WithLabelValues(a.Rule).Inc()
+	case OutcomeFailed:
+		d.m.failures.WithLabelValues(a.Rule).Inc()
+	case OutcomeParked:
+		d.m.parked.WithLabelValues(channelLabel(a.Channel)).Inc()
+	case SuppressedCooldown, SuppressedShadow, SuppressedSilenced:
+		d.m.suppressed.WithLabelValues(a.Rule, outcome).Inc()
+	}
+	d.recent.add(a, outcome)
+}
+
+// channelLabel names a channel in the parked gauge; "" is the notifier's
+// default channel.
+func channelLabel(ch string) string {
+	if ch == "" {
+		return "(default)"
+	}
+	return ch
+}

@@ -1,0 +1,197 @@
+package alert_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+)
+
+// captured records the alerts a notifier was given.
+type captured struct {
+	mu     sync.Mutex
+	alerts []alert.Alert
+}
+
+func (c *captured) Notify(_ context.Context, a alert.Alert) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.alerts = append(c.alerts, a)
+	return nil
+}
+
+func (c *captured) posted() []alert.Alert {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]alert.Alert(nil), c.alerts...)
+}
+
+// A message of the alerts topic is posted only when Redis decided its
+// crossing: its mark, written by the counting script in the call that
+// decided it, names its rule's definition, its group and its event. A
+// message whose group its values do not make is not trusted either: the
+// keys use the group, the post would show the values.
+func TestOnlyCrossingsRedisDecidedArePosted(t *testing.T) {
+	tests := []struct {
+		name    string
+		forge   func(a *alert.Alert)
+		dropped string // "" when it is posted
+	}{
+		{"the crossing as the engine wrote it", func(*alert.Alert) {}, ""},
+		{"an event that never crossed", func(a *alert.Alert) { a.EventID, a.ID = "evt-never", a.Rule+"/evt-never" }, alert.DroppedUnverified},
+		{"another group's values over the group that crossed", func(a *alert.Alert) { a.GroupValues = []string{"innocent-bob"} }, alert.DroppedMalformed},
+		{"the values of a group that never crossed", func(a *alert.Alert) {
+			a.GroupValues = []string{"innocent-bob"}
+			a.Group = "innocent-bob"
+		}, alert.DroppedUnverified},
+		{"another definition of the rule", func(a *alert.Alert) { a.Definition = "0000ffff" }, alert.DroppedUnverified},
+		{"a definition no rule has", func(a *alert.Alert) { a.Definition = "../x" }, alert.DroppedMalformed},
+		{"a rule name with a dot", func(a *alert.Alert) { a.Rule += ".0badcafe" }, alert.DroppedMalformed},
+		{"an unknown metric", func(a *alert.Alert) { a.Metric = "ratio" }, alert.DroppedMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &captured{}
+			env := testDispatcher(t, n, alert.DispatcherConfig{})
+			env.knowRule()
+			dead := &fakeDeadLetters{}
+			env.d.SetDeadLetters(dead)
+			real := env.alert("fraud-1", "evt-1")
+			env.cross(t, real)
+			forged := real
+			tt.forge(&forged)
+			before := env.keysUnder(t)
+			msg := kafka.Message{Topic: "alerts", Partition: 3, Offset: 11, Time: time.Now(), Value: encode(forged)}
+			if err := handleOne(t.Context(), env.d, msg); err != nil {
+				t.Fatalf("HandleMessages = %v, want nil: a forged message must not hold its partition", err)
+			}
+			posts := n.posted()
+			if tt.dropped == "" {
+				if len(posts) != 1 || posts[0].GroupValues[0] != "fraud-1" {
+					t.Fatalf("posted %+v, want the crossing", posts)
+				}
+				return
+			}
+			if len(posts) != 0 {
+				t.Fatalf("posted %+v, want nothing", posts)
+			}
+			if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", tt.dropped); got != 1 {
+				t.Errorf("dropped{%s} = %v, want 1", tt.dropped, got)
+			}
+			if len(dead.whys) != 1 || !strings.HasPrefix(dead.whys[0], "alert "+tt.dropped+": ") {
+				t.Errorf("dead letters %q, want one, %s", dead.whys, tt.dropped)
+			}
+			// It wrote nothing: no cooldown, no record, no silence.
+			if after := env.keysUnder(t); !equalSets(before, after) {
+				t.Errorf("keys before %v, after %v: a forged message wrote to Redis", before, after)
+			}
+			// The real crossing of the group it named is still posted.
+			if err := handleOne(t.Context(), env.d, env.message(t, real, 12)); err != nil {
+				t.Fatal(err)
+			}
+			if posts := n.posted(); len(posts) != 1 || posts[0].EventID != "evt-1" {
+				t.Errorf("posted %+v, want the real crossing", posts)
+			}
+		})
+	}
+}
+
+// keysUnder lists the keys under the test's prefix.
+func (e *testEnv) keysUnder(t *testing.T) []string {
+	t.Helper()
+	keys, err := e.rdb.Keys(t.Context(), e.pfx+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func equalSets(a, b []string) bool {
+	set := map[string]bool{}
+	for _, k := range a {
+		set[k] = true
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for _, k := range b {
+		if !set[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Everything the rule decides comes from the rule in force, and the value
+// from the crossing's mark: a message cannot make a real crossing read as
+// another severity, metric, window or threshold.
+func TestTheRuleAndTheMarkDecideWhatAnAlertSays(t *testing.T) {
+	n := &captured{}
+	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	env.knowRule()
+	real := env.alert("fraud-1", "evt-1")
+	env.cross(t, real)
+	forged := real
+	forged.Severity, forged.Metric, forged.WindowType, forged.Window = alert.SeverityInfo, alert.Count, alert.Sliding, time.Second
+	forged.Threshold, forged.Current, forged.Description, forged.GroupBy = 1, 2, "nothing to see", []string{"ip"}
+	if err := handleOne(t.Context(), env.d, kafka.Message{Topic: "alerts", Time: time.Now(), Value: encode(forged)}); err != nil {
+		t.Fatal(err)
+	}
+	posts := n.posted()
+	if len(posts) != 1 {
+		t.Fatalf("posted %d alerts, want 1", len(posts))
+	}
+	got, want := posts[0], sampleAlert()
+	if got.Severity != want.Severity || got.Metric != want.Metric || got.WindowType != want.WindowType || got.Window != want.Window ||
+		got.Threshold != want.Threshold || got.Description != want.Description || got.GroupBy[0] != "card_fingerprint" {
+		t.Errorf("posted %+v, want the rule's severity, metric, window and threshold", got)
+	}
+	if got.Current != real.Current {
+		t.Errorf("posted value %d, want %d, the crossing's mark", got.Current, real.Current)
+	}
+}
+
+// An alert of a rule not in force is retried for the grace, timed from when
+// this process first read it, whatever its timestamp says: a producer's
+// timestamp an hour ahead must not hold the partition for an hour.
+func TestUnknownRuleGraceRunsFromFirstRead(t *testing.T) {
+	for _, ts := range []struct {
+		name string
+		at   time.Time
+	}{
+		{"a timestamp 50 minutes ahead", time.Now().Add(50 * time.Minute)},
+		{"a timestamp 2 minutes old", time.Now().Add(-2 * time.Minute)},
+	} {
+		t.Run(ts.name, func(t *testing.T) {
+			const grace = 300 * time.Millisecond
+			env := testDispatcher(t, &captured{}, alert.DispatcherConfig{UnknownRuleGrace: grace})
+			env.knowRule()
+			a := env.alert("g1", "evt-1")
+			a.Rule = "not-yet"
+			msg := env.message(t, a, 5)
+			msg.Time = ts.at
+			first := time.Now()
+			if err := handleOne(t.Context(), env.d, msg); err == nil {
+				t.Fatal("an alert of an unknown rule was dropped at once")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for handleOne(t.Context(), env.d, msg) != nil {
+				if time.Now().After(deadline) {
+					t.Fatal("the alert of an unknown rule held its partition past the grace")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if waited := time.Since(first); waited < grace {
+				t.Errorf("dropped after %v, before the grace of %v", waited, grace)
+			}
+			if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedUnknownRule); got != 1 {
+				t.Errorf("dropped{unknown_rule} = %v, want 1", got)
+			}
+		})
+	}
+}
