@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"testing"
 )
@@ -120,5 +122,23 @@ func TestAddressesAccepted(t *testing.T) {
 	}
 	if err := c.CheckAddresses(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// metrics.listen defaults to loopback: its status page shows each rule's
+// threshold, window and cooldown, and a deployment opens it on purpose
+// (README, Configuration and Metrics and health, whose table row says so).
+func TestMetricsListenDefaultsToLoopback(t *testing.T) {
+	listen := Default().Metrics.Listen
+	host, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Errorf("metrics.listen defaults to %q, want a loopback address", listen)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := fmt.Sprintf("| `metrics.listen` | `%s` |", listen); !strings.Contains(string(readme), row) {
+		t.Errorf("README's configuration table has no row %q", row)
 	}
 }
