@@ -80,6 +80,19 @@ func (k *checker) address(field, addr, credentials string) {
 	k.bad(field, "%q is not %s: %s", redactAddress(addr), form, why)
 }
 
+// sameListener reports whether two listen addresses would take one port:
+// the same host, or either of them every interface (":9464" beside the
+// default 127.0.0.1:9464). Port 0 picks a free one, and never collides.
+func sameListener(a, b string) bool {
+	ah, ap, aerr := net.SplitHostPort(a)
+	bh, bp, berr := net.SplitHostPort(b)
+	if aerr != nil || berr != nil {
+		return a == b
+	}
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ap == bp && ap != "0" && (ah == bh || every(ah) || every(bh))
+}
+
 // splitHostPort accepts host:port with a numeric port; needHost refuses
 // ":port" (fine for a listener, not for something to dial).
 func splitHostPort(addr string, needHost bool) (string, int, error) {

@@ -179,7 +179,7 @@ func (k *checker) slack(s *Slack) {
 	case s.InteractionsListen == "":
 	case s.Token == "":
 		k.bad("slack.interactions_listen", "needs slack.token: buttons update their messages in bot-token mode only")
-	case s.InteractionsListen == k.c.Metrics.Listen:
+	case sameListener(s.InteractionsListen, k.c.Metrics.Listen):
 		k.bad("slack.interactions_listen", "must differ from metrics.listen: Slack's requests get a listener of their own")
 	}
 	if trimmed(s.SigningSecret) {
