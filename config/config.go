@@ -176,7 +176,10 @@ func (s *Slack) Mode() SlackMode {
 
 // Metrics is the metrics: section.
 type Metrics struct {
-	// Listen serves /metrics, /healthz and /readyz.
+	// Listen serves /metrics, /healthz, /readyz and the status page. The
+	// default is loopback only: the page shows each rule's threshold,
+	// window and cooldown, what a fraudster needs to stay under them, so a
+	// deployment opens it (":9464") to its own network on purpose.
 	Listen string `mapstructure:"listen"`
 }
 
@@ -211,7 +214,7 @@ func Default() Config {
 			// Slack's own limit: about one message a second a channel.
 			Rate: 1, Burst: 3, OverallRate: 5, OverallBurst: 15, DigestSize: 10,
 		},
-		Metrics:         Metrics{Listen: ":9464"},
+		Metrics:         Metrics{Listen: "127.0.0.1:9464"},
 		RulesFile:       "rules.yaml",
 		ShutdownTimeout: 30 * time.Second,
 	}

@@ -5,10 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,17 +41,12 @@ func (c *Config) checkSettings() []error {
 	k.kafka(&c.Kafka)
 	k.redis(&c.Redis)
 	k.slack(&c.Slack)
-	if c.Metrics.Listen == "" {
-		k.bad("metrics.listen", "is required (host:port, or :port for every interface)")
-	} else if _, _, err := splitHostPort(c.Metrics.Listen, false); err != nil {
-		k.bad("metrics.listen", "%q is not host:port (or :port): %v", redactAddress(c.Metrics.Listen), err)
-	}
+	k.addresses()
 	k.positive("shutdown_timeout", c.ShutdownTimeout)
 	return k.errs
 }
 
 func (k *checker) kafka(kc *Kafka) {
-	k.hostPorts("kafka.brokers", kc.Brokers, "broker")
 	k.required("kafka.group_id", kc.GroupID)
 	k.required("kafka.client_id", kc.ClientID)
 	k.topics(kc)
@@ -134,7 +127,6 @@ func (k *checker) sasl(s SASL) {
 }
 
 func (k *checker) redis(r *Redis) {
-	k.hostPorts("redis.addrs", r.Addrs, "address")
 	if !r.Cluster && len(r.Addrs) > 1 {
 		k.bad("redis.addrs", "%d addresses need redis.cluster: true (a single Redis takes one address)", len(r.Addrs))
 	}
@@ -187,12 +179,8 @@ func (k *checker) slack(s *Slack) {
 	case s.InteractionsListen == "":
 	case s.Token == "":
 		k.bad("slack.interactions_listen", "needs slack.token: buttons update their messages in bot-token mode only")
-	case s.InteractionsListen == k.c.Metrics.Listen:
+	case sameListener(s.InteractionsListen, k.c.Metrics.Listen):
 		k.bad("slack.interactions_listen", "must differ from metrics.listen: Slack's requests get a listener of their own")
-	default:
-		if _, _, err := splitHostPort(s.InteractionsListen, false); err != nil {
-			k.bad("slack.interactions_listen", "%q is not host:port (or :port): %v", redactAddress(s.InteractionsListen), err)
-		}
 	}
 	if trimmed(s.SigningSecret) {
 		k.bad("slack.signing_secret", "has leading or trailing white space")
@@ -247,18 +235,6 @@ func (k *checker) positive(field string, d time.Duration) {
 	}
 }
 
-func (k *checker) hostPorts(field string, addrs []string, what string) {
-	if len(addrs) == 0 {
-		k.bad(field, "needs at least one %s (host:port)", what)
-	}
-	for i, a := range addrs {
-		if _, _, err := splitHostPort(a, true); err != nil {
-			// An address in URL form may carry a password.
-			k.bad(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: %v", redactAddress(a), err)
-		}
-	}
-}
-
 // topic checks a Kafka topic name as the broker would.
 func (k *checker) topic(field, name string) {
 	switch {
@@ -306,34 +282,6 @@ func (k *checker) tls(prefix string, t TLS) {
 			k.bad(prefix+".cert_file", "%s and %s are not a certificate and its key: %v", t.CertFile, t.KeyFile, err)
 		}
 	}
-}
-
-// splitHostPort accepts host:port with a numeric port; needHost refuses
-// ":port" (fine for a listener, not for something to dial).
-func splitHostPort(addr string, needHost bool) (string, int, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		var ae *net.AddrError
-		if errors.As(err, &ae) {
-			return "", 0, errors.New(ae.Err)
-		}
-		return "", 0, err
-	}
-	if needHost && host == "" {
-		return "", 0, errors.New("missing host")
-	}
-	if strings.ContainsAny(host, " \t\r\n") {
-		return "", 0, errors.New("white space in host")
-	}
-	lo := 0
-	if needHost {
-		lo = 1
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < lo || n > 65535 {
-		return "", 0, fmt.Errorf("port must be a number from %d to 65535", lo)
-	}
-	return host, n, nil
 }
 
 func httpURL(s string) bool {

@@ -153,6 +153,16 @@ func TestValidate(t *testing.T) {
 		{"buttons on the metrics listener", func(c *Config) {
 			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", c.Metrics.Listen
 		}, []string{"slack.interactions_listen: must differ from metrics.listen"}},
+		{"buttons on every interface, metrics on loopback, one port", func(c *Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", ":9464"
+		}, []string{"slack.interactions_listen: must differ from metrics.listen"}},
+		{"buttons and metrics on any free port", func(c *Config) {
+			c.Metrics.Listen = "127.0.0.1:0"
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", "127.0.0.1:0"
+		}, nil},
+		{"buttons on another interface's port", func(c *Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", "10.0.0.5:9464"
+		}, nil},
 		{"buttons on no address", func(c *Config) {
 			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", "9091"
 		}, []string{`slack.interactions_listen: "9091" is not host:port`}},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
@@ -35,6 +37,23 @@ func checkConfig(t *testing.T, path string) {
 	t.Helper()
 	if out, err := command("check", "--config", path).CombinedOutput(); err != nil {
 		t.Errorf("fraudwatch check --config %s: %v\n%s", path, err, out)
+	}
+}
+
+// checkMetricsListen checks that a container's configuration listens for
+// metrics on every interface, on the port its image and manifests expose:
+// the default, 127.0.0.1:9464, is unreachable from Prometheus and the
+// probes outside the container.
+func checkMetricsListen(t *testing.T, path string) {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	host, port, err := net.SplitHostPort(cfg.Metrics.Listen)
+	if err != nil || !slices.Contains([]string{"", "0.0.0.0", "::"}, host) || port != metricsPort {
+		t.Errorf("%s: metrics.listen is %q, want \":%s\": Prometheus and the probes reach it from outside the container",
+			path, cfg.Metrics.Listen, metricsPort)
 	}
 }
 
@@ -99,6 +118,9 @@ func TestDockerfile(t *testing.T) {
 	if !slices.Equal(exposes, []string{metricsPort}) {
 		t.Errorf("EXPOSE %q, want %s", exposes, metricsPort)
 	}
+	// The configuration to start from, which the image's command expects
+	// at /etc/fraudwatch/fraudwatch.yaml, opens the exposed port.
+	checkMetricsListen(t, filepath.Join(deployDir, "fraudwatch.yaml"))
 	if !ldflags {
 		t.Error("the build does not strip the binary and stamp main.version and main.commit")
 	}
@@ -175,10 +197,22 @@ func TestComposeFile(t *testing.T) {
 			copyFile(t, filepath.Join(deployDir, parts[0]), filepath.Join(root, parts[1]))
 		}
 		checkConfig(t, filepath.Join(root, "etc/fraudwatch/fraudwatch.yaml"))
+		if name != "traffic" {
+			checkMetricsListen(t, filepath.Join(root, "etc/fraudwatch/fraudwatch.yaml"))
+		}
 	}
 	for name, host := range map[string]string{"fraudwatch-1": "19464", "fraudwatch-2": "29464"} {
-		if p := c.Services[name].Ports; len(p) != 1 || p[0] != host+":"+metricsPort {
-			t.Errorf("%s publishes %q, want the metrics port %s on %s (README)", name, p, metricsPort, host)
+		if p := c.Services[name].Ports; len(p) != 1 || p[0] != "127.0.0.1:"+host+":"+metricsPort {
+			t.Errorf("%s publishes %q, want the metrics port %s on the host's 127.0.0.1:%s (README)", name, p, metricsPort, host)
+		}
+	}
+	// Nothing is published beyond the host's loopback: the status pages show
+	// the rules' thresholds, Grafana lets anyone view.
+	for name, s := range c.Services {
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %q on every interface of the host, want 127.0.0.1 only", name, p)
+			}
 		}
 	}
 	if img := c.Services["redis"].Image; img != "redis:7" {
@@ -340,6 +374,7 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 	checkConfig(t, filepath.Join(root, "fraudwatch.yaml"))
+	checkMetricsListen(t, filepath.Join(root, "fraudwatch.yaml"))
 
 	var d struct {
 		Replicas int

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -175,6 +176,42 @@ not an event
 			for _, want := range tt.err {
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr lacks %q: %s", want, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// An address with a one-word userinfo, in each address key, is refused by
+// check and by run, which print the keys and never the credential (README,
+// Configuration).
+func TestAddressCredentialsAreRefusedUnprinted(t *testing.T) {
+	const secret = "tok3nSECRET"
+	path := writeConfig(t, fmt.Sprintf(`kafka:
+  brokers: ["%[1]s@127.0.0.1:9092"]
+redis:
+  addrs: ["%[1]s@127.0.0.1:6379"]
+metrics:
+  listen: "%[1]s@127.0.0.1:9464"
+slack:
+  token: xoxb-1
+  signing_secret: s3cret
+  interactions_listen: "%[1]s@127.0.0.1:9091"
+rules_file: rules.yaml
+`, secret), testRules)
+	for _, cmd := range []string{"check", "run"} {
+		t.Run(cmd, func(t *testing.T) {
+			out, err := command(cmd, "--config", path).CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("fraudwatch %s: %v, want exit 2\n%s", cmd, err, out)
+			}
+			if strings.Contains(string(out), secret) {
+				t.Errorf("fraudwatch %s prints the secret:\n%s", cmd, out)
+			}
+			for _, key := range []string{"kafka.brokers[0]", "redis.addrs[0]", "metrics.listen", "slack.interactions_listen"} {
+				if !strings.Contains(string(out), key+`: "[redacted]@127.0.0.1:`) {
+					t.Errorf("fraudwatch %s does not refuse %s:\n%s", cmd, key, out)
 				}
 			}
 		})

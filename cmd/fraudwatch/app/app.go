@@ -85,6 +85,12 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	if cfg == nil {
 		return nil, errors.New("app: nil config")
 	}
+	// Load refuses these already; a Config built in code must not dial or
+	// listen on an address with credentials either, as every error and log
+	// line about the address (dial, listen, /readyz) would quote them.
+	if err := cfg.CheckAddresses(); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

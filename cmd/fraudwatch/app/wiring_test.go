@@ -1,9 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +193,42 @@ func TestDispatcherConfig(t *testing.T) {
 		OverallBudget: lua.Budget{Rate: 4, Burst: 8}, DigestSize: 20}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dispatcher config\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// New refuses an address that carries credentials, as Load does, before it
+// dials or listens: a Config built in code never reaches a dial error, a
+// listen error or a log line that would quote them.
+func TestNewRefusesAddressesWithCredentials(t *testing.T) {
+	const secret = "tok3nSECRET"
+	tests := []struct {
+		field string
+		set   func(c *config.Config)
+	}{
+		{"kafka.brokers[0]", func(c *config.Config) { c.Kafka.Brokers = []string{secret + "@127.0.0.1:9092"} }},
+		{"redis.addrs[0]", func(c *config.Config) { c.Redis.Addrs = []string{secret + "@127.0.0.1:6379"} }},
+		{"metrics.listen", func(c *config.Config) { c.Metrics.Listen = secret + "@127.0.0.1:0" }},
+		{"slack.interactions_listen", func(c *config.Config) {
+			c.Slack.Token, c.Slack.SigningSecret, c.Slack.InteractionsListen = "xoxb-1", "s3cret", secret+"@127.0.0.1:0"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.RulesFile, cfg.Metrics.Listen = "", "127.0.0.1:0"
+			tt.set(&cfg)
+			var logs bytes.Buffer
+			a, err := New(&cfg, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			if err == nil {
+				a.Close()
+				t.Fatal("New accepted the address")
+			}
+			if !strings.Contains(err.Error(), tt.field+`: "[redacted]@127.0.0.1:`) {
+				t.Errorf("the error does not name %s with the address redacted: %v", tt.field, err)
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(logs.String(), secret) {
+				t.Errorf("the secret shows:\nerr: %v\nlogs: %s", err, logs.String())
+			}
+		})
 	}
 }
