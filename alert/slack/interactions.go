@@ -47,10 +47,10 @@ type Silencer interface {
 	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (ends time.Time, err error)
 }
 
-// replays remembers the signatures of handled requests, so that a request
-// sent again is refused: true when the signature is new.
+// replays remembers the handled requests (signedRequest), so that a
+// request sent again is refused: true when the request is new.
 type replays interface {
-	First(ctx context.Context, signature string, ttl time.Duration) (bool, error)
+	First(ctx context.Context, request string, ttl time.Duration) (bool, error)
 }
 
 // Interactions answers Slack's interactivity requests: the clicks on an
@@ -104,7 +104,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A valid request is valid for 5 minutes: remember it as long, and
 	// refuse it a second time.
-	first, err := h.seen.First(r.Context(), r.Header.Get("X-Slack-Signature"), 10*time.Minute)
+	first, err := h.seen.First(r.Context(), signedRequest(r.Header, body), 10*time.Minute)
 	if err != nil {
 		h.log.Error("slack interaction: replay guard unavailable", "err", err)
 		http.Error(w, "try again", http.StatusServiceUnavailable)
@@ -136,6 +136,17 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.update(r.Context(), &cb, note); err != nil {
 		h.log.Warn("slack interaction: update the message", "err", err)
 	}
+}
+
+// signedRequest names a request by what its signature signs: slack-go's
+// verifier checks an HMAC of "v0:<timestamp>:<body>", taking the timestamp
+// as sent. Not by the signature header as sent: its hex may be spelled in
+// upper or mixed case, and verify again, as the same request.
+func signedRequest(h http.Header, body []byte) string {
+	sum := sha256.New()
+	fmt.Fprintf(sum, "v0:%s:", h.Get("X-Slack-Request-Timestamp"))
+	sum.Write(body)
+	return hex.EncodeToString(sum.Sum(nil))
 }
 
 // act does what a button asks and says so, for the message.
@@ -283,8 +294,8 @@ type setNXer interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
-// RedisReplays remembers request signatures in Redis, under prefix, so
-// that every replica refuses a request another one handled.
+// RedisReplays remembers requests in Redis, under prefix, so that every
+// replica refuses a request another one handled.
 type RedisReplays struct {
 	rdb    setNXer
 	prefix string
@@ -295,8 +306,8 @@ func NewRedisReplays(rdb setNXer, prefix string) *RedisReplays {
 	return &RedisReplays{rdb: rdb, prefix: prefix}
 }
 
-// First reports whether signature is new, and remembers it for ttl.
-func (r *RedisReplays) First(ctx context.Context, signature string, ttl time.Duration) (bool, error) {
-	sum := sha256.Sum256([]byte(signature))
+// First reports whether request is new, and remembers it for ttl.
+func (r *RedisReplays) First(ctx context.Context, request string, ttl time.Duration) (bool, error) {
+	sum := sha256.Sum256([]byte(request))
 	return r.rdb.SetNX(ctx, r.prefix+":slack-seen:"+hex.EncodeToString(sum[:16]), 1, ttl).Result()
 }

@@ -176,3 +176,62 @@ func TestButtons(t *testing.T) {
 		t.Error("a long group lost its buttons")
 	}
 }
+
+// A signed click spelled again (its signature's hex in upper or mixed
+// case, which slack-go's verifier decodes alike) is the same request: it
+// is refused as a replay, at this replica or another, and snoozes nothing
+// more. A "V0=" prefix is no signature at all.
+func TestReplaysRespelled(t *testing.T) {
+	silencer := &fakeSilencer{}
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
+	payload := click(t, "", buttons(a.Rule, a.Group, identity(a), groupMatch(a)), 0)
+	now := time.Now()
+	send := func(h http.Handler, respell func(sig string) string) int {
+		t.Helper()
+		req := request(t, testSecret, now, payload)
+		hexSig := strings.TrimPrefix(req.Header.Get("X-Slack-Signature"), "v0=")
+		req.Header.Set("X-Slack-Signature", respell(hexSig))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := send(h, func(s string) string { return "v0=" + s }); code != http.StatusOK {
+		t.Fatalf("the signed click: %d", code)
+	}
+	mixed := func(s string) string {
+		b := []byte(s)
+		for i := range b {
+			if i%2 == 0 {
+				b[i] = strings.ToUpper(string(b[i]))[0]
+			}
+		}
+		return string(b)
+	}
+	for _, tt := range []struct {
+		name    string
+		handler http.Handler
+		respell func(string) string
+	}{
+		{"as sent", h, func(s string) string { return "v0=" + s }},
+		{"upper-case hex", h, func(s string) string { return "v0=" + strings.ToUpper(s) }},
+		{"mixed-case hex", h, func(s string) string { return "v0=" + mixed(s) }},
+		{"upper-case hex at another replica", other, func(s string) string { return "v0=" + strings.ToUpper(s) }},
+		{"a V0= prefix", h, func(s string) string { return "V0=" + s }},
+	} {
+		if code := send(tt.handler, tt.respell); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", tt.name, code)
+		}
+	}
+	if len(silencer.calls) != 1 {
+		t.Errorf("%d snoozes from one click: %q", len(silencer.calls), silencer.calls)
+	}
+}
