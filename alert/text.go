@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"golang.org/x/text/currency"
 )
@@ -96,4 +97,24 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// Printable returns s as it may be shown on one line, in Slack or on a
+// terminal, without changing how what follows it reads: control characters
+// (a newline, a tab, ESC and BEL of a terminal's escape sequences) and
+// line and paragraph separators (U+2028, U+2029) become spaces; format
+// characters (Unicode Cf: bidi overrides and isolates, so that U+202E
+// cannot make "gpj.exe" read "exe.jpg", marks, zero-width joiners) are
+// dropped, invisible as they are. Every rune of the result is one of s's
+// or a space, so callers that measure or escape it may do so rune by rune.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsControl(r), unicode.In(r, unicode.Zl, unicode.Zp):
+			return ' '
+		case unicode.Is(unicode.Cf, r):
+			return -1
+		}
+		return r
+	}, s)
 }

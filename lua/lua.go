@@ -247,7 +247,9 @@ func (s *Scripts) AddSilence(ctx context.Context, keys []string, id string, ends
 			return s.redisError(ctx, SilenceAddName, err)
 		}
 		if n != 1 {
-			return s.fail(SilenceAddName, fmt.Errorf("%w: %s holds 100 silences, or the silence has ended", ErrInvalidArguments, k))
+			// Not the key: it ends with the group's values, and errors
+			// reach logs.
+			return s.fail(SilenceAddName, ErrInvalidArguments)
 		}
 	}
 	return nil

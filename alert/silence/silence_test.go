@@ -145,7 +145,7 @@ func TestSilences(t *testing.T) {
 	if n := e.order(t, "c7", "c7@x"); n != 0 {
 		t.Errorf("c7: %d alerts, want none: burst for c7 and pair are silenced", n)
 	}
-	if _, err := e.store.Expire(ctx, testRules, byGroup.ID); err != nil {
+	if _, err := e.store.Expire(ctx, testRules, byGroup.ID, "kim", now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -156,7 +156,7 @@ func TestSilences(t *testing.T) {
 
 	// Expired, the silences stop nothing.
 	for _, id := range []string{one.ID, all.ID} {
-		if _, err := e.store.Expire(ctx, testRules, id); err != nil {
+		if _, err := e.store.Expire(ctx, testRules, id, "kim", now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +244,7 @@ func TestSilenceAddRefuses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := e.store.Expire(t.Context(), testRules, "0123"); !errors.Is(err, silence.ErrUsage) {
+	if _, err := e.store.Expire(t.Context(), testRules, "0123", "kim", time.Now()); !errors.Is(err, silence.ErrUsage) {
 		t.Errorf("expiring an unknown silence: %v", err)
 	}
 }

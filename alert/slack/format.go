@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf16"
 
 	"github.com/slack-go/slack"
@@ -119,9 +118,10 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	fb.WriteString("\norder " + clipMrkdwn(orNone(a.OrderID), maxFallbackID) +
 		", event " + clipMrkdwn(orNone(a.EventID), maxFallbackID) + ", at " + at)
 	if len(a.Evidence) > 0 {
+		// Each id is cut here and the list escaped once, as a whole.
 		ids := make([]string, len(a.Evidence))
 		for i, e := range a.Evidence {
-			ids[i] = clipMrkdwn(orNone(e.OrderID), maxEvidenceID)
+			ids[i] = clipPlain(orNone(e.OrderID), maxEvidenceID)
 		}
 		fb.WriteString("\nlatest orders: " + clipMrkdwn(strings.Join(ids, ", "), maxFallbackEvidence))
 	}
@@ -205,7 +205,7 @@ func groupLine(fields, values []string) string {
 		// Many fields: name them and leave the values to the blocks.
 		names := make([]string, 0, len(fields))
 		for _, f := range fields {
-			names = append(names, clipMrkdwn(f, 32))
+			names = append(names, clipPlain(f, 32)) // escaped once, below
 		}
 		line = "group by " + clipMrkdwn(strings.Join(names, ", "), maxFallbackGroup)
 	}
@@ -243,6 +243,9 @@ func clipMrkdwn(s string, limit int) string { return clip(s, limit, true) }
 func clipPlain(s string, limit int) string { return clip(s, limit, false) }
 
 func clip(s string, limit int, escape bool) string {
+	// Control and format characters go first (alert.Printable), then
+	// mrkdwn's own: what is left is escaped once.
+	s = alert.Printable(s)
 	piece := func(r rune) string {
 		switch {
 		case escape && r == '&':
@@ -251,16 +254,6 @@ func clip(s string, limit int, escape bool) string {
 			return "&lt;"
 		case escape && r == '>':
 			return "&gt;"
-		case unicode.IsControl(r), unicode.In(r, unicode.Zl, unicode.Zp):
-			// A newline in a value would break the layout of the message,
-			// and so would U+2028 and U+2029 (line and paragraph
-			// separators).
-			return " "
-		case unicode.Is(unicode.Cf, r):
-			// Format characters are invisible: bidi overrides and isolates
-			// (U+202E makes "gpj.exe" read "exe.jpg"), marks, zero-width
-			// joiners. Dropped, a value reads as what it is.
-			return ""
 		}
 		return string(r)
 	}

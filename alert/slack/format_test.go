@@ -535,3 +535,40 @@ func TestFormatDigest(t *testing.T) {
 	}
 	checkLimits(t, fallback, textObjects(t, blocks))
 }
+
+// Evidence is escaped once, in the fallback as in the blocks: "<" shows as
+// "&lt;", never "&amp;lt;". So are the field names of a group too long to
+// list with its values.
+func TestFormatEscapesEvidenceOnce(t *testing.T) {
+	a := sampleAlert()
+	a.Metric, a.Field = alert.Distinct, "card_fingerprint"
+	a.Evidence = []alert.Evidence{{OrderID: "<ord&1>", Value: "<card&A>"}, {OrderID: "ord-2", Value: "&lt;"}}
+	fallback, blocks := Format(a)
+	text := allText(textObjects(t, blocks))
+	for _, tt := range []struct{ where, text, want string }{
+		{"fallback", fallback, "latest orders: &lt;ord&amp;1&gt;, ord-2"},
+		{"blocks", text, "• &lt;ord&amp;1&gt;"},
+		{"blocks", text, "• &lt;card&amp;A&gt;"},
+		{"blocks", text, "• &amp;lt;"}, // the value "&lt;" itself, escaped once
+	} {
+		if !strings.Contains(tt.text, tt.want) {
+			t.Errorf("%s lacks %q:\n%s", tt.where, tt.want, tt.text)
+		}
+	}
+	for where, s := range map[string]string{"fallback": fallback, "blocks": text} {
+		if strings.Contains(s, "&amp;lt;ord") || strings.Contains(s, "&amp;amp;") || strings.Contains(s, "&amp;lt;card") {
+			t.Errorf("%s escapes evidence twice:\n%s", where, s)
+		}
+	}
+
+	many := sampleAlert()
+	many.GroupBy, many.GroupValues = nil, nil
+	for i := range 40 {
+		many.GroupBy = append(many.GroupBy, fmt.Sprintf("f&%d", i))
+		many.GroupValues = append(many.GroupValues, strings.Repeat("v", 100))
+	}
+	fallback, _ = Format(many)
+	if !strings.Contains(fallback, "group by f&amp;0, f&amp;1,") {
+		t.Errorf("fallback's group line, names only, escaped once:\n%s", fallback)
+	}
+}

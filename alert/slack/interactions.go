@@ -42,15 +42,28 @@ type buttonValue struct {
 // maxButtonValue is Slack's limit of a button's value.
 const maxButtonValue = 2000
 
-// Silencer creates the silence a Snooze button asks for.
+// Silencer does what a button asks: creates a Snooze's silence, records an
+// Acknowledge in the silences' history.
 type Silencer interface {
-	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (ends time.Time, err error)
+	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (Recorded, error)
+	Acknowledge(ctx context.Context, rule, group string, match map[string]string, who string) (Recorded, error)
 }
 
-// replays remembers the signatures of handled requests, so that a request
-// sent again is refused: true when the signature is new.
+// Recorded is what a click left, as its log line names it: the silence a
+// Snooze made, and the group without its values (personal data).
+type Recorded struct {
+	SilenceID string
+	Ends      time.Time
+	// GroupBy are the rule's group_by fields, GroupRef the group as
+	// silence list and its history name it (silence.Store.GroupRef).
+	GroupBy  []string
+	GroupRef string
+}
+
+// replays remembers the handled requests (signedRequest), so that a
+// request sent again is refused: true when the request is new.
 type replays interface {
-	First(ctx context.Context, signature string, ttl time.Duration) (bool, error)
+	First(ctx context.Context, request string, ttl time.Duration) (bool, error)
 }
 
 // Interactions answers Slack's interactivity requests: the clicks on an
@@ -104,7 +117,7 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A valid request is valid for 5 minutes: remember it as long, and
 	// refuse it a second time.
-	first, err := h.seen.First(r.Context(), r.Header.Get("X-Slack-Signature"), 10*time.Minute)
+	first, err := h.seen.First(r.Context(), signedRequest(r.Header, body), 10*time.Minute)
 	if err != nil {
 		h.log.Error("slack interaction: replay guard unavailable", "err", err)
 		http.Error(w, "try again", http.StatusServiceUnavailable)
@@ -127,7 +140,8 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	act := cb.ActionCallback.BlockActions[0]
 	note, err := h.act(r.Context(), act, &cb)
 	if err != nil {
-		h.log.Warn("slack interaction failed", "action", act.ActionID, "err", err)
+		// err names no group value: silence's errors do not.
+		h.log.Warn("slack interaction failed", "action", act.ActionID, "slack_user", escapeID(cb.User.ID), "err", err)
 		note = ":warning: " + err.Error()
 	}
 	// Slack waits 3 seconds for this answer; the message's update goes
@@ -138,31 +152,55 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// act does what a button asks and says so, for the message.
+// signedRequest names a request by what its signature signs: slack-go's
+// verifier checks an HMAC of "v0:<timestamp>:<body>", taking the timestamp
+// as sent. Not by the signature header as sent: its hex may be spelled in
+// upper or mixed case, and verify again, as the same request.
+func signedRequest(h http.Header, body []byte) string {
+	sum := sha256.New()
+	fmt.Fprintf(sum, "v0:%s:", h.Get("X-Slack-Request-Timestamp"))
+	sum.Write(body)
+	return hex.EncodeToString(sum.Sum(nil))
+}
+
+// act does what a button asks and says so, for the message. Each click is
+// logged once, for the audit: who, what, which rule, which group (by its
+// fields and GroupRef, never its values), which silence until when.
 func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slack.InteractionCallback) (string, error) {
-	who := cb.User.ID
+	who := escapeID(cb.User.ID)
 	var v buttonValue
 	if err := json.Unmarshal([]byte(act.Value), &v); err != nil || v.Rule == "" || v.Group == "" {
 		return "", errors.New("this button carries no alert")
 	}
 	switch act.ActionID {
 	case actionAck:
-		h.log.Info("alert acknowledged in slack", "rule", v.Rule)
-		return fmt.Sprintf(":white_check_mark: Acknowledged by <@%s>", escapeID(who)), nil
+		rec, err := h.silence.Acknowledge(ctx, v.Rule, v.Group, v.Match, "slack:"+who)
+		if err != nil {
+			return "", fmt.Errorf("could not record the acknowledgement: %w", err)
+		}
+		h.log.Info("alert acknowledged in slack", audit("acknowledge", who, v.Rule, rec)...)
+		return fmt.Sprintf(":white_check_mark: Acknowledged by <@%s>", who), nil
 	case actionSnooze:
 		d, err := time.ParseDuration(v.Snooze)
 		if err != nil || d <= 0 || d > 24*time.Hour {
 			return "", errors.New("this button carries no snooze")
 		}
-		ends, err := h.silence.Snooze(ctx, v.Rule, v.Group, v.Match, d, "slack:"+who)
+		rec, err := h.silence.Snooze(ctx, v.Rule, v.Group, v.Match, d, "slack:"+who)
 		if err != nil {
 			return "", fmt.Errorf("could not snooze: %w", err)
 		}
-		h.log.Info("alert snoozed from slack", "rule", v.Rule, "for", d)
-		return fmt.Sprintf(":zzz: Snoozed by <@%s> for %s, until %s", escapeID(who), snoozeText(d),
-			ends.UTC().Format("2006-01-02 15:04 MST")), nil
+		h.log.Info("alert snoozed from slack", append(audit("snooze", who, v.Rule, rec),
+			"for", d, "silence_id", rec.SilenceID, "until", rec.Ends.UTC().Format(time.RFC3339))...)
+		return fmt.Sprintf(":zzz: Snoozed by <@%s> for %s, until %s", who, snoozeText(d),
+			rec.Ends.UTC().Format("2006-01-02 15:04 MST")), nil
 	}
 	return "", errors.New("unknown button")
+}
+
+// audit is the attributes every click's log line has.
+func audit(action, who, rule string, rec Recorded) []any {
+	return []any{"action", action, "slack_user", who, "rule", rule,
+		"group_by", strings.Join(rec.GroupBy, ","), "group_ref", rec.GroupRef}
 }
 
 // update replaces the alert's message with itself, its buttons gone and a
@@ -214,7 +252,7 @@ func buttons(rule, group, identity string, match map[string]string) slack.Block 
 		elems = append(elems, slack.NewButtonBlockElement(actionSnooze, v,
 			slack.NewTextBlockObject(slack.PlainTextType, clipPlain("Snooze "+identity+" "+snoozeText(d), 75), false, false)))
 	}
-	v, ok := encodeValue(buttonValue{Rule: rule, Group: group})
+	v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Match: match})
 	if !ok {
 		return nil
 	}
@@ -283,8 +321,8 @@ type setNXer interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
-// RedisReplays remembers request signatures in Redis, under prefix, so
-// that every replica refuses a request another one handled.
+// RedisReplays remembers requests in Redis, under prefix, so that every
+// replica refuses a request another one handled.
 type RedisReplays struct {
 	rdb    setNXer
 	prefix string
@@ -295,8 +333,8 @@ func NewRedisReplays(rdb setNXer, prefix string) *RedisReplays {
 	return &RedisReplays{rdb: rdb, prefix: prefix}
 }
 
-// First reports whether signature is new, and remembers it for ttl.
-func (r *RedisReplays) First(ctx context.Context, signature string, ttl time.Duration) (bool, error) {
-	sum := sha256.Sum256([]byte(signature))
+// First reports whether request is new, and remembers it for ttl.
+func (r *RedisReplays) First(ctx context.Context, request string, ttl time.Duration) (bool, error) {
+	sum := sha256.Sum256([]byte(request))
 	return r.rdb.SetNX(ctx, r.prefix+":slack-seen:"+hex.EncodeToString(sum[:16]), 1, ttl).Result()
 }

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,9 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,13 +31,22 @@ const testSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 type fakeSilencer struct {
 	mu    sync.Mutex
 	calls []string
+	acks  []string
 }
 
-func (f *fakeSilencer) Snooze(_ context.Context, rule, group string, match map[string]string, d time.Duration, who string) (time.Time, error) {
+func (f *fakeSilencer) Snooze(_ context.Context, rule, group string, match map[string]string, d time.Duration, who string) (Recorded, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("%s %s %v %v %s", rule, group, match, d, who))
-	return time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC), nil
+	return Recorded{SilenceID: "5eed", Ends: time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC),
+		GroupBy: []string{"customer_id"}, GroupRef: "abc123"}, nil
+}
+
+func (f *fakeSilencer) Acknowledge(_ context.Context, rule, group string, match map[string]string, who string) (Recorded, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acks = append(f.acks, fmt.Sprintf("%s %s %v %s", rule, group, match, who))
+	return Recorded{GroupBy: []string{"customer_id"}, GroupRef: "abc123"}, nil
 }
 
 // request is a click as Slack sends it, signed with secret at ts.
@@ -51,6 +63,21 @@ func request(t *testing.T, secret string, ts time.Time, payload string) *http.Re
 		req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
 	}
 	return req
+}
+
+// replicas are two replicas' handlers of clicks, sharing the Redis that
+// remembers requests.
+func replicas(t *testing.T, s Silencer) (h, other *Interactions) {
+	t.Helper()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	h, err := NewInteractions(testSecret, s, NewRedisReplays(rdb, prefix), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err = NewInteractions(testSecret, s, NewRedisReplays(rdb, prefix), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return h, other
 }
 
 // click is the payload of a click on one of an alert's buttons.
@@ -84,16 +111,7 @@ func TestInteractions(t *testing.T) {
 	}))
 	defer responses.Close()
 	silencer := &fakeSilencer{}
-	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
-	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another replica, sharing the Redis that remembers requests.
-	other, err := NewInteractions(testSecret, silencer, NewRedisReplays(rdb, prefix), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, other := replicas(t, silencer)
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
 	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
 	snooze1h, snooze24h, ack := click(t, responses.URL, b, 0), click(t, responses.URL, b, 1), click(t, responses.URL, b, 2)
@@ -174,5 +192,105 @@ func TestButtons(t *testing.T) {
 	long := map[string]string{"address": strings.Repeat("x", 3000)}
 	if buttons("burst", "~abc", "x", long) == nil {
 		t.Error("a long group lost its buttons")
+	}
+}
+
+// A signed click spelled again (its signature's hex in upper or mixed
+// case, which slack-go's verifier decodes alike) is the same request: it
+// is refused as a replay, at this replica or another, and snoozes nothing
+// more. A "V0=" prefix is no signature at all.
+func TestReplaysRespelled(t *testing.T) {
+	silencer := &fakeSilencer{}
+	h, other := replicas(t, silencer)
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
+	payload := click(t, "", buttons(a.Rule, a.Group, identity(a), groupMatch(a)), 0)
+	now := time.Now()
+	send := func(h http.Handler, respell func(sig string) string) int {
+		t.Helper()
+		req := request(t, testSecret, now, payload)
+		hexSig := strings.TrimPrefix(req.Header.Get("X-Slack-Signature"), "v0=")
+		req.Header.Set("X-Slack-Signature", respell(hexSig))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := send(h, func(s string) string { return "v0=" + s }); code != http.StatusOK {
+		t.Fatalf("the signed click: %d", code)
+	}
+	mixed := func(s string) string {
+		b := []byte(s)
+		for i := range b {
+			if i%2 == 0 {
+				b[i] = strings.ToUpper(string(b[i]))[0]
+			}
+		}
+		return string(b)
+	}
+	for _, tt := range []struct {
+		name    string
+		handler http.Handler
+		respell func(string) string
+	}{
+		{"as sent", h, func(s string) string { return "v0=" + s }},
+		{"upper-case hex", h, func(s string) string { return "v0=" + strings.ToUpper(s) }},
+		{"mixed-case hex", h, func(s string) string { return "v0=" + mixed(s) }},
+		{"upper-case hex at another replica", other, func(s string) string { return "v0=" + strings.ToUpper(s) }},
+		{"a V0= prefix", h, func(s string) string { return "V0=" + s }},
+	} {
+		if code := send(tt.handler, tt.respell); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", tt.name, code)
+		}
+	}
+	if len(silencer.calls) != 1 {
+		t.Errorf("%d snoozes from one click: %q", len(silencer.calls), silencer.calls)
+	}
+}
+
+// Each click is logged once, at INFO, with who did what to which rule and
+// group, by the group's fields and ref: never its values.
+func TestClicksAreAudited(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	silencer := &fakeSilencer{}
+	h, err := NewInteractions(testSecret, silencer, NewRedisReplays(redistest.Client(t), redistest.Prefix(t)), nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
+	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
+	now := time.Now()
+	for i, button := range []int{0, 2} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(t, testSecret, now.Add(time.Duration(i)*time.Second), click(t, "", b, button)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("click %d: %d", button, w.Code)
+		}
+	}
+	if strings.Contains(logs.String(), "cust-42") {
+		t.Errorf("the log holds the group's value:\n%s", logs.String())
+	}
+	var clicks []map[string]any
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["level"] == "INFO" {
+			delete(rec, "time")
+			clicks = append(clicks, rec)
+		}
+	}
+	want := []map[string]any{
+		{"level": "INFO", "msg": "alert snoozed from slack", "action": "snooze", "slack_user": "U123", "rule": "burst",
+			"group_by": "customer_id", "group_ref": "abc123", "for": float64(time.Hour), "silence_id": "5eed", "until": "2026-12-01T13:00:00Z"},
+		{"level": "INFO", "msg": "alert acknowledged in slack", "action": "acknowledge", "slack_user": "U123", "rule": "burst",
+			"group_by": "customer_id", "group_ref": "abc123"},
+	}
+	if !reflect.DeepEqual(clicks, want) {
+		t.Errorf("click log lines\n%v\nwant\n%v", clicks, want)
+	}
+	// The acknowledgement went to the history, the group with it.
+	if got := strings.Join(silencer.acks, ";"); got != "burst cust-42 map[customer_id:cust-42] slack:U123" {
+		t.Errorf("acknowledgements %q", got)
 	}
 }

@@ -18,7 +18,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"consumer":           {"event"},
 		"rules":              {"alert", "event", "lua"},
 		"alert":              {"lua"},
-		"alert/silence":      {"lua"},
+		"alert/silence":      {"alert", "lua"},
 		"alert/slack":        {"alert"},
 		"config":             {"alert", "lua", "rules"},
 		"lua/redistest":      {},

@@ -62,8 +62,8 @@ usage:
                                       send JSON-lines events to the configured topics
   fraudwatch silence add --config FILE --rule R [--match F=V ...] --for 2h --reason TEXT
                                       stop a rule's alerts, or one group's, for a while
-  fraudwatch silence list|expire ID --config FILE
-                                      the silences in force; end one now
+  fraudwatch silence list [--history]|expire ID --config FILE
+                                      the silences in force, or what they did; end one now
   fraudwatch version                  version, commit and Go version
 
 Run "fraudwatch COMMAND -h" for the flags of a command.
@@ -421,8 +421,10 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 	fs.Var(match, "match", "add: FIELD=VALUE of the group to silence, one for each of the rule's group_by (none: the whole rule)")
 	dur := fs.Duration("for", 0, "add: how long the silence lasts")
 	reason := fs.String("reason", "", "add: why, for whoever finds it")
-	author := fs.String("author", os.Getenv("USER"), "add: who silences")
+	author := fs.String("author", os.Getenv("USER"), "add: who silences; expire: who ends the silence")
 	format := fs.String("format", "text", "list: text or json")
+	history := fs.Bool("history", false, "list: the history instead (silences ended and expired, alerts acknowledged, "+
+		"the last 30 days), the latest first")
 	// The id of expire may come before or after the flags.
 	var id string
 	if sub == "expire" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -472,7 +474,7 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	err = silence.Run(ctx, silence.NewStore(rdb, scripts, keys), silence.Command{Name: sub, Rules: app.SilenceRules(cfg.Rules), Rule: *rule,
-		Match: match, For: *dur, Reason: *reason, Author: *author, ID: id, Format: *format, Out: stdout, Now: time.Now()})
+		Match: match, For: *dur, Reason: *reason, Author: *author, ID: id, History: *history, Format: *format, Out: stdout, Now: time.Now()})
 	if err != nil {
 		fmt.Fprintf(stderr, "fraudwatch silence %s: %v\n", sub, err)
 		if errors.Is(err, silence.ErrUsage) {

@@ -34,7 +34,7 @@ func (a *App) buildInteractions() error {
 		return fmt.Errorf("app: %w", err)
 	}
 	store := silence.NewStore(a.rdb, a.lua, keys)
-	h, err := slack.NewInteractions(s.SigningSecret.Value(), snoozer{store: store, rules: a.rules.inForce},
+	h, err := slack.NewInteractions(s.SigningSecret.Value(), clicks{store: store, rules: a.rules.inForce},
 		slack.NewRedisReplays(a.rdb, a.cfg.Redis.KeyPrefix), nil, a.log.With("component", "slack"))
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
@@ -74,17 +74,30 @@ func (ia *interactions) stop(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// snoozer silences an alert's group from a Snooze button, for the rules in
-// force.
-type snoozer struct {
+// clicks does what an alert's buttons ask, for the rules in force: a
+// Snooze silences the alert's group, an Acknowledge goes to the silences'
+// history.
+type clicks struct {
 	store *silence.Store
 	rules func() []rules.Rule
 }
 
-func (s snoozer) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (time.Time, error) {
-	sil, err := s.store.Add(ctx, SilenceRules(s.rules()), silence.Spec{Rule: rule, Group: group, Match: match, For: d,
+func (c clicks) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (slack.Recorded, error) {
+	rs := SilenceRules(c.rules())
+	sil, err := c.store.Add(ctx, rs, silence.Spec{Rule: rule, Group: group, Match: match, For: d,
 		Reason: "snoozed from Slack", Author: who}, time.Now())
-	return sil.Ends, err
+	if err != nil {
+		return slack.Recorded{}, err
+	}
+	return slack.Recorded{SilenceID: sil.ID, Ends: sil.Ends, GroupBy: rs[rule], GroupRef: sil.GroupRef}, nil
+}
+
+func (c clicks) Acknowledge(ctx context.Context, rule, group string, match map[string]string, who string) (slack.Recorded, error) {
+	e, err := c.store.Acknowledge(ctx, rule, group, match, who, time.Now())
+	if err != nil {
+		return slack.Recorded{}, err
+	}
+	return slack.Recorded{GroupBy: SilenceRules(c.rules())[rule], GroupRef: e.GroupRef}, nil
 }
 
 // SilenceRules are rules as package silence takes them.

@@ -1,16 +1,12 @@
 package app
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -112,14 +108,9 @@ rules:
 			"type": "block_actions", "user": map[string]string{"id": "U42"}, "response_url": api.URL + "/response",
 			"actions": []map[string]string{{"action_id": last.Elements[button].ActionID, "block_id": "fraudwatch_actions", "type": "button", "value": last.Elements[button].Value}},
 		})
-		body := "payload=" + url.QueryEscape(string(payload))
-		stamp := strconv.FormatInt(time.Now().Unix(), 10)
-		mac := hmac.New(sha256.New, []byte(secretUsed))
-		fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+		body, header := signed(secretUsed, payload, time.Now())
 		req, _ := http.NewRequest(http.MethodPost, "http://"+r.app.InteractionsAddr()+"/slack/interactions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Slack-Request-Timestamp", stamp)
-		req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+		req.Header = header
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -145,13 +136,23 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := silence.NewStore(p.rdb, scripts, p.keys).List(t.Context(), time.Now())
+	store := silence.NewStore(p.rdb, scripts, p.keys)
+	list, err := store.List(t.Context(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].Rule != "burst" || list[0].Reason != "snoozed from Slack" || list[0].Author != "slack:U42" ||
 		(list[0].Ends.Sub(list[0].Created)-time.Hour).Abs() > time.Second { // created is shown to the second
 		t.Fatalf("silences %+v, want burst's group snoozed from Slack by slack:U42 for 1 h", list)
+	}
+	// Acknowledge goes to the history, naming the group by the same ref.
+	if code := click(secret, 2); code != http.StatusOK {
+		t.Fatalf("an acknowledge click: %d", code)
+	}
+	events, err := store.History(t.Context(), time.Now())
+	if err != nil || len(events) != 1 || events[0].What != silence.Acknowledged || events[0].By != "slack:U42" ||
+		events[0].GroupRef != list[0].GroupRef || events[0].Match["customer_id"] != "c" {
+		t.Fatalf("history %+v, %v; want burst's group acknowledged by slack:U42", events, err)
 	}
 
 	// The next window's crossing of the snoozed group is silenced.
