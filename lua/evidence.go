@@ -34,6 +34,10 @@ type EvidenceWindow struct {
 	// long it lives when the window has no TTL (whole seconds).
 	Keep int
 	TTL  time.Duration
+	// Slides is set for a sliding window, whose TTL each change renews:
+	// every write then gives the list the window's remaining life, not
+	// only the first.
+	Slides bool
 }
 
 // EvidenceEntry is one event's entry in a window's evidence.
@@ -60,7 +64,7 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 		}
 		tag := hashTag(c.Windows[0].Key)
 		k := make([]string, 0, 2*len(c.Windows))
-		a := make([]any, 0, 1+2*len(c.Windows)+3*len(c.Entries))
+		a := make([]any, 0, 1+3*len(c.Windows)+3*len(c.Entries))
 		a = append(a, len(c.Windows))
 		for _, w := range c.Windows {
 			if hashTag(w.Key) != tag || hashTag(w.Window) != tag {
@@ -69,8 +73,12 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 			if w.Keep < 1 || w.Keep > MaxEvidence {
 				return fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d: %w", MaxEvidence, w.Keep, ErrInvalidArguments)
 			}
+			slides := "0"
+			if w.Slides {
+				slides = "1"
+			}
 			k = append(k, w.Key, w.Window)
-			a = append(a, w.Keep, max(seconds(w.TTL), 1))
+			a = append(a, w.Keep, max(seconds(w.TTL), 1), slides)
 		}
 		for _, e := range c.Entries {
 			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText {

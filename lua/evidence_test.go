@@ -86,7 +86,7 @@ func TestAddEvidence(t *testing.T) {
 }
 
 // Evidence lives no longer than its window; without one, for its TTL; and
-// adding to it does not make it live longer.
+// adding to a fixed window's does not make it live longer.
 func TestEvidenceLivesWithItsWindow(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
@@ -115,6 +115,37 @@ func TestEvidenceLivesWithItsWindow(t *testing.T) {
 	}
 }
 
+// A sliding window lives on after each change: its evidence, written to,
+// lives as long as it does again, never longer.
+func TestSlidingEvidenceLivesAsLongAsItsWindow(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	window, key := prefix+":{t}:w", prefix+":{t}:e"
+	add := func() {
+		t.Helper()
+		e := &Evidence{Windows: []EvidenceWindow{{Key: key, Window: window, Keep: 5, TTL: 2 * time.Hour, Slides: true}},
+			Entries: []EvidenceEntry{{Text: "x"}}}
+		if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb.Set(ctx, window, "1", 5*time.Second)
+	add()
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 5*time.Second {
+		t.Errorf("evidence of a window with 5s left lives %v", ttl)
+	}
+	rdb.Expire(ctx, window, time.Hour) // a change renewed the window
+	add()
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("evidence of a renewed window lives %v, want the window's hour", ttl)
+	}
+	rdb.Persist(ctx, window) // no TTL: the list keeps its own
+	add()
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("evidence of a window without a TTL lives %v, want the hour it had", ttl)
+	}
+}
+
 // Unusable arguments write nothing.
 func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
@@ -124,15 +155,16 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		name string
 		args []any
 	}{
-		{"no windows", []any{0, 5, 60, 1, "x", "0"}},
-		{"keep 0", []any{1, 0, 60, 1, "x", "0"}},
-		{"keep 21", []any{1, 21, 60, 1, "x", "0"}},
-		{"ttl 0", []any{1, 5, 0, 1, "x", "0"}},
-		{"window 2 of 1", []any{1, 5, 60, 2, "x", "0"}},
-		{"a bad mark", []any{1, 5, 60, 1, "x", "yes"}},
-		{"an entry cut short", []any{1, 5, 60, 1, "x"}},
-		{"a text too long", []any{1, 5, 60, 1, strings.Repeat("x", 513), "0"}},
-		{"a bad entry after a good one", []any{1, 5, 60, 1, "x", "0", 0, "y", "0"}},
+		{"no windows", []any{0, 5, 60, "0", 1, "x", "0"}},
+		{"keep 0", []any{1, 0, 60, "0", 1, "x", "0"}},
+		{"keep 21", []any{1, 21, 60, "0", 1, "x", "0"}},
+		{"ttl 0", []any{1, 5, 0, "0", 1, "x", "0"}},
+		{"a bad sliding flag", []any{1, 5, 60, "yes", 1, "x", "0"}},
+		{"window 2 of 1", []any{1, 5, 60, "0", 2, "x", "0"}},
+		{"a bad mark", []any{1, 5, 60, "0", 1, "x", "yes"}},
+		{"an entry cut short", []any{1, 5, 60, "0", 1, "x"}},
+		{"a text too long", []any{1, 5, 60, "0", 1, strings.Repeat("x", 513), "0"}},
+		{"a bad entry after a good one", []any{1, 5, 60, "0", 1, "x", "0", 0, "y", "0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

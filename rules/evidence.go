@@ -22,17 +22,18 @@ const DefaultEvidence = 10
 // MaxEvidence bounds a rule's evidence.
 const MaxEvidence = lua.MaxEvidence
 
-// evidenceFrom is the value from which a window keeps evidence: half the
-// threshold, and for counts the last Evidence events before it. Windows far
-// from their threshold, nearly all of them, keep none, and neither do
-// windows past it (their crossing is behind them), so that evidence costs
-// Redis work and memory only where an alert may follow.
+// evidenceFrom is the value from which a window keeps evidence. A count or
+// distinct window's value grows by at most one an order, so the orders
+// counted at threshold - Evidence + 1 and above are the last Evidence up
+// to the crossing: the orders the alert's sentence speaks of, all of them
+// when the threshold is within Evidence. An amount has no such bound: it
+// keeps from half its threshold. Windows further from their threshold keep
+// none, and neither do windows past it (their crossing is behind them).
 func (r *Rule) evidenceFrom() int64 {
-	from := (r.Threshold + 1) / 2
-	if r.Metric != alert.Amount {
-		from = max(from, r.Threshold-int64(r.Evidence))
+	if r.Metric == alert.Amount {
+		return max((r.Threshold+1)/2, 1)
 	}
-	return max(from, 1)
+	return max(r.Threshold-int64(r.Evidence)+1, 1)
 }
 
 // evidence is a batch's evidence_add calls, one per hash tag (as many as
@@ -86,7 +87,7 @@ func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64,
 		w = windowRef{c, len(call.Windows)}
 		x.in[windowOf{r, g}] = w
 		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: keys.Window(g, r.state),
-			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second)})
+			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
 	}
 	var value string
 	if r.Metric == alert.Distinct {

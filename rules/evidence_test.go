@@ -24,19 +24,31 @@ type order struct {
 }
 
 // An alert lists the latest orders of its window up to the crossing one,
-// newest first; a distinct rule's the values they brought. Windows far from
-// their threshold keep none.
+// newest first; a distinct rule's the values they brought. A count or
+// distinct rule lists the last evidence orders up to the crossing, every
+// one when its threshold is within evidence; an amount rule those from half
+// its threshold. Windows further from their threshold keep none.
 func TestAlertsCarryTheirEvidence(t *testing.T) {
 	count := rule("orders", alert.Count, 6, "customer_id")
 	count.Evidence = 3
 	count10 := count
 	count10.Evidence = 10
+	three := rule("orders", alert.Count, 3, "customer_id")
+	three.Evidence = 10
+	five := rule("orders", alert.Count, 5, "customer_id")
+	five.Evidence = 4
 	amount := rule("paid", alert.Amount, 1000, "customer_id")
 	amount.Evidence = 10
+	smallAmount := rule("paid", alert.Amount, 5, "customer_id")
+	smallAmount.Evidence = 10
 	cards := rule("cards", alert.Distinct, 3, "customer_id")
 	cards.Field, cards.Evidence = "card_fingerprint", 10
+	fiveCards := cards
+	fiveCards.Threshold, fiveCards.Evidence = 5, 4
 	sliding := rule("sliding", alert.Count, 3, "customer_id")
 	sliding.WindowType, sliding.Lateness, sliding.Evidence = alert.Sliding, time.Minute, 10
+	slidingFive := sliding
+	slidingFive.Threshold, slidingFive.Evidence = 5, 4
 	none := rule("orders", alert.Count, 6, "customer_id")
 	none.Evidence = 0
 	far := rule("orders", alert.Count, 40, "customer_id")
@@ -49,6 +61,13 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 		}
 		return out
 	}
+	carded := func(cards ...string) []order {
+		var out []order
+		for i, c := range cards {
+			out = append(out, order{id: fmt.Sprint("o", i+1), amount: 1, card: c, at: i + 1})
+		}
+		return out
+	}
 	tests := []struct {
 		name   string
 		rule   rules.Rule
@@ -58,22 +77,29 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 		keeps  bool     // whether the window's evidence key exists at the end
 		stored int      // how many entries it holds then, when it matters
 	}{
+		// "3 orders by one customer within a minute": the three.
+		{"threshold 3, evidence 10: the three orders", three, numbered(3, 1), []string{"o3", "o2", "o1"}, nil, true, 3},
 		{"a count lists the last orders", count, numbered(7, 1), []string{"o6", "o5", "o4"}, nil, true, 3},
-		// From half the threshold, o3, to the crossing: o7 came after it.
-		{"nothing after the crossing", count10, numbered(8, 1), []string{"o6", "o5", "o4", "o3"}, nil, true, 4},
+		// Threshold 6 within evidence 10: every order to the crossing; o7
+		// came after it.
+		{"nothing after the crossing", count10, numbered(8, 1), []string{"o6", "o5", "o4", "o3", "o2", "o1"}, nil, true, 6},
+		{"threshold above evidence: the last evidence orders", five, numbered(5, 1), []string{"o5", "o4", "o3", "o2"}, nil, true, 4},
 		{"an amount lists from half the threshold", amount, numbered(5, 300), []string{"o4", "o3", "o2"}, nil, true, 3},
-		{"a distinct rule lists its values", cards, []order{{"o1", 1, "A", 1}, {"o2", 1, "B", 2}, {"o3", 1, "A", 3}, {"o4", 1, "C", 4}},
-			[]string{"o4", "o3", "o2"}, []string{"C", "A", "B"}, true, 0},
-		// o1 and o2 were in the evidence, and are no longer in the window;
-		// o3 came when the window held 1 of 3, below half the threshold.
+		{"an amount within evidence lists from half the threshold too", smallAmount, numbered(5, 1), []string{"o5", "o4", "o3"}, nil, true, 3},
+		// Every order that brought a value, and the one between them.
+		{"a distinct rule lists its values", cards, carded("A", "B", "A", "C"),
+			[]string{"o4", "o3", "o2", "o1"}, []string{"C", "A", "B", "A"}, true, 4},
+		{"a distinct threshold above evidence: the last evidence orders", fiveCards, carded("A", "B", "C", "D", "E"),
+			[]string{"o5", "o4", "o3", "o2"}, []string{"E", "D", "C", "B"}, true, 4},
+		// o1 and o2 are in the evidence, and no longer in the window.
 		{"a sliding window lists what it counts", sliding, []order{{"o1", 1, "c", 0}, {"o2", 1, "c", 5}, {"o3", 1, "c", 70}, {"o4", 1, "c", 80}, {"o5", 1, "c", 90}},
-			[]string{"o5", "o4"}, nil, true, 0},
+			[]string{"o5", "o4", "o3"}, nil, true, 5},
+		{"a sliding threshold above evidence: the last evidence orders", slidingFive, numbered(5, 1), []string{"o5", "o4", "o3", "o2"}, nil, true, 4},
 		{"evidence 0 keeps none", none, numbered(6, 1), []string{}, nil, false, 0},
 		{"far from the threshold, none", far, numbered(5, 1), nil, nil, false, 0},
-		// Threshold 40, evidence 10: kept from 30 (10 short of it), which
-		// is later than half of it.
-		{"past half the threshold but more than evidence short of it, none", far, numbered(29, 1), nil, nil, false, 0},
-		{"from evidence short of the threshold", far, numbered(31, 1), nil, nil, true, 2},
+		// Threshold 40, evidence 10: kept from 31, the last 10 to 40.
+		{"more than evidence short of the threshold, none", far, numbered(30, 1), nil, nil, false, 0},
+		{"from evidence short of the threshold", far, numbered(32, 1), nil, nil, true, 2},
 	}
 	for _, oneBatch := range []bool{false, true} {
 		for _, tt := range tests {
@@ -117,8 +143,8 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 					if !slices.Equal(values, tt.values) {
 						t.Errorf("values %q, want %q", values, tt.values)
 					}
-					if e := alerts[0].Evidence; len(e) > 0 && tt.rule.Metric == alert.Amount && e[0].Amount != 300 {
-						t.Errorf("amount %d, want 300", e[0].Amount)
+					if e := alerts[0].Evidence; len(e) > 0 && tt.rule.Metric == alert.Amount && e[0].Amount != tt.orders[0].amount {
+						t.Errorf("amount %d, want %d", e[0].Amount, tt.orders[0].amount)
 					}
 				}
 				g := h.keys.Group([]string{"cust-1"})
@@ -131,6 +157,27 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A sliding window lives on after each change, and so does its evidence:
+// an order written to it gives it the window's remaining life again, so
+// that the list does not end while the window still counts its orders.
+func TestSlidingEvidenceLivesWithItsWindow(t *testing.T) {
+	r := rule("sliding", alert.Count, 3, "customer_id")
+	r.WindowType, r.Lateness, r.Evidence = alert.Sliding, time.Minute, 10
+	h := newHarness(t, r)
+	at := func(s int) string { return testNow.Add(time.Duration(s-60) * time.Second).Format(time.RFC3339Nano) }
+	h.handle(ev(t, event.Order, "order_id", "o1", "occurred_at", at(0)))
+	g := h.keys.Group([]string{"cust-1"})
+	key, window := h.keys.Evidence(g, r.State()), h.keys.Window(g, r.State())
+	// As if the list were about to end, its window's first order long
+	// gone; the window itself lives on with its next order.
+	h.rdb.PExpire(t.Context(), key, time.Second)
+	h.handle(ev(t, event.Order, "order_id", "o2", "occurred_at", at(50)))
+	left, windowLeft := h.rdb.PTTL(t.Context(), key).Val(), h.rdb.PTTL(t.Context(), window).Val()
+	if left <= time.Minute || left > windowLeft {
+		t.Errorf("evidence lives %v, its window %v: want the window's life", left, windowLeft)
 	}
 }
 
@@ -154,7 +201,7 @@ func TestRedeliveredCrossingListsTheSameEvidence(t *testing.T) {
 		for _, e := range a.Evidence {
 			ids = append(ids, e.OrderID)
 		}
-		if want := []string{"o3", "o2"}; !slices.Equal(ids, want) {
+		if want := []string{"o3", "o2", "o1"}; !slices.Equal(ids, want) {
 			t.Errorf("evidence %q, want %q", ids, want)
 		}
 	}
@@ -216,7 +263,7 @@ func TestEvidenceLeavesOutOrdersCountedAfterTheCrossing(t *testing.T) {
 	for _, e := range alerts[0].Evidence {
 		ids = append(ids, e.OrderID)
 	}
-	if want := []string{"o3", "o2"}; !slices.Equal(ids, want) {
+	if want := []string{"o3", "o2", "o1"}; !slices.Equal(ids, want) {
 		t.Errorf("evidence %q, want %q", ids, want)
 	}
 }
