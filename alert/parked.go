@@ -78,13 +78,18 @@ func (d *Dispatcher) RetryParked(ctx context.Context) error {
 	if err := d.claims.Unpark(ctx, d.keys.Parked(), gone...); err != nil {
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
+	// Each group counts as waiting until its try says otherwise, so that a
+	// pass cut short by an error still counts the groups it did not reach.
 	waiting := map[string]float64{}
+	for g, alerts := range groups {
+		waiting[channelLabel(g.channel)] += float64(len(alerts))
+	}
 	defer func() { d.setParked(waiting) }()
 	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b parkedGroup) int {
 		return cmp.Or(cmp.Compare(a.channel, b.channel), cmp.Compare(a.rule, b.rule))
 	}) {
 		still, err := d.retryParked(ctx, groups[g])
-		waiting[channelLabel(g.channel)] += float64(still)
+		waiting[channelLabel(g.channel)] -= float64(len(groups[g]) - still)
 		if err != nil {
 			return err
 		}
