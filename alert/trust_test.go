@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
 // captured records the alerts a notifier was given.
@@ -104,11 +105,7 @@ func TestOnlyCrossingsRedisDecidedArePosted(t *testing.T) {
 // keysUnder lists the keys under the test's prefix.
 func (e *testEnv) keysUnder(t *testing.T) []string {
 	t.Helper()
-	keys, err := e.rdb.Keys(t.Context(), e.pfx+"*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	return redistest.Keys(t, e.rdb, e.pfx+"*") // every master of a cluster
 }
 
 func equalSets(a, b []string) bool {

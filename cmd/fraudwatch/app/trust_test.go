@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
 // forged is an alert as someone who can write the alerts topic would make
@@ -44,10 +45,7 @@ func (p *pipeline) forged(group string, values []string, eventID string, at time
 // probe's.
 func (p *pipeline) keysOf() []string {
 	p.t.Helper()
-	keys, err := p.rdb.Keys(p.t.Context(), p.cfg.Redis.KeyPrefix+":*").Result()
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	keys := redistest.Keys(p.t, p.rdb, p.cfg.Redis.KeyPrefix+":*") // every master of a cluster
 	keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasSuffix(k, ":readyz") })
 	slices.Sort(keys)
 	return keys
