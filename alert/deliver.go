@@ -159,7 +159,7 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 			}
 			d.settled(&a, OutcomeFailed)
 		}
-		log.Error("alert refused for good; given up, cooldown released", "alerts", len(alerts), "err", cause)
+		log.Error("alert refused for good; given up, cooldown released", "err", cause)
 		return nil
 	}
 	for _, a := range alerts {
@@ -169,7 +169,7 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 		d.settled(&a, outcome)
 	}
 	if outcome == OutcomeDigested {
-		log.Info("alerts past the budget sent as one digest", "alerts", len(alerts))
+		log.Info("alerts past the budget sent as one digest")
 	} else {
 		log.Info("alert sent")
 	}
