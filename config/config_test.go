@@ -293,7 +293,7 @@ func TestEnvErrorsNameTheVariable(t *testing.T) {
 		want       string
 	}{
 		{"FRAUDWATCH_KAFKA_TLS_ENABLED", "maybe", `kafka.tls.enabled: "maybe" is not true or false (set by FRAUDWATCH_KAFKA_TLS_ENABLED)`},
-		{"FRAUDWATCH_SHUTDOWN_TIMEOUT", "5", `shutdown_timeout: "5" is not a duration (such as 500ms, 30s, 1m) (set by FRAUDWATCH_SHUTDOWN_TIMEOUT)`},
+		{"FRAUDWATCH_SHUTDOWN_TIMEOUT", "5", `shutdown_timeout: "5" needs a unit: 5s for seconds (set by FRAUDWATCH_SHUTDOWN_TIMEOUT)`},
 		{"FRAUDWATCH_REDIS_POOL_SIZE", "ten", `redis.pool_size: "ten" is not an integer (set by FRAUDWATCH_REDIS_POOL_SIZE)`},
 		// A validation error, not a decoding one.
 		{"FRAUDWATCH_KAFKA_START_OFFSET", "newest", `kafka.start_offset: must be earliest or latest, not "newest" (set by FRAUDWATCH_KAFKA_START_OFFSET)`},
@@ -364,7 +364,7 @@ func TestDecodeErrors(t *testing.T) {
 		name, yaml string
 		want       string
 	}{
-		{"bare duration", "kafka:\n  commit_interval: 60\n", "kafka.commit_interval: 60 needs a unit (such as 500ms, 30s, 1m)"},
+		{"bare duration", "kafka:\n  commit_interval: 60\n", "kafka.commit_interval: 60 needs a unit: 60s for seconds"},
 		{"bad duration", "shutdown_timeout: soon\n", `shutdown_timeout: "soon" is not a duration`},
 		{"list for duration", "slack:\n  timeout: [1s]\n", "slack.timeout: expected a duration (such as 30s), got a list"},
 		{"fraction", "kafka:\n  max_event_bytes: 1.5\n", "kafka.max_event_bytes: 1.5 is not an integer"},

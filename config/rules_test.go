@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -587,4 +589,33 @@ func manyFields(n int) string {
 		fields[i] = fmt.Sprintf("f%d", i)
 	}
 	return strings.Join(fields, ", ")
+}
+
+// The hint for a bare number is a value the field takes: the fix it
+// suggests is not refused next (it suggested 500ms, below a window's 1s).
+func TestBareNumberHintIsAccepted(t *testing.T) {
+	hint := regexp.MustCompile(`needs a unit: (\S+) for seconds`)
+	tests := []struct {
+		name  string
+		edits []string // the last one is the bare number
+	}{
+		{"window", []string{"window: 60"}},
+		{"cooldown", []string{"cooldown: 600"}},
+		{"allowed_lateness", []string{"window_type: sliding", "allowed_lateness: 60"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.ParseRules([]byte(oneRule(tt.edits...)), "rules.yaml")
+			m := hint.FindStringSubmatch(fmt.Sprint(err))
+			if m == nil {
+				t.Fatalf("error %v suggests no value", err)
+			}
+			edits := slices.Clone(tt.edits)
+			key, _, _ := strings.Cut(edits[len(edits)-1], ":")
+			edits[len(edits)-1] = key + ": " + m[1]
+			if _, err := config.ParseRules([]byte(oneRule(edits...)), "rules.yaml"); err != nil {
+				t.Errorf("the suggested %s is refused: %v", m[1], err)
+			}
+		})
+	}
 }

@@ -305,18 +305,32 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	}
 	if s, ok := data.(string); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			return nil, hookErrorf("%q is not a duration (such as 500ms, 30s, 1m)", s)
+		if err == nil {
+			return d, nil
 		}
-		return d, nil
+		// "5" from the environment is the same slip as a bare 5.
+		if n, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
+			return nil, hookErrorf("%q %s", s, unitHint(n))
+		}
+		return nil, hookErrorf("%q is not a duration (such as 500ms, 30s, 1m)", s)
 	}
 	if n, ok := number(data); ok {
 		if n == 0 {
 			return time.Duration(0), nil
 		}
-		return nil, hookErrorf("%v needs a unit (such as 500ms, 30s, 1m)", data)
+		return nil, hookErrorf("%v %s", data, unitHint(n))
 	}
 	return nil, hookErrorf("expected a duration (such as 30s), got %s", yamlKind(data))
+}
+
+// unitHint suggests the bare number n as seconds, the likely meaning: a
+// general example such as 500ms would be refused next by a window or
+// cooldown (whole seconds, at least 1s).
+func unitHint(n float64) string {
+	if n <= 0 || n > 1e9 {
+		return "needs a unit (such as 30s, 1m)"
+	}
+	return "needs a unit: " + strconv.FormatFloat(n, 'f', -1, 64) + "s for seconds"
 }
 
 // number reports a value YAML made a number of, as a float64.

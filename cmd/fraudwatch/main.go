@@ -115,7 +115,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", l.level)
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
 	switch l.format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -123,6 +123,15 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not json or text", l.format)
+}
+
+// durationsAsText writes a time.Duration as Go prints it ("2s"), in both
+// formats: JSON would give nanoseconds (2000000000).
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // parse parses a command's flags; it returns false (and the exit code)
@@ -530,14 +539,34 @@ func cmdProduce(args []string, stdout, stderr io.Writer) int {
 }
 
 func versionString() string {
-	v, c := version, commit
-	if info, ok := debug.ReadBuildInfo(); ok {
+	info, _ := debug.ReadBuildInfo()
+	v, c := buildVersion(version, commit, info)
+	return fmt.Sprintf("fraudwatch %s (commit %s, %s %s/%s)", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// buildVersion is the version and commit to report: those -ldflags set (the
+// image's build) win; else what the go command stamped into the binary in a
+// git checkout (go version -m: the module's pseudo-version, vcs.revision,
+// and vcs.modified for uncommitted changes); else dev and unknown.
+func buildVersion(ldVersion, ldCommit string, info *debug.BuildInfo) (v, c string) {
+	v, c = ldVersion, ldCommit
+	if info != nil {
 		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
 			v = info.Main.Version
 		}
+		rev, modified := "", false
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && c == "" {
-				c = s.Value
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if c == "" && rev != "" {
+			c = rev
+			if modified {
+				c += "-dirty"
 			}
 		}
 	}
@@ -547,5 +576,5 @@ func versionString() string {
 	if c == "" {
 		c = "unknown"
 	}
-	return fmt.Sprintf("fraudwatch %s (commit %s, %s %s/%s)", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return v, c
 }

@@ -593,8 +593,9 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 
 	srv.Stop()
 	code, body := get("/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis") {
-		t.Fatalf("/readyz with Redis down = %d %q", code, body)
+	// It names the address, so that a typo in redis.addrs shows.
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis at "+srv.Addr+": not answering") {
+		t.Fatalf("/readyz with Redis down = %d %q, want 503 naming %s", code, body, srv.Addr)
 	}
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz with Redis down = %d, want 200 (the process is alive)", code)

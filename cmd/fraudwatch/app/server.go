@@ -65,7 +65,8 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		problems = append(problems, "redis: not answering")
+		// The addresses hold no credentials: config refuses user:pass@.
+		problems = append(problems, fmt.Sprintf("redis at %s: not answering: %v", strings.Join(a.cfg.Redis.Addrs, ", "), err))
 	} else if err := a.rdb.Set(ctx, a.cfg.Redis.KeyPrefix+":readyz", "1", readyProbeTTL).Err(); err != nil {
 		// A full Redis under noeviction still answers PING, and refuses
 		// every script that counts: only a write shows it.
