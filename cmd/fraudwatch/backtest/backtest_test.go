@@ -447,8 +447,8 @@ func TestCompare(t *testing.T) {
 	o.Compare, o.CompareFrom = old.Rules, "old.yaml"
 	out := run(t, o, strings.Join(lines, "\n"))
 	if !strings.Contains(out, "against old.yaml: 1 alerts added, 1 removed") ||
-		!regexpMatch(`\+ 2026-03-01T12:00:01Z\s+burst\s+customer_id=x\s+2\s+o-x1`, out) ||
-		!regexpMatch(`- 2026-03-01T12:00:02Z\s+gone\s+card_fingerprint=k\s+5\s+o-y2`, out) {
+		!regexpMatch(`\+ 2026-03-01T12:00:01.000Z\s+burst\s+customer_id=x\s+2\s+o-x1`, out) ||
+		!regexpMatch(`- 2026-03-01T12:00:02.000Z\s+gone\s+card_fingerprint=k\s+5\s+o-y2`, out) {
 		t.Errorf("compare:\n%s", out)
 	}
 

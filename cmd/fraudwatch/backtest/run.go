@@ -246,4 +246,9 @@ func alertLines(w io.Writer, prefix string, alerts []Alert, outcome bool) {
 	_ = tw.Flush()
 }
 
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// stampLayout prints a time at one width, in UTC to the millisecond: an
+// input's events may carry several zones, and finer digits than a Kafka
+// record's timestamp are noise in a replay whose clock steps by seconds.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func stamp(t time.Time) string { return t.UTC().Format(stampLayout) }
