@@ -23,12 +23,17 @@ type Alert struct {
 
 // Rule sums up one rule's crossings.
 type Rule struct {
-	Name      string       `json:"name"`
-	Crossings int          `json:"crossings"`
-	Sent      int          `json:"alerts"`
-	Cooldown  int          `json:"suppressed_cooldown"`
-	Shadow    int          `json:"suppressed_shadow"`
-	Top       []GroupCount `json:"top_groups"`
+	Name string `json:"name"`
+	Counts
+	Top []GroupCount `json:"top_groups"`
+}
+
+// Counts are a rule's crossings, and what became of them.
+type Counts struct {
+	Crossings int `json:"crossings"`
+	Sent      int `json:"alerts"`
+	Cooldown  int `json:"suppressed_cooldown"`
+	Shadow    int `json:"suppressed_shadow"`
 }
 
 // GroupCount is how often one group crossed one rule.
@@ -65,7 +70,7 @@ func summarize(rs []rules.Rule, alerts []Alert) []Rule {
 		out[i].Crossings++
 		groups[i][a.Group]++
 		switch a.Outcome {
-		case "sent":
+		case alert.OutcomeSent:
 			out[i].Sent++
 		case alert.SuppressedCooldown:
 			out[i].Cooldown++
