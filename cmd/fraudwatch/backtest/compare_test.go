@@ -133,9 +133,16 @@ func TestCompare(t *testing.T) {
 			}
 			for prefix, lines := range map[string][]string{"": tt.totals, "+ ": tt.added, "- ": tt.removed, "~ ": tt.moved} {
 				for _, want := range lines {
-					if !textHas(text, prefix, want) {
+					if textLine(text, prefix, want) == "" {
 						t.Errorf("text has no line %q%s:\n%s", prefix, want, text)
 					}
+				}
+			}
+			// The totals' columns start where the first row's do.
+			first := textLine(text, "", tt.totals[0])
+			for _, want := range tt.totals[1:] {
+				if row := textLine(text, "", want); strings.Index(row, "→") != strings.Index(first, "→") {
+					t.Errorf("totals not aligned:\n%s\n%s", first, row)
 				}
 			}
 		})
@@ -169,9 +176,9 @@ func totalsText(r RuleTotals) string {
 	return fmt.Sprintf("%s  %s  %s", r.Rule, strings.Join(cells, "  "), changes(r))
 }
 
-// textHas says whether text has a line of prefix and want's words, in
-// order, apart by spaces, with times after t0 printed as stamps.
-func textHas(text, prefix, want string) bool {
+// textLine is the line of text of prefix and want's words, in order,
+// apart by spaces, with times after t0 printed as stamps; "" if none.
+func textLine(text, prefix, want string) string {
 	var words []string
 	for _, w := range strings.Fields(want) {
 		if d, err := time.ParseDuration(w); err == nil && strings.HasSuffix(w, "s") {
@@ -179,7 +186,7 @@ func textHas(text, prefix, want string) bool {
 		}
 		words = append(words, regexp.QuoteMeta(w))
 	}
-	return regexpMatch(`(?m)^`+regexp.QuoteMeta(prefix)+strings.Join(words, ` +`)+`$`, text)
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + strings.Join(words, ` +`) + `$`).FindString(text)
 }
 
 // With --compare, the JSON holds both replays, old and new, each as a
