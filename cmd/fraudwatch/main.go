@@ -329,7 +329,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	fromTopic := fs.Bool("from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
 	since := fs.Duration("since", 24*time.Hour, "with --from-topic: how far back to read")
 	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
-	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add and remove against it")
+	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
 	format := fs.String("format", "text", "output: text or json")
 	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: 14 to 25 times slower here, the same report")
 	if code, ok := parse(fs, args, stderr); !ok {

@@ -139,7 +139,7 @@ not an event
 		{"check unknown key", []string{"check", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
 		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
 		{"backtest", []string{"backtest", "--config", good, "--input", events}, 0, []string{
-			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02Z"}, nil},
+			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02.000Z"}, nil},
 		{"backtest says it ran the scripts' model", []string{"backtest", "--config", good, "--input", events}, 0,
 			[]string{"; scripts: go model\n"}, nil},
 		{"backtest through the Lua scripts", []string{"backtest", "--config", good, "--input", events, "--lua", "--format", "json"}, 0,

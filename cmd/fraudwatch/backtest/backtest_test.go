@@ -429,51 +429,6 @@ func TestShareProgress(t *testing.T) {
 	}
 }
 
-func TestCompare(t *testing.T) {
-	var lines []string
-	for i, at := range []time.Duration{0, time.Second} {
-		lines = append(lines, line(fmt.Sprint("x", i), "", "x", "k", 1, at))
-	}
-	for i, at := range []time.Duration{0, time.Second, 2 * time.Second} {
-		lines = append(lines, line(fmt.Sprint("y", i), "", "y", "k", 1, at))
-	}
-	o := parseRules(t, `rules:
-  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 2}
-`)
-	old := parseRules(t, `rules:
-  - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
-  - {name: gone, metric: count, group_by: [card_fingerprint], window: 1m, threshold: 5}
-`)
-	o.Compare, o.CompareFrom = old.Rules, "old.yaml"
-	out := run(t, o, strings.Join(lines, "\n"))
-	if !strings.Contains(out, "against old.yaml: 1 alerts added, 1 removed") ||
-		!regexpMatch(`\+ 2026-03-01T12:00:01Z\s+burst\s+customer_id=x\s+2\s+o-x1`, out) ||
-		!regexpMatch(`- 2026-03-01T12:00:02Z\s+gone\s+card_fingerprint=k\s+5\s+o-y2`, out) {
-		t.Errorf("compare:\n%s", out)
-	}
-
-	// The same as JSON, with an invalid line counted.
-	o.Format = "json"
-	var report struct {
-		Invalid map[string]int `json:"invalid"`
-		Report  struct {
-			Alerts []Alert `json:"alerts"`
-		} `json:"report"`
-		CompareFrom string `json:"compare_from"`
-		Compare     struct {
-			Added, Removed []Alert
-		} `json:"compare"`
-	}
-	if err := json.Unmarshal([]byte(run(t, o, strings.Join(append(lines, "{"), "\n"))), &report); err != nil {
-		t.Fatal(err)
-	}
-	if report.Invalid["malformed_json"] != 1 || report.CompareFrom != "old.yaml" || len(report.Report.Alerts) != 2 ||
-		len(report.Compare.Added) != 1 || report.Compare.Added[0].Order != "o-x1" ||
-		len(report.Compare.Removed) != 1 || report.Compare.Removed[0].Rule != "gone" {
-		t.Errorf("JSON report %+v", report)
-	}
-}
-
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
 
 func TestProgress(t *testing.T) {

@@ -22,8 +22,9 @@ type Options struct {
 	// Rules are replayed; RulesFrom says where they came from.
 	Rules     []rules.Rule
 	RulesFrom string
-	// Compare, when set, is replayed too, and the alerts Rules add and
-	// remove against it are listed; CompareFrom says where it came from.
+	// Compare, when set, is replayed too, and the alerts Rules add, remove
+	// and move against it are listed, with each rule's totals under both
+	// (see Compare); CompareFrom says where it came from.
 	Compare     []rules.Rule
 	CompareFrom string
 	// Input is JSON lines (see Read), or, when nil, Events gives the
@@ -82,19 +83,16 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	var diff *Difference
+	var old *Report
 	if o.Compare != nil {
-		old, err := Replay(ctx, o.Compare, evs, o.Engine, progress(o.CompareFrom))
-		if err != nil {
+		if old, err = Replay(ctx, o.Compare, evs, o.Engine, progress(o.CompareFrom)); err != nil {
 			return stopped(ctx, err)
 		}
-		d := Compare(old, rep)
-		diff = &d
 	}
 	if o.Format == "json" {
-		return writeJSON(o, evs, rep, diff)
+		return writeJSON(o, evs, rep, old)
 	}
-	return writeText(o, evs, rep, diff)
+	return writeText(o, evs, rep, old)
 }
 
 // stopped says that a run was interrupted (a signal), rather than where
@@ -173,28 +171,42 @@ func (p *progress) update(done int) {
 	}
 }
 
-func writeJSON(o Options, evs *Events, rep *Report, diff *Difference) error {
+// replayJSON is a plain backtest's JSON: one rule set's replay of the
+// input.
+type replayJSON struct {
+	Input     string         `json:"input"`
+	Orders    int            `json:"orders"`
+	Refunds   int            `json:"refunds"`
+	Invalid   map[string]int `json:"invalid"`
+	RulesFrom string         `json:"rules_from"`
+	Scripts   string         `json:"scripts"`
+	Report    *Report        `json:"report"`
+}
+
+// writeJSON writes rep as a plain backtest's JSON; against old, both
+// replays (old, new) and the comparison.
+func writeJSON(o Options, evs *Events, rep, old *Report) error {
 	invalid := map[string]int{}
 	for r, n := range evs.Invalid {
 		invalid[string(r)] = n
 	}
-	out := struct {
-		Input       string         `json:"input"`
-		Orders      int            `json:"orders"`
-		Refunds     int            `json:"refunds"`
-		Invalid     map[string]int `json:"invalid"`
-		RulesFrom   string         `json:"rules_from"`
-		Scripts     string         `json:"scripts"`
-		Report      *Report        `json:"report"`
-		CompareFrom string         `json:"compare_from,omitempty"`
-		Compare     *Difference    `json:"compare,omitempty"`
-	}{o.InputName, evs.Orders, evs.Refunds, invalid, o.RulesFrom, o.Engine.String(), rep, o.CompareFrom, diff}
+	of := func(from string, r *Report) replayJSON {
+		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, from, o.Engine.String(), r}
+	}
+	var out any = of(o.RulesFrom, rep)
+	if old != nil {
+		out = struct {
+			Old     replayJSON `json:"old"`
+			New     replayJSON `json:"new"`
+			Compare Difference `json:"compare"`
+		}{of(o.CompareFrom, old), of(o.RulesFrom, rep), Compare(old, rep)}
+	}
 	enc := json.NewEncoder(o.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
-func writeText(o Options, evs *Events, rep *Report, diff *Difference) error {
+func writeText(o Options, evs *Events, rep, old *Report) error {
 	w := o.Out
 	fmt.Fprintf(w, "backtest of %s: %d events (%d orders, %d refunds)", o.InputName, evs.Len(), evs.Orders, evs.Refunds)
 	if evs.Len() > 0 {
@@ -225,25 +237,22 @@ func writeText(o Options, evs *Events, rep *Report, diff *Difference) error {
 		return err
 	}
 	fmt.Fprintf(w, "\ncrossings (%d): time, rule, group, value, order, outcome\n", len(rep.Alerts))
-	alertLines(w, "  ", rep.Alerts, true)
-	if diff != nil {
-		fmt.Fprintf(w, "\nagainst %s: %d alerts added, %d removed\n", o.CompareFrom, len(diff.Added), len(diff.Removed))
-		alertLines(w, "+ ", diff.Added, false)
-		alertLines(w, "- ", diff.Removed, false)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, a := range rep.Alerts {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", stamp(a.At), a.Rule, a.Group, a.Value, a.Order, a.Outcome)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if old != nil {
+		return writeDifference(w, o.CompareFrom, Compare(old, rep))
 	}
 	return nil
 }
 
-func alertLines(w io.Writer, prefix string, alerts []Alert, outcome bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, a := range alerts {
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%s", prefix, stamp(a.At), a.Rule, a.Group, a.Value, a.Order)
-		if outcome {
-			fmt.Fprintf(tw, "\t%s", a.Outcome)
-		}
-		fmt.Fprintln(tw)
-	}
-	_ = tw.Flush()
-}
+// stampLayout prints a time at one width, in UTC to the millisecond: an
+// input's events may carry several zones, and finer digits than a Kafka
+// record's timestamp are noise in a replay whose clock steps by seconds.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+func stamp(t time.Time) string { return t.UTC().Format(stampLayout) }
