@@ -132,7 +132,7 @@ func totals(old, new *Report, d Difference) []RuleTotals {
 // counts, each rule's totals old → new, and the alerts added (+), removed
 // (-) and moved (~).
 func writeDifference(w io.Writer, from string, d Difference) error {
-	fmt.Fprintf(w, "\nagainst %s: %d alerts added, %d removed, %d moved\n\n", from, len(d.Added), len(d.Removed), len(d.Moved))
+	fmt.Fprintf(w, "\nagainst %s, alerts: %d added, %d removed, %d moved\n\n", from, len(d.Added), len(d.Removed), len(d.Moved))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tCROSSINGS\tALERTS\tCOOLDOWN\tSHADOW\tCHANGES")
 	for _, t := range d.Totals {

@@ -68,7 +68,7 @@ func TestCompare(t *testing.T) {
 		moved: []string{k1Moved, k2Moved},
 		totals: []string{"amount-per-card  2 → 3  2 → 3  0 → 0  0 → 0  1 added, 2 moved",
 			"burst  2 → 2  2 → 2  0 → 0  0 → 0  none"},
-		headline: "1 alerts added, 0 removed, 2 moved",
+		headline: "alerts: 1 added, 0 removed, 2 moved",
 	}, {
 		name: "a raised threshold moves them back", old: 700, new: 1000,
 		removed: []string{"40s amount-per-card card_fingerprint=k3 800 o-c7"},
@@ -76,23 +76,23 @@ func TestCompare(t *testing.T) {
 			"amount-per-card card_fingerprint=k2 32s 900 o-b5 → 33s 1200 o-b6"},
 		totals: []string{"amount-per-card  3 → 2  3 → 2  0 → 0  0 → 0  1 removed, 2 moved",
 			"burst  2 → 2  2 → 2  0 → 0  0 → 0  none"},
-		headline: "0 alerts added, 1 removed, 2 moved",
+		headline: "alerts: 0 added, 1 removed, 2 moved",
 	}, {
 		name: "the same rules change nothing", old: 1000, new: 1000,
 		totals: []string{"amount-per-card  2 → 2  2 → 2  0 → 0  0 → 0  none",
 			"burst  2 → 2  2 → 2  0 → 0  0 → 0  none"},
-		headline: "0 alerts added, 0 removed, 0 moved",
+		headline: "alerts: 0 added, 0 removed, 0 moved",
 	}, {
 		name: "a shadow rule's crossings move, its alerts do not", old: 1000, new: 700, mode: "shadow",
 		totals: []string{"amount-per-card  2 → 3  0 → 0  0 → 0  2 → 3  alerts unchanged",
 			"burst  2 → 2  2 → 2  0 → 0  0 → 0  none"},
-		headline: "0 alerts added, 0 removed, 0 moved",
+		headline: "alerts: 0 added, 0 removed, 0 moved",
 	}, {
 		name: "a rule gone removes its alerts", old: 1000, new: 0,
 		removed: []string{"20s amount-per-card card_fingerprint=k1 1200 o-a2", "33s amount-per-card card_fingerprint=k2 1200 o-b6"},
 		totals: []string{"burst  2 → 2  2 → 2  0 → 0  0 → 0  none",
 			"amount-per-card  2 → -  2 → -  0 → -  0 → -  2 removed"},
-		headline: "0 alerts added, 2 removed, 0 moved",
+		headline: "alerts: 0 added, 2 removed, 0 moved",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestCompare(t *testing.T) {
 			check("totals", totals, tt.totals)
 
 			// The text says the same, aligned.
-			if !strings.Contains(text, "\nagainst old.yaml: "+tt.headline+"\n") {
+			if !strings.Contains(text, "\nagainst old.yaml, "+tt.headline+"\n") {
 				t.Errorf("text does not say %q:\n%s", tt.headline, text)
 			}
 			for prefix, lines := range map[string][]string{"": tt.totals, "+ ": tt.added, "- ": tt.removed, "~ ": tt.moved} {
