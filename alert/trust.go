@@ -128,7 +128,9 @@ func (d *Dispatcher) trust(a Alert) (_ Alert, marks, reason string, err error) {
 	// reload): what the message says of the old one is only shown, and
 	// the crossing is still checked under the old one's marks.
 	a.Mode, a.Cooldown, a.Channel = rs.Mode, rs.Cooldown, rs.Channel
-	a.Description, a.Severity, a.Threshold = cut(rs.Description, 1024), rs.Severity, rs.Threshold
+	a.Severity, a.Threshold = rs.Severity, rs.Threshold
+	// Rendered from what the alert shows, so that it agrees with it.
+	a.Description = cut(Describe(rs.Description, &a), 1024)
 	a.ID = a.Rule + "/" + a.EventID
 	a.CooldownKey = d.keys.Cooldown(g, a.Rule)
 	a.RecordKey = d.keys.AlertRecord(g, a.Rule, a.EventID)

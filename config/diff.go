@@ -29,7 +29,7 @@ func DiffText(oldFile, newFile string, old, new []rules.Rule) string {
 		default:
 			fields := make([]string, len(c.Fields))
 			for i, f := range c.Fields {
-				fields[i] = fmt.Sprintf("%s %s → %s", f.Field, f.Old, f.New)
+				fields[i] = f.String()
 			}
 			effect := "keeps its windows"
 			if c.Resets {

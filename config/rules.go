@@ -137,7 +137,7 @@ func decodeRule(item any, file string, i int) (rules.Rule, error) {
 	}
 	// One statement a field: the checks of field, allowed_lateness and
 	// threshold depend on the fields read before them.
-	r := rules.Rule{Name: c.name(s.Name), Description: s.Description}
+	r := rules.Rule{Name: c.name(s.Name), Description: c.description(s.Description)}
 	r.Metric = c.metric(s.Metric)
 	r.GroupBy = c.groupBy(s.GroupBy)
 	r.Field = c.field(s.Field, r.Metric, r.GroupBy)

@@ -248,6 +248,8 @@ func TestParseRulesInvalid(t *testing.T) {
 		{"duplicate key in a rule", oneRule() + "    window: 5m\n", []string{"not valid YAML", "window"}},
 		{"rule not a mapping", "rules:\n  - just-a-name\n", []string{"rule #1", "mapping"}},
 		{"unknown field", oneRule("windw: 1m"), []string{rule, "windw", "unknown key (did you mean window?)"}},
+		{"unknown placeholder", oneRule(`description: "{treshold} orders within {window} by {field}"`),
+			[]string{rule, "description", "unknown placeholder {treshold}, {field}: a description may name {threshold}, {window}, {group_by}"}},
 		{"field names are exact", oneRule("Window: 5m"), []string{rule, "Window", "unknown key (did you mean window?)"}},
 		{"name field is exact", oneRule("Name: other"), []string{rule, "Name", "unknown key (did you mean name?)"}},
 		{"name missing", oneRule("name:"), []string{"rule #1", "name", "required"}},

@@ -29,6 +29,12 @@ type FieldChange struct {
 	Old, New string
 }
 
+// String is the change as check --diff and the reload log show it:
+// "threshold 3 → 4".
+func (f FieldChange) String() string {
+	return f.Field + " " + f.Old + " → " + f.New
+}
+
 // Diff says what replacing the rules old with new does: rules added,
 // removed and changed, in new's order, then the removed ones in old's.
 func Diff(old, new []Rule) []Change {

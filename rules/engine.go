@@ -279,9 +279,8 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 	if at.IsZero() {
 		at = e.cfg.Now()
 	}
-	return alert.Alert{
+	a := alert.Alert{
 		Rule:        r.Name,
-		Description: clipText(r.Description, maxAlertText),
 		Severity:    r.Severity,
 		Mode:        r.Mode,
 		Channel:     clipText(r.Channel, maxNameText),
@@ -306,6 +305,8 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 		EventID:     ev.EventID,
 		At:          at,
 	}
+	a.Description = clipText(alert.Describe(r.Description, &a), maxAlertText)
+	return a
 }
 
 // kind is what a script call does, and so which script runs it.

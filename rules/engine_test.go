@@ -426,7 +426,7 @@ func TestEngineCrossingsMetric(t *testing.T) {
 
 func TestEngineAlertCarriesEverything(t *testing.T) {
 	r := rules.Rule{
-		Name: "big-spender", Description: "Over 1,000,000 won by one customer and card", Metric: alert.Amount,
+		Name: "big-spender", Description: "{threshold} or more by one customer and card within {window}", Metric: alert.Amount,
 		GroupBy: []string{"customer_id", "card_fingerprint"}, Window: 10 * time.Minute, Threshold: 1_000_000,
 		Cooldown: time.Hour, Severity: alert.SeverityCritical, Mode: alert.ModeAlert, Channel: "#fraud-risk", Enabled: true,
 	}
@@ -440,7 +440,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	g, g2 := h.keys.Group(values), h.keys.Group([]string{"cust-1", "fp{2}"})
 	want := []alert.Alert{
 		{
-			ID: "big-spender/evt-o2", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			ID: "big-spender/evt-o2", Rule: "big-spender", Description: "KRW 1,000,000 or more by one customer and card within 10m", Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
 			Metric: "amount", GroupBy: r.GroupBy, GroupValues: values, Group: g.Encoding(), Definition: r.Fingerprint(), Current: 1_300_000, Threshold: 1_000_000,
 			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g, r.Name),
 			RecordKey:  h.keys.AlertRecord(g, r.Name, "evt-o2"),
@@ -448,7 +448,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
 		},
 		{
-			ID: "big-spender/evt-o3", Rule: "big-spender", Description: r.Description, Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
+			ID: "big-spender/evt-o3", Rule: "big-spender", Description: "1,000,000 minor units or more by one customer and card within 10m", Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
 			Metric: "amount", GroupBy: r.GroupBy, GroupValues: []string{"cust-1", "fp{2}"}, Group: g2.Encoding(), Definition: r.Fingerprint(), Current: 1_000_000,
 			Threshold: 1_000_000, Window: 10 * time.Minute, Cooldown: time.Hour,
 			CooldownKey: h.keys.Cooldown(g2, r.Name),

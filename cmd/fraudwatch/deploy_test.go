@@ -31,10 +31,11 @@ const deployDir = "../../deploy"
 // metricsPort is metrics.listen's port in every deploy file.
 const metricsPort = "9464"
 
-// checkConfig runs fraudwatch check on a configuration file.
+// checkConfig runs fraudwatch check on a configuration file, which must
+// pass without a warning.
 func checkConfig(t *testing.T, path string) {
 	t.Helper()
-	if out, err := command("check", "--config", path).CombinedOutput(); err != nil {
+	if out, err := command("check", "--config", path).CombinedOutput(); err != nil || bytes.Contains(out, []byte("warning: ")) {
 		t.Errorf("fraudwatch check --config %s: %v\n%s", path, err, out)
 	}
 }

@@ -305,7 +305,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
-	for _, w := range cfg.Warnings() {
+	for _, w := range append(cfg.Warnings(), config.DescriptionWarnings(cfg.RulesFile, cfg.Rules)...) {
 		fmt.Fprintln(stdout, "warning: "+w)
 	}
 	fmt.Fprint(stdout, cfg.RuleTable())

@@ -54,7 +54,7 @@ func command(args ...string) *exec.Cmd {
 
 const testRules = `rules:
   - name: orders-per-customer
-    description: Three orders by one customer within a minute
+    description: "{threshold} orders by one customer within {window}"
     metric: count
     group_by: [customer_id]
     window: 1m
@@ -101,6 +101,10 @@ not an event
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Descriptions: a placeholder no alert renders is an error, a threshold
+	// written as a number a warning.
+	unknownPlaceholder := writeConfig(t, "rules_file: rules.yaml\n", strings.Replace(testRules, "{window}", "{windw}", 1))
+	literalThreshold := writeConfig(t, "rules_file: rules.yaml\n", strings.Replace(testRules, "{threshold} orders", "Three orders", 1))
 	unknownKey := writeConfig(t, "rules_file: rules.yaml\nkafka:\n  brokerz: [x]\n", testRules)
 	// The consumer's bound on an event is the backtest's: at 1 KiB, an
 	// order of 2 KB is oversized.
@@ -136,6 +140,10 @@ not an event
 		{"check missing file", []string{"check", "--config", "/nonexistent/fw.yaml"}, 2, nil, []string{"/nonexistent/fw.yaml"}},
 		{"check bad rule names file, rule and field", []string{"check", "--config", badRule}, 2, nil,
 			[]string{"rules.yaml", "orders-per-customer", "window"}},
+		{"check refuses an unknown placeholder", []string{"check", "--config", unknownPlaceholder}, 2, nil,
+			[]string{"rules.yaml", `"orders-per-customer"`, "description", "unknown placeholder {windw}", "{threshold}, {window}, {group_by}"}},
+		{"check warns of a threshold written as a number", []string{"check", "--config", literalThreshold}, 0,
+			[]string{`warning: ` + filepath.Join(filepath.Dir(literalThreshold), "rules.yaml") + `: rule "orders-per-customer": description: writes its threshold as "Three"`, "write {threshold}"}, nil},
 		{"check unknown key", []string{"check", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
 		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
 		{"backtest", []string{"backtest", "--config", good, "--input", events}, 0, []string{

@@ -75,6 +75,7 @@ type reloader struct {
 	mu      sync.Mutex
 	rules   []rules.Rule
 	current string // version of rules
+	refused bool   // the last reading was refused
 
 	w         *fsnotify.Watcher // nil until arm, or when it failed
 	names     map[string]bool   // the file names whose events matter
@@ -120,25 +121,23 @@ func (r *reloader) reload(why string) string {
 }
 
 // read is reload's work; counted says whether a file that holds the rules
-// in force counts as a reload.
+// in force counts as a reload. Each reading that counts logs one line with
+// its outcome, so that the last line says what is in force.
 func (r *reloader) read(why string, counted bool) string {
 	data, err := os.ReadFile(r.path)
 	if err != nil {
-		r.log.Error("rules file unreadable; the rules in force run on", "file", r.path, "reason", why, "err", err)
-		r.reloads.WithLabelValues(reloadUnreadable).Inc()
-		return reloadUnreadable
+		return r.refuse(reloadUnreadable, "rules file unreadable; the rules in force run on", why, err)
 	}
 	rs, err := config.ParseRules(data, r.path)
 	if err != nil {
 		// The errors name the file, the rule and the field; never a value
 		// from an event.
-		r.log.Error("rules file invalid; the rules in force run on", "file", r.path, "reason", why, "err", err)
-		r.reloads.WithLabelValues(reloadInvalid).Inc()
-		return reloadInvalid
+		return r.refuse(reloadInvalid, "rules file invalid; the rules in force run on", why, err)
 	}
 	v := rules.Version(rs)
 	if v == r.current {
 		if counted {
+			r.log.Info("rules reloaded: no change"+r.recovery(), "file", r.path, "reason", why, "version", v)
 			r.reloads.WithLabelValues(reloadUnchanged).Inc()
 		}
 		return reloadUnchanged
@@ -150,18 +149,30 @@ func (r *reloader) read(why string, counted bool) string {
 	r.engine.SetRules(rs)
 	r.version.DeleteLabelValues(r.current)
 	r.version.WithLabelValues(v).Set(1)
-	r.log.Info("rules reloaded", "file", r.path, "reason", why, "version", v, "previous_version", r.current,
-		"rules", len(rs), "changes", len(changes))
-	for _, c := range changes {
-		fields := make([]string, len(c.Fields))
-		for i, f := range c.Fields {
-			fields[i] = f.Field
-		}
-		r.log.Info("rule "+c.Kind, "rule", c.Rule, "fields", strings.Join(fields, ","), "fresh_windows", c.Resets)
-	}
+	r.log.Info("rules reloaded"+r.recovery(), "file", r.path, "reason", why, "version", v, "previous_version", r.current,
+		"rules", len(rs), "changes", reloadChanges(changes))
 	r.rules, r.current = rs, v
 	r.reloads.WithLabelValues(reloadOK).Inc()
 	return reloadOK
+}
+
+// refuse logs and counts a reading whose rules are not put in force.
+func (r *reloader) refuse(result, msg, why string, err error) string {
+	r.log.Error(msg, "file", r.path, "reason", why, "err", err)
+	r.reloads.WithLabelValues(result).Inc()
+	r.refused = true
+	return result
+}
+
+// recovery is what a reading that leaves valid rules in force adds to its
+// line when the one before was refused: otherwise the refusal's ERROR would
+// read as the state of things. It clears the refusal.
+func (r *reloader) recovery() string {
+	if !r.refused {
+		return ""
+	}
+	r.refused = false
+	return "; previous edit was refused"
 }
 
 // arm starts watching the rules file, so that a change from now on is

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -64,7 +65,7 @@ func writeAtomically(t *testing.T, path, content string) {
 // The rules file is read again when an editor saves it and on SIGHUP: a
 // valid new set is in force for the next batches; an invalid one is
 // refused, with the file, rule and field in the log, and the old set runs
-// on.
+// on. Every reading logs one line with its outcome.
 func TestRulesReload(t *testing.T) {
 	p := newPipeline(t, 1, reloadRules("3"))
 	path := filepath.Join(t.TempDir(), "rules.yaml")
@@ -79,15 +80,23 @@ func TestRulesReload(t *testing.T) {
 	opts.Reload = hup
 	r := p.startWith(opts)
 	reloads := func(result string) float64 { return r.metric("fraudwatch_rules_reloads_total", "result", result) }
-	version := func() string {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `"msg":"rules reloaded"`) {
-				_, v, _ := strings.Cut(line, `"version":"`)
-				v, _, _ = strings.Cut(v, `"`)
-				return v
-			}
+	// lines are the reload lines logged so far, after `seen`.
+	seen := 0
+	lines := func() []map[string]any {
+		out := reloadLines(t, logs.String())[seen:]
+		seen += len(out)
+		return out
+	}
+	// outcome waits for a reading's result and checks that it logged one
+	// line, its level and message, and returns the line.
+	outcome := func(result string, n float64, level, msg string) map[string]any {
+		t.Helper()
+		waitFor(t, 10*time.Second, msg, func() bool { return reloads(result) == n })
+		got := lines()
+		if len(got) != 1 || got[0]["level"] != level || got[0]["msg"] != msg {
+			t.Fatalf("reload lines %v; want one, %s %q", got, level, msg)
 		}
-		return ""
+		return got[0]
 	}
 
 	// Threshold 3: two orders do not alert.
@@ -95,9 +104,12 @@ func TestRulesReload(t *testing.T) {
 	waitFor(t, 20*time.Second, "a's orders", func() bool { return p.counter("burst", "a") == 2 })
 
 	writeAtomically(t, path, reloadRules("2"))
-	waitFor(t, 10*time.Second, "the reload", func() bool { return reloads("ok") == 1 })
-	if v := version(); v == "" || r.metric("fraudwatch_rules_version", "version", v) != 1 {
+	line := outcome(reloadOK, 1, "INFO", "rules reloaded")
+	if v, _ := line["version"].(string); v == "" || r.metric("fraudwatch_rules_version", "version", v) != 1 {
 		t.Fatalf("version %q not exported as the one in force:\n%s", v, logs)
+	}
+	if c, _ := json.Marshal(line["changes"]); !strings.Contains(string(c), `"fields":{"threshold":{"new":"2","old":"3"}}`) {
+		t.Errorf("the reload line's changes %s lack threshold 3 → 2", c)
 	}
 	// The threshold is not part of the definition: a's window counts on.
 	p.orders(0, ev{id: "b1", customer: "b", amount: 1}, ev{id: "b2", customer: "b", amount: 1}, ev{id: "a3", customer: "a", amount: 1})
@@ -109,10 +121,9 @@ func TestRulesReload(t *testing.T) {
 	}
 
 	writeAtomically(t, path, strings.Replace(reloadRules("2"), "window: 1m", "window: 90", 1))
-	waitFor(t, 10*time.Second, "the refusal", func() bool { return reloads("invalid") == 1 })
-	if l := logs.String(); !strings.Contains(l, "rules file invalid; the rules in force run on") ||
-		!strings.Contains(l, path) || !strings.Contains(l, `\"burst\"`) || !strings.Contains(l, "window") {
-		t.Errorf("the refusal does not name file, rule and field:\n%s", l)
+	line = outcome(reloadInvalid, 1, "ERROR", "rules file invalid; the rules in force run on")
+	if e, _ := line["err"].(string); line["file"] != path || !strings.Contains(e, `"burst"`) || !strings.Contains(e, "window") {
+		t.Errorf("the refusal %v does not name file, rule and field", line)
 	}
 	p.orders(0, ev{id: "c1", customer: "c", amount: 1}, ev{id: "c2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "c's alert under the rules still in force", func() bool {
@@ -120,15 +131,76 @@ func TestRulesReload(t *testing.T) {
 	})
 
 	// SIGHUP reads the file again: still invalid. Restored, it is the
-	// set in force: unchanged.
+	// set in force: unchanged, and the line says the refusal is over.
 	hup <- syscall.SIGHUP
-	waitFor(t, 10*time.Second, "the signal's reload", func() bool { return reloads("invalid") == 2 })
-	if err := os.WriteFile(path, []byte(reloadRules("2")), 0o600); err != nil {
-		t.Fatal(err)
+	outcome(reloadInvalid, 2, "ERROR", "rules file invalid; the rules in force run on")
+	writeAtomically(t, path, reloadRules("2"))
+	outcome(reloadUnchanged, 1, "INFO", "rules reloaded: no change; previous edit was refused")
+	// A SIGHUP that changes nothing says so.
+	hup <- syscall.SIGHUP
+	line = outcome(reloadUnchanged, 2, "INFO", "rules reloaded: no change")
+	if line["reason"] != "signal" || line["version"] == nil {
+		t.Errorf("the no-change line %v lacks its reason or version", line)
 	}
-	waitFor(t, 10*time.Second, "the unchanged set", func() bool { return reloads("unchanged") >= 1 })
 	if reloads("ok") != 1 {
 		t.Errorf("%v reloads put a set in force, want 1", reloads("ok"))
+	}
+}
+
+// reloadLines are the lines of a JSON log that say a reading's outcome.
+func reloadLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, `"msg":"rules `) {
+			continue
+		}
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line %s: %v", l, err)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// A valid file after a refused one says that it ends the refusal, once.
+func TestReloadAfterARefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	rs, err := config.ParseRules([]byte(reloadRules("3")), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	r, err := newReloader(path, rs, setterFunc(func() {}), alertSetterFunc(func() {}),
+		slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		rules, result, msg string
+	}{
+		{"rules: nope", reloadInvalid, "rules file invalid; the rules in force run on"},
+		{reloadRules("4"), reloadOK, "rules reloaded; previous edit was refused"},
+		{reloadRules("5"), reloadOK, "rules reloaded"},
+		{"", reloadUnreadable, "rules file unreadable; the rules in force run on"},
+		{reloadRules("5"), reloadUnchanged, "rules reloaded: no change; previous edit was refused"},
+		{reloadRules("5"), reloadUnchanged, "rules reloaded: no change"},
+	}
+	for _, s := range steps {
+		logs.Reset()
+		_ = os.Remove(path)
+		if s.rules != "" {
+			if err := os.WriteFile(path, []byte(s.rules), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := r.reload("test"); got != s.result {
+			t.Fatalf("reload = %s, want %s", got, s.result)
+		}
+		if line := oneLogLine(t, logs.String()); line["msg"] != s.msg {
+			t.Errorf("after %s: %q, want %q", s.result, line["msg"], s.msg)
+		}
 	}
 }
 
@@ -179,8 +251,9 @@ type alertSetterFunc func()
 func (f alertSetterFunc) SetRules(map[string]alert.RuleSettings) { f() }
 
 // What each kind of rewrite of the rules file does: the result counted,
-// the version in force, and the log lines naming each change and whether
-// it starts the rule's windows afresh.
+// the version in force, and the one log line that says the outcome, with
+// each change's fields old → new and whether it starts the rule's windows
+// afresh.
 func TestReloadResults(t *testing.T) {
 	const two = `rules:
   - {name: burst, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
@@ -190,19 +263,25 @@ func TestReloadResults(t *testing.T) {
 		name    string
 		rewrite string // "" removes the file
 		result  string
-		logs    []string // substrings of the log
+		level   string
+		msg     string
+		changes string // the line's changes, as JSON
 	}{
 		{"layout and comments alone", "# the same rules\nrules:\n  - name: burst\n    metric: count\n    group_by: [customer_id]\n    window: 60s\n    threshold: 3\n" +
-			"  - {threshold: 1000, name: big, metric: amount, window: 10m, group_by: [card_fingerprint]}\n", reloadUnchanged, nil},
-		{"a threshold", strings.Replace(two, "threshold: 3", "threshold: 4", 1), reloadOK,
-			[]string{`"msg":"rule changed","rule":"burst","fields":"threshold","fresh_windows":false`}},
-		{"a window", strings.Replace(two, "window: 1m", "window: 2m", 1), reloadOK,
-			[]string{`"msg":"rule changed","rule":"burst","fields":"window,cooldown","fresh_windows":true`}}, // the cooldown follows the window by default
-		{"a rule removed and one added", strings.Replace(two, "name: big", "name: bigger", 1), reloadOK,
-			[]string{`"msg":"rule removed","rule":"big"`, `"msg":"rule added","rule":"bigger","fields":"","fresh_windows":true`}},
+			"  - {threshold: 1000, name: big, metric: amount, window: 10m, group_by: [card_fingerprint]}\n", reloadUnchanged,
+			"INFO", "rules reloaded: no change", ""},
+		{"a threshold", strings.Replace(two, "threshold: 3", "threshold: 4", 1), reloadOK, "INFO", "rules reloaded",
+			`[{"rule":"burst","change":"changed","fresh_windows":false,"fields":{"threshold":{"old":"3","new":"4"}}}]`},
+		{"a window", strings.Replace(two, "window: 1m", "window: 2m", 1), reloadOK, "INFO", "rules reloaded",
+			// the cooldown follows the window by default
+			`[{"rule":"burst","change":"changed","fresh_windows":true,"fields":{"cooldown":{"old":"1m","new":"2m"},"window":{"old":"1m","new":"2m"}}}]`},
+		{"a filter", strings.Replace(two, "threshold: 3}", "threshold: 3, where: {customer_id: {not: [cust-42]}}}", 1), reloadOK, "INFO", "rules reloaded",
+			`[{"rule":"burst","change":"changed","fresh_windows":true,"fields":{"where":{"old":"(values not logged)","new":"(values not logged)"}}}]`},
+		{"a rule removed and one added", strings.Replace(two, "name: big", "name: bigger", 1), reloadOK, "INFO", "rules reloaded",
+			`[{"rule":"bigger","change":"added","fresh_windows":true},{"rule":"big","change":"removed","fresh_windows":false}]`},
 		{"an invalid file", strings.Replace(two, "window: 1m", "window: 90", 1), reloadInvalid,
-			[]string{`"msg":"rules file invalid; the rules in force run on"`}},
-		{"no file", "", reloadUnreadable, []string{`"msg":"rules file unreadable; the rules in force run on"`}},
+			"ERROR", "rules file invalid; the rules in force run on", ""},
+		{"no file", "", reloadUnreadable, "ERROR", "rules file unreadable; the rules in force run on", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,11 +317,45 @@ func TestReloadResults(t *testing.T) {
 			if n := testutil.CollectAndCount(r.version); n != 1 || testutil.ToFloat64(r.version.WithLabelValues(inForce)) != 1 {
 				t.Errorf("%d version series; want 1, for %s", n, inForce)
 			}
-			for _, want := range tt.logs {
-				if !strings.Contains(logs.String(), want) {
-					t.Errorf("log lacks %s:\n%s", want, logs.String())
+			line := oneLogLine(t, logs.String())
+			if line["level"] != tt.level || line["msg"] != tt.msg || line["file"] != path || line["reason"] != "test" {
+				t.Errorf("log line %v; want %s %q naming the file and the reason", line, tt.level, tt.msg)
+			}
+			if tt.changes != "" {
+				var raw struct{ Changes json.RawMessage }
+				if err := json.Unmarshal(logs.Bytes(), &raw); err != nil || string(raw.Changes) != tt.changes {
+					got := raw.Changes
+					t.Errorf("changes %s (%v)\nwant    %s", got, err, tt.changes)
 				}
 			}
 		})
+	}
+}
+
+// oneLogLine is the only line of a JSON log, decoded.
+func oneLogLine(t *testing.T, logs string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines, want 1:\n%s", len(lines), logs)
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
+		t.Fatalf("log line %s: %v", lines[0], err)
+	}
+	return line
+}
+
+// With --log-format text the changes are one readable value.
+func TestReloadChangesText(t *testing.T) {
+	var logs bytes.Buffer
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("rules reloaded", "changes", reloadChanges{
+		{Rule: "burst", Kind: "changed", Fields: []rules.FieldChange{{Field: "threshold", Old: "3", New: "4"}}},
+		{Rule: "cards", Kind: "changed", Resets: true, Fields: []rules.FieldChange{{Field: "where", Old: "currency in [KRW]", New: "none"}}},
+		{Rule: "big", Kind: "removed"},
+	})
+	want := `changes="burst: threshold 3 → 4; cards: where (values not logged) → (values not logged) (fresh windows); big: removed"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log %s lacks %s", logs.String(), want)
 	}
 }
