@@ -319,7 +319,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "", "JSON-lines events, as produce takes them (- reads stdin)")
 	fromTopic := fs.Bool("from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
 	since := fs.Duration("since", 24*time.Hour, "with --from-topic: how far back to read")
-	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
+	other := fs.String("rules", "", "replay this rules file instead of the configuration's, or the rules a demo's recording carries")
 	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add and remove against it")
 	format := fs.String("format", "text", "output: text or json")
 	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: 14 to 25 times slower here, the same report")
@@ -349,7 +349,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fraudwatch backtest: --rules %s:\n%v\n", *other, err)
 			return exitUsage
 		}
-		opts.Rules, opts.RulesFrom = rs, *other
+		opts.Rules, opts.RulesFrom, opts.RulesOverInput = rs, *other, true
 	}
 	if *compare != "" {
 		rs, err := config.LoadRules(*compare)

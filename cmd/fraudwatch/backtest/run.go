@@ -19,9 +19,12 @@ import (
 
 // Options are one `fraudwatch backtest`.
 type Options struct {
-	// Rules are replayed; RulesFrom says where they came from.
-	Rules     []rules.Rule
-	RulesFrom string
+	// Rules are replayed; RulesFrom says where they came from. An input
+	// that carries rules (a demo's recording, see RulesType) is replayed
+	// under its own rules instead, unless RulesOverInput (--rules).
+	Rules          []rules.Rule
+	RulesFrom      string
+	RulesOverInput bool
 	// Compare, when set, is replayed too, and the alerts Rules add and
 	// remove against it are listed; CompareFrom says where it came from.
 	Compare     []rules.Rule
@@ -78,7 +81,11 @@ func Run(ctx context.Context, o Options) error {
 			return newProgress(o.Progress, what, evs.Len(), time.Now).update
 		}
 	}
-	rep, err := Replay(ctx, o.Rules, evs, o.Engine, progress(o.RulesFrom))
+	sets := []RuleSet{{Rules: o.Rules}}
+	if len(evs.RuleSets) > 0 && !o.RulesOverInput {
+		sets, o.RulesFrom = evs.RuleSets, recordedFrom(o.InputName, evs.RuleSets)
+	}
+	rep, err := ReplaySets(ctx, sets, evs, o.Engine, progress(o.RulesFrom))
 	if err != nil {
 		return stopped(ctx, err)
 	}
