@@ -105,8 +105,8 @@ type logFlags struct {
 	format string
 }
 
-func (l *logFlags) register(fs *flag.FlagSet, format string) {
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+func (l *logFlags) register(fs *flag.FlagSet, level, format string) {
+	fs.StringVar(&l.level, "log-level", level, "log level: debug, info, warn or error")
 	fs.StringVar(&l.format, "log-format", format, "log format: json or text")
 }
 
@@ -162,7 +162,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	var lf logFlags
-	lf.register(fs, "json")
+	lf.register(fs, "info", "json")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -233,8 +233,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	noColor := fs.Bool("no-color", false, "never colour the output")
 	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines (input for backtest)")
 	var lf logFlags
-	lf.register(fs, "text")
-	lf.level = "warn"
+	// The demo's own lines say what happens; the pipeline's INFO lines
+	// would drown them.
+	lf.register(fs, "warn", "text")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -250,17 +251,15 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	var rec io.Writer
+	var rec *bufio.Writer
+	var recFile *os.File
 	if *record != "" {
-		f, err := os.Create(*record)
-		if err != nil {
+		if recFile, err = os.Create(*record); err != nil {
 			fmt.Fprintf(stderr, "fraudwatch demo: --record: %v\n", err)
 			return exitUsage
 		}
-		defer f.Close()
-		buf := bufio.NewWriter(f)
-		defer buf.Flush()
-		rec = buf
+		defer recFile.Close()
+		rec = bufio.NewWriter(recFile)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -269,19 +268,24 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	err = demo.Run(ctx, demo.Options{
-		Config: cfg,
-		Out:    stdout,
-		Color:  !*noColor && demo.IsTerminal(stdout),
-		Seed:   *seed,
-		Logger: log,
-		Record: rec,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
-		return exitFailure
+	opts := demo.Options{Config: cfg, Out: stdout, Color: !*noColor && demo.IsTerminal(stdout), Seed: *seed, Logger: log,
+		RecordName: *record}
+	if rec != nil {
+		opts.Record = rec
 	}
-	return exitOK
+	code := exitOK
+	if err := demo.Run(ctx, opts); err != nil {
+		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
+		code = exitFailure
+	}
+	// What was recorded is kept, also after a failure.
+	if rec != nil {
+		if err := errors.Join(rec.Flush(), recFile.Close()); err != nil {
+			fmt.Fprintf(stderr, "fraudwatch demo: --record: %v\n", err)
+			code = exitFailure
+		}
+	}
+	return code
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
@@ -524,8 +528,12 @@ func cmdProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fraudwatch produce: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "produced %d orders to %s and %d refunds to %s\n",
-		stats.Orders, cfg.Kafka.OrdersTopic, stats.Refunds, cfg.Kafka.RefundsTopic)
+	fmt.Fprintf(stdout, "produced %s to %s and %s to %s", plural(stats.Orders, "order"), cfg.Kafka.OrdersTopic,
+		plural(stats.Refunds, "refund"), cfg.Kafka.RefundsTopic)
+	if stats.Rules > 0 {
+		fmt.Fprintf(stdout, "; skipped %s", plural(stats.Rules, "rules line"))
+	}
+	fmt.Fprintln(stdout)
 	return exitOK
 }
 
@@ -548,4 +556,12 @@ func versionString() string {
 		c = "unknown"
 	}
 	return fmt.Sprintf("fraudwatch %s (commit %s, %s %s/%s)", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// plural is "1 order", "2 orders".
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }
