@@ -41,7 +41,7 @@ type rulesLine struct {
 // RulesLine is the line (without its newline) that records a rules file's
 // text, content, in force from at.
 func RulesLine(at time.Time, from string, content []byte) ([]byte, error) {
-	b, err := json.Marshal(rulesLine{Type: RulesType, At: at.UTC().Format(time.RFC3339Nano), From: from, Rules: string(content)})
+	b, err := json.Marshal(rulesLine{Type: RulesType, At: atText(at), From: from, Rules: string(content)})
 	if err != nil {
 		return nil, fmt.Errorf("backtest: encode a rules line: %w", err)
 	}
@@ -91,7 +91,7 @@ func ReplaySets(ctx context.Context, sets []RuleSet, evs *Events, engine Engine,
 	}
 	for i := 1; i < len(sets); i++ {
 		if !sets[i].At.After(sets[i-1].At) {
-			return nil, fmt.Errorf("backtest: rule set %d is in force from %s, not after the one before it", i+1, stamp(sets[i].At))
+			return nil, fmt.Errorf("backtest: rule set %d is in force from %s, not after the one before it", i+1, atText(sets[i].At))
 		}
 	}
 	return replay(ctx, sets, evs, engine, progress, runtime.GOMAXPROCS(0))
@@ -146,7 +146,7 @@ func (r *reader) addRules(line []byte, n int) error {
 		return fmt.Errorf("backtest: %w", err)
 	}
 	if k := len(r.evs.RuleSets); k > 0 && !s.At.After(r.evs.RuleSets[k-1].At) {
-		return fmt.Errorf("backtest: rules line %d is in force from %s, not after the rules line before it", n, stamp(s.At))
+		return fmt.Errorf("backtest: rules line %d is in force from %s, not after the rules line before it", n, atText(s.At))
 	}
 	r.evs.RuleSets = append(r.evs.RuleSets, s)
 	return nil
@@ -158,7 +158,11 @@ func recordedFrom(input string, sets []RuleSet) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "recorded in %s: %s", input, sets[0].From)
 	for _, s := range sets[1:] {
-		fmt.Fprintf(&b, "; from %s: %s", stamp(s.At), s.From)
+		fmt.Fprintf(&b, "; from %s: %s", atText(s.At), s.From)
 	}
 	return b.String()
 }
+
+// atText is a rules line's time as it is written: the report's own time
+// format may differ.
+func atText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
