@@ -98,37 +98,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	// The rules go into a file of the demo's own, which it changes halfway.
-	// Rules given in code, with no file to copy, are not reloaded.
-	var reload *rulesReload
-	cfg.RulesFile = ""
-	content, recordFrom := builtinRules, builtinRulesName+", "+builtinRulesPath
-	if opts.Config != nil && len(opts.Config.Rules) > 0 {
-		content, _ = os.ReadFile(opts.Config.RulesFile)
-		recordFrom = opts.Config.RulesFile
-	}
-	if len(content) > 0 {
-		dir, err := os.MkdirTemp("", "fraudwatch-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if reload, err = prepareReload(dir, content, cfg.Rules); err != nil {
-			return err
-		}
-		cfg.RulesFile = reload.path
-		reload.recordFrom = recordFrom
-	}
-	var rec *recorder
-	if opts.Record != nil {
-		rec = &recorder{out: opts.Record}
-		// Rules from code, with no file, cannot be recorded: the summary
-		// says so.
-		if len(content) > 0 {
-			if err := rec.rules(started, recordFrom, content, recordFrom); err != nil {
-				return fmt.Errorf("demo: %w", err)
-			}
-		}
+	reload, rec, cleanup, err := setUpRules(opts, &cfg, started)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	w, err := startWorld(&cfg)
 	if err != nil {
@@ -188,6 +161,41 @@ func Run(ctx context.Context, opts Options) error {
 		failure = fmt.Errorf("demo: pipeline shutdown: %w", runErr)
 	}
 	return failure
+}
+
+// setUpRules puts the rules into a file of the demo's own, which it
+// changes halfway (rules given in code, with no file to copy, are not
+// reloaded), and starts the recording, if any, with them. cleanup removes
+// the file.
+func setUpRules(opts Options, cfg *config.Config, started time.Time) (reload *rulesReload, rec *recorder, cleanup func(), err error) {
+	cleanup = func() {}
+	cfg.RulesFile = ""
+	content, recordFrom := builtinRules, builtinRulesName+", "+builtinRulesPath
+	if opts.Config != nil && len(opts.Config.Rules) > 0 {
+		content, _ = os.ReadFile(opts.Config.RulesFile)
+		recordFrom = opts.Config.RulesFile
+	}
+	if len(content) > 0 {
+		dir, err := os.MkdirTemp("", "fraudwatch-demo-")
+		if err != nil {
+			return nil, nil, cleanup, fmt.Errorf("demo: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		if reload, err = prepareReload(dir, content, cfg.Rules); err != nil {
+			return nil, nil, cleanup, err
+		}
+		cfg.RulesFile, reload.recordFrom = reload.path, recordFrom
+	}
+	if opts.Record != nil {
+		rec = &recorder{out: opts.Record}
+		// Rules from code cannot be recorded: the summary says so.
+		if len(content) > 0 {
+			if err := rec.rules(started, recordFrom, content, recordFrom); err != nil {
+				return nil, nil, cleanup, fmt.Errorf("demo: %w", err)
+			}
+		}
+	}
+	return reload, rec, cleanup, nil
 }
 
 // watch waits for the end of the demo: ctx ending (Ctrl-C, --duration),
