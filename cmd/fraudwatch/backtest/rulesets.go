@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -78,7 +79,8 @@ func parseRulesLine(line []byte, name string) (RuleSet, error) {
 	if len(rs) == 0 {
 		return RuleSet{}, fmt.Errorf("%s: no rules", name)
 	}
-	return RuleSet{At: at, From: l.From, Rules: rs}, nil
+	// From is shown on a terminal: it must not be able to rewrite it.
+	return RuleSet{At: at, From: alert.Printable(l.From), Rules: rs}, nil
 }
 
 // ReplaySets is Replay under rules that change: each set from its At (the

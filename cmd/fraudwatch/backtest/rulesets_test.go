@@ -121,3 +121,16 @@ func TestRunUsesRecordedRules(t *testing.T) {
 		t.Errorf("--rules did not replace the recorded rules:\n%s", out)
 	}
 }
+
+// A rules line's "from" is shown in the report: no escape sequence of it
+// reaches the terminal.
+func TestRulesLineFromIsPrintable(t *testing.T) {
+	input := rulesLineAt(t, 0, "v1\x1b[2J\nrules: forged", rulesV1) + "\n" + line("a", "", "a", "k", 1, time.Second)
+	evs, err := Read(strings.NewReader(input), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evs.RuleSets[0].From; got != "v1 [2J rules: forged" {
+		t.Errorf("from %q, want its control characters as spaces", got)
+	}
+}
