@@ -105,8 +105,8 @@ type logFlags struct {
 	format string
 }
 
-func (l *logFlags) register(fs *flag.FlagSet, format string) {
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+func (l *logFlags) register(fs *flag.FlagSet, level, format string) {
+	fs.StringVar(&l.level, "log-level", level, "log level: debug, info, warn or error")
 	fs.StringVar(&l.format, "log-format", format, "log format: json or text")
 }
 
@@ -171,7 +171,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	var lf logFlags
-	lf.register(fs, "json")
+	lf.register(fs, "info", "json")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -240,10 +240,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "optional configuration: its slack section and rules are used")
 	seed := fs.Int64("seed", 0, "traffic generator seed (0: a random one)")
 	noColor := fs.Bool("no-color", false, "never colour the output")
-	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines (input for backtest)")
+	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines, with the rules it ran under (input for backtest)")
 	var lf logFlags
-	lf.register(fs, "text")
-	lf.level = "warn"
+	// The demo's own lines say what happens; the pipeline's INFO lines
+	// would drown them.
+	lf.register(fs, "warn", "text")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -259,17 +260,15 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	var rec io.Writer
+	var rec *bufio.Writer
+	var recFile *os.File
 	if *record != "" {
-		f, err := os.Create(*record)
-		if err != nil {
+		if recFile, err = os.Create(*record); err != nil {
 			fmt.Fprintf(stderr, "fraudwatch demo: --record: %v\n", err)
 			return exitUsage
 		}
-		defer f.Close()
-		buf := bufio.NewWriter(f)
-		defer buf.Flush()
-		rec = buf
+		defer recFile.Close()
+		rec = bufio.NewWriter(recFile)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -278,19 +277,24 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	err = demo.Run(ctx, demo.Options{
-		Config: cfg,
-		Out:    stdout,
-		Color:  !*noColor && demo.IsTerminal(stdout),
-		Seed:   *seed,
-		Logger: log,
-		Record: rec,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
-		return exitFailure
+	opts := demo.Options{Config: cfg, Out: stdout, Color: !*noColor && demo.IsTerminal(stdout), Seed: *seed, Logger: log,
+		RecordName: *record}
+	if rec != nil {
+		opts.Record = rec
 	}
-	return exitOK
+	code := exitOK
+	if err := demo.Run(ctx, opts); err != nil {
+		fmt.Fprintf(stderr, "fraudwatch demo: %v\n", err)
+		code = exitFailure
+	}
+	// What was recorded is kept, also after a failure.
+	if rec != nil {
+		if err := errors.Join(rec.Flush(), recFile.Close()); err != nil {
+			fmt.Fprintf(stderr, "fraudwatch demo: --record: %v\n", err)
+			code = exitFailure
+		}
+	}
+	return code
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
@@ -328,7 +332,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "", "JSON-lines events, as produce takes them (- reads stdin)")
 	fromTopic := fs.Bool("from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
 	since := fs.Duration("since", 24*time.Hour, "with --from-topic: how far back to read")
-	other := fs.String("rules", "", "replay this rules file instead of the configuration's")
+	other := fs.String("rules", "", "replay this rules file instead of the configuration's, or the rules a demo's recording carries")
 	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
 	format := fs.String("format", "text", "output: text or json")
 	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: 14 to 25 times slower here, the same report")
@@ -358,7 +362,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fraudwatch backtest: --rules %s:\n%v\n", *other, err)
 			return exitUsage
 		}
-		opts.Rules, opts.RulesFrom = rs, *other
+		opts.Rules, opts.RulesFrom, opts.RulesOverInput = rs, *other, true
 	}
 	if *compare != "" {
 		rs, err := config.LoadRules(*compare)
@@ -533,8 +537,12 @@ func cmdProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fraudwatch produce: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "produced %d orders to %s and %d refunds to %s\n",
-		stats.Orders, cfg.Kafka.OrdersTopic, stats.Refunds, cfg.Kafka.RefundsTopic)
+	fmt.Fprintf(stdout, "produced %s to %s and %s to %s", plural(stats.Orders, "order"), cfg.Kafka.OrdersTopic,
+		plural(stats.Refunds, "refund"), cfg.Kafka.RefundsTopic)
+	if stats.Rules > 0 {
+		fmt.Fprintf(stdout, "; skipped %s", plural(stats.Rules, "rules line"))
+	}
+	fmt.Fprintln(stdout)
 	return exitOK
 }
 
@@ -577,4 +585,12 @@ func buildVersion(ldVersion, ldCommit string, info *debug.BuildInfo) (v, c strin
 		c = "unknown"
 	}
 	return v, c
+}
+
+// plural is "1 order", "2 orders".
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -157,7 +159,7 @@ not an event
 		{"backtest bounds events as the consumer does", []string{"backtest", "--config", smallEvents, "--input", bigEvent}, 0,
 			[]string{"0 events (0 orders, 0 refunds)", "invalid lines: 1 (oversized 1)"}, nil},
 		{"backtest takes what the consumer takes", []string{"backtest", "--config", good, "--input", bigEvent}, 0,
-			[]string{"1 events (1 orders, 0 refunds)"}, nil},
+			[]string{"1 event (1 order, 0 refunds)"}, nil},
 		{"backtest of another rules file", []string{"backtest", "--config", good, "--input", events, "--rules", older}, 0,
 			[]string{"rules: " + older, "gone"}, nil},
 		{"backtest without input", []string{"backtest", "--config", good}, 2, nil, []string{"--input or --from-topic"}},
@@ -255,13 +257,38 @@ func TestDemoCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rules first, the reload's halfway, the traffic's events around
+	// them; the summary says how many events, where, and which rules.
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var events, rulesAt []int
+	for i, l := range lines {
+		if backtest.IsRulesLine([]byte(l)) {
+			rulesAt = append(rulesAt, i)
+		} else {
+			events = append(events, i)
+		}
+	}
+	if len(events) < 10 || len(rulesAt) != 2 || rulesAt[0] != 0 || rulesAt[1] < 2 || rulesAt[1] > len(lines)-2 {
+		t.Fatalf("recorded %d events, rules lines at %v: want the rules first and the reload's among the events", len(events), rulesAt)
+	}
 	var first struct {
 		Type    string `json:"type"`
 		EventID string `json:"event_id"`
 	}
-	if len(lines) < 10 || json.Unmarshal([]byte(lines[0]), &first) != nil || first.Type == "" || first.EventID == "" {
-		t.Errorf("recorded %d lines, the first %.80q: want the traffic as events with their type", len(lines), lines[0])
+	if json.Unmarshal([]byte(lines[1]), &first) != nil || first.Type == "" || first.EventID == "" {
+		t.Errorf("the first event %.80q: want the traffic as events with their type", lines[1])
+	}
+	want := fmt.Sprintf("\nRecorded %d events to %s, and the rules they ran under: built-in demo rules, cmd/fraudwatch/demo/rules.yaml, "+
+		"reloaded at 0:02: amount-per-card-10m threshold 1000000 → 700000\n"+
+		"`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", len(events), record, record)
+	if !strings.Contains(out, want) {
+		t.Errorf("the summary does not say what was recorded, want %q:\n%s", want, out)
+	}
+	// Its help says the level it logs at.
+	stderr.Reset()
+	if code := run([]string{"demo", "-h"}, &stdout, &stderr); code != 0 ||
+		!regexp.MustCompile(`-log-level string\n\s+log level: debug, info, warn or error \(default "warn"\)`).MatchString(stderr.String()) {
+		t.Errorf("demo -h: exit %d, no default log level warn:\n%s", code, stderr.String())
 	}
 	for _, bad := range [][]string{{"demo", "--log-level", "loud"}, {"demo", "--record", filepath.Join(t.TempDir(), "no", "such", "dir", "f")}} {
 		if code := run(bad, &stdout, &stderr); code != 2 {
@@ -573,10 +600,15 @@ func TestProduceCommand(t *testing.T) {
 	good := `{"type":"order","event_id":"1","order_id":"o","customer_id":"c","amount":5}` + "\n" +
 		`{"type":"refund","event_id":"2","order_id":"o","customer_id":"c","amount":5}` + "\n"
 
+	// A demo's recording carries its rules among its events: skipped.
+	rulesLine, err := backtest.RulesLine(time.Now(), "test", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := command("produce", "--config", path, "--input", "-")
-	cmd.Stdin = strings.NewReader(good)
+	cmd.Stdin = strings.NewReader(string(rulesLine) + "\n" + good)
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "produced 1 orders to "+orders+" and 1 refunds to "+refunds) {
+	if err != nil || !strings.Contains(string(out), "produced 1 order to "+orders+" and 1 refund to "+refunds+"; skipped 1 rules line\n") {
 		t.Fatalf("produce from standard input: %v\n%s", err, out)
 	}
 

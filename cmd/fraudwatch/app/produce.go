@@ -19,7 +19,13 @@ import (
 type ProduceStats struct {
 	Orders  int
 	Refunds int
+	// Rules counts the rules lines skipped.
+	Rules int
 }
+
+// rulesType is the "type" of a rules line, which a demo's recording holds
+// among its events (backtest.RulesType): not an event, it is skipped.
+const rulesType = "rules"
 
 // InputError is a line of input that cannot be sent.
 type InputError struct {
@@ -40,8 +46,8 @@ const produceBatch = 500
 // it has one, becomes the message key. Lines are sent as they are, so that
 // invalid events can be replayed too; only a line that is not a JSON object
 // with a known type stops the run, after the lines before it are sent, so
-// that the count it reports is what the topics hold. Blank lines are
-// skipped.
+// that the count it reports is what the topics hold. Blank lines and rules
+// lines ("type": "rules") are skipped.
 func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, error) {
 	tc, mech, err := kafkaSecurity(k)
 	if err != nil {
@@ -67,6 +73,10 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 			continue
 		}
 		msg, typ, bad := route(k, value)
+		if typ == rulesType {
+			b.sent.Rules++
+			continue
+		}
 		if bad != "" {
 			err := b.badLine(ctx, line, bad)
 			return b.sent, err
@@ -98,6 +108,8 @@ func route(k config.Kafka, value []byte) (msg kafka.Message, typ event.Type, bad
 		msg.Topic, typ = k.OrdersTopic, event.Order
 	case string(event.Refund):
 		msg.Topic, typ = k.RefundsTopic, event.Refund
+	case rulesType:
+		return kafka.Message{}, rulesType, ""
 	default:
 		return kafka.Message{}, "", `"type" must be "order" or "refund"`
 	}

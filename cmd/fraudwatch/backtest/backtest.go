@@ -29,6 +29,9 @@ type Events struct {
 	Invalid map[event.Reason]int
 	Orders  int
 	Refunds int
+	// RuleSets are the rules lines of the input, in its order: the rules
+	// a recording ran under (see RulesType).
+	RuleSets []RuleSet
 }
 
 // Len is how many events there are.
@@ -134,7 +137,8 @@ func (r *reader) done() *Events {
 // before it. Blank lines are skipped; other lines that are not valid events
 // are counted by reason, and a line longer than maxBytes (the consumer's
 // kafka.max_event_bytes) is oversized, as its message would be, without
-// being kept whole.
+// being kept whole. Rules lines (RulesType) go to RuleSets; one that is
+// not usable, or not later than the one before, fails the read.
 func Read(in io.Reader, maxBytes int) (*Events, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("backtest: an event's bound must be positive, not %d", maxBytes)
@@ -143,7 +147,7 @@ func Read(in io.Reader, maxBytes int) (*Events, error) {
 	// a longer line.
 	br := bufio.NewReaderSize(in, maxBytes+3)
 	r := newReader(maxBytes)
-	for {
+	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			r.evs.Invalid[event.ReasonOversized]++
@@ -156,7 +160,12 @@ func Read(in io.Reader, maxBytes int) (*Events, error) {
 			return nil, fmt.Errorf("backtest: read: %w", err)
 		}
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if len(bytes.TrimSpace(line)) > 0 {
+		switch {
+		case IsRulesLine(line):
+			if err := r.addRules(line, n); err != nil {
+				return nil, err
+			}
+		case len(bytes.TrimSpace(line)) > 0:
 			r.add(line, "", time.Time{})
 		}
 		if err != nil {

@@ -339,7 +339,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := parseRules(t, testRules).Rules
-	one, err := replay(t.Context(), rs, evs, Model, nil, 1)
+	one, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, Model, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatalf("crossings of %d rules of %d: the input tests too little", len(rules), len(rs))
 	}
 	for _, parallel := range []int{2, 3, 4, 8} {
-		got, err := replay(t.Context(), rs, evs, Model, nil, parallel)
+		got, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, Model, nil, parallel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestReplayStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for _, e := range engines {
-		if _, err := replay(ctx, parseRules(t, testRules).Rules, evs, e.e, nil, 2); !errors.Is(err, context.Canceled) {
+		if _, err := replay(ctx, []RuleSet{{Rules: parseRules(t, testRules).Rules}}, evs, e.e, nil, 2); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: replay of a cancelled context: %v", e.name, err)
 		}
 	}

@@ -52,25 +52,19 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 // does does not depend on the share it is in: each share steps its clock
 // and cuts its batches as the events alone say.
 func Replay(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int)) (*Report, error) {
-	return replay(ctx, rs, evs, engine, progress, runtime.GOMAXPROCS(0))
+	return replay(ctx, []RuleSet{{Rules: rs}}, evs, engine, progress, runtime.GOMAXPROCS(0))
 }
 
-// replay is Replay over at most parallel servers.
-func replay(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int), parallel int) (*Report, error) {
-	rep := &Report{Version: rules.Version(rs)}
+// replay is ReplaySets over at most parallel servers. The report's version
+// is the last set's.
+func replay(ctx context.Context, sets []RuleSet, evs *Events, engine Engine, progress func(done int), parallel int) (*Report, error) {
+	rep := &Report{Version: rules.Version(sets[len(sets)-1].Rules)}
 	if n := len(evs.list); n > 0 {
 		rep.From, rep.To = evs.list[0].at, evs.list[n-1].at
 	}
-	// The report lists no evidence: keeping it would only slow the replay.
-	rs = slices.Clone(rs)
-	for i := range rs {
-		rs[i].Evidence = 0
-	}
+	rs := allRules(sets)
 	n := max(1, min(len(rs), parallel))
-	shares := make([][]rules.Rule, n)
-	for i, r := range rs {
-		shares[i%n] = append(shares[i%n], r)
-	}
+	shares := shareSets(sets, rs, n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := &shareProgress{done: make([]int, n), report: progress}
@@ -148,7 +142,7 @@ func (p *shareProgress) update(share, done int) {
 
 // replayShare runs every event through rs on a fresh in-process Redis and
 // returns their crossings in the order the engine found them.
-func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int)) ([]batchAlert, error) {
+func replayShare(ctx context.Context, sets []RuleSet, evs *Events, engine Engine, progress func(done int)) ([]batchAlert, error) {
 	list := evs.list
 	var redisTime time.Time
 	if len(list) > 0 {
@@ -168,14 +162,20 @@ func replayShare(ctx context.Context, rs []rules.Rule, evs *Events, engine Engin
 	// One bucket: no cluster to spread keys over, and each call costs
 	// more than each change (in miniredis, a Lua state of its own).
 	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return clock }, Buckets: 1},
-		rs, scripts, sink, nil, nil)
+		sets[0].Rules, scripts, sink, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	var found []batchAlert
+	next := 1 // the next set to take effect
 	for start, batchNo := 0, 0; start < len(list); batchNo++ {
+		// A set takes effect between batches, as a reload does.
+		for ; next < len(sets) && !list[start].at.Before(sets[next].At); next++ {
+			eng.SetRules(sets[next].Rules)
+		}
 		end := start + 1
-		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan {
+		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan &&
+			(next == len(sets) || list[end].at.Before(sets[next].At)) {
 			end++
 		}
 		batch, err := evs.decoded(start, end)

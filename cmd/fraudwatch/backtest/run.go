@@ -19,9 +19,12 @@ import (
 
 // Options are one `fraudwatch backtest`.
 type Options struct {
-	// Rules are replayed; RulesFrom says where they came from.
-	Rules     []rules.Rule
-	RulesFrom string
+	// Rules are replayed; RulesFrom says where they came from. An input
+	// that carries rules (a demo's recording, see RulesType) is replayed
+	// under its own rules instead, unless RulesOverInput (--rules).
+	Rules          []rules.Rule
+	RulesFrom      string
+	RulesOverInput bool
 	// Compare, when set, is replayed too, and the alerts Rules add, remove
 	// and move against it are listed, with each rule's totals under both
 	// (see Compare); CompareFrom says where it came from.
@@ -79,7 +82,11 @@ func Run(ctx context.Context, o Options) error {
 			return newProgress(o.Progress, what, evs.Len(), time.Now).update
 		}
 	}
-	rep, err := Replay(ctx, o.Rules, evs, o.Engine, progress(o.RulesFrom))
+	sets := []RuleSet{{Rules: o.Rules}}
+	if len(evs.RuleSets) > 0 && !o.RulesOverInput {
+		sets, o.RulesFrom = evs.RuleSets, recordedFrom(o.InputName, evs.RuleSets)
+	}
+	rep, err := ReplaySets(ctx, sets, evs, o.Engine, progress(o.RulesFrom))
 	if err != nil {
 		return stopped(ctx, err)
 	}
@@ -208,7 +215,7 @@ func writeJSON(o Options, evs *Events, rep, old *Report) error {
 
 func writeText(o Options, evs *Events, rep, old *Report) error {
 	w := o.Out
-	fmt.Fprintf(w, "backtest of %s: %d events (%d orders, %d refunds)", o.InputName, evs.Len(), evs.Orders, evs.Refunds)
+	fmt.Fprintf(w, "backtest of %s: %s (%s, %s)", o.InputName, plural(evs.Len(), "event"), plural(evs.Orders, "order"), plural(evs.Refunds, "refund"))
 	if evs.Len() > 0 {
 		fmt.Fprintf(w, " from %s to %s", stamp(rep.From), stamp(rep.To))
 	}
@@ -256,3 +263,11 @@ func writeText(o Options, evs *Events, rep, old *Report) error {
 const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func stamp(t time.Time) string { return t.UTC().Format(stampLayout) }
+
+// plural is "1 order", "2 orders".
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}

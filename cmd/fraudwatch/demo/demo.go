@@ -6,6 +6,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -29,8 +30,12 @@ import (
 //go:embed rules.yaml
 var builtinRules []byte
 
-// builtinRulesName is how the header names the embedded rules.
-const builtinRulesName = "built-in demo rules"
+// builtinRulesName is how the header names the embedded rules, and
+// builtinRulesPath where they are in the source.
+const (
+	builtinRulesName = "built-in demo rules"
+	builtinRulesPath = "cmd/fraudwatch/demo/rules.yaml"
+)
 
 // The demo's topology.
 const (
@@ -63,9 +68,12 @@ type Options struct {
 	// Logger receives the pipeline's logs (default: discarded).
 	Logger *slog.Logger
 	// Record, when set, receives every message the traffic sends, as JSON
-	// lines once Kafka has acknowledged them: input for `fraudwatch
-	// backtest`.
-	Record io.Writer
+	// lines once Kafka has acknowledged them, and the rules the pipeline
+	// ran under as rules lines (backtest.RulesType), the reload's at the
+	// point it took effect: input for `fraudwatch backtest`. RecordName
+	// names it in the summary.
+	Record     io.Writer
+	RecordName string
 }
 
 // Run runs the demo until ctx ends, then stops the traffic, lets the
@@ -90,24 +98,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	// The rules go into a file of the demo's own, which it changes halfway.
-	// Rules given in code, with no file to copy, are not reloaded.
-	var reload *rulesReload
-	cfg.RulesFile = ""
-	content := builtinRules
-	if opts.Config != nil && len(opts.Config.Rules) > 0 {
-		content, _ = os.ReadFile(opts.Config.RulesFile)
-	}
-	if len(content) > 0 {
-		dir, err := os.MkdirTemp("", "fraudwatch-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if reload, err = prepareReload(dir, content, cfg.Rules); err != nil {
-			return err
-		}
-		cfg.RulesFile = reload.path
+	reload, rec, cleanup, err := setUpRules(opts, &cfg, started)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	w, err := startWorld(&cfg)
 	if err != nil {
@@ -131,11 +125,11 @@ func Run(ctx context.Context, opts Options) error {
 	appDone := make(chan error, 1)
 	go func() { appDone <- a.Run(appCtx) }()
 
-	tr := startTraffic(ctx, seed, &cfg, opts.Record)
+	tr := startTraffic(ctx, seed, &cfg, rec)
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)
-		reload.run(ctx, a, out, started)
+		reload.run(ctx, a, tr, rec, out, started)
 	}()
 	failure := watch(ctx, tr, appDone, func() {
 		out.print(progressLine(time.Since(started), tr.sentSoFar(), gather(a), out))
@@ -160,10 +154,48 @@ func Run(ctx context.Context, opts Options) error {
 	w.close()
 
 	out.print(summary(elapsed, seed, final, gather(a), &cfg, out))
+	if rec != nil {
+		out.print(rec.summary(cmp.Or(opts.RecordName, "the recording")))
+	}
 	if runErr != nil && failure == nil {
 		failure = fmt.Errorf("demo: pipeline shutdown: %w", runErr)
 	}
 	return failure
+}
+
+// setUpRules puts the rules into a file of the demo's own, which it
+// changes halfway (rules given in code, with no file to copy, are not
+// reloaded), and starts the recording, if any, with them. cleanup removes
+// the file.
+func setUpRules(opts Options, cfg *config.Config, started time.Time) (reload *rulesReload, rec *recorder, cleanup func(), err error) {
+	cleanup = func() {}
+	cfg.RulesFile = ""
+	content, recordFrom := builtinRules, builtinRulesName+", "+builtinRulesPath
+	if opts.Config != nil && len(opts.Config.Rules) > 0 {
+		content, _ = os.ReadFile(opts.Config.RulesFile)
+		recordFrom = opts.Config.RulesFile
+	}
+	if len(content) > 0 {
+		dir, err := os.MkdirTemp("", "fraudwatch-demo-")
+		if err != nil {
+			return nil, nil, cleanup, fmt.Errorf("demo: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		if reload, err = prepareReload(dir, content, cfg.Rules); err != nil {
+			return nil, nil, cleanup, err
+		}
+		cfg.RulesFile, reload.recordFrom = reload.path, recordFrom
+	}
+	if opts.Record != nil {
+		rec = &recorder{out: opts.Record}
+		// Rules from code cannot be recorded: the summary says so.
+		if len(content) > 0 {
+			if err := rec.rules(started, recordFrom, content, recordFrom); err != nil {
+				return nil, nil, cleanup, fmt.Errorf("demo: %w", err)
+			}
+		}
+	}
+	return reload, rec, cleanup, nil
 }
 
 // watch waits for the end of the demo: ctx ending (Ctrl-C, --duration),
@@ -254,12 +286,15 @@ type traffic struct {
 	// failed is closed when the traffic stops by itself, which it only
 	// does on failure.
 	failed chan struct{}
+	// turn is held by each step of the traffic; the reload holds it to
+	// keep the traffic waiting.
+	turn sync.Mutex
 
 	mu   sync.Mutex
 	sent produced
 }
 
-func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, record io.Writer) *traffic {
+func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *recorder) *traffic {
 	tr := &traffic{
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
@@ -273,10 +308,10 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, record i
 	ctx, tr.cancel = context.WithCancel(ctx)
 	go func() {
 		var w messageWriter = tr.w
-		if record != nil {
-			w = &recorder{w: tr.w, out: record}
+		if rec != nil {
+			rec.w, w = tr.w, rec
 		}
-		_, err := send(ctx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, func(p produced) {
+		_, err := send(ctx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, &tr.turn, func(p produced) {
 			tr.mu.Lock()
 			tr.sent = p
 			tr.mu.Unlock()
@@ -328,12 +363,12 @@ func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err
 
 	rulesFrom = "from " + cfg.RulesFile
 	if len(cfg.Rules) == 0 {
-		rs, err := config.ParseRules(builtinRules, "cmd/fraudwatch/demo/rules.yaml")
+		rs, err := config.ParseRules(builtinRules, builtinRulesPath)
 		if err != nil {
 			return config.Config{}, "", fmt.Errorf("demo: built-in rules: %w", err)
 		}
 		cfg.Rules = rs
-		rulesFrom = builtinRulesName
+		rulesFrom = builtinRulesName + ", " + builtinRulesPath
 	}
 	return cfg, rulesFrom, nil
 }
@@ -369,13 +404,14 @@ func driveClock(mr *miniredis.Miniredis) (stop func()) {
 }
 
 // waitCaughtUp waits, for a bounded time, until the pipeline has processed
-// as many events as were sent.
-func waitCaughtUp(a *app.App, sent int) {
+// as many events as were sent, and says whether it has.
+func waitCaughtUp(a *app.App, sent int) bool {
 	deadline := time.Now().Add(catchUp)
 	for time.Now().Before(deadline) {
 		if gather(a).processed() >= float64(sent) {
-			return
+			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return false
 }

@@ -20,6 +20,9 @@ import (
 // Ctrl-C: with --duration, it reloads halfway.
 const reloadWithout = time.Minute
 
+// reloadWait bounds the wait for the pipeline to take the new rules.
+const reloadWait = 5 * time.Second
+
 // rulesReload is the demo's hot reload: its rules are in a file of its
 // own, which it rewrites halfway with one threshold lowered, as an
 // operator would, so that the terminal shows the swap and the next alerts
@@ -30,6 +33,8 @@ type rulesReload struct {
 	rule    string
 	from    int64
 	to      int64
+	// recordFrom names the rules in a recording.
+	recordFrom string
 }
 
 // prepareReload writes the rules into a file of the demo's own in dir and
@@ -97,8 +102,12 @@ func (rr *rulesReload) when(ctx context.Context) time.Duration {
 
 // run rewrites the rules file at the reload's time, as editors save (a new
 // file renamed over the old), waits for the pipeline to take it, and says
-// so on the terminal.
-func (rr *rulesReload) run(ctx context.Context, a *app.App, out *output, started time.Time) {
+// so on the terminal. Meanwhile the traffic waits, and the pipeline has
+// processed every event sent before: those ran under the old rules, every
+// later one (stamped later) runs under the new. rec, when set, records the
+// new rules between the two, where a backtest of the recording swaps them
+// too.
+func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *recorder, out *output, started time.Time) {
 	if rr == nil || rr.content == nil {
 		return
 	}
@@ -107,21 +116,44 @@ func (rr *rulesReload) run(ctx context.Context, a *app.App, out *output, started
 		return
 	case <-time.After(rr.when(ctx)):
 	}
+	tr.turn.Lock()
+	defer tr.turn.Unlock()
+	caughtUp := waitCaughtUp(a, tr.sentSoFar().total())
+	if err := rr.swap(ctx, a); err != nil {
+		out.print(fmt.Sprintf("  ! %s  the rules were not reloaded: %v\n", clock(time.Since(started)), err))
+		return
+	}
+	at := time.Since(started)
+	change := fmt.Sprintf("%s threshold %d → %d", rr.rule, rr.from, rr.to)
+	out.print(out.style(ansiBold, fmt.Sprintf("  ↻ %s  rules file changed and reloaded: %s, swapped in between batches, its windows kept; its next alerts follow it",
+		clock(at), change)) + "\n")
+	if !caughtUp {
+		out.print(fmt.Sprintf("  ! the pipeline had not processed every event sent before the reload within %v: a backtest may differ around it\n", catchUp))
+	}
+	if rec != nil {
+		if err := rec.rules(started.Add(at), rr.recordFrom+", "+change, rr.content, "at "+clock(at)+": "+change); err != nil {
+			out.print(fmt.Sprintf("  ! the reloaded rules are not in the recording: %v\n", err))
+		}
+	}
+}
+
+// swap replaces the rules file and waits until the pipeline has reloaded
+// it.
+func (rr *rulesReload) swap(ctx context.Context, a *app.App) error {
 	tmp := rr.path + ".tmp"
 	if err := os.WriteFile(tmp, rr.content, 0o600); err != nil {
-		return
+		return fmt.Errorf("write the rules file: %w", err)
 	}
 	if err := os.Rename(tmp, rr.path); err != nil {
-		return
+		return fmt.Errorf("replace the rules file: %w", err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(reloadWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if gather(a).get("fraudwatch_rules_reloads_total", "ok") > 0 {
-			out.print(out.style(ansiBold, fmt.Sprintf("  ↻ %s  rules file changed and reloaded: %s threshold %d → %d, swapped in between batches, its windows kept; its next alerts follow it",
-				clock(time.Since(started)), rr.rule, rr.from, rr.to)) + "\n")
-			return
+			return nil
 		}
 		if ctx.Err() != nil {
-			return
+			return ctx.Err()
 		}
 	}
+	return fmt.Errorf("the pipeline did not take the new rules within %v", reloadWait)
 }

@@ -249,7 +249,7 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	done := make(chan produced, 1)
 	var reports int
 	go func() {
-		p, err := send(ctx, newGenerator(3), w, "o", "r", func(produced) { reports++ })
+		p, err := send(ctx, newGenerator(3), w, "o", "r", &sync.Mutex{}, func(produced) { reports++ })
 		if err != nil {
 			t.Errorf("send: %v", err)
 		}
@@ -270,7 +270,7 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	}
 
 	broken := &recordingWriter{fail: errors.New("broker gone")}
-	if _, err := send(t.Context(), newGenerator(3), broken, "o", "r", func(produced) {}); err == nil ||
+	if _, err := send(t.Context(), newGenerator(3), broken, "o", "r", &sync.Mutex{}, func(produced) {}); err == nil ||
 		!strings.Contains(err.Error(), "broker gone") {
 		t.Errorf("send with a failing writer: err = %v", err)
 	}
