@@ -588,6 +588,23 @@ func TestProduceCommand(t *testing.T) {
 	}
 }
 
+// A failed write names the command once: "fraudwatch produce: write after
+// 0 events: ...", not "fraudwatch produce: produce: ...".
+func TestProduceFailureNamesTheCommandOnce(t *testing.T) {
+	path := writeConfig(t, "kafka:\n  brokers: [127.0.0.1:1]\nrules_file: rules.yaml\n", testRules)
+	cmd := command("produce", "--config", path, "--input", "-")
+	cmd.Stdin = strings.NewReader(`{"type":"order","event_id":"1","order_id":"o","customer_id":"c","amount":5}` + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("produce to a closed port: %v, want exit code 1\n%s", err, stderr.String())
+	}
+	if got, want := stderr.String(), "fraudwatch produce: write after 0 events: "; !strings.HasPrefix(got, want) {
+		t.Errorf("stderr %q does not start with %q", got, want)
+	}
+}
+
 // startRun starts `fraudwatch run` as a process, its logs as text in
 // logs; it is killed when t ends.
 func startRun(t *testing.T, path string) (*exec.Cmd, *syncBuffer) {
