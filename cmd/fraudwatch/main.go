@@ -4,6 +4,7 @@
 //	fraudwatch demo [--duration 30s]    the whole pipeline in-process
 //	fraudwatch check --config FILE      validate config and rules
 //	fraudwatch produce --config FILE --input events.jsonl
+//	fraudwatch topics --config FILE [--partitions N] [--replication-factor N] [--dry-run]
 //	fraudwatch version
 package main
 
@@ -60,6 +61,8 @@ usage:
                                       replay recorded events through the rules [--rules F] [--compare F]
   fraudwatch produce --config FILE --input events.jsonl
                                       send JSON-lines events to the configured topics
+  fraudwatch topics --config FILE [--partitions 6] [--replication-factor 3] [--dry-run]
+                                      create the configured topics that do not exist yet
   fraudwatch silence add --config FILE --rule R [--match F=V ...] --for 2h --reason TEXT
                                       stop a rule's alerts, or one group's, for a while
   fraudwatch silence list [--history]|expire ID --config FILE
@@ -84,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args, stdout, stderr)
 	case "produce":
 		return cmdProduce(args, stdout, stderr)
+	case "topics":
+		return cmdTopics(args, stdout, stderr)
 	case "backtest":
 		return cmdBacktest(args, stdout, stderr)
 	case "silence":
@@ -543,6 +548,36 @@ func cmdProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "; skipped %s", plural(stats.Rules, "rules line"))
 	}
 	fmt.Fprintln(stdout)
+	return exitOK
+}
+
+func cmdTopics(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("topics", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML): brokers, TLS, SASL and the topics' names")
+	tc := app.TopicsConfig{Out: stdout}
+	fs.IntVar(&tc.Partitions, "partitions", app.DefaultPartitions, "partitions of each topic it creates")
+	fs.IntVar(&tc.ReplicationFactor, "replication-factor", app.DefaultReplicationFactor,
+		"replicas of each partition of the topics it creates; at most the cluster's brokers (1 for a single broker)")
+	fs.BoolVar(&tc.DryRun, "dry-run", false, "say what it would create, and create nothing")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if err := tc.Validate(); err != nil {
+		fmt.Fprintf(stderr, "fraudwatch topics: %v\n", err)
+		return exitUsage
+	}
+	cfg, ok := loadConfig("topics", *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := app.CreateTopics(ctx, cfg.Kafka, tc); err != nil {
+		fmt.Fprintf(stderr, "fraudwatch topics: %v\n", err)
+		return exitFailure
+	}
 	return exitOK
 }
 

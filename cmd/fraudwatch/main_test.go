@@ -148,6 +148,14 @@ not an event
 			[]string{`warning: ` + filepath.Join(filepath.Dir(literalThreshold), "rules.yaml") + `: rule "orders-per-customer": description: writes its threshold as "Three"`, "write {threshold}"}, nil},
 		{"check unknown key", []string{"check", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
 		{"bad flag", []string{"run", "--nope"}, 2, nil, []string{"flag provided but not defined"}},
+		{"topics without config", []string{"topics"}, 2, nil, []string{"fraudwatch topics: --config is required"}},
+		{"topics with no partitions", []string{"topics", "--config", good, "--partitions", "0"}, 2, nil,
+			[]string{"fraudwatch topics: --partitions must be 1 to 10000, not 0"}},
+		{"topics with no replicas", []string{"topics", "--config", good, "--replication-factor", "0"}, 2, nil,
+			[]string{"fraudwatch topics: --replication-factor must be at least 1, not 0"}},
+		{"topics with a bad number", []string{"topics", "--config", good, "--partitions", "six"}, 2, nil,
+			[]string{"invalid value \"six\" for flag -partitions"}},
+		{"topics with an invalid config", []string{"topics", "--config", unknownKey}, 2, nil, []string{"kafka.brokerz"}},
 		{"backtest", []string{"backtest", "--config", good, "--input", events}, 0, []string{
 			"3 events (3 orders, 0 refunds)", "invalid lines: 1 (malformed_json 1)", "orders-per-customer", "2026-03-01T12:00:02.000Z"}, nil},
 		{"backtest says it ran the scripts' model", []string{"backtest", "--config", good, "--input", events}, 0,
@@ -625,6 +633,23 @@ func TestProduceCommand(t *testing.T) {
 	}
 	if n := len(k.ReadAll(t, orders, 2, 10*time.Second)); n != 2 {
 		t.Errorf("%d orders on the topic, want both runs' one each", n)
+	}
+}
+
+// A failed write names the command once: "fraudwatch produce: write after
+// 0 events: ...", not "fraudwatch produce: produce: ...".
+func TestProduceFailureNamesTheCommandOnce(t *testing.T) {
+	path := writeConfig(t, "kafka:\n  brokers: [127.0.0.1:1]\nrules_file: rules.yaml\n", testRules)
+	cmd := command("produce", "--config", path, "--input", "-")
+	cmd.Stdin = strings.NewReader(`{"type":"order","event_id":"1","order_id":"o","customer_id":"c","amount":5}` + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("produce to a closed port: %v, want exit code 1\n%s", err, stderr.String())
+	}
+	if got, want := stderr.String(), "fraudwatch produce: write after 0 events: "; !strings.HasPrefix(got, want) {
+		t.Errorf("stderr %q does not start with %q", got, want)
 	}
 }
 

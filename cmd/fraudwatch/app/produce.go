@@ -51,7 +51,7 @@ const produceBatch = 500
 func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, error) {
 	tc, mech, err := kafkaSecurity(k)
 	if err != nil {
-		return ProduceStats{}, fmt.Errorf("produce: %w", err)
+		return ProduceStats{}, err
 	}
 	b := &batcher{w: &kafka.Writer{
 		Addr:         kafka.TCP(k.Brokers...),
@@ -146,7 +146,7 @@ func (b *batcher) flush(ctx context.Context) error {
 		return nil
 	}
 	if err := b.w.WriteMessages(ctx, b.batch...); err != nil {
-		return fmt.Errorf("produce: write after %d events: %w", b.sent.Orders+b.sent.Refunds, err)
+		return fmt.Errorf("write after %d events: %w", b.sent.Orders+b.sent.Refunds, err)
 	}
 	b.sent.Orders += b.pending.Orders
 	b.sent.Refunds += b.pending.Refunds

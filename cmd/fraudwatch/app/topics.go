@@ -1,0 +1,257 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/config"
+)
+
+// Defaults of `fraudwatch topics` (README, Topics).
+const (
+	// DefaultPartitions lets 6 replicas share the work (README, Sizing).
+	DefaultPartitions = 6
+	// DefaultReplicationFactor survives a broker's loss on a 3-broker
+	// cluster; a single local broker needs 1.
+	DefaultReplicationFactor = 3
+	maxPartitions            = 10000 // a guard against a typo
+)
+
+// alertsRetention is how long the alerts and dead-letter topics keep
+// messages: lua.Config's default Retention, the lifetime of delivery
+// records. The dispatcher skips alerts older than it, so longer keeps
+// nothing useful; shorter could delete alerts a long Slack outage held
+// back.
+const alertsRetention = 7 * 24 * time.Hour
+
+// ErrTopicRefused is returned when a topic exists with fewer partitions
+// than asked for.
+var ErrTopicRefused = errors.New("topics refused")
+
+// TopicsConfig says how CreateTopics makes the configured topics.
+type TopicsConfig struct {
+	Partitions        int  // of each topic it creates (default 6)
+	ReplicationFactor int  // of each topic it creates (default 3)
+	DryRun            bool // say what would be done, create nothing
+	Out               io.Writer
+	// Poll is how often it looks whether created topics have leaders.
+	Poll time.Duration
+}
+
+func (c *TopicsConfig) setDefaults() {
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = DefaultReplicationFactor
+	}
+	if c.Poll == 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c TopicsConfig) Validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partitions > maxPartitions:
+		return fmt.Errorf("--partitions must be 1 to %d, not %d", maxPartitions, c.Partitions)
+	case c.ReplicationFactor < 1 || c.ReplicationFactor > 32767:
+		return fmt.Errorf("--replication-factor must be at least 1, not %d", c.ReplicationFactor)
+	case c.Out == nil:
+		return errors.New("topics: Out is required")
+	}
+	return nil
+}
+
+// wantedTopic is one topic of the configuration and its settings.
+type wantedTopic struct {
+	name, key string // key: the configuration key naming it
+	settings  []kafka.ConfigEntry
+}
+
+// wantedTopics lists the configured topics, the refunds topic once when it
+// is the orders topic, with the settings README's Topics section explains.
+func wantedTopics(k config.Kafka, replication int) []wantedTopic {
+	retention := strconv.FormatInt(alertsRetention.Milliseconds(), 10)
+	ts := []wantedTopic{
+		{name: k.OrdersTopic, key: "orders_topic"},
+		{name: k.RefundsTopic, key: "refunds_topic"},
+		{name: k.DeadLetterTopic, key: "dead_letter_topic", settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
+		{name: k.AlertsTopic, key: "alerts_topic", settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
+	}
+	if k.RefundsTopic == k.OrdersTopic {
+		ts = append(ts[:1], ts[2:]...)
+	}
+	for i := range ts {
+		// Every topic is keyed by something that repeats (a customer, a
+		// cooldown key): compaction would drop all but a key's last message.
+		ts[i].settings = append(ts[i].settings, kafka.ConfigEntry{ConfigName: "cleanup.policy", ConfigValue: "delete"})
+		if replication >= 3 {
+			// acks=all then means two copies at least, not just the leader's.
+			ts[i].settings = append(ts[i].settings, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "2"})
+		}
+	}
+	return ts
+}
+
+// CreateTopics creates the configured topics that do not exist yet, with
+// c's partitions and replication factor, and prints one line for each
+// topic: created, exists (with at least the partitions asked for: left as
+// it is) or refused (fewer partitions: it does not add any, since that
+// moves keys between partitions). A refusal returns ErrTopicRefused, after
+// the other topics are created.
+func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	transport, err := KafkaTransport(k)
+	if err != nil {
+		return err
+	}
+	// kafka-go answers Metadata from the transport's cache: refresh it as
+	// often as the wait for new topics looks.
+	transport.MetadataTTL = c.Poll
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second, Transport: transport}
+	wanted := wantedTopics(k, c.ReplicationFactor)
+	names := make([]string, len(wanted))
+	for i, w := range wanted {
+		names[i] = w.name
+	}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	if err != nil {
+		return fmt.Errorf("read the topics' metadata from %s: %w", strings.Join(k.Brokers, ","), err)
+	}
+	have := make(map[string]int, len(md.Topics))
+	for _, t := range md.Topics {
+		switch {
+		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+		case t.Error != nil:
+			return fmt.Errorf("metadata of topic %s: %w", t.Name, t.Error)
+		default:
+			have[t.Name] = len(t.Partitions)
+		}
+	}
+	var create []wantedTopic
+	for _, w := range wanted {
+		if _, ok := have[w.name]; !ok {
+			create = append(create, w)
+		}
+	}
+	if len(create) > 0 && len(md.Brokers) < c.ReplicationFactor {
+		return fmt.Errorf("replication factor %d needs at least %d brokers, and the cluster has %d: "+
+			"give --replication-factor %d at most", c.ReplicationFactor, c.ReplicationFactor, len(md.Brokers), len(md.Brokers))
+	}
+	if len(create) > 0 && !c.DryRun {
+		if err := createAndWait(ctx, client, create, c, have); err != nil {
+			return err
+		}
+	}
+	return report(c, wanted, have)
+}
+
+// createAndWait creates the topics and waits until their partitions have
+// leaders, so that a run started next finds them ready. A topic someone
+// else created meanwhile is taken as existing, with its partitions in have.
+func createAndWait(ctx context.Context, client *kafka.Client, create []wantedTopic, c TopicsConfig, have map[string]int) error {
+	req := &kafka.CreateTopicsRequest{}
+	for _, w := range create {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: w.name, NumPartitions: c.Partitions,
+			ReplicationFactor: c.ReplicationFactor, ConfigEntries: w.settings})
+	}
+	resp, err := client.CreateTopics(ctx, req)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for _, w := range create {
+		if err := resp.Errors[w.name]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", w.name, err)
+		}
+	}
+	for {
+		ready, err := topicsReady(ctx, client, create, have, resp.Errors)
+		if err == nil && ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("created topics have no leaders yet: %w", errors.Join(ctx.Err(), err))
+		case <-time.After(c.Poll):
+		}
+	}
+}
+
+// topicsReady reports whether every created topic has a leader for each
+// partition; for one that already existed (a concurrent creation), it
+// records its partitions in have.
+func topicsReady(ctx context.Context, client *kafka.Client, create []wantedTopic, have map[string]int, errs map[string]error) (bool, error) {
+	names := make([]string, len(create))
+	for i, w := range create {
+		names[i] = w.name
+	}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	if err != nil {
+		return false, err
+	}
+	for _, t := range md.Topics {
+		if t.Error != nil || len(t.Partitions) == 0 {
+			return false, t.Error
+		}
+		for _, p := range t.Partitions {
+			if p.Error != nil || p.Leader.ID < 0 {
+				return false, p.Error
+			}
+		}
+		if errors.Is(errs[t.Name], kafka.TopicAlreadyExists) {
+			have[t.Name] = len(t.Partitions)
+		}
+	}
+	return true, nil
+}
+
+// report prints one line a topic (not in have: created, or to be created
+// in a dry run) and returns ErrTopicRefused if a topic has fewer
+// partitions than asked for.
+func report(c TopicsConfig, wanted []wantedTopic, have map[string]int) error {
+	var refused []string
+	for _, w := range wanted {
+		n, exists := have[w.name]
+		if !exists {
+			verb := "created"
+			if c.DryRun {
+				verb = "would create"
+			}
+			fmt.Fprintf(c.Out, "%s (%s): %s, %d partitions, replication factor %d, %s\n",
+				w.name, w.key, verb, c.Partitions, c.ReplicationFactor, settingsText(w.settings))
+			continue
+		}
+		if n >= c.Partitions {
+			fmt.Fprintf(c.Out, "%s (%s): exists, %d partitions; left as it is\n", w.name, w.key, n)
+			continue
+		}
+		refused = append(refused, w.name)
+		fmt.Fprintf(c.Out, "%s (%s): refused: it has %d partitions, fewer than the %d asked for; "+
+			"fraudwatch does not add partitions, since that moves keys between partitions "+
+			"(give --partitions %d to accept it, or add them yourself)\n", w.name, w.key, n, c.Partitions, n)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: %s with fewer than %d partitions", ErrTopicRefused, strings.Join(refused, ", "), c.Partitions)
+	}
+	return nil
+}
+
+func settingsText(s []kafka.ConfigEntry) string {
+	parts := make([]string, len(s))
+	for i, e := range s {
+		parts[i] = e.ConfigName + "=" + e.ConfigValue
+	}
+	return strings.Join(parts, ", ")
+}
