@@ -23,7 +23,7 @@ set -euo pipefail
 COMPAT_VERSIONS="3.9.2 4.4.0"
 DEFAULT_VERSION="4.4.0"
 
-root=$(cd "$(dirname "$0")/.." && pwd -P)
+root=$(cd -P "$(dirname "$0")/.." && pwd)  # -P: the real repository, also through a symlink
 pom="$root/scripts/kafka/pom.xml"
 cache="${FRAUDWATCH_KAFKA_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(cd ~ && pwd)}/.cache}/fraudwatch/kafka}"
 start_timeout="${FRAUDWATCH_KAFKA_START_TIMEOUT:-120}"

@@ -55,20 +55,19 @@ var (
 )
 
 // recipeScript is the recipe as the test runs it, in dir: the binary built
-// there, the suite's broker instead of a second one (the command README
-// gives is checked, not run), and the recipe's own redis-server on a free
-// port, its pid in dir/redis.pid.
-func recipeScript(t *testing.T, lines []string, dir string, brokers []string, redisPort int) string {
+// there, and the recipe's own redis-server on a free port, its pid in
+// dir/redis.pid. With ownBroker the broker lines run as written, the state
+// directory moved to dir/kafka; without it (kfake, or the suite runs
+// another Kafka version) the suite's brokers stand in and the command README
+// gives is checked, not run.
+func recipeScript(t *testing.T, lines []string, dir string, brokers []string, ownBroker bool, redisPort int) string {
 	t.Helper()
 	const build = "go build -o fraudwatch ./cmd/fraudwatch"
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	version, err := exec.Command("../../scripts/kafka.sh", "default-version").Output()
-	if err != nil {
-		t.Fatalf("scripts/kafka.sh default-version: %v", err)
-	}
+	version := recipeVersion(t)
 	var out []string
 	var stateDir string
 	seen := map[string]bool{}
@@ -79,14 +78,20 @@ func recipeScript(t *testing.T, lines []string, dir string, brokers []string, re
 			line = "(cd " + strconv.Quote(root) + " && go build -o " + strconv.Quote(filepath.Join(dir, "fraudwatch")) + " ./cmd/fraudwatch)"
 		case m != nil:
 			seen["broker"] = true
-			if m[1] != strings.TrimSpace(string(version)) {
+			if m[1] != version {
 				t.Errorf("the recipe starts Kafka %s, scripts/kafka.sh's default is %s", m[1], version)
 			}
 			stateDir = m[2]
 			line = "export FRAUDWATCH_KAFKA_BROKERS=" + strings.Join(brokers, ",")
+			if ownBroker {
+				line = strings.Replace(m[0], " "+stateDir+")", " "+recipeKafkaDir(dir)+")", 1)
+			}
 		case stateDir != "" && line == "scripts/kafka.sh stop "+stateDir:
 			seen["stop"] = true
 			line = ": " + line
+			if ownBroker {
+				line = "scripts/kafka.sh stop " + recipeKafkaDir(dir)
+			}
 		case recipeRedis.MatchString(line):
 			seen["redis"] = true
 			// Later options win: the port and files are the test's.
@@ -103,6 +108,19 @@ func recipeScript(t *testing.T, lines []string, dir string, brokers []string, re
 	return strings.Join(out, "\n") + "\n"
 }
 
+// recipeVersion is the Kafka version scripts/test.sh starts by default.
+func recipeVersion(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("../../scripts/kafka.sh", "default-version").Output()
+	if err != nil {
+		t.Fatalf("scripts/kafka.sh default-version: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// recipeKafkaDir is the state directory of the recipe's own broker.
+func recipeKafkaDir(dir string) string { return filepath.Join(dir, "kafka") }
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	_, port, err := net.SplitHostPort(freeAddr(t))
@@ -114,7 +132,8 @@ func freePort(t *testing.T) int {
 }
 
 // README's "Locally, without Docker" recipe, run as written but for the
-// broker (the suite's) and the names the test makes its own: it builds,
+// names the test makes its own (and, under kfake, the broker): it builds,
+// starts a broker,
 // creates the topics, runs, produces deploy/local-orders.jsonl, waits for
 // the alert in run's log, and stops run with SIGTERM.
 func TestREADMELocalRecipe(t *testing.T) {
@@ -139,8 +158,21 @@ func TestREADMELocalRecipe(t *testing.T) {
 		}
 	}
 	port := freePort(t)
-	script := recipeScript(t, readmeRecipe(t), dir, k.Brokers, port)
+	// Under scripts/test.sh (a real broker, of the version the recipe
+	// starts, whose jars are cached by then) the recipe starts and stops
+	// its own broker, as a user's machine would.
+	v := os.Getenv("FRAUDWATCH_KAFKA_VERSION")
+	own := k.Real && (v == "" || v == recipeVersion(t))
+	script := recipeScript(t, readmeRecipe(t), dir, k.Brokers, own, port)
 	t.Cleanup(func() { stopRecipeRedis(t, dir) })
+	if own {
+		t.Cleanup(func() {
+			// The recipe's last line stops it; this is for a recipe that failed before.
+			if out, err := exec.Command("../../scripts/kafka.sh", "stop", recipeKafkaDir(dir)).CombinedOutput(); err != nil {
+				t.Errorf("scripts/kafka.sh stop: %v\n%s", err, out)
+			}
+		})
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -174,8 +206,12 @@ func TestREADMELocalRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the recipe failed: %v\n%s\nrun's log:\n%s", err, out, logs)
 	}
-	for _, want := range []string{": created, 6 partitions, replication factor 1", "produced 4 orders to ",
-		`msg="fraud alert: threshold crossed"`, "rule=orders-per-customer-1m"} {
+	wants := []string{": created, 6 partitions, replication factor 1", "produced 4 orders to ",
+		`msg="fraud alert: threshold crossed"`, "rule=orders-per-customer-1m"}
+	if own {
+		wants = append(wants, "kafka.sh: Kafka "+recipeVersion(t)+" ready on ")
+	}
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("the recipe's output lacks %q:\n%s", want, out)
 		}
