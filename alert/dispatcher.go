@@ -53,7 +53,8 @@ type DispatcherConfig struct {
 	// not know is retried before it is dropped (default a minute), from
 	// when this process first read it: replicas reload a changed rules
 	// file within a second of each other, and an alert of a rule just
-	// added may reach one that has not yet.
+	// added may reach one that has not yet. A rule a reload removes is
+	// delivered as long, under its last settings.
 	UnknownRuleGrace time.Duration
 }
 
@@ -153,6 +154,7 @@ type Dispatcher struct {
 	claims   claims
 	keys     lua.Keys
 	rules    atomic.Pointer[map[string]RuleSettings]
+	removed  removedRules
 	dead     atomic.Pointer[deadLetterer]
 	log      *slog.Logger
 	m        dispatcherMetrics
@@ -187,7 +189,8 @@ func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger,
 }
 
 // SetRules replaces the rules whose alerts the dispatcher delivers, by
-// name, and exports their metrics from zero.
+// name, and exports their metrics from zero. A rule it removes is still
+// delivered for UnknownRuleGrace, under its last settings.
 func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	rs := maps.Clone(rules)
 	for name, r := range rs {
@@ -198,6 +201,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 		// parked alerts has something to evaluate before the first one.
 		d.m.parked.WithLabelValues(channelLabel(r.Channel))
 	}
+	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)
 }
 

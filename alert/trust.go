@@ -109,6 +109,9 @@ func (d *Dispatcher) trust(a Alert) (_ Alert, marks, reason string, err error) {
 	}
 	rs, ok := (*d.rules.Load())[a.Rule]
 	if !ok {
+		rs, ok = d.removed.lookup(a.Rule, d.cfg.UnknownRuleGrace, time.Now())
+	}
+	if !ok {
 		return Alert{}, "", DroppedUnknownRule, fmt.Errorf("alert: rule %s is not in force", a.Rule)
 	}
 	g, err := d.groupOf(&a)

@@ -192,3 +192,72 @@ func TestUnknownRuleGraceRunsFromFirstRead(t *testing.T) {
 		})
 	}
 }
+
+// A crossing made just before a reload removed its rule is delivered under
+// the rule's last settings for UnknownRuleGrace after the removal; after
+// that, and for a rule never in force, it waits out the grace and is
+// dropped. A rules file that toggles a rule must not stall its partition.
+func TestARemovedRuleIsDeliveredForTheGrace(t *testing.T) {
+	const grace = 2 * time.Second
+	tests := []struct {
+		name      string
+		reloads   func(env *testEnv)
+		delivered bool
+	}{
+		{"removed a moment ago", func(env *testEnv) { env.d.SetRules(map[string]alert.RuleSettings{}) }, true},
+		{"removed, back, removed again", func(env *testEnv) {
+			env.d.SetRules(map[string]alert.RuleSettings{})
+			env.knowRule()
+			env.d.SetRules(map[string]alert.RuleSettings{})
+		}, true},
+		{"never in force", func(env *testEnv) { env.d.SetRules(map[string]alert.RuleSettings{"other": {}}) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &captured{}
+			env := testDispatcher(t, n, alert.DispatcherConfig{UnknownRuleGrace: grace})
+			if tt.delivered {
+				env.knowRule()
+			}
+			a := env.alert("fraud-1", "evt-1")
+			env.cross(t, a)
+			tt.reloads(env)
+			err := handleOne(t.Context(), env.d, env.message(t, a, 7))
+			if tt.delivered {
+				if err != nil {
+					t.Fatalf("HandleMessages = %v, want the alert of a rule just removed delivered", err)
+				}
+				if posts := n.posted(); len(posts) != 1 || posts[0].Severity != a.Severity {
+					t.Fatalf("posted %+v, want the crossing under the rule's last settings", posts)
+				}
+				return
+			}
+			if err == nil || len(n.posted()) != 0 {
+				t.Fatalf("HandleMessages = %v, posted %d: an alert of a rule never in force is retried first", err, len(n.posted()))
+			}
+		})
+	}
+}
+
+// Past the grace, a removed rule is forgotten: its alert waits, as one of a
+// rule never in force does, and is then dropped.
+func TestARemovedRuleIsForgottenAfterTheGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	n := &captured{}
+	env := testDispatcher(t, n, alert.DispatcherConfig{UnknownRuleGrace: grace})
+	env.knowRule()
+	a := env.alert("fraud-1", "evt-1")
+	env.cross(t, a)
+	env.d.SetRules(map[string]alert.RuleSettings{})
+	removed := time.Now()
+	// The first read after the grace since the removal.
+	for time.Since(removed) <= grace {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := handleOne(t.Context(), env.d, env.message(t, a, 7)); err == nil {
+		t.Fatal("an alert of a rule removed past the grace was delivered at once")
+	}
+	if len(n.posted()) != 0 {
+		t.Fatalf("posted %+v", n.posted())
+	}
+}

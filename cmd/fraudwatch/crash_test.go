@@ -288,7 +288,12 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	// rule, which alerts nobody.
 	variant := strings.Replace(crashRules, "    severity: high\n", "    severity: critical\n", 1) +
 		"  - {name: shadow-cards, metric: count, group_by: [card_fingerprint], window: 1h, threshold: 1, mode: shadow}\n"
-	stopRewrites, rewritesDone := make(chan struct{}), make(chan int)
+	stopRewrites, rewritesDone := make(chan struct{}), make(chan int, 1)
+	// A test that fails before its end stops the rewrites too, so that
+	// none reports after the test has completed.
+	var stopOnce sync.Once
+	stopRewriting := func() { stopOnce.Do(func() { close(stopRewrites) }) }
+	t.Cleanup(func() { stopRewriting(); <-rewritesDone })
 	go func() {
 		n := 0
 		for {
@@ -489,8 +494,9 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		defer slack.mu.Unlock()
 		return len(slack.posts) >= len(world.alerts)
 	})
-	close(stopRewrites)
+	stopRewriting()
 	rewrites := <-rewritesDone
+	rewritesDone <- rewrites // for the cleanup
 	// A clean stop drains and settles whatever is still in flight: any
 	// duplicate would have been posted by the time both have exited.
 	for i := range replicas {
