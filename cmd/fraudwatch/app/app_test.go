@@ -266,9 +266,10 @@ func (p *pipeline) state(rule string) string {
 	return ""
 }
 
+// counter reads a fixed rule's window: a counter.
 func (p *pipeline) counter(rule string, values ...string) int64 {
-	key := p.keys.Window(p.keys.Group(values), p.state(rule))
-	n, err := p.rdb.HGet(context.Background(), key, "v").Int64()
+	key := p.keys.Counter(p.keys.Group(values), p.state(rule))
+	n, err := p.rdb.Get(context.Background(), key).Int64()
 	if err != nil && err != redis.Nil {
 		p.t.Fatalf("read %s: %v", key, err)
 	}
@@ -439,7 +440,7 @@ rules:
 	r := p.start()
 	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "first alert", func() bool { return r.metric("fraudwatch_alerts_sent_total", "rule", "burst") == 1 })
-	key := p.keys.Window(p.keys.Group([]string{"c"}), p.state("burst"))
+	key := p.keys.Counter(p.keys.Group([]string{"c"}), p.state("burst"))
 	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(context.Background(), key).Val() == 0 })
 	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the suppressed crossing", func() bool {
