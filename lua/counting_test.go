@@ -874,3 +874,30 @@ func TestNoAnswerReloadsTheClusterState(t *testing.T) {
 		})
 	}
 }
+
+// The bucket's offsets outlive every window and mark of the bucket: a call
+// that gives a window or a mark its lifetime gives them theirs, and one
+// that only adds to running windows leaves it.
+func TestOffsetsOutliveWindowsAndMarks(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := testWindow(prefix, "w", time.Minute, 3)
+	o := offsetsOf(w)
+	count(t, s, []Window{w}, ev{"0:t", 0, "a", 1})
+	// As if the offsets were written long ago.
+	rdb.Expire(ctx, o, time.Hour)
+	count(t, s, []Window{w}, ev{"0:t", 1, "b", 1})
+	if ttl := rdb.TTL(ctx, o).Val(); ttl > time.Hour {
+		t.Fatalf("offsets TTL = %v after adding to a running window, want it left", ttl)
+	}
+	count(t, s, []Window{w}, ev{"0:t", 2, "c", 1}) // crosses
+	if ttl := rdb.TTL(ctx, o).Val(); ttl < rdb.TTL(ctx, w.Marks).Val() {
+		t.Fatalf("offsets TTL = %v after a crossing, want at least the mark's", ttl)
+	}
+	rdb.Expire(ctx, o, time.Hour)
+	w2 := testWindow(prefix, "w2", 2*7*24*time.Hour, 3) // longer than the marks
+	count(t, s, []Window{w2}, ev{"0:t", 3, "d", 1})
+	if ttl := rdb.TTL(ctx, o).Val(); ttl < rdb.TTL(ctx, w2.Key).Val() {
+		t.Fatalf("offsets TTL = %v after a new window, want at least its length", ttl)
+	}
+}

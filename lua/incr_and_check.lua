@@ -120,8 +120,9 @@ local function below(v, inc, t)
 end
 
 -- count adds inc to window i: its counter and whether this change crossed,
--- or nil when the window holds no integer or would overflow.
-local values, armed = {}, {}
+-- or nil when the window holds no integer or would overflow. refresh is
+-- set when a window or a mark got a lifetime: the offsets must outlive it.
+local values, armed, refresh = {}, {}, false
 local function count(i, id, inc)
   local key, threshold = KEYS[2 * i], ARGV[3 + 2 * i]
   local v = pcall('INCRBY', key, inc)
@@ -129,12 +130,13 @@ local function count(i, id, inc)
     return nil
   end
   -- A new window starts now, as does one without a TTL (something removed
-  -- it); a running window keeps its end: re-arming it on every event would
-  -- let a steady trickle keep it open for ever.
+  -- it): EXPIRE NX sets only a TTL that is missing. A running window keeps
+  -- its end: re-arming it on every event would let a steady trickle keep it
+  -- open for ever.
   if not armed[i] then
     armed[i] = true
-    if call('TTL', key) == -1 then
-      call('EXPIRE', key, ARGV[2 + 2 * i])
+    if call('EXPIRE', key, ARGV[2 + 2 * i], 'NX') == 1 then
+      refresh = true
     end
   end
   local first, exact = 0, nil
@@ -156,6 +158,7 @@ local function count(i, id, inc)
   if first == 1 then
     call('HSET', KEYS[2 * i + 1], id, exact or format('%d', v))
     call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
+    refresh = true
   end
   values[i] = v
   return v, first
@@ -210,8 +213,13 @@ for a = first_change, #ARGV, 4 do
   r = r + 2
 end
 
+-- The offsets get their lifetime when a window or a mark got one, or when
+-- the field is new: they then outlive every window and mark of the bucket.
+-- A call that only adds to running windows leaves it as it is.
 if dirty then
-  call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
-  call('EXPIRE', offsets, life)
+  local added = call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
+  if added == 1 or refresh then
+    call('EXPIRE', offsets, life)
+  end
 end
 return reply

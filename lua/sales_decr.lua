@@ -147,8 +147,12 @@ for _, w in pairs(windows) do
     call('SET', w.key, format('%d', w.v), 'KEEPTTL')
   end
 end
+-- A refund makes no window and no mark, which incr_and_check gives the
+-- offsets their lifetime for: they get one here only with a new field.
 if dirty then
-  call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
-  call('EXPIRE', offsets, ARGV[2])
+  local added = call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
+  if added == 1 then
+    call('EXPIRE', offsets, ARGV[2])
+  end
 end
 return reply

@@ -92,16 +92,19 @@ func (a *applied) decide(o float64, id string) bool {
 	return a.fresh
 }
 
-// write is the scripts' HSET of the field and EXPIRE of the offsets, when
-// the call applied an offset.
-func (a *applied) write(s *Store, life string) error {
+// write is the scripts' HSET of the field, when the call applied an
+// offset, and EXPIRE of the offsets when the field is new or refresh.
+func (a *applied) write(s *Store, life string, refresh bool) error {
 	if !a.dirty {
 		return nil
 	}
-	if err := s.hset(a.key, a.field, format(a.last)+" "+a.latest); err != nil {
+	added, err := s.hsetField(a.key, a.field, format(a.last)+" "+a.latest)
+	if err != nil {
 		return err
 	}
-	s.expire(a.key, duration(life))
+	if added || refresh {
+		s.expire(a.key, duration(life))
+	}
 	return nil
 }
 
@@ -169,7 +172,7 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		}
 		reply = append(reply, integer(v), crossed)
 	}
-	if err := a.write(s, offsetsLife); err != nil {
+	if err := a.write(s, offsetsLife, f.refresh); err != nil {
 		return nil, err
 	}
 	return reply, nil
@@ -177,12 +180,13 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 
 // fixedCall is incr_and_check's state of its windows.
 type fixedCall struct {
-	s      *Store
-	keys   argv
-	args   argv
-	life   string
-	values map[int]float64
-	armed  map[int]bool
+	s       *Store
+	keys    argv
+	args    argv
+	life    string
+	values  map[int]float64
+	armed   map[int]bool
+	refresh bool
 }
 
 // count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
@@ -197,9 +201,9 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 	v := float64(n)
 	if !f.armed[i] {
 		f.armed[i] = true
-		if f.s.ttlSeconds(key) == -1 {
-			length, _ := f.args.at(2 + 2*i)
-			f.s.expire(key, duration(length))
+		length, _ := f.args.at(2 + 2*i)
+		if f.s.expireNX(key, duration(length)) {
+			f.refresh = true
 		}
 	}
 	t, _, _ := tonumber(threshold, true)
@@ -231,6 +235,7 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 		if err := m.mark(f.s, id, exact, f.life); err != nil {
 			return 0, 0, err
 		}
+		f.refresh = true
 	}
 	f.values[i] = v
 	return v, first, nil

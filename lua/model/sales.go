@@ -87,7 +87,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 			s.setKeepTTL(w.key, format(w.v))
 		}
 	}
-	if err := a.write(s, life); err != nil {
+	if err := a.write(s, life, false); err != nil {
 		return nil, err
 	}
 	return reply, nil

@@ -317,6 +317,28 @@ func (q *dueQueue) Pop() any {
 	return d
 }
 
+// expireNX is EXPIRE key ttl NX: a TTL for a key that has none; false when
+// there is no key or it has one.
+func (s *Store) expireNX(key string, ttl time.Duration) bool {
+	e := s.get(key)
+	if e == nil || e.ttl {
+		return false
+	}
+	s.setDue(key, e, ttl)
+	return true
+}
+
+// hsetField is HSET of one field: true when the field is new.
+func (s *Store) hsetField(key, field, value string) (bool, error) {
+	e, err := s.create(key, kindHash)
+	if err != nil {
+		return false, err
+	}
+	_, had := e.hash[field]
+	e.hash[field] = value
+	return !had, nil
+}
+
 // incrby is INCRBY (DECRBY with by negated) with Redis's checks: the key
 // must hold an integer, and the sum must not overflow. A new key has no
 // TTL; an existing one keeps its own.
