@@ -39,19 +39,10 @@
 -- large values come out in exponent form, which INCRBY and EXPIRE refuse.
 -- Increments and thresholds have at most 18 digits, offsets 15 (exact in
 -- Lua's doubles), durations 10.
-local LATEST = 16 -- event ids remembered per source and bucket
+--
+-- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO53, TWO62 = 9007199254740992, 4611686018427387904
--- Locals, not globals: this body runs for every change of every event.
-local call, pcall, tonumber, match, find, sub, format = redis.call, redis.pcall, tonumber, string.match, string.find, string.sub, string.format
-local KEYS, ARGV = KEYS, ARGV
-
-local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
-end
-local function offset(s)
-  return type(s) == 'string' and #s <= 15 and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
-end
 
 local src, n = ARGV[1], tonumber(ARGV[3])
 if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10)
@@ -74,30 +65,7 @@ for i = 1, n do
   end
 end
 
--- The source's field: "<last offset> <latest ids>", 8 bytes each. One that
--- does not parse is taken as none.
-local offsets, field = KEYS[1], 'c:' .. src
-local last, latest = nil, ''
-local got = call('HGET', offsets, field)
-if got then
-  local sp = find(got, ' ', 1, true)
-  if sp and offset(sub(got, 1, sp - 1)) and (#got - sp) % 8 == 0 and #got - sp <= 8 * LATEST then
-    last, latest = tonumber(sub(got, 1, sp - 1)), sub(got, sp + 1)
-  end
-end
-
--- seen tells whether id is among the latest ids: a match that straddles
--- two of them is not one.
-local function seen(id)
-  local at = find(latest, id, 1, true)
-  while at do
-    if at % 8 == 1 then
-      return true
-    end
-    at = find(latest, id, at + 1, true)
-  end
-  return false
-end
+local a = applied(KEYS[1], 'c:' .. src)
 
 -- below tells whether v - inc < t exactly, for digit strings of at most 19
 -- digits, in two parts that Lua's doubles hold exactly: the last 9 digits
@@ -182,25 +150,12 @@ local function again(i, id)
 end
 
 local reply, r = {}, 0
-local cur, fresh, dirty
-for a = first_change, #ARGV, 4 do
-  local i, off, id, inc = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+for c = first_change, #ARGV, 4 do
+  local i, off, id, inc = tonumber(ARGV[c]), ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
   local v, first = -1, -1
   if i and i >= 1 and i <= n and i == math.floor(i) and usable[i] and offset(off)
       and type(id) == 'string' and #id == 8 and (inc == '1' or positive(inc, 18)) then
-    local o = tonumber(off)
-    if o ~= cur then
-      -- The event's first change here decides for all its windows.
-      cur = o
-      fresh = not ((last and o <= last) or seen(id))
-      if fresh then
-        latest = sub(latest .. id, -8 * LATEST)
-      end
-      if not last or o > last then
-        last, dirty = o, true
-      end
-    end
-    if fresh then
+    if counts(a, tonumber(off), id) then
       v, first = count(i, id, inc)
     else
       v, first = again(i, id)
@@ -216,10 +171,7 @@ end
 -- The offsets get their lifetime when a window or a mark got one, or when
 -- the field is new: they then outlive every window and mark of the bucket.
 -- A call that only adds to running windows leaves it as it is.
-if dirty then
-  local added = call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
-  if added == 1 or refresh then
-    call('EXPIRE', offsets, life)
-  end
+if write(a) == 1 or refresh then
+  call('EXPIRE', KEYS[1], life)
 end
 return reply

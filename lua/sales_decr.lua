@@ -24,16 +24,10 @@
 -- is known as incr_and_check knows an event, by its own field (refunds come
 -- from another source). The second element exists so that the caller can
 -- count clamps: a bare 0 cannot tell a full refund from an oversized one.
-local LATEST, MAX_CHANGES = 16, 4096
+--
+-- It runs after prelude.lua, which it shares with incr_and_check.
+local MAX_CHANGES = 4096
 local TWO53 = 9007199254740992
-local call, pcall, tonumber, match, find, sub, format = redis.call, redis.pcall, tonumber, string.match, string.find, string.sub, string.format
-
-local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
-end
-local function offset(s)
-  return type(s) == 'string' and #s <= 15 and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
-end
 
 local src, n = ARGV[1], #KEYS - 1
 local changes = (#ARGV - 2) / 4
@@ -42,27 +36,7 @@ if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2],
   return {-1, -1}
 end
 
-local offsets, field = KEYS[1], 'r:' .. src
-local last, latest = nil, ''
-local got = call('HGET', offsets, field)
-if got then
-  local sp = find(got, ' ', 1, true)
-  if sp and offset(sub(got, 1, sp - 1)) and (#got - sp) % 8 == 0 and #got - sp <= 8 * LATEST then
-    last, latest = tonumber(sub(got, 1, sp - 1)), sub(got, sp + 1)
-  end
-end
-
--- seen tells whether id is among the latest ids (see incr_and_check).
-local function seen(id)
-  local at = find(latest, id, 1, true)
-  while at do
-    if at % 8 == 1 then
-      return true
-    end
-    at = find(latest, id, at + 1, true)
-  end
-  return false
-end
+local a = applied(KEYS[1], 'r:' .. src)
 
 -- Each window is read once, and written once at the end when it changed.
 -- One whose key holds no string is unusable.
@@ -106,24 +80,13 @@ local function subtract(w, amount)
 end
 
 local reply = {}
-local cur, fresh, dirty
 for c = 0, changes - 1 do
-  local a = 3 + 4 * c
-  local i, off, id, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local at = 3 + 4 * c
+  local i, off, id, amount = tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local v, flag = -1, -1
   if i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
       and type(id) == 'string' and #id == 8 and positive(amount, 18) then
-    local o = tonumber(off)
-    if o ~= cur then
-      cur = o
-      fresh = not ((last and o <= last) or seen(id))
-      if fresh then
-        latest = sub(latest .. id, -8 * LATEST)
-      end
-      if not last or o > last then
-        last, dirty = o, true
-      end
-    end
+    local fresh = counts(a, tonumber(off), id)
     local w = window(i)
     if w.unusable then
       v, flag = -1, -1
@@ -149,10 +112,7 @@ for _, w in pairs(windows) do
 end
 -- A refund makes no window and no mark, which incr_and_check gives the
 -- offsets their lifetime for: they get one here only with a new field.
-if dirty then
-  local added = call('HSET', offsets, field, format('%d', last) .. ' ' .. latest)
-  if added == 1 then
-    call('EXPIRE', offsets, ARGV[2])
-  end
+if write(a) == 1 then
+  call('EXPIRE', KEYS[1], ARGV[2])
 end
 return reply

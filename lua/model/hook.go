@@ -29,8 +29,8 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"80971ec872736c78ad6e00134e6206b888ffff91", incrAndCheck},
-	lua.SalesDecrName:        {"118d007360197592a0c3d9b4eb61fcdea4b4ff5e", salesDecr},
+	lua.IncrAndCheckName:     {"e36690e85000a219bc9708fe3fca0c2356aac70e", incrAndCheck},
+	lua.SalesDecrName:        {"99dcabd7d5f8d8315dac5865c7c5a75af7a3a10b", salesDecr},
 	lua.SlideAndCheckName:    {"c000fdd652c3cdd77bb9616cde32e3597f03c795", slideAndCheck},
 	lua.DistinctAndCheckName: {"ae273dc2fde5bb7f037eb133eead4c24a02566dc", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
