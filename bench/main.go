@@ -19,6 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 type options struct {
@@ -171,7 +173,7 @@ func run(ctx context.Context, o options) error {
 // ceilings measures (a): how many script calls Redis runs a second, for
 // the seed's one-event script and for ours.
 func (b *bench) ceilings(ctx context.Context) error {
-	seed := redis.NewScript(seedScript)
+	seed := redis.NewScript(seedbench.Script())
 	progress("(a) ceiling of a seed-style incr_and_check, pipelined EVALSHA for %v", b.o.ceilingFor)
 	var err error
 	b.seedCalls, err = ceiling(ctx, b.rdb, seed, seedCall("a:seed"), 4, 256, b.o.ceilingFor, nil)
