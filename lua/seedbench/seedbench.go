@@ -90,10 +90,10 @@ type Pair struct {
 	cursor    []int      // each cell's next group
 	sources   [partitions]string
 	offsets   [partitions]int64
-	calls     int   // incr_and_check calls planned
-	events    int64 // window changes planned, each an event of its own
-	since     [2]cost
-	changes   int64 // window changes each script made since
+	calls     int     // incr_and_check calls planned
+	events    int64   // window changes planned, each an event of its own
+	since     [2]cost // commandstats when the measurement began: seed's, own's
+	changes   int64   // window changes each script made since
 }
 
 type window struct{ key, marks string }
