@@ -12,23 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// seedScript is a fixed-window counter the simplest way, as the design
-// documents describe one: count, start the window when the key is new,
-// say whether this call crossed. No idempotency, no records: the cheapest
-// script a velocity rule can run, and so the ceiling to compare with.
-const seedScript = `
-local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
-local current = redis.call('INCRBY', KEYS[1], ARGV[1])
-if redis.call('TTL', KEYS[1]) == -1 then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-end
-local threshold = tonumber(ARGV[3])
-if prev < threshold and current >= threshold then
-  return {current, 1}
-end
-return {current, 0}
-`
-
 // scriptCall is one call of a script: its keys and arguments for the i-th
 // call of a ceiling run.
 type scriptCall func(i int) (keys []string, args []any)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 // cluster measures (b) on Redis Cluster: one process against a cluster of
@@ -97,7 +98,7 @@ func plural(n int, suffix string) string {
 // and without a WAIT for the replica at the end of each pipeline.
 func (b *bench) waitCost(ctx context.Context, master *redis.Client) error {
 	const conns, depth = 4, 256
-	seed := redis.NewScript(seedScript)
+	seed := redis.NewScript(seedbench.Script())
 	progress("(a) ceiling of a seed-style incr_and_check on a cluster master with a replica, without and with WAIT, for %v each", b.o.ceilingFor)
 	without, err := ceiling(ctx, master, seed, seedCall("a:wait"), conns, depth, b.o.ceilingFor, nil)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 type options struct {
@@ -29,6 +31,7 @@ type options struct {
 	naiveEvents    int
 	backtestEvents int
 	ceilingFor     time.Duration
+	scriptsFor     time.Duration
 	latencyFor     time.Duration
 	latencyRate    float64
 	trace          bool
@@ -54,6 +57,7 @@ func main() {
 	flag.IntVar(&o.naiveEvents, "naive-events", 100_000, "events the naive consumer processes (it is slow)")
 	flag.IntVar(&o.backtestEvents, "backtest-events", 100_000, "events fraudwatch backtest replays")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
+	flag.DurationVar(&o.scriptsFor, "scripts-for", 5*time.Second, "how long the seed-style script and incr_and_check run side by side, at 1 and at 8 windows a call, each after a pass over 100,000 groups (0: not at all)")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
@@ -104,10 +108,13 @@ type bench struct {
 	orders    string
 	refunds   string
 	seedCalls float64 // (a): the seed-style script's calls/s
-	fwEvents  float64 // (b): fraudwatch's events/s, one process
-	dir       string  // the run's files: fraudwatch's binary, configs
-	fw        *fraudwatchRun
-	sizing    sizing
+	// seedPerCall is the seed-style script's Redis µs a call in (a)'s
+	// side-by-side rows; 0 when they did not run.
+	seedPerCall float64
+	fwEvents    float64 // (b): fraudwatch's events/s, one process
+	dir         string  // the run's files: fraudwatch's binary, configs
+	fw          *fraudwatchRun
+	sizing      sizing
 }
 
 func run(ctx context.Context, o options) error {
@@ -145,7 +152,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	b.dir = dir
-	steps := []func(context.Context) error{b.ceilings, b.produce, b.fraudwatch}
+	steps := []func(context.Context) error{b.ceilings, b.sideBySide, b.produce, b.fraudwatch}
 	if o.windows {
 		steps = append(steps, b.windows)
 	}
@@ -171,7 +178,7 @@ func run(ctx context.Context, o options) error {
 // ceilings measures (a): how many script calls Redis runs a second, for
 // the seed's one-event script and for ours.
 func (b *bench) ceilings(ctx context.Context) error {
-	seed := redis.NewScript(seedScript)
+	seed := redis.NewScript(seedbench.Script())
 	progress("(a) ceiling of a seed-style incr_and_check, pipelined EVALSHA for %v", b.o.ceilingFor)
 	var err error
 	b.seedCalls, err = ceiling(ctx, b.rdb, seed, seedCall("a:seed"), 4, 256, b.o.ceilingFor, nil)
@@ -294,7 +301,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		fmt.Sprintf("%.0f events/s", b.fwEvents),
 		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
 	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
-		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %%", 100*res.redis.core, 100*res.cores))
+		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %%", 100*res.redis.core, 100*res.cores)+b.perChange(res.redis, evaluations))
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
 		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(p50), ms(p99), ms(p999)), "from fraudwatch_event_latency_seconds's buckets")
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())

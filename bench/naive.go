@@ -8,10 +8,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 // seedRefund subtracts a refund from an amount counter, keeping the
-// window's end and stopping at zero: the seed-style partner of seedScript.
+// window's end and stopping at zero: the seed-style partner of seedbench.Script.
 const seedRefund = `
 local v = tonumber(redis.call('GET', KEYS[1]) or '0')
 if v <= 0 then return 0 end
@@ -28,7 +30,7 @@ return left
 // message. It processes the first n events of the topics and reports its
 // rate.
 func naiveConsumer(ctx context.Context, brokers []string, rdb *redis.Client, group, prefix string, topics []string, n int) (float64, error) {
-	count, refund := redis.NewScript(seedScript), redis.NewScript(seedRefund)
+	count, refund := redis.NewScript(seedbench.Script()), redis.NewScript(seedRefund)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        brokers,
 		GroupID:        group,

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 // nodeDir holds contender (d), relative to the repository root the bench
@@ -47,7 +49,7 @@ func nodeConsumer(ctx context.Context, brokers []string, redisAddr, group, prefi
 		"FRAUDWATCH_NODE_PREFIX="+prefix,
 		"FRAUDWATCH_NODE_TOPICS="+strings.Join(topics, ","),
 		"FRAUDWATCH_NODE_EVENTS="+strconv.Itoa(n),
-		"FRAUDWATCH_NODE_INCR_SCRIPT="+seedScript,
+		"FRAUDWATCH_NODE_INCR_SCRIPT="+seedbench.Script(),
 		"FRAUDWATCH_NODE_REFUND_SCRIPT="+seedRefund,
 	)
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr

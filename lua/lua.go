@@ -134,7 +134,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
+		c.Retention = DefaultRetention
 	}
 }
 
@@ -178,6 +178,9 @@ func New(cfg Config, rdb scripter, reg prometheus.Registerer) (*Scripts, error) 
 	}
 	return &Scripts{cfg: cfg, rdb: rdb, errors: errs}, nil
 }
+
+// DefaultRetention is Config.Retention's default: a week.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // Retention is how long crossing marks and alert delivery records live.
 func (s *Scripts) Retention() time.Duration { return s.cfg.Retention }

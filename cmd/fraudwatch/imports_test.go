@@ -23,10 +23,11 @@ func TestImportsRunOneWay(t *testing.T) {
 		"config":             {"alert", "lua", "rules"},
 		"lua/redistest":      {},
 		"lua/model":          {"lua"},
+		"lua/seedbench":      {"lua"},
 		"consumer/kafkatest": {},
 		"scripts/kafkaready": {},
 		"scripts":            {},
-		"bench":              {"lua", "lua/redistest"},
+		"bench":              {"lua", "lua/redistest", "lua/seedbench"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
 	if err != nil {

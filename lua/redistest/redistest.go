@@ -165,6 +165,11 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// NewServer starts a private redis-server on a free loopback port, with
+// its files in dir, which must exist: for the bench, which has no test.
+// The caller stops it.
+func NewServer(dir string) (*Server, error) { return start(dir) }
+
 // Stop kills the server. Stopping a stopped server does nothing.
 func (s *Server) Stop() {
 	s.mu.Lock()

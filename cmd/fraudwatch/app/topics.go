@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // Defaults of `fraudwatch topics` (README, Topics).
@@ -25,11 +26,10 @@ const (
 )
 
 // alertsRetention is how long the alerts and dead-letter topics keep
-// messages: lua.Config's default Retention, the lifetime of delivery
-// records. The dispatcher skips alerts older than it, so longer keeps
-// nothing useful; shorter could delete alerts a long Slack outage held
-// back.
-const alertsRetention = 7 * 24 * time.Hour
+// messages: the lifetime of delivery records. The dispatcher skips alerts
+// older than it, so longer keeps nothing useful; shorter could delete
+// alerts a long Slack outage held back.
+const alertsRetention = lua.DefaultRetention
 
 // ErrTopicRefused is returned when a topic exists with fewer partitions
 // than asked for.
