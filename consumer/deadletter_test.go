@@ -107,7 +107,9 @@ func TestOversizedDeadLetters(t *testing.T) {
 			}
 			// Counted once its write returns, which may be a moment after
 			// the dead letter is readable.
-			oversized := func() float64 { return testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonOversized))) }
+			oversized := func() float64 {
+				return testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonOversized)))
+			}
 			waitFor(t, 10*time.Second, "invalid{reason=oversized} counted", func() bool { return oversized() >= 1 })
 			if got := oversized(); got != 1 {
 				t.Errorf("invalid{reason=oversized} = %v, want 1", got)
