@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
@@ -470,14 +471,12 @@ func machine(ctx context.Context, rdb *redis.Client, kafka string) string {
 			}
 		}
 	}
-	redisVersion := "?"
-	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
-		for line := range strings.SplitSeq(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				redisVersion = v
-			}
-		}
+	// Valkey's redis_version is the Redis it is compatible with: its own
+	// name and version are what Version reports.
+	server, err := redistest.Version(ctx, rdb)
+	if err != nil {
+		server = "Redis ?"
 	}
-	return fmt.Sprintf("%d cores (%s), %s; Redis %s and %s on the same machine, over loopback; %s",
-		runtime.NumCPU(), cpu, runtime.Version(), redisVersion, kafka, time.Now().UTC().Format("2006-01-02"))
+	return fmt.Sprintf("%d cores (%s), %s; %s and %s on the same machine, over loopback; %s",
+		runtime.NumCPU(), cpu, runtime.Version(), server, kafka, time.Now().UTC().Format("2006-01-02"))
 }

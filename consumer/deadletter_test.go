@@ -105,7 +105,13 @@ func TestOversizedDeadLetters(t *testing.T) {
 			if small := byKey["k-bad"]; string(small.Value) != "not json" {
 				t.Errorf("small dead letter value = %q, want the original", small.Value)
 			}
-			if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonOversized))); got != 1 {
+			// Counted once its write returns, which may be a moment after
+			// the dead letter is readable.
+			oversized := func() float64 {
+				return testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonOversized)))
+			}
+			waitFor(t, 10*time.Second, "invalid{reason=oversized} counted", func() bool { return oversized() >= 1 })
+			if got := oversized(); got != 1 {
 				t.Errorf("invalid{reason=oversized} = %v, want 1", got)
 			}
 		})

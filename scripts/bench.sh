@@ -48,13 +48,13 @@ done
 start_redis "$work"
 export FRAUDWATCH_BENCH_REDIS_ADDR="$REDIS_ADDR"
 if [ "$kafka" = fake ]; then
-  log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR; no Kafka broker (-kafka fake)"
+  log "$(redis_server_version) on $REDIS_ADDR; no Kafka broker (-kafka fake)"
 else
   want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
   start_kafka "$want" "$kafka_state"
   export FRAUDWATCH_BENCH_KAFKA_BROKERS="$KAFKA_ADDR"
   export FRAUDWATCH_BENCH_KAFKA_VERSION
   FRAUDWATCH_BENCH_KAFKA_VERSION=$(cat "$kafka_state/version")
-  log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
+  log "$(redis_server_version) on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
 fi
 go run ./bench "$@"

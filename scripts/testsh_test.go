@@ -64,7 +64,7 @@ func TestTestScript(t *testing.T) {
 		banner int // times the banner is printed
 	}{
 		{name: "the quick run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "FRAUDWATCH_TEST_KAFKA_BROKERS=10.0.0.1:9092"},
-			goTest: "go test -race -count=1 ./x | brokers=unset redis=127.0.0.1:", out: []string{"redis-server v=7.0.15 on 127.0.0.1:"}, banner: 2},
+			goTest: "go test -race -count=1 ./x | brokers=unset redis=127.0.0.1:", out: []string{"Redis 7.0.15 on 127.0.0.1:"}, banner: 2},
 		{name: "a failing test fails the run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "STUB_GO_TEST_EXIT=1"},
 			code: 1, goTest: "go test -race -count=1 ./x", banner: 2},
 		{name: "an unknown mode", env: []string{"FRAUDWATCH_TEST_KAFKA=fast"}, code: 2,
@@ -273,4 +273,81 @@ func pathWithout(t *testing.T, names ...string) string {
 		}
 	}
 	return dir
+}
+
+// stubValkey writes, outside PATH, a valkey-server that logs its start and
+// idles until killed, and a valkey-cli that answers PONG once a server
+// has started on the port asked, logs cluster creation and answers as a
+// healthy cluster of six would; it returns their paths.
+func stubValkey(t *testing.T) (server, cli string) {
+	t.Helper()
+	dir := t.TempDir()
+	server, cli = filepath.Join(dir, "valkey-server"), filepath.Join(dir, "valkey-cli")
+	write(t, server, `#!/usr/bin/env bash
+[ "${1:-}" = --version ] && { echo "Valkey server v=8.1.8 sha=00000000:1 malloc=libc bits=64"; exit 0; }
+echo "valkey-server pid=$$ $*" >>"$STUB_CALLS"
+exec sleep 300 </dev/null >/dev/null 2>&1
+`)
+	write(t, cli, `#!/usr/bin/env bash
+case "$*" in
+  --cluster\ create*) echo "valkey-cli $*" >>"$STUB_CALLS" ;;
+  *cluster\ info) echo cluster_state:ok ;;
+  *cluster\ nodes) for i in 1 2 3 4 5 6; do echo "id$i 127.0.0.1:1@2 master - 0 0 1 connected"; done ;;
+  *ping)
+    # PONG once the server on that port has started (logged its start).
+    grep -q -- "^valkey-server pid=.* --port $2 " "$STUB_CALLS" 2>/dev/null && echo PONG ;;
+esac
+`)
+	for _, p := range []string{server, cli} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return server, cli
+}
+
+// README (Development): FRAUDWATCH_TEST_REDIS_SERVER and
+// FRAUDWATCH_TEST_REDIS_CLI run other programs than redis-server and
+// redis-cli, for the single server and the cluster alike, and test.sh
+// says which server it started; a path that is no program fails the run.
+func TestTestScriptRunsTheServerAsked(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	server, cli := stubValkey(t)
+	tests := []struct {
+		name    string
+		env     []string
+		code    int
+		out     string
+		started int // valkey-servers started
+		create  bool
+	}{
+		{name: "one server", env: []string{"FRAUDWATCH_TEST_REDIS_SERVER=" + server, "FRAUDWATCH_TEST_REDIS_CLI=" + cli},
+			out: "Valkey 8.1.8 on 127.0.0.1:", started: 1},
+		{name: "a cluster", env: []string{"FRAUDWATCH_TEST_REDIS_SERVER=" + server, "FRAUDWATCH_TEST_REDIS_CLI=" + cli,
+			"FRAUDWATCH_TEST_REDIS=cluster"}, out: "Valkey 8.1.8 cluster of 3 masters and 3 replicas on 127.0.0.1:", started: 7, create: true},
+		{name: "no such program", env: []string{"FRAUDWATCH_TEST_REDIS_SERVER=" + server + ".missing"}, code: 1,
+			out: server + ".missing is not a program"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, calls := stubTools(t)
+			stubApt(t, bin, t.TempDir(), nil) // nothing is to be installed
+			env := append([]string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_CALLS=" + calls,
+				"FRAUDWATCH_KAFKA_CACHE=" + t.TempDir(), "FRAUDWATCH_TEST_KAFKA=fake"}, tt.env...)
+			stdout, stderr, code := runScript(t, env, "test.sh", "./x")
+			out := stdout + stderr
+			if code != tt.code || !strings.Contains(out, tt.out) {
+				t.Errorf("exit %d, want %d, saying %q:\n%s", code, tt.code, tt.out, out)
+			}
+			log, _ := os.ReadFile(calls)
+			if n := strings.Count(string(log), "valkey-server pid="); n != tt.started || strings.Contains(string(log), "redis-server pid=") {
+				t.Errorf("%d valkey-servers started, want %d, and no redis-server:\n%s", n, tt.started, log)
+			}
+			if got := lastCall(calls, "valkey-cli --cluster create 127.0.0.1:") != ""; got != tt.create {
+				t.Errorf("valkey-cli created a cluster: %v, want %v:\n%s", got, tt.create, log)
+			}
+		})
+	}
 }

@@ -286,10 +286,12 @@ func TestDemoCommand(t *testing.T) {
 	if json.Unmarshal([]byte(lines[1]), &first) != nil || first.Type == "" || first.EventID == "" {
 		t.Errorf("the first event %.80q: want the traffic as events with their type", lines[1])
 	}
-	want := fmt.Sprintf("\nRecorded %d events to %s, and the rules they ran under: built-in demo rules, cmd/fraudwatch/demo/rules.yaml, "+
-		"reloaded at 0:02: amount-per-card-10m threshold 1000000 → 700000\n"+
-		"`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", len(events), record, record)
-	if !strings.Contains(out, want) {
+	// The reload comes halfway, or later on a busy machine: it is taken
+	// once everything sent before it is processed.
+	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("\nRecorded %d events to %s, and the rules they ran under: built-in demo rules, cmd/fraudwatch/demo/rules.yaml, "+
+		"reloaded at ", len(events), record)) + `(0:0[2-9])` + regexp.QuoteMeta(": amount-per-card-10m threshold 1000000 → 700000\n"+
+		fmt.Sprintf("`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", record)))
+	if !want.MatchString(out) {
 		t.Errorf("the summary does not say what was recorded, want %q:\n%s", want, out)
 	}
 	// Its help says the level it logs at.

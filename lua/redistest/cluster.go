@@ -44,8 +44,8 @@ func NewCluster(dir string, masters int) (*ClusterServers, error) {
 	if masters < 1 {
 		return nil, fmt.Errorf("redistest: a cluster needs a master, not %d", masters)
 	}
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		return nil, fmt.Errorf("redis-cli not found in PATH: %w", err)
+	if _, err := exec.LookPath(cliProgram()); err != nil {
+		return nil, fmt.Errorf("%s not found: %w", cliProgram(), err)
 	}
 	c := &ClusterServers{}
 	for i := range 2 * masters {
@@ -92,8 +92,8 @@ func NewCluster(dir string, masters int) (*ClusterServers, error) {
 // create makes the nodes a cluster as an operator would, with redis-cli.
 func (c *ClusterServers) create(int) error {
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	if out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
-		return fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	if out, err := exec.Command(cliProgram(), append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redistest: %s --cluster create: %w\n%s", cliProgram(), err, out)
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func (c *ClusterServers) Reshard(ctx context.Context, n int) error {
 		return fmt.Errorf("redistest: %d masters to reshard between", len(ms))
 	}
 	from, to := ms[0], ms[len(ms)-1]
-	cmd := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.addr,
+	cmd := exec.CommandContext(ctx, cliProgram(), "--cluster", "reshard", from.addr,
 		"--cluster-from", from.id, "--cluster-to", to.id, "--cluster-slots", strconv.Itoa(n), "--cluster-yes")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -204,8 +204,8 @@ func start(dir string) (*Server, error) { return startWith(dir, freePort, nil) }
 // trying another port should the first be taken before redis-server binds
 // it.
 func startWith(dir string, pick func() (int, error), args []string) (*Server, error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return nil, fmt.Errorf("redis-server not found in PATH and %s not set", EnvAddr)
+	if _, err := exec.LookPath(serverProgram()); err != nil {
+		return nil, fmt.Errorf("%s not found (%s) and %s not set", serverProgram(), err, EnvAddr)
 	}
 	var err error
 	for range 5 {
@@ -223,13 +223,13 @@ func startWith(dir string, pick func() (int, error), args []string) (*Server, er
 
 func (s *Server) launch() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command("redis-server", append([]string{
+	cmd := exec.Command(serverProgram(), append([]string{
 		"--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis-"+port+".log")}, s.args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
+		return fmt.Errorf("redistest: start %s: %w", serverProgram(), err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

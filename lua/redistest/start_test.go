@@ -11,7 +11,7 @@ import (
 // A port taken between its pick and redis-server's bind costs a try, not
 // the start: the next port is used.
 func TestStartTriesAnotherPort(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	if _, err := exec.LookPath(serverProgram()); err != nil {
 		unavailable(t, err)
 	}
 	taken := takenPort(t)
@@ -38,7 +38,7 @@ func TestStartTriesAnotherPort(t *testing.T) {
 
 // A server that cannot start says why, from its log.
 func TestStartSaysWhyItFailed(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	if _, err := exec.LookPath(serverProgram()); err != nil {
 		unavailable(t, err)
 	}
 	port := takenPort(t)
