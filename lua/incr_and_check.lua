@@ -4,8 +4,7 @@
 -- first.
 --
 -- KEYS[1]     the bucket's offsets: a hash with a field per source partition
---             and script, the last offset applied here from it and the ids
---             of the latest events applied
+--             and script, the last offset applied here from it
 -- KEYS[2i]    window i: its counter, a string; its TTL is its end
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
@@ -27,12 +26,10 @@
 -- disjoint runs of offsets, and Kafka redelivers a partition in order from
 -- its committed offset, so an offset at or below the last one applied here
 -- was applied, to every window of this bucket, in the call that applied it.
--- A second record of the same event at a later offset (a producer's retry)
--- is known by its id among the latest LATEST applied. An event applied
--- before changes nothing and is answered the counter as it is, and 1 if it
--- crossed, from its mark, so that its alert is handed off again should the
--- first hand-off have been lost. The offsets outlive the marks and windows:
--- a redelivery may come as late as a mark lives.
+-- An event applied before changes nothing and is answered the counter as it
+-- is, and 1 if it crossed, from its mark, so that its alert is handed off
+-- again should the first hand-off have been lost. The offsets outlive the
+-- marks and windows: a redelivery may come as late as a mark lives.
 --
 -- Numbers must be digit strings without leading zeros, passed to Redis as
 -- they arrived: a Lua number handed to redis.call is formatted by Redis, and
@@ -54,14 +51,15 @@ local changes = (#ARGV - first_change + 1) / 4
 if changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
   return {-1, -1}
 end
--- A window with an unusable length or threshold refuses its changes; the
--- other windows still count. The offsets live as long as the marks or the
--- longest window, whichever is longer.
-local usable, life = {}, ARGV[2]
+-- A window with an unusable length or threshold (thresholds[i] false)
+-- refuses its changes; the other windows still count. The offsets live as
+-- long as the marks or the longest window, whichever is longer.
+local thresholds, life, longest = {}, ARGV[2], tonumber(ARGV[2])
 for i = 1, n do
-  usable[i] = positive(ARGV[2 + 2 * i], 10) and positive(ARGV[3 + 2 * i], 18)
-  if usable[i] and tonumber(ARGV[2 + 2 * i]) > tonumber(life) then
-    life = ARGV[2 + 2 * i]
+  local length = number(ARGV[2 + 2 * i], 10)
+  thresholds[i] = length and number(ARGV[3 + 2 * i], 18)
+  if thresholds[i] and length > longest then
+    life, longest = ARGV[2 + 2 * i], length
   end
 end
 
@@ -87,35 +85,37 @@ local function below(v, inc, t)
   return vh < sh or (vh == sh and vl < sl)
 end
 
--- count adds inc to window i: its counter and whether this change crossed,
--- or nil when the window holds no integer or would overflow. refresh is
--- set when a window or a mark got a lifetime: the offsets must outlive it.
-local values, armed, refresh = {}, {}, false
-local function count(i, id, inc)
-  local key, threshold = KEYS[2 * i], ARGV[3 + 2 * i]
-  local v = pcall('INCRBY', key, inc)
-  if type(v) ~= 'number' then
-    return nil
+-- over is the rest of a change that INCRBY answered v, when v is the
+-- increment (a new window) or at the threshold: then the window may need
+-- its length, and the change may have crossed. It answers the counter and
+-- whether this change crossed. refresh is set when a window or a mark got
+-- a lifetime: the offsets must outlive it.
+local values, refresh = {}, false
+local function arm(key, length)
+  -- A window gets its length when it reads -1, which only a new window or
+  -- one something made persistent can: the latter is caught when it
+  -- reaches its threshold. A running TTL is never reset, so a steady
+  -- trickle cannot keep a window open for ever.
+  if call('TTL', key) == -1 then
+    call('EXPIRE', key, length)
+    refresh = true
   end
-  -- A new window starts now, as does one without a TTL (something removed
-  -- it): EXPIRE NX sets only a TTL that is missing. A running window keeps
-  -- its end: re-arming it on every event would let a steady trickle keep it
-  -- open for ever.
-  if not armed[i] then
-    armed[i] = true
-    if call('EXPIRE', key, ARGV[2 + 2 * i], 'NX') == 1 then
-      refresh = true
-    end
+end
+local function over(i, id, inc, v, by)
+  local key, t = KEYS[2 * i], thresholds[i]
+  if v == by or v >= t then
+    arm(key, ARGV[2 + 2 * i])
+  end
+  if v < t then
+    return v, 0
   end
   local first, exact = 0, nil
-  if v >= tonumber(threshold) then
-    -- Past 2^53 Lua's doubles round: the counter is read as digits.
-    if v < TWO53 then
-      first = (v - tonumber(inc) < tonumber(threshold)) and 1 or 0
-    else
-      exact = call('GET', key)
-      first = below(exact, inc, threshold) and 1 or 0
-    end
+  -- Past 2^53 Lua's doubles round: the counter is read as digits.
+  if v < TWO53 then
+    first = (v - by < t) and 1 or 0
+  else
+    exact = call('GET', key)
+    first = below(exact, inc, ARGV[3 + 2 * i]) and 1 or 0
   end
   if v >= TWO62 then
     -- Saturate at 2^62, far above any threshold (below 2^53), so that
@@ -128,7 +128,6 @@ local function count(i, id, inc)
     call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
     refresh = true
   end
-  values[i] = v
   return v, first
 end
 
@@ -149,14 +148,25 @@ local function again(i, id)
   return values[i], 0
 end
 
+-- The loop runs for every change: what most changes need is inline, and
+-- each costs as few Lua operations as it can (README, Performance).
 local reply, r = {}, 0
 for c = first_change, #ARGV, 4 do
-  local i, off, id, inc = tonumber(ARGV[c]), ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
+  local i, off, id, inc = number(ARGV[c], 2), ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
   local v, first = -1, -1
-  if i and i >= 1 and i <= n and i == math.floor(i) and usable[i] and offset(off)
-      and type(id) == 'string' and #id == 8 and (inc == '1' or positive(inc, 18)) then
-    if counts(a, tonumber(off), id) then
-      v, first = count(i, id, inc)
+  if i and thresholds[i] and offset(off) and #id == 8 and (inc == '1' or positive(inc, 18)) then
+    if counts(a, tonumber(off)) then
+      v = pcall('INCRBY', KEYS[2 * i], inc)
+      if type(v) == 'number' then
+        local by = inc == '1' and 1 or tonumber(inc)
+        first = 0
+        if v == by or v >= thresholds[i] then
+          v, first = over(i, id, inc, v, by)
+        end
+        values[i] = v
+      else
+        v = nil
+      end
     else
       v, first = again(i, id)
     end

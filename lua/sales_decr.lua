@@ -8,7 +8,8 @@
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     how long the bucket's offsets live, seconds
 -- ARGV[3..]   per refund and window: window index (1..#KEYS-1), offset,
---             event id (8 bytes), amount
+--             event id (8 bytes; checked, not used: incr_and_check's
+--             layout), amount
 --
 -- Reply: two integers per refund and window, in order:
 --   {remaining, 0}  the window lowered by the amount
@@ -21,8 +22,8 @@
 -- A single {-1, -1}: the call's own arguments are unusable.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
--- is known as incr_and_check knows an event, by its own field (refunds come
--- from another source). The second element exists so that the caller can
+-- is known as incr_and_check knows an event, by its offset, in its own
+-- field (refunds come from another source). The second element exists so that the caller can
 -- count clamps: a bare 0 cannot tell a full refund from an oversized one.
 --
 -- It runs after prelude.lua, which it shares with incr_and_check.
@@ -86,7 +87,7 @@ for c = 0, changes - 1 do
   local v, flag = -1, -1
   if i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
       and type(id) == 'string' and #id == 8 and positive(amount, 18) then
-    local fresh = counts(a, tonumber(off), id)
+    local fresh = counts(a, tonumber(off))
     local w = window(i)
     if w.unusable then
       v, flag = -1, -1

@@ -1,9 +1,7 @@
 package model
 
 import (
-	"math"
 	"strconv"
-	"strings"
 )
 
 // Lua's numbers are doubles: these are the scripts' bounds as Lua holds
@@ -12,10 +10,6 @@ const (
 	two53 = 9007199254740992.0    // 2^53
 	two62 = 4611686018427387904.0 // 2^62
 )
-
-// latestIDs is how many event ids incr_and_check and sales_decr remember
-// per source and bucket (their LATEST).
-const latestIDs = 16
 
 // marks is a window's crossing marks: a hash of event id -> counter.
 type marks struct {
@@ -50,13 +44,10 @@ func (m *marks) mark(s *Store, id, counter, lifetime string) error {
 // bucket: the field of the bucket's offsets, and which of a call's events
 // count.
 type applied struct {
-	key, field   string
-	last         float64
-	hasLast      bool
-	latest       string
-	cur          float64
-	hasCur       bool
-	fresh, dirty bool
+	key, field string
+	last       float64
+	hasLast    bool
+	dirty      bool
 }
 
 // readApplied is the scripts' HGET of the source's field, parsed; a field
@@ -67,29 +58,20 @@ func readApplied(s *Store, key, field string) (*applied, error) {
 	if err != nil || !ok {
 		return a, err
 	}
-	sp := strings.IndexByte(got, ' ')
-	if sp >= 0 && natural(got[:sp], true, 15) && (len(got)-sp-1)%8 == 0 && len(got)-sp-1 <= 8*latestIDs {
-		a.last, a.hasLast, _ = tonumber(got[:sp], true)
-		a.latest = got[sp+1:]
+	if natural(got, true, 15) {
+		a.last, a.hasLast, _ = tonumber(got, true)
 	}
 	return a, nil
 }
 
-// decide is the scripts' decision at a change of offset o: an event's
-// first change decides whether it counts, for all its windows.
-func (a *applied) decide(o float64, id string) bool {
-	if a.hasCur && o == a.cur {
-		return a.fresh
-	}
-	a.cur, a.hasCur = o, true
-	a.fresh = !((a.hasLast && o <= a.last) || seen(a.latest, id))
-	if a.fresh {
-		a.latest = rememberLast(a.latest, id, latestIDs)
-	}
+// decide is the scripts' counts(a, o): whether the change at offset o
+// counts; an event's changes share its offset.
+func (a *applied) decide(o float64) bool {
 	if !a.hasLast || o > a.last {
 		a.last, a.hasLast, a.dirty = o, true, true
+		return true
 	}
-	return a.fresh
+	return a.dirty && o == a.last
 }
 
 // write is the scripts' HSET of the field, when the call applied an
@@ -98,7 +80,7 @@ func (a *applied) write(s *Store, life string, refresh bool) error {
 	if !a.dirty {
 		return nil
 	}
-	added, err := s.hsetField(a.key, a.field, format(a.last)+" "+a.latest)
+	added, err := s.hsetField(a.key, a.field, format(a.last))
 	if err != nil {
 		return err
 	}
@@ -143,18 +125,19 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fixedCall{s: s, keys: keys, args: args, life: life, values: map[int]float64{}, armed: map[int]bool{}}
+	f := &fixedCall{s: s, keys: keys, args: args, life: life, values: map[int]float64{}}
 
 	reply := make([]int64, 0, 2*(rest/4))
 	for at := first; at <= len(args); at += 4 {
-		iv, iok, err := tonumber(args.at(at))
-		if err != nil {
-			return nil, err
-		}
+		idx, idxOK := args.at(at)
 		off, offOK := args.at(at + 1)
 		id, idOK := args.at(at + 2)
 		inc, incOK := args.at(at + 3)
-		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && usable[int(iv)] && natural(off, offOK, 15) &&
+		i := 0
+		if positive(idx, idxOK, 2) {
+			i = smallInt(idx)
+		}
+		if !(i >= 1 && i <= n && usable[i] && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && incOK && (inc == "1" || positive(inc, true, 18))) {
 			reply = append(reply, -1, -1)
 			continue
@@ -162,10 +145,10 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		o, _, _ := tonumber(off, true)
 		var v float64
 		var crossed int64
-		if a.decide(o, id) {
-			v, crossed, err = f.count(int(iv), id, inc)
+		if a.decide(o) {
+			v, crossed, err = f.count(i, id, inc)
 		} else {
-			v, crossed, err = f.again(int(iv), id)
+			v, crossed, err = f.again(i, id)
 		}
 		if err != nil {
 			return nil, err
@@ -185,7 +168,6 @@ type fixedCall struct {
 	args    argv
 	life    string
 	values  map[int]float64
-	armed   map[int]bool
 	refresh bool
 }
 
@@ -199,19 +181,19 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 		return -1, -1, nil // redis.pcall: the window holds no integer, or would overflow
 	}
 	v := float64(n)
-	if !f.armed[i] {
-		f.armed[i] = true
-		length, _ := f.args.at(2 + 2*i)
-		if f.s.expireNX(key, duration(length)) {
-			f.refresh = true
-		}
+	length, _ := f.args.at(2 + 2*i)
+	byF, _, _ := tonumber(inc, true)
+	if v == byF {
+		f.arm(key, length)
 	}
 	t, _, _ := tonumber(threshold, true)
 	first, exact := int64(0), ""
 	if v >= t {
+		if v != byF {
+			f.arm(key, length)
+		}
 		if v < two53 {
-			by, _, _ := tonumber(inc, true)
-			if v-by < t {
+			if v-byF < t {
 				first = 1
 			}
 		} else {
@@ -239,6 +221,13 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 	}
 	f.values[i] = v
 	return v, first, nil
+}
+
+// arm is the script's arm(key, length): EXPIRE when TTL reads -1.
+func (f *fixedCall) arm(key, length string) {
+	if f.s.expireNX(key, duration(length)) {
+		f.refresh = true
+	}
 }
 
 // again is the script's again(i, id): -1, -1 where it is nil.

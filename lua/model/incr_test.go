@@ -43,7 +43,7 @@ func TestIncrAndCheckAsTheScript(t *testing.T) {
 		{"counts and crosses once", [][]string{
 			{"p:0", "600", "1", "600", "3", "1", "1", ids[0], "1", "1", "2", ids[1], "1", "1", "3", ids[2], "1", "1", "4", ids[3], "1"},
 		}},
-		{"a redelivery by offset, and by id at another offset", [][]string{
+		{"a redelivery by offset; the same id at a later offset counts", [][]string{
 			{"p:0", "600", "1", "600", "2", "1", "5", ids[0], "1", "1", "6", ids[1], "1"},
 			{"p:0", "600", "1", "600", "2", "1", "6", ids[1], "1", "1", "9", ids[0], "1", "1", "10", ids[2], "1"},
 		}},
@@ -97,8 +97,8 @@ func TestIncrAndCheckAsTheScript(t *testing.T) {
 	}
 }
 
-// A window that lost its TTL gets its length again; one that has a TTL
-// keeps it.
+// A window that lost its TTL gets its length again when it reaches its
+// threshold, not before; one that has a TTL keeps it.
 func TestIncrAndCheckRearmsAWindowWithoutTTL(t *testing.T) {
 	p := newPair(t)
 	keys := []string{p.key("o"), p.key("w"), p.key("w:crossed")}
@@ -109,6 +109,7 @@ func TestIncrAndCheckRearmsAWindowWithoutTTL(t *testing.T) {
 	p.st.keys[keys[1]].ttl = false
 	p.st.mu.Unlock()
 	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "9", "1", "3", ids[2], "1")
+	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "4", "1", "4", ids[3], "1")
 }
 
 // TestIncrAndCheckRandomly runs random calls, mostly usable, over windows

@@ -60,7 +60,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 			continue
 		}
 		o, _, _ := tonumber(off, true)
-		fresh := a.decide(o, id)
+		fresh := a.decide(o)
 		w, err := window(int(iv))
 		if err != nil {
 			return nil, err
