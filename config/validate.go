@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -58,6 +59,9 @@ func (k *checker) kafka(kc *Kafka) {
 	if kc.MaxEventBytes < MinEventBytes || kc.MaxEventBytes > MaxEventBytes {
 		k.bad("kafka.max_event_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d",
 			MinEventBytes, MaxEventBytes, kc.MaxEventBytes)
+	}
+	if kc.RetryWindow < 0 || kc.RetryWindow > consumer.MaxRetryWindow {
+		k.bad("kafka.retry_window", "must be between 0 (off) and %d records, got %d", consumer.MaxRetryWindow, kc.RetryWindow)
 	}
 	k.positive("kafka.commit_interval", kc.CommitInterval)
 	k.positive("kafka.session_timeout", kc.SessionTimeout)
