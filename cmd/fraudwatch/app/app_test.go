@@ -300,6 +300,29 @@ func (p *pipeline) committed(t *testing.T) int64 {
 	return sum
 }
 
+// rewind commits offset 0 for the events group on every orders partition,
+// as if it had never committed: the group must have no member.
+func (p *pipeline) rewind(t *testing.T) {
+	t.Helper()
+	offsets := make([]kafka.OffsetCommit, p.partitions)
+	for i := range offsets {
+		offsets[i] = kafka.OffsetCommit{Partition: i, Offset: 0}
+	}
+	client := &kafka.Client{Addr: kafka.TCP(p.kafka.Brokers...), Timeout: 5 * time.Second}
+	resp, err := client.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{
+		GroupID: p.cfg.Kafka.GroupID, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{p.cfg.Kafka.OrdersTopic: offsets},
+	})
+	if err != nil {
+		t.Fatalf("offset commit: %v", err)
+	}
+	for _, po := range resp.Topics[p.cfg.Kafka.OrdersTopic] {
+		if po.Error != nil {
+			t.Fatalf("offset commit, partition %d: %v", po.Partition, po.Error)
+		}
+	}
+}
+
 const countRule = `
 rules:
   - name: orders-per-customer
