@@ -56,7 +56,7 @@ type Config struct {
 	MaxEventBytes int
 	// RetryWindow is how many records back, in its partition, a second
 	// record of an event is caught as a producer's retry (0: not at all);
-	// at most MaxRetryWindow.
+	// bounded by package config.
 	RetryWindow int
 }
 
@@ -84,8 +84,8 @@ func (c *Config) Validate() error {
 	if c.MaxEventBytes < 1 {
 		errs = append(errs, errors.New("max event bytes must be positive"))
 	}
-	if c.RetryWindow < 0 || c.RetryWindow > MaxRetryWindow {
-		errs = append(errs, fmt.Errorf("retry window must be between 0 and %d, got %d", MaxRetryWindow, c.RetryWindow))
+	if c.RetryWindow < 0 {
+		errs = append(errs, fmt.Errorf("retry window must be 0 or more, got %d", c.RetryWindow))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumer: %w", err)

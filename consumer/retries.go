@@ -2,10 +2,6 @@ package consumer
 
 import "hash/maphash"
 
-// MaxRetryWindow bounds Retries' window: about 50 bytes a record, so 50 MB
-// for each partition held at the bound.
-const MaxRetryWindow = 1_000_000
-
 // Retries catches a producer's retries in one partition: a second record of
 // an event (same event_id) at a later offset, written by a producer that
 // retried without idempotence. It remembers the event ids, as 64-bit
@@ -42,10 +38,10 @@ type slot struct {
 }
 
 // NewRetries returns an empty memory of the last window offsets of a
-// partition; 0 turns the check off. window is checked by package config:
-// one outside 0 to MaxRetryWindow is taken as the nearest bound.
+// partition; 0 turns the check off. window is bounded by package config
+// (about 50 bytes a record); a negative one is taken as 0.
 func NewRetries(window int) *Retries {
-	window = min(max(window, 0), MaxRetryWindow)
+	window = max(window, 0)
 	return &Retries{
 		window:     int64(window),
 		seed:       maphash.MakeSeed(), // the hashes never leave the process
