@@ -26,7 +26,7 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 
 // countersOnly is what the same counts take as the simplest store would
 // keep them: one plain counter with the window's TTL for each of
-// fraudwatch's windows (keys of kind w under prefix in rdb's database), no
+// fraudwatch's windows (keys of kind f and w under prefix in rdb's database), no
 // records. It writes them into plain, a client of another database of the
 // same Redis, measures, and removes them at once: deleting them from
 // fraudwatch's own database would leave Redis resizing its key table, and
@@ -38,7 +38,6 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 		return 0, 0, err
 	}
 	n := 0
-	iter := rdb.Scan(ctx, 0, prefix+":{*}:w:*", 1000).Iterator()
 	read, write := rdb.Pipeline(), plain.Pipeline()
 	var keys []string
 	flush := func() error {
@@ -48,7 +47,13 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 		vals := make([]*redis.StringCmd, len(keys))
 		ttls := make([]*redis.DurationCmd, len(keys))
 		for i, k := range keys {
-			vals[i] = read.HGet(ctx, k, "v")
+			// A fixed window is a counter (kind f), a sliding one a hash
+			// (kind w) that holds its count in v.
+			if strings.Contains(k, "}:f:") {
+				vals[i] = read.Get(ctx, k)
+			} else {
+				vals[i] = read.HGet(ctx, k, "v")
+			}
 			ttls[i] = read.PTTL(ctx, k)
 		}
 		if _, err := read.Exec(ctx); err != nil && err != redis.Nil {
@@ -68,16 +73,19 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 		keys = keys[:0]
 		return err
 	}
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			if err := flush(); err != nil {
-				return 0, 0, err
+	for _, kind := range []string{"f", "w"} {
+		iter := rdb.Scan(ctx, 0, prefix+":{*}:"+kind+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+			if len(keys) == 1000 {
+				if err := flush(); err != nil {
+					return 0, 0, err
+				}
 			}
 		}
-	}
-	if err := iter.Err(); err != nil {
-		return 0, 0, err
+		if err := iter.Err(); err != nil {
+			return 0, 0, err
+		}
 	}
 	if err := flush(); err != nil {
 		return 0, 0, err

@@ -66,8 +66,8 @@ func ownCeiling(ctx context.Context, s *lua.Scripts, rules int, d time.Duration)
 				b := s.Batch()
 				for range depth {
 					i := next.Add(1)
-					call := &lua.Count{Source: src}
 					tag := "a:own:{" + strconv.FormatInt(i%100_000, 10) + "}:"
+					call := &lua.Count{Source: src, Offsets: tag + "o"}
 					for r := range rules {
 						name := tag + strconv.Itoa(r)
 						call.Windows = append(call.Windows, lua.Window{Key: name, Marks: name + ":crossed", Length: 600 * time.Second, Threshold: 1_000_000})

@@ -127,8 +127,12 @@ func (b *bench) memoryPerGroup(ctx context.Context, rule, orders, refunds string
 		if err != nil {
 			return err
 		}
-		if groups, err = countKeys(ctx, b.rdb, "fw:{*}:w:*"); err == nil && groups == 0 {
-			groups, err = countKeys(ctx, b.rdb, "fw:{*}:d:*") // a distinct rule's windows
+		// A fixed rule's windows, else a sliding one's, else a distinct
+		// rule's values.
+		for _, kind := range []string{"f", "w", "d"} {
+			if groups, err = countKeys(ctx, b.rdb, "fw:{*}:"+kind+":*"); err != nil || groups > 0 {
+				break
+			}
 		}
 		if err != nil {
 			return err

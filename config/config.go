@@ -73,7 +73,10 @@ type Kafka struct {
 	StartOffset string `mapstructure:"start_offset"`
 	ClientID    string `mapstructure:"client_id"`
 	// MaxEventBytes bounds a message; larger ones are invalid ("oversized").
-	MaxEventBytes     int           `mapstructure:"max_event_bytes"`
+	MaxEventBytes int `mapstructure:"max_event_bytes"`
+	// RetryWindow is how many records back in its partition a second
+	// record of an event (a producer's retry) is caught; 0: not at all.
+	RetryWindow       int           `mapstructure:"retry_window"`
 	CommitInterval    time.Duration `mapstructure:"commit_interval"`
 	SessionTimeout    time.Duration `mapstructure:"session_timeout"`
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
@@ -196,6 +199,7 @@ func Default() Config {
 			StartOffset:       StartLatest,
 			ClientID:          "fraudwatch",
 			MaxEventBytes:     64 << 10,
+			RetryWindow:       4096,
 			CommitInterval:    time.Second,
 			SessionTimeout:    30 * time.Second,
 			HeartbeatInterval: 3 * time.Second,

@@ -115,6 +115,7 @@ func TestLoadFullFile(t *testing.T) {
 			StartOffset:       "earliest",
 			ClientID:          "fraudwatch-eu",
 			MaxEventBytes:     131072,
+			RetryWindow:       100000,
 			CommitInterval:    2 * time.Second,
 			SessionTimeout:    45 * time.Second,
 			HeartbeatInterval: 5 * time.Second,

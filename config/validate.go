@@ -13,10 +13,14 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// Kafka limits on a message size fraudwatch accepts.
+// Kafka limits: on a message size fraudwatch accepts, and on the records
+// a partition remembers for its retries.
 const (
 	MinEventBytes = 1 << 10
 	MaxEventBytes = 16 << 20
+	// MaxRetryWindow bounds kafka.retry_window: the consumer keeps about
+	// 50 bytes a record, so 50 MB for each partition held at the bound.
+	MaxRetryWindow = 1_000_000
 )
 
 // Validate reports every problem of the configuration at once, each naming
@@ -58,6 +62,9 @@ func (k *checker) kafka(kc *Kafka) {
 	if kc.MaxEventBytes < MinEventBytes || kc.MaxEventBytes > MaxEventBytes {
 		k.bad("kafka.max_event_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d",
 			MinEventBytes, MaxEventBytes, kc.MaxEventBytes)
+	}
+	if kc.RetryWindow < 0 || kc.RetryWindow > MaxRetryWindow {
+		k.bad("kafka.retry_window", "must be between 0 (off) and %d records, got %d", MaxRetryWindow, kc.RetryWindow)
 	}
 	k.positive("kafka.commit_interval", kc.CommitInterval)
 	k.positive("kafka.session_timeout", kc.SessionTimeout)

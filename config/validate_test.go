@@ -70,6 +70,12 @@ func TestValidate(t *testing.T) {
 			[]string{"kafka.max_event_bytes: must be between 1024 (1 KiB) and 16777216 (16 MiB), got 16777217"}},
 		{"event size bounds", func(c *Config) { c.Kafka.MaxEventBytes = 1024 }, nil},
 		{"event size upper bound", func(c *Config) { c.Kafka.MaxEventBytes = 16 << 20 }, nil},
+		{"retry window negative", func(c *Config) { c.Kafka.RetryWindow = -1 },
+			[]string{"kafka.retry_window: must be between 0 (off) and 1000000 records, got -1"}},
+		{"retry window too large", func(c *Config) { c.Kafka.RetryWindow = 1_000_001 },
+			[]string{"kafka.retry_window: must be between 0 (off) and 1000000 records, got 1000001"}},
+		{"retry window off", func(c *Config) { c.Kafka.RetryWindow = 0 }, nil},
+		{"retry window upper bound", func(c *Config) { c.Kafka.RetryWindow = 1_000_000 }, nil},
 		{"durations", func(c *Config) {
 			c.Kafka.CommitInterval = 0
 			c.Kafka.SessionTimeout = -time.Second

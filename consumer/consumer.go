@@ -54,6 +54,10 @@ type Config struct {
 	DeadLetterTopic string
 	// MaxEventBytes: larger message values are invalid ("oversized").
 	MaxEventBytes int
+	// RetryWindow is how many records back, in its partition, a second
+	// record of an event is caught as a producer's retry (0: not at all);
+	// bounded by package config.
+	RetryWindow int
 }
 
 // group returns the settings of the underlying Group.
@@ -80,6 +84,9 @@ func (c *Config) Validate() error {
 	if c.MaxEventBytes < 1 {
 		errs = append(errs, errors.New("max event bytes must be positive"))
 	}
+	if c.RetryWindow < 0 {
+		errs = append(errs, fmt.Errorf("retry window must be 0 or more, got %d", c.RetryWindow))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
@@ -96,6 +103,8 @@ type Consumer struct {
 	log     *slog.Logger
 	m       metrics
 	dlq     *kafka.Writer
+	// retries holds each held partition's memory of its event ids.
+	retries *memories
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,7 +121,7 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg)
+	m, err := newMetrics(reg, cfg.group().Topics)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +131,7 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 		handler: h,
 		log:     log,
 		m:       m,
+		retries: newMemories(cfg.RetryWindow),
 		dlq: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Brokers...),
 			Topic:        cfg.DeadLetterTopic,
@@ -140,7 +150,7 @@ func New(cfg Config, h Handler, log *slog.Logger, reg prometheus.Registerer) (*C
 			}),
 		},
 	}
-	if c.Group, err = NewGroup(group, MessageHandlerFunc(c.handleMessages), log, reg); err != nil {
+	if c.Group, err = NewGroup(group, eventsHandler{c}, log, reg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -171,34 +181,18 @@ func (c *Consumer) topicType(topic string) event.Type {
 
 // handleMessages is one attempt at a batch of one partition's messages:
 // valid events go to the Handler, invalid and unprocessable ones to the
-// dead-letter topic. It is all or nothing: on error the whole batch is
-// tried again, which the scripts make harmless for the events counted
-// already.
+// dead-letter topic, a producer's retries of events nowhere. It is all or
+// nothing: on error the whole batch is tried again, which the scripts make
+// harmless for the events counted already.
 func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
 	start := time.Now()
 	defer func() { c.m.processing.Observe(time.Since(start).Seconds()) }()
-	evs := make([]*event.Event, 0, len(msgs))
-	from := make([]int, 0, len(msgs)) // the message of each event
-	var rejects []reject
-	// The batch's events share their allocations (event.Batch); an
-	// oversized message is not decoded, nor copied.
-	values := make([][]byte, len(msgs))
-	for i := range msgs {
-		if len(msgs[i].Value) <= c.cfg.MaxEventBytes {
-			values[i] = msgs[i].Value
-		}
-	}
-	batch := event.NewBatch(values)
-	for i, msg := range msgs {
-		ev, why := c.decode(batch, i, msg)
-		if why != nil {
-			rejects = append(rejects, reject{i, why, "invalid event sent to the dead-letter topic"})
-			continue
-		}
-		evs = append(evs, ev)
-		from = append(from, i)
-	}
-	unprocessable, err := c.handler.Handle(ctx, evs)
+	mem := c.retries.of(msgs)
+	// What a failed attempt saw is forgotten: the next one sees the same
+	// records again, and must find the same retries.
+	defer mem.Discard()
+	s := c.sortOut(msgs, mem)
+	unprocessable, err := c.handler.Handle(ctx, s.evs)
 	if err != nil {
 		return 0, err
 	}
@@ -208,27 +202,76 @@ func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (in
 		// engine's error text names rules and scripts, never payload
 		// values, so it may travel in the header and the log.
 		why := &event.InvalidError{Reason: event.ReasonUnprocessable, Detail: err.Error()}
-		rejects = append(rejects, reject{from[j], why, "unprocessable event sent to the dead-letter topic"})
+		s.rejects = append(s.rejects, reject{s.from[j], why, "unprocessable event sent to the dead-letter topic"})
 	}
-	for _, r := range rejects {
+	for _, r := range s.rejects {
 		if err := c.deadLetter(ctx, msgs[r.msg], r.why); err != nil {
 			return 0, err
 		}
 	}
+	mem.Commit()
 	done := time.Now()
-	for j, ev := range evs {
+	for j, ev := range s.evs {
 		if unprocessable[j] == nil {
 			c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
-			c.m.latency.Observe(done.Sub(msgs[from[j]].Time).Seconds())
+			c.m.latency.Observe(done.Sub(msgs[s.from[j]].Time).Seconds())
 		}
 	}
-	for _, r := range rejects {
+	for _, r := range s.rejects {
 		msg := msgs[r.msg]
 		c.m.invalid.WithLabelValues(string(r.why.Reason)).Inc()
 		c.log.Warn(r.log, "topic", msg.Topic, "partition", msg.Partition,
 			"offset", msg.Offset, "reason", r.why.Reason, "err", r.why.Error())
 	}
+	for _, i := range s.retried {
+		msg := msgs[i]
+		c.m.retried.WithLabelValues(msg.Topic).Inc()
+		c.log.Debug("producer retry of an event not handled again", "topic", msg.Topic,
+			"partition", msg.Partition, "offset", msg.Offset)
+	}
 	return len(msgs), nil
+}
+
+// sorted is a batch's messages sorted out.
+type sorted struct {
+	evs     []*event.Event // for the Handler
+	from    []int          // the message of each event
+	rejects []reject       // for the dead-letter topic
+	retried []int          // the messages that are a producer's retries
+}
+
+// sortOut decodes a batch and sorts its messages out; mem, when set, takes
+// their event ids and tells retries.
+func (c *Consumer) sortOut(msgs []kafka.Message, mem *Retries) sorted {
+	s := sorted{evs: make([]*event.Event, 0, len(msgs)), from: make([]int, 0, len(msgs))}
+	// The batch's events share their allocations (event.Batch); an
+	// oversized message is not decoded, nor copied.
+	batch := c.batch(msgs)
+	for i, msg := range msgs {
+		ev, why := c.decode(batch, i, msg)
+		switch {
+		case why != nil:
+			s.rejects = append(s.rejects, reject{i, why, "invalid event sent to the dead-letter topic"})
+		case mem.Seen(ev.EventID, msg.Offset):
+			s.retried = append(s.retried, i)
+		default:
+			s.evs = append(s.evs, ev)
+			s.from = append(s.from, i)
+		}
+	}
+	return s
+}
+
+// batch prepares msgs for decoding: values larger than MaxEventBytes are
+// left out.
+func (c *Consumer) batch(msgs []kafka.Message) *event.Batch {
+	values := make([][]byte, len(msgs))
+	for i := range msgs {
+		if len(msgs[i].Value) <= c.cfg.MaxEventBytes {
+			values[i] = msgs[i].Value
+		}
+	}
+	return event.NewBatch(values)
 }
 
 // reject is a message of a batch that goes to the dead-letter topic.

@@ -146,6 +146,7 @@ func (e *env) config() Config {
 		RefundsTopic:    e.refunds,
 		DeadLetterTopic: e.dlq,
 		MaxEventBytes:   64 << 10,
+		RetryWindow:     4096,
 	}
 }
 
@@ -719,6 +720,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no commit interval", func(c *Config) { c.CommitInterval = 0 }},
 		{"no event size", func(c *Config) { c.MaxEventBytes = 0 }},
 		{"backoff upside down", func(c *Config) { c.RetryMin, c.RetryMax = time.Second, time.Millisecond }},
+		{"negative retry window", func(c *Config) { c.RetryWindow = -1 }},
+		{"retry window negative", func(c *Config) { c.RetryWindow = -1 }},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)

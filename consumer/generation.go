@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -111,10 +112,55 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 		log.Warn("resolving start offset failed; rejoining", "err", err)
 		return
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{
+	mem, _ := g.handler.(partitionMemory)
+	from := start
+	if mem != nil {
+		mem.assigned(topic, p.ID)
+		defer mem.released(topic, p.ID)
+		from = g.readBackFrom(ctx, log, topic, p.ID, start, mem.readBack())
+	}
+	r := g.reader(topic, p.ID, log)
+	defer r.Close()
+	if err := r.SetOffset(from); err != nil {
+		log.Error("setting the reader offset failed", "offset", from, "err", err)
+		return
+	}
+	g.held.assign(topic, p.ID, start)
+	log.Debug("consuming partition", "offset", start, "read_back_from", from)
+	batch := make([]kafka.Message, 0, g.cfg.BatchSize)
+	for {
+		var err error
+		if batch, err = g.fetch(ctx, r, batch[:0]); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("fetch failed; rejoining", "err", err)
+			}
+			return
+		}
+		// Records before the start offset are read back to be remembered,
+		// never handled: they were handled before.
+		if batch = recall(mem, batch, start); len(batch) == 0 {
+			continue
+		}
+		switch out, left := g.process(ctx, batch); out {
+		case aborted:
+			// A rebalance cutting work short while running is routine (the
+			// next owner redelivers); during shutdown it makes Run fail.
+			if g.rs.stopping.Err() != nil {
+				g.rs.aborted.Add(int64(left))
+			}
+			return // not committed, redelivered later
+		case givenUp:
+			return // not committed, redelivered later
+		}
+	}
+}
+
+// reader reads one partition of topic.
+func (g *generation) reader(topic string, partition int, log *slog.Logger) *kafka.Reader {
+	return kafka.NewReader(kafka.ReaderConfig{
 		Brokers:   g.cfg.Brokers,
 		Topic:     topic,
-		Partition: p.ID,
+		Partition: partition,
 		Dialer:    g.dialer,
 		MinBytes:  1,
 		MaxBytes:  g.cfg.MaxMessageBytes,
@@ -130,34 +176,6 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 			log.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),
 	})
-	defer r.Close()
-	if err := r.SetOffset(start); err != nil {
-		log.Error("setting the reader offset failed", "offset", start, "err", err)
-		return
-	}
-	g.held.assign(topic, p.ID, start)
-	log.Debug("consuming partition", "offset", start)
-	batch := make([]kafka.Message, 0, g.cfg.BatchSize)
-	for {
-		var err error
-		if batch, err = g.fetch(ctx, r, batch[:0]); err != nil {
-			if ctx.Err() == nil {
-				log.Warn("fetch failed; rejoining", "err", err)
-			}
-			return
-		}
-		switch out, left := g.process(ctx, batch); out {
-		case aborted:
-			// A rebalance cutting work short while running is routine (the
-			// next owner redelivers); during shutdown it makes Run fail.
-			if g.rs.stopping.Err() != nil {
-				g.rs.aborted.Add(int64(left))
-			}
-			return // not committed, redelivered later
-		case givenUp:
-			return // not committed, redelivered later
-		}
-	}
 }
 
 // fetch waits for a message, then takes those that follow it as long as

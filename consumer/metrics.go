@@ -12,11 +12,14 @@ import (
 type metrics struct {
 	consumed   *prometheus.CounterVec
 	invalid    *prometheus.CounterVec
+	retried    *prometheus.CounterVec
 	processing prometheus.Histogram
 	latency    prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (metrics, error) {
+// newMetrics registers the metrics; topics are the events' (the retried
+// counter's label values).
+func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 	m := metrics{
 		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_events_consumed_total",
@@ -26,6 +29,10 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Name: "fraudwatch_events_invalid_total",
 			Help: "Invalid events sent to the dead-letter topic, by reason.",
 		}, []string{"reason"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_events_retried_total",
+			Help: "Second records of an event (a producer's retry) within kafka.retry_window records of its partition, not handled again, by topic.",
+		}, []string{"topic"}),
 		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fraudwatch_event_processing_seconds",
 			Help:    "Time one attempt at a batch of a partition's events takes: rules, scripts, alert hand-off and dead letters.",
@@ -40,11 +47,14 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 	for _, t := range []event.Type{event.Order, event.Refund} {
 		m.consumed.WithLabelValues(string(t))
 	}
+	for _, t := range topics {
+		m.retried.WithLabelValues(t)
+	}
 	for _, r := range event.Reasons {
 		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.processing, m.latency} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}

@@ -14,8 +14,9 @@ import (
 // Window is one (rule, group) window of a counting call. Its keys share the
 // hash tag of the call's other keys.
 type Window struct {
-	// Key is the window: its counter (or buckets), the last offset counted
-	// from each partition, its latest event ids (Keys.Window).
+	// Key is the window: a fixed window's counter (Keys.Counter); a sliding
+	// or distinct window's buckets or time, the last offset counted from
+	// each partition, its latest event ids (Keys.Window).
 	Key string
 	// Marks keeps the events that crossed its threshold (Keys.Marks); all
 	// but Refund use it.
@@ -85,11 +86,16 @@ type Refunded struct {
 }
 
 // Count is one incr_and_check call: a run of events from one partition, in
-// its order, counted into the windows of one group.
+// its order, counted into the fixed windows of one bucket of groups. The
+// calls of one bucket and Source must cover disjoint runs of offsets, in
+// the order they are added to batches: the bucket remembers the last offset
+// applied from the Source, and skips what is at or below it.
 type Count struct {
-	// Source names the partition (Source): the window remembers the last
-	// offset counted from it.
-	Source  string
+	// Source names the partition (Source).
+	Source string
+	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
+	// tag.
+	Offsets string
 	Windows []Window
 	Changes []Change
 	// Results answers Changes, one for one, once the batch ran.
@@ -97,9 +103,11 @@ type Count struct {
 }
 
 // Refund is one sales_decr call: a run of refunds from one partition, in
-// its order, subtracted from the amount windows of one group.
+// its order, subtracted from the amount windows of one bucket of groups.
+// Its runs of offsets are bound as Count's are.
 type Refund struct {
 	Source  string
+	Offsets string
 	Windows []Window
 	Changes []Change
 	Results []Refunded
@@ -141,11 +149,12 @@ const (
 )
 
 // Batch sends counting calls to Redis pipelined: a round trip for many
-// calls. Calls that touch the same window go in later pipelines, in the
-// order they were added, so that a window's changes always arrive in their
-// partition's order: a window skips an offset at or below the last one it
-// counted, and a later call counted before an earlier one that failed would
-// make the earlier one look counted.
+// calls. Calls of the same bucket go in later pipelines, in the order they
+// were added, so that a bucket's changes always arrive in their
+// partition's order: a fixed window's bucket (a sliding or distinct
+// window) skips an offset at or below the last one it applied, and a later
+// call applied before an earlier one that failed would make the earlier
+// one look applied.
 type Batch struct {
 	s     *Scripts
 	calls []batchCall
@@ -206,7 +215,11 @@ func (b *Batch) Count(c *Count) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&incrAndCheckSHA, 2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
+	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+		return err
+	}
+	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
+	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
@@ -229,11 +242,20 @@ func (b *Batch) Refund(r *Refund) error {
 	if err := checkCall(r.Source, r.Windows, len(r.Changes), false); err != nil {
 		return err
 	}
-	a := b.command(&salesDecrSHA, len(r.Windows), 1+4*len(r.Changes), 0)
+	if err := checkOffsets(r.Offsets, r.Windows); err != nil {
+		return err
+	}
+	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2+4*len(r.Changes), 1)
+	a.keys(&r.Offsets)
+	// The offsets live as long as a redelivery can come: as long as the
+	// crossing marks, or the longest window if it is longer.
+	life := b.s.cfg.Retention
 	for i := range r.Windows {
 		a.keys(&r.Windows[i].Key)
+		life = max(life, r.Windows[i].Length)
 	}
 	a.source(&r.Source)
+	a.int(seconds(life))
 	a.changes(r.Changes)
 	r.Results = b.refundedResults(len(r.Changes))
 	b.calls = append(b.calls, batchCall{name: SalesDecrName, args: a.args, changes: len(r.Changes), refunded: r.Results})
@@ -341,6 +363,15 @@ func checkCall(source string, windows []Window, changes int, marks bool) error {
 		if hashTag(w.Key) != tag || (marks && hashTag(w.Marks) != tag) {
 			return fmt.Errorf("lua: the keys of a call must share one hash tag")
 		}
+	}
+	return nil
+}
+
+// checkOffsets refuses a bucket's offsets key outside its windows' hash
+// tag.
+func checkOffsets(offsets string, windows []Window) error {
+	if offsets == "" || hashTag(offsets) != hashTag(windows[0].Key) {
+		return errors.New("lua: a call's offsets key must share its windows' hash tag")
 	}
 	return nil
 }

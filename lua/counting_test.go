@@ -34,6 +34,10 @@ func testWindow(prefix, name string, length time.Duration, threshold int64) Wind
 	return Window{Key: prefix + ":" + name, Marks: prefix + ":" + name + ":crossed", Length: length, Threshold: threshold}
 }
 
+// offsetsOf is the bucket's offsets key of a test's window: beside it, in
+// its hash tag.
+func offsetsOf(w Window) string { return w.Key[:strings.LastIndexByte(w.Key, ':')] + ":o" }
+
 // ev is one event of a test: its partition's source, offset and id.
 type ev struct {
 	src    string
@@ -54,7 +58,7 @@ func count(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
 }
 
 func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]Counted, error) {
-	c := &Count{Source: evs[0].src, Windows: windows}
+	c := &Count{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
@@ -70,7 +74,7 @@ func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]C
 // refund runs one sales_decr call of the refunds against the windows.
 func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Refunded {
 	t.Helper()
-	r := &Refund{Source: evs[0].src, Windows: windows}
+	r := &Refund{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			r.Changes = append(r.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
@@ -88,7 +92,7 @@ func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Refunded {
 
 func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 	t.Helper()
-	n, err := rdb.HGet(t.Context(), w.Key, "v").Int64()
+	n, err := rdb.Get(t.Context(), w.Key).Int64()
 	if err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
@@ -116,11 +120,12 @@ func TestCountFirstCross(t *testing.T) {
 			s, rdb, prefix := newScripts(t)
 			w := testWindow(prefix, "w", time.Minute, tt.threshold)
 			// One event a call, and then all of them in one call into a
-			// second window: the answers must agree.
+			// second window, from another partition: the answers must
+			// agree.
 			var all []ev
 			for i, st := range tt.steps {
 				e := ev{"0:t", int64(i), fmt.Sprint("e", i), st.inc}
-				all = append(all, e)
+				all = append(all, ev{"1:t", e.offset, e.id, e.amount})
 				got := count(t, s, []Window{w}, e)[0]
 				if got.Err != nil || got.Current != st.current || got.First != st.first {
 					t.Fatalf("step %d: %+v, want current %d first %v", i, got, st.current, st.first)
@@ -144,7 +149,7 @@ func TestCountFirstCross(t *testing.T) {
 func TestCountIntoSeveralWindows(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	ws := []Window{testWindow(prefix, "count", time.Minute, 2), testWindow(prefix, "amount", time.Minute, 1000)}
-	c := &Count{Source: "0:t", Windows: ws, Changes: []Change{
+	c := &Count{Source: "0:t", Offsets: offsetsOf(ws[0]), Windows: ws, Changes: []Change{
 		{Window: 0, Offset: 1, ID: IDOf("a"), Amount: 1}, {Window: 1, Offset: 1, ID: IDOf("a"), Amount: 600},
 		{Window: 0, Offset: 2, ID: IDOf("b"), Amount: 1}, {Window: 1, Offset: 2, ID: IDOf("b"), Amount: 600},
 	}}
@@ -224,15 +229,21 @@ func TestWindowTTL(t *testing.T) {
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl > 10*time.Second {
 		t.Fatalf("a later event extended the window to %v", ttl)
 	}
-	// A window that lost its TTL gets its length again.
+	// A window that lost its TTL gets its length again when it reaches
+	// its threshold: it is not asked before, which saves a TTL a change.
 	rdb.Persist(ctx, w.Key)
 	count(t, s, []Window{w}, ev{"0:t", 2, "e2", 1})
+	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl != -1 {
+		t.Fatalf("TTL = %v below the threshold, want none yet", ttl)
+	}
+	rdb.IncrBy(ctx, w.Key, 96)
+	count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1})
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl <= 29*time.Second {
-		t.Fatalf("TTL = %v, want the window set again", ttl)
+		t.Fatalf("TTL = %v at the threshold, want the window set again", ttl)
 	}
 	// A redelivery writes nothing, so it cannot arm a window either.
 	rdb.Persist(ctx, w.Key)
-	count(t, s, []Window{w}, ev{"0:t", 2, "e2", 1})
+	count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1})
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl != -1 {
 		t.Fatalf("TTL = %v after a redelivery, want it untouched", ttl)
 	}
@@ -301,10 +312,11 @@ func TestLargeOffsetsCountOnce(t *testing.T) {
 	for _, base := range []int64{250, 1 << 31, 1 << 40, 999_999_999_999_990} { // offsets have at most 15 digits
 		t.Run(fmt.Sprint(base), func(t *testing.T) {
 			w := testWindow(prefix, fmt.Sprint("w", base), time.Minute, 100)
-			count(t, s, []Window{w}, ev{"0:t", base, "a", 1}, ev{"0:t", base + 6, "b", 1})
+			id := func(s string) string { return fmt.Sprint(base, s) } // new in each run
+			count(t, s, []Window{w}, ev{"0:t", base, id("a"), 1}, ev{"0:t", base + 6, id("b"), 1})
 			// Below and at the last offset counted: skipped, though the ids
 			// are new; above it: counted.
-			got := count(t, s, []Window{w}, ev{"0:t", base + 5, "c", 1}, ev{"0:t", base + 6, "d", 1}, ev{"0:t", base + 7, "e", 1})
+			got := count(t, s, []Window{w}, ev{"0:t", base + 5, id("c"), 1}, ev{"0:t", base + 6, id("d"), 1}, ev{"0:t", base + 7, id("e"), 1})
 			if got[2].Current != 3 {
 				t.Fatalf("%+v, want offsets %d and %d skipped and %d counted", got, base+5, base+6, base+7)
 			}
@@ -315,77 +327,26 @@ func TestLargeOffsetsCountOnce(t *testing.T) {
 	}
 }
 
-// A producer that retries without idempotence writes a second record of an
-// event at another offset: the window knows it among its latest ids.
-func TestProducerDuplicatesCountOnce(t *testing.T) {
+// The scripts know an event by its offset alone: a second record of it at
+// a later offset (a producer's retry) is the consumer's to drop before any
+// script (consumer's retries), so here it counts, in either script.
+func TestScriptsKnowEventsByOffset(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 100)
-	count(t, s, []Window{w}, ev{"0:t", 1, "a", 1}, ev{"0:t", 2, "b", 1}, ev{"0:t", 3, "a", 1}, ev{"1:t", 0, "b", 1})
-	if v := value(t, rdb, w); v != 2 {
-		t.Fatalf("counter = %d, want 2: the duplicates of a and b not counted", v)
-	}
-	// Past the latest ids (4), an old id counts again: the documented bound.
-	for i := range 4 {
-		count(t, s, []Window{w}, ev{"0:t", int64(10 + i), fmt.Sprint("n", i), 1})
-	}
-	count(t, s, []Window{w}, ev{"0:t", 20, "a", 1})
-	if v := value(t, rdb, w); v != 7 {
-		t.Fatalf("counter = %d, want 7", v)
-	}
-}
-
-// The latest ids are 8 bytes each, kept side by side: an id that only
-// appears across two of them is a new event.
-func TestStraddlingIDIsNotSeen(t *testing.T) {
-	s, rdb, prefix := newScripts(t)
-	w := testWindow(prefix, "w", time.Minute, 100)
-	ids := []EventID{
-		{'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'},
-		{'c', 'c', 'c', 'c', 'd', 'd', 'd', 'd'},
-		{'b', 'b', 'b', 'b', 'c', 'c', 'c', 'c'}, // the middle of the first two
-		{'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'}, // the first again, at another offset
-	}
-	c := &Count{Source: "0:t", Windows: []Window{w}}
-	for i, id := range ids {
-		c.Changes = append(c.Changes, Change{Window: 0, Offset: int64(i), ID: id, Amount: 1})
-	}
-	b := s.Batch()
-	if err := b.Count(c); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Exec(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	count(t, s, []Window{w}, ev{"0:t", 1, "a", 1}, ev{"0:t", 2, "b", 1}, ev{"0:t", 3, "a", 1})
 	if v := value(t, rdb, w); v != 3 {
-		t.Fatalf("counter = %d, want 3: the straddling id counted, the first's duplicate not", v)
+		t.Fatalf("counter = %d, want 3", v)
 	}
-
-	// Refunds know their latest ids the same way.
-	refunds := []EventID{
-		{'e', 'e', 'e', 'e', 'f', 'f', 'f', 'f'},
-		{'g', 'g', 'g', 'g', 'h', 'h', 'h', 'h'},
-		{'f', 'f', 'f', 'f', 'g', 'g', 'g', 'g'},
-		{'e', 'e', 'e', 'e', 'f', 'f', 'f', 'f'},
-	}
-	r := &Refund{Source: "1:t", Windows: []Window{w}}
-	for i, id := range refunds {
-		r.Changes = append(r.Changes, Change{Window: 0, Offset: int64(i), ID: id, Amount: 1})
-	}
-	b = s.Batch()
-	if err := b.Refund(r); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Exec(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if v := value(t, rdb, w); v != 0 {
-		t.Fatalf("after refunds counter = %d, want 0: three refunds applied", v)
+	refund(t, s, []Window{w}, ev{"1:t", 1, "r", 1}, ev{"1:t", 2, "r", 1})
+	if v := value(t, rdb, w); v != 1 {
+		t.Fatalf("after refunds counter = %d, want 1", v)
 	}
 }
 
 // A crossing event redelivered after its window ended still hands its
 // alert off, and does not count into the new window, whether that window
-// is empty or was opened by events of other partitions.
+// is empty or was opened by events of other partitions. The bucket's
+// offsets live as long as the marks.
 func TestACrossingIsRememberedPastItsWindow(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Second, 2)
@@ -404,8 +365,10 @@ func TestACrossingIsRememberedPastItsWindow(t *testing.T) {
 	if v := value(t, rdb, w); v != 1 {
 		t.Fatalf("counter = %d, want 1", v)
 	}
-	if ttl := rdb.TTL(t.Context(), w.Marks).Val(); ttl < 6*24*time.Hour {
-		t.Fatalf("crossing marks live %v, want the retention", ttl)
+	for _, key := range []string{w.Marks, offsetsOf(w)} {
+		if ttl := rdb.TTL(t.Context(), key).Val(); ttl < 6*24*time.Hour {
+			t.Fatalf("%s lives %v, want the retention", key, ttl)
+		}
 	}
 }
 
@@ -431,43 +394,73 @@ func TestRefunds(t *testing.T) {
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl <= 0 || ttl > 20*time.Second {
 		t.Fatalf("TTL = %v, want the window's end kept", ttl)
 	}
-	// Redelivered, and produced twice: subtracted once.
+	// Redelivered: subtracted once.
 	count(t, s, []Window{w}, ev{"0:o", 1, "o1", 1000})
 	refund(t, s, []Window{w}, ev{"0:r", 4, "r4", 100})
-	refund(t, s, []Window{w}, ev{"0:r", 4, "r4", 100}, ev{"0:r", 5, "r4", 100})
+	refund(t, s, []Window{w}, ev{"0:r", 4, "r4", 100})
 	if v := value(t, rdb, w); v != 900 {
 		t.Fatalf("window = %d, want 900: the refund subtracted once", v)
+	}
+	// A run, redelivered: known by its offsets.
+	var run []ev
+	for i := range 20 {
+		run = append(run, ev{"0:r", int64(10 + i), fmt.Sprint("run", i), 1})
+	}
+	refund(t, s, []Window{w}, run...)
+	refund(t, s, []Window{w}, run...)
+	if v := value(t, rdb, w); v != 880 {
+		t.Fatalf("window = %d, want 880: each of the run subtracted once", v)
 	}
 }
 
 func TestNumbersStayExact(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
 	w := testWindow(prefix, "w", time.Minute, 1<<53-1)
 	// Past 2^53 doubles round; Redis's int64 arithmetic does not.
 	count(t, s, []Window{w}, ev{"0:t", 0, "a", 1 << 53}, ev{"0:t", 1, "b", 1})
-	if v := rdb.HGet(t.Context(), w.Key, "v").Val(); v != "9007199254740993" {
+	if v := rdb.Get(ctx, w.Key).Val(); v != "9007199254740993" {
 		t.Fatalf("counter = %s, want 9007199254740993", v)
 	}
 	refund(t, s, []Window{w}, ev{"0:r", 0, "r", 2})
-	if v := rdb.HGet(t.Context(), w.Key, "v").Val(); v != "9007199254740991" {
+	if v := rdb.Get(ctx, w.Key).Val(); v != "9007199254740991" {
 		t.Fatalf("after a refund of 2: %s", v)
 	}
 	// One call that crosses 2^53 between its changes.
 	w2 := testWindow(prefix, "w2", time.Minute, 1<<53-1)
-	rdb.HSet(t.Context(), w2.Key, "v", "9007199254740982") // 2^53 - 10
-	count(t, s, []Window{w2}, ev{"0:t", 0, "a", 5}, ev{"0:t", 1, "b", 10}, ev{"0:t", 2, "c", 1})
-	if v := rdb.HGet(t.Context(), w2.Key, "v").Val(); v != "9007199254740998" {
+	rdb.Set(ctx, w2.Key, "9007199254740982", 0) // 2^53 - 10
+	count(t, s, []Window{w2}, ev{"0:t", 2, "a2", 5}, ev{"0:t", 3, "b2", 10}, ev{"0:t", 4, "c2", 1})
+	if v := rdb.Get(ctx, w2.Key).Val(); v != "9007199254740998" {
 		t.Fatalf("counter = %s, want 9007199254740998", v)
 	}
-	rdb.HSet(t.Context(), w2.Key, "v", "9007199254740993")
-	refund(t, s, []Window{w2}, ev{"0:r", 0, "r1", 1}, ev{"0:r", 1, "r2", 3})
-	if v := rdb.HGet(t.Context(), w2.Key, "v").Val(); v != "9007199254740989" {
+	rdb.Set(ctx, w2.Key, "9007199254740993", 0)
+	refund(t, s, []Window{w2}, ev{"0:r", 1, "r1", 1}, ev{"0:r", 2, "r2", 3})
+	if v := rdb.Get(ctx, w2.Key).Val(); v != "9007199254740989" {
 		t.Fatalf("after refunds across 2^53: %s, want 9007199254740989", v)
 	}
+	// The crossing is decided exactly past 2^53 too: 2^53 - 1 is crossed
+	// by the increment that leaves the counter at 2^53 + 1, and not by the
+	// next one.
+	w3, d := testWindow(prefix, "w3", time.Minute, 1<<53-1), IDOf("d")
+	rdb.Set(ctx, w3.Key, "9007199254740990", 0) // 2^53 - 2
+	got := count(t, s, []Window{w3}, ev{"0:t", 5, "d", 3}, ev{"0:t", 6, "e", 1})
+	if !got[0].First || got[1].First {
+		t.Fatalf("%+v, want the first change to cross", got)
+	}
+	if m := rdb.HGet(ctx, w3.Marks, string(d[:])).Val(); m != "9007199254740993" {
+		t.Fatalf("crossing mark = %q, want the exact counter", m)
+	}
+	// A counter already at the threshold, 2^53 - 1, is not crossed by an
+	// increment of 2: in doubles 2^53 + 1 is 2^53, and 2^53 - 2 would be
+	// taken for the counter before.
+	rdb.Set(ctx, w3.Key, "9007199254740991", 0)
+	if got := count(t, s, []Window{w3}, ev{"0:t", 8, "g", 2}); got[0].First {
+		t.Fatalf("%+v: crossed from the threshold itself", got)
+	}
 	// A counter that would pass 2^62 stays there instead of failing.
-	rdb.HSet(t.Context(), w.Key, "v", "4611686018427387900")
-	got := count(t, s, []Window{w}, ev{"0:t", 2, "c", 999_999_999_999_999_999})[0]
-	if got.Err != nil || got.Current != 1<<62 {
+	rdb.Set(ctx, w.Key, "4611686018427387900", 0)
+	got = count(t, s, []Window{w}, ev{"0:t", 9, "f", 999_999_999_999_999_999})
+	if got[0].Err != nil || got[0].Current != 1<<62 {
 		t.Fatalf("%+v, want saturation at 2^62", got)
 	}
 }
@@ -476,11 +469,11 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	_, rdb, prefix := newScripts(t)
 	ctx := t.Context()
 	w := testWindow(prefix, "w", time.Minute, 10)
+	o := offsetsOf(w)
 	args := func(change ...any) []any {
 		return append([]any{"0:t", 3600, 1, 60, 10}, change...)
 	}
-	goodChange := []any{1, 5, "12345678", 1}
-	for _, tc := range []struct {
+	for n, tc := range []struct {
 		name string
 		args []any
 	}{
@@ -496,22 +489,23 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The bad change is refused, the good one after it counts.
-			all := append(tc.args, goodChange...)
-			got, err := incrAndCheck.Run(ctx, rdb, []string{w.Key, w.Marks}, all...).Int64Slice()
+			all := append(tc.args, 1, 10+n, fmt.Sprintf("good%04d", n), 1)
+			got, err := incrAndCheck.Run(ctx, rdb, []string{o, w.Key, w.Marks}, all...).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
+			if len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] != int64(n+1) {
 				t.Fatalf("reply %v, want {-1 -1} then a count", got)
 			}
 		})
 	}
 	// A window with an unusable length or threshold refuses its changes;
-	// another window of the call still counts.
+	// another window of the call still counts. So does a window whose key
+	// holds no counter (another type, not an integer, about to overflow).
 	w2 := testWindow(prefix, "w2", time.Minute, 10)
-	for _, bad := range [][]any{{0, 10}, {60, -10}, {60, "1e3"}} {
-		got, err := incrAndCheck.Run(ctx, rdb, []string{w2.Key, w2.Marks, w.Key, w.Marks},
-			"0:t", 3600, 2, bad[0], bad[1], 60, 10, 1, 9, "abcdefgh", 1, 2, 9, "abcdefgh", 1).Int64Slice()
+	for n, bad := range [][]any{{0, 10}, {60, -10}, {60, "1e3"}} {
+		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
+			"0:t", 3600, 2, bad[0], bad[1], 60, 10, 1, 20+n, fmt.Sprintf("bad%05d", n), 1, 2, 20+n, fmt.Sprintf("bad%05d", n), 1).Int64Slice()
 		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
 			t.Fatalf("window %v: reply %v, %v; want {-1 -1} then a count", bad, got, err)
 		}
@@ -519,31 +513,57 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	if rdb.Exists(ctx, w2.Key, w2.Marks).Val() != 0 {
 		t.Fatal("a refused window was written")
 	}
-	rdb.Del(ctx, w.Key, w.Marks)
+	for n, held := range []func() error{
+		func() error { return rdb.HSet(ctx, w2.Key, "v", 1).Err() },
+		func() error { return rdb.Set(ctx, w2.Key, "ten", 0).Err() },
+		func() error { return rdb.Set(ctx, w2.Key, "9223372036854775807", 0).Err() },
+	} {
+		rdb.Del(ctx, w2.Key)
+		if err := held(); err != nil {
+			t.Fatal(err)
+		}
+		before := rdb.Dump(ctx, w2.Key).Val()
+		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
+			"0:t", 3600, 2, 60, 10, 60, 10, 1, 30+n, fmt.Sprintf("held%04d", n), 1, 2, 30+n, fmt.Sprintf("held%04d", n), 1).Int64Slice()
+		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
+			t.Fatalf("held %d: reply %v, %v; want {-1 -1} then a count", n, got, err)
+		}
+		if rdb.Dump(ctx, w2.Key).Val() != before {
+			t.Fatalf("held %d: the window was written", n)
+		}
+	}
+	rdb.Del(ctx, o, w.Key, w.Marks)
+	goodChange := []any{1, 5, "12345678", 1}
 	for _, tc := range []struct {
 		name string
 		keys []string
 		args []any
 	}{
-		{"no source", []string{w.Key, w.Marks}, append([]any{"", 3600, 1, 60, 10}, goodChange...)},
-		{"lifetime 0", []string{w.Key, w.Marks}, append([]any{"0:t", 0, 1, 60, 10}, goodChange...)},
-		{"keys not two a window", []string{w.Key}, append([]any{"0:t", 3600, 1, 60, 10}, goodChange...)},
-		{"no changes", []string{w.Key, w.Marks}, []any{"0:t", 3600, 1, 60, 10}},
-		{"half a change", []string{w.Key, w.Marks}, append([]any{"0:t", 3600, 1, 60, 10}, 1, 5)},
+		{"no source", []string{o, w.Key, w.Marks}, append([]any{"", 3600, 1, 60, 10}, goodChange...)},
+		{"lifetime 0", []string{o, w.Key, w.Marks}, append([]any{"0:t", 0, 1, 60, 10}, goodChange...)},
+		{"keys not two a window and the offsets", []string{w.Key, w.Marks}, append([]any{"0:t", 3600, 1, 60, 10}, goodChange...)},
+		{"no changes", []string{o, w.Key, w.Marks}, []any{"0:t", 3600, 1, 60, 10}},
+		{"half a change", []string{o, w.Key, w.Marks}, append([]any{"0:t", 3600, 1, 60, 10}, 1, 5)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := incrAndCheck.Run(ctx, rdb, tc.keys, tc.args...).Int64Slice()
 			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
 				t.Fatalf("reply %v, %v; want {-1 -1}", got, err)
 			}
-			if rdb.Exists(ctx, w.Key, w.Marks).Val() != 0 {
+			if rdb.Exists(ctx, o, w.Key, w.Marks).Val() != 0 {
 				t.Fatal("a refused call wrote")
 			}
-			got, err = salesDecr.Run(ctx, rdb, tc.keys[:1], append([]any{tc.args[0]}, tc.args[5:]...)...).Int64Slice()
-			if tc.name == "no source" || tc.name == "no changes" || tc.name == "half a change" {
-				if err != nil || len(got) != 2 || got[0] != -1 {
-					t.Fatalf("sales_decr reply %v, %v; want {-1 -1}", got, err)
-				}
+			if len(tc.keys) != 3 {
+				return // sales_decr would take these keys as the offsets and a window
+			}
+			// sales_decr takes the source, the offsets' lifetime and the
+			// changes.
+			got, err = salesDecr.Run(ctx, rdb, tc.keys[:2], append([]any{tc.args[0], tc.args[1]}, tc.args[5:]...)...).Int64Slice()
+			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
+				t.Fatalf("sales_decr reply %v, %v; want {-1 -1}", got, err)
+			}
+			if rdb.Exists(ctx, o, w.Key, w.Marks).Val() != 0 {
+				t.Fatal("a refused sales_decr call wrote")
 			}
 		})
 	}
@@ -554,7 +574,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 func TestRefusedChangesAreReportedAndCounted(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 10)
-	c := &Count{Source: "0:t", Windows: []Window{w}, Changes: []Change{
+	c := &Count{Source: "0:t", Offsets: offsetsOf(w), Windows: []Window{w}, Changes: []Change{
 		{Window: 0, Offset: -1, ID: IDOf("a"), Amount: 1}, {Window: 0, Offset: 1, ID: IDOf("b"), Amount: 1},
 	}}
 	b := s.Batch()
@@ -572,8 +592,8 @@ func TestRefusedChangesAreReportedAndCounted(t *testing.T) {
 	}
 }
 
-// A window holds its counter, one offset per partition and 4 event ids,
-// however many events it counts.
+// A window holds its counter alone, and the bucket's offsets one field per
+// partition with its last offset, however many events they count.
 func TestMemoryOfAWindowIsBounded(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 1_000_000)
@@ -584,9 +604,17 @@ func TestMemoryOfAWindowIsBounded(t *testing.T) {
 		}
 		count(t, s, []Window{w}, evs...)
 	}
-	fields := rdb.HGetAll(t.Context(), w.Key).Val()
-	if len(fields) != 5 || len(fields["r"]) != 32 || fields["v"] != "600" {
-		t.Fatalf("window holds %d fields (latest ids %d bytes): %q", len(fields), len(fields["r"]), fields["v"])
+	if v := rdb.Get(t.Context(), w.Key).Val(); v != "600" {
+		t.Fatalf("window = %q, want the counter 600", v)
+	}
+	fields := rdb.HGetAll(t.Context(), offsetsOf(w)).Val()
+	if len(fields) != 3 {
+		t.Fatalf("offsets hold %d fields, want one per partition", len(fields))
+	}
+	for f, v := range fields {
+		if v != "199" {
+			t.Fatalf("field %s holds %q: want the last offset", f, v)
+		}
 	}
 }
 
@@ -600,12 +628,12 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got := count(t, s, []Window{w}, ev{"0:o", int64(i), fmt.Sprint("o", i), 100})[0]
+		// An event's windows of one bucket go in one call: the bucket
+		// remembers the offsets it applied.
+		got := count(t, s, []Window{w, amount}, ev{"0:o", int64(i), fmt.Sprint("o", i), 100})[0]
 		if want := int64(100 * (i + 1)); got.Current != want || got.First != (i == 2) {
 			t.Fatalf("count after flush %d: %+v", i, got)
 		}
-		rdb.ScriptFlush(ctx)
-		count(t, s, []Window{amount}, ev{"0:o", int64(i), fmt.Sprint("o", i), 100})
 		rdb.ScriptFlush(ctx)
 		refund(t, s, []Window{amount}, ev{"0:r", int64(i), fmt.Sprint("r", i), 50})
 		rdb.ScriptFlush(ctx)
@@ -633,10 +661,10 @@ func TestBatchRounds(t *testing.T) {
 		return []Change{{Offset: offset, ID: IDOf(fmt.Sprint(offset)), Amount: 1}}
 	}
 	calls := []*Count{
-		{Source: "0:t", Windows: []Window{a1}, Changes: one(1)},
-		{Source: "0:t", Windows: []Window{b}, Changes: one(1)},
-		{Source: "0:t", Windows: []Window{a2}, Changes: one(2)},
-		{Source: "0:t", Windows: []Window{a1}, Changes: one(3)},
+		{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(1)},
+		{Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{b}, Changes: one(1)},
+		{Source: "0:t", Offsets: offsetsOf(a2), Windows: []Window{a2}, Changes: one(2)},
+		{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(3)},
 	}
 	for _, c := range calls {
 		if err := batch.Count(c); err != nil {
@@ -657,16 +685,23 @@ func TestBatchRounds(t *testing.T) {
 		t.Fatalf("the last call saw %+v, want the window after the first call", r)
 	}
 	// A call's keys must share one tag.
-	mixed := &Count{Source: "0:t", Windows: []Window{a1, b}, Changes: one(4)}
+	mixed := &Count{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1, b}, Changes: one(4)}
 	if err := s.Batch().Count(mixed); err == nil {
 		t.Fatal("Count accepted keys of two hash tags")
+	}
+	if !strings.Contains(prefix, "{") {
+		// On a cluster the test's prefix holds the tag of every key.
+		other := &Count{Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{a1}, Changes: one(4)}
+		if err := s.Batch().Count(other); err == nil {
+			t.Fatal("Count accepted offsets of another hash tag")
+		}
 	}
 }
 
 func TestRedisErrorsAreCounted(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 3)
-	rdb.Set(t.Context(), w.Key, "a string", 0) // WRONGTYPE for HMGET inside the script
+	rdb.Set(t.Context(), offsetsOf(w), "a string", 0) // WRONGTYPE for HGET inside the script
 	if _, err := tryCount(t.Context(), s, []Window{w}, ev{"0:t", 0, "e", 1}); err == nil {
 		t.Fatal("want an error for a key of the wrong type")
 	}
@@ -679,12 +714,14 @@ func TestCallsAreCheckedBeforeTheyAreSent(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 3)
 	one := []Change{{Offset: 1, ID: IDOf("a"), Amount: 1}}
+	o := offsetsOf(w)
 	for _, c := range []*Count{
-		{Source: "", Windows: []Window{w}, Changes: one},
-		{Source: strings.Repeat("s", 33), Windows: []Window{w}, Changes: one},
-		{Source: "0:t", Changes: one},
-		{Source: "0:t", Windows: []Window{w}},
-		{Source: "0:t", Windows: []Window{w}, Changes: make([]Change, MaxChanges+1)},
+		{Source: "", Offsets: o, Windows: []Window{w}, Changes: one},
+		{Source: strings.Repeat("s", 33), Offsets: o, Windows: []Window{w}, Changes: one},
+		{Source: "0:t", Offsets: o, Changes: one},
+		{Source: "0:t", Offsets: o, Windows: []Window{w}},
+		{Source: "0:t", Offsets: o, Windows: []Window{w}, Changes: make([]Change, MaxChanges+1)},
+		{Source: "0:t", Windows: []Window{w}, Changes: one},
 	} {
 		if err := s.Batch().Count(c); err == nil {
 			t.Errorf("Count accepted %+v", c)
@@ -728,6 +765,7 @@ func TestRetentionIsTheLifetimeOfMarksAndRecords(t *testing.T) {
 	}
 	for key, ttl := range map[string]time.Duration{
 		"crossing marks":          rdb.TTL(ctx, w.Marks).Val(),
+		"the bucket's offsets":    rdb.TTL(ctx, offsetsOf(w)).Val(),
 		"claimed delivery record": claimed,
 		"settled delivery record": rdb.TTL(ctx, record).Val(),
 	} {
@@ -777,5 +815,32 @@ func TestNoAnswerReloadsTheClusterState(t *testing.T) {
 				t.Errorf("reloads = %d, want %d", rdb.reloads, tt.wantReloads)
 			}
 		})
+	}
+}
+
+// The bucket's offsets outlive every window and mark of the bucket: a call
+// that gives a window or a mark its lifetime gives them theirs, and one
+// that only adds to running windows leaves it.
+func TestOffsetsOutliveWindowsAndMarks(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := testWindow(prefix, "w", time.Minute, 3)
+	o := offsetsOf(w)
+	count(t, s, []Window{w}, ev{"0:t", 0, "a", 1})
+	// As if the offsets were written long ago.
+	rdb.Expire(ctx, o, time.Hour)
+	count(t, s, []Window{w}, ev{"0:t", 1, "b", 1})
+	if ttl := rdb.TTL(ctx, o).Val(); ttl > time.Hour {
+		t.Fatalf("offsets TTL = %v after adding to a running window, want it left", ttl)
+	}
+	count(t, s, []Window{w}, ev{"0:t", 2, "c", 1}) // crosses
+	if ttl := rdb.TTL(ctx, o).Val(); ttl < rdb.TTL(ctx, w.Marks).Val() {
+		t.Fatalf("offsets TTL = %v after a crossing, want at least the mark's", ttl)
+	}
+	rdb.Expire(ctx, o, time.Hour)
+	w2 := testWindow(prefix, "w2", 2*7*24*time.Hour, 3) // longer than the marks
+	count(t, s, []Window{w2}, ev{"0:t", 3, "d", 1})
+	if ttl := rdb.TTL(ctx, o).Val(); ttl < rdb.TTL(ctx, w2.Key).Val() {
+		t.Fatalf("offsets TTL = %v after a new window, want at least its length", ttl)
 	}
 }

@@ -14,7 +14,9 @@ import (
 // into the windows of every group of one bucket, and no call ever touches
 // two slots (Redis Cluster):
 //
-//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   the window: counter or buckets, last offsets, latest event ids
+//	fw:{3F}:f:orders-per-customer-1m.5c0e19aa:cust-42   a fixed window's counter
+//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   a sliding or distinct window: buckets or time, last offsets, latest event ids
+//	fw:{3F}:o                                           the bucket's offsets: per source and script, the last offset and event ids applied
 //	fw:{3F}:d:cards-per-customer-1h.81f3a0c2:cust-42    a distinct window's values
 //	fw:{3F}:x:orders-per-customer-1m.5c0e19aa:cust-42   the events that crossed its threshold
 //	fw:{3F}:c:orders-per-customer-1m:cust-42            the id of the alert that holds the cooldown
@@ -150,14 +152,25 @@ func (k Keys) key(kind string, g Group, rule string) string {
 	return k.prefix + ":" + g.tag + ":" + kind + ":" + rule + ":" + g.enc
 }
 
-// Window is the key of a rule's window for a group.
+// Window is the key of a rule's sliding or distinct window for a group.
 func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 
+// Counter is the key of a rule's fixed window for a group: a plain
+// counter. Its kind is not Window's, so that the hashes fixed windows were
+// before are never read as counters.
+func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) }
+
+// Offsets is the key of the offsets of a group's bucket: for each source
+// partition and fixed-window script, the last offset applied in the bucket.
+func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
+
 // WindowName names the keys of one window: its group, its rule's state
-// name, and whether it is a distinct window, which has values too.
+// name, and whether it is a fixed window (a counter) or a distinct window,
+// which has values too.
 type WindowName struct {
 	Group    Group
 	Rule     string
+	Fixed    bool
 	Distinct bool
 }
 
@@ -173,7 +186,11 @@ func (k Keys) NameWindows(ws []*Window, names []WindowName) {
 	var b strings.Builder
 	b.Grow(size)
 	for _, n := range names {
-		k.writeKey(&b, 'w', n.Group, n.Rule)
+		kind := byte('w')
+		if n.Fixed {
+			kind = 'f'
+		}
+		k.writeKey(&b, kind, n.Group, n.Rule)
 		k.writeKey(&b, 'x', n.Group, n.Rule)
 		if n.Distinct {
 			k.writeKey(&b, 'd', n.Group, n.Rule)

@@ -38,6 +38,10 @@ const (
 )
 
 var (
+	// prelude is what incr_and_check and sales_decr share, prepended to
+	// each: their text, and so their SHA1, includes it.
+	//go:embed prelude.lua
+	prelude string
 	//go:embed incr_and_check.lua
 	incrAndCheckSrc string
 	//go:embed sales_decr.lua
@@ -59,8 +63,8 @@ var (
 	//go:embed alert_park.lua
 	alertParkSrc string
 
-	incrAndCheck     = redis.NewScript(incrAndCheckSrc)
-	salesDecr        = redis.NewScript(salesDecrSrc)
+	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
+	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
 	slideAndCheck    = redis.NewScript(slideAndCheckSrc)
 	distinctAndCheck = redis.NewScript(distinctAndCheckSrc)
 	alertClaim       = redis.NewScript(alertClaimSrc)
@@ -365,6 +369,24 @@ func seconds(d time.Duration) int64 {
 		return int64(d / time.Second)
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Text is the text of script name as Redis runs it (its prelude
+// included), false for no script of that name.
+func Text(name string) (string, bool) {
+	text, ok := map[string]string{
+		IncrAndCheckName:     prelude + incrAndCheckSrc,
+		SalesDecrName:        prelude + salesDecrSrc,
+		SlideAndCheckName:    slideAndCheckSrc,
+		DistinctAndCheckName: distinctAndCheckSrc,
+		AlertClaimName:       alertClaimSrc,
+		AlertSettleName:      alertSettleSrc,
+		SilenceAddName:       silenceAddSrc,
+		AlertBudgetName:      alertBudgetSrc,
+		EvidenceAddName:      evidenceAddSrc,
+		AlertParkName:        alertParkSrc,
+	}[name]
+	return text, ok
 }
 
 // Hashes maps each script's name to the SHA1 that EVALSHA calls it by, for

@@ -104,7 +104,7 @@ func TestCrossed(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
 	w := testWindow(prefix, "marks", time.Minute, 2)
-	c := &Count{Source: "p0", Windows: []Window{w}}
+	c := &Count{Source: "p0", Offsets: offsetsOf(w), Windows: []Window{w}}
 	for off, id := range []string{"e1", "e2", "e3"} {
 		c.Changes = append(c.Changes, Change{Window: 0, Offset: int64(off), ID: IDOf(id), Amount: 1})
 	}

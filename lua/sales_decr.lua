@@ -1,112 +1,119 @@
 -- sales_decr: subtract a run of refunds, all from one Kafka partition and in
--- its order, from the amount windows of the rules of one group, each refund
--- at most once, without touching a window's end and without going below
--- zero.
+-- its order, from the amount windows of the rules of one bucket of groups,
+-- each refund at most once, without touching a window's end and without
+-- going below zero.
 --
--- KEYS[i]     amount window i, as incr_and_check keeps it
--- ARGV[1]     the source partition's field name, 1 to 32 bytes
--- ARGV[2..]   per refund and window: window index (1..#KEYS), offset, event
---             id (8 bytes), amount
+-- KEYS[1]     the bucket's offsets, as incr_and_check keeps them
+-- KEYS[1+i]   amount window i, as incr_and_check keeps it
+-- ARGV[1]     the source partition's name, 1 to 32 bytes
+-- ARGV[2]     how long the bucket's offsets live, seconds
+-- ARGV[3..]   per refund and window: window index (1..#KEYS-1), offset,
+--             event id (8 bytes; checked, not used: incr_and_check's
+--             layout), amount
 --
 -- Reply: two integers per refund and window, in order:
 --   {remaining, 0}  the window lowered by the amount
 --   {0, 1}          the refund was larger than the window: clamped at 0
 --   {0, 0}          no window (it ended, or nothing was counted); nothing
---                   written
---   {-1, -1}        its arguments are unusable; it wrote nothing, and the
---                   others still count
+--                   written to it
+--   {-1, -1}        its arguments are unusable, or its window's key holds
+--                   no integer; nothing written to it, and the others
+--                   still count
 -- A single {-1, -1}: the call's own arguments are unusable.
 --
--- A refund applied before changes nothing and is answered {current, 0}; see
--- incr_and_check for how a window knows. The second element exists so that
--- the caller can count clamps: a bare 0 cannot tell a full refund from an
--- oversized one.
-local LATEST, MAX_CHANGES = 4, 4096
-local call, tonumber, match, find, sub, format = redis.call, tonumber, string.match, string.find, string.sub, string.format
+-- A refund applied before changes nothing and is answered {current, 0}; it
+-- is known as incr_and_check knows an event, by its offset, in its own
+-- field (refunds come from another source). The second element exists so that the caller can
+-- count clamps: a bare 0 cannot tell a full refund from an oversized one.
+--
+-- It runs after prelude.lua, which it shares with incr_and_check.
+local MAX_CHANGES = 4096
+local TWO53 = 9007199254740992
 
-local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
-end
-local function offset(s)
-  return type(s) == 'string' and #s <= 15 and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
-end
-
-local src, n = ARGV[1], #KEYS
-local changes = (#ARGV - 1) / 4
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and n >= 1 and n <= 64)
+local src, n = ARGV[1], #KEYS - 1
+local changes = (#ARGV - 2) / 4
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10) and n >= 1 and n <= 64)
     or changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
   return {-1, -1}
 end
 
+local a = applied(KEYS[1], 'r:' .. src)
+
+-- Each window is read once, and written once at the end when it changed.
+-- One whose key holds no string is unusable.
 local windows = {}
 local function window(i)
   local w = windows[i]
   if not w then
-    local got = call('HMGET', KEYS[i], 'v', src, 'r')
-    w = {key = KEYS[i], v = tonumber(got[1]), last = tonumber(got[2]), latest = got[3] or ''}
+    w = {key = KEYS[1 + i]}
+    local got = pcall('GET', w.key)
+    w.unusable = type(got) == 'table'
+    w.v = not w.unusable and tonumber(got)
     windows[i] = w
   end
   return w
 end
 
--- seen tells whether id is among the window's latest ids (see
--- incr_and_check).
-local function seen(w, id)
-  local at = find(w.latest, id, 1, true)
-  while at do
-    if at % 8 == 1 then
-      return true
+-- subtract takes amount from w: what remains and whether it was clamped,
+-- or nil when the window holds no integer.
+local function subtract(w, amount)
+  local remaining
+  if w.v >= TWO53 then
+    -- Past 2^53 Lua's doubles round: DECRBY subtracts in int64, from the
+    -- counter as this call has it so far.
+    if w.changed then
+      call('SET', w.key, format('%d', w.v), 'KEEPTTL')
+      w.changed = false
     end
-    at = find(w.latest, id, at + 1, true)
+    remaining = pcall('DECRBY', w.key, amount)
+    if type(remaining) ~= 'number' then
+      return nil
+    end
+  else
+    remaining, w.changed = w.v - tonumber(amount), true
   end
-  return false
+  local clamped = 0
+  if remaining < 0 then
+    remaining, clamped, w.changed = 0, 1, true
+  end
+  w.v = remaining
+  return remaining, clamped
 end
 
 local reply = {}
 for c = 0, changes - 1 do
-  local a = 2 + 4 * c
-  local i, off, id, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  if not (i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
-      and type(id) == 'string' and #id == 8 and positive(amount, 18)) then
-    reply[#reply + 1], reply[#reply + 2] = -1, -1
-  else
+  local at = 3 + 4 * c
+  local i, off, id, amount = tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local v, flag = -1, -1
+  if i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
+      and type(id) == 'string' and #id == 8 and positive(amount, 18) then
+    local fresh = counts(a, tonumber(off))
     local w = window(i)
-    local o = tonumber(off)
-    if not w.v or w.v <= 0 then
-      reply[#reply + 1], reply[#reply + 2] = 0, 0
-    elseif (w.last and o <= w.last) or seen(w, id) then
-      reply[#reply + 1], reply[#reply + 2] = w.v, 0
+    if w.unusable then
+      v, flag = -1, -1
+    elseif not w.v or w.v <= 0 then
+      v, flag = 0, 0
+    elseif not fresh then
+      v, flag = w.v, 0
     else
-      -- Writing a hash keeps its TTL: the window keeps its end. Past 2^53
-      -- Lua's doubles round, and HINCRBY subtracts in int64 instead.
-      local remaining
-      if w.v >= 9007199254740992 then
-        if w.changed then
-          call('HSET', w.key, 'v', format('%d', w.v))
-          w.changed = false
-        end
-        remaining = call('HINCRBY', w.key, 'v', '-' .. amount)
-      else
-        remaining, w.changed = w.v - tonumber(amount), true
+      v, flag = subtract(w, amount)
+      if not v then
+        v, flag = -1, -1
       end
-      local clamped = 0
-      if remaining < 0 then
-        remaining, clamped, w.changed = 0, 1, true
-      end
-      w.v, w.last, w.dirty = remaining, o, true
-      w.latest = sub(w.latest .. id, -8 * LATEST)
-      reply[#reply + 1], reply[#reply + 2] = remaining, clamped
     end
   end
+  reply[#reply + 1], reply[#reply + 2] = v, flag
 end
 
+-- SET with KEEPTTL keeps the window's end.
 for _, w in pairs(windows) do
-  if w.dirty then
-    if w.changed then
-      call('HSET', w.key, 'v', format('%d', w.v), src, format('%d', w.last), 'r', w.latest)
-    else
-      call('HSET', w.key, src, format('%d', w.last), 'r', w.latest)
-    end
+  if w.changed then
+    call('SET', w.key, format('%d', w.v), 'KEEPTTL')
   end
+end
+-- A refund makes no window and no mark, which incr_and_check gives the
+-- offsets their lifetime for: they get one here only with a new field.
+if write(a) == 1 then
+  call('EXPIRE', KEYS[1], ARGV[2])
 end
 return reply

@@ -39,7 +39,7 @@ func BenchmarkIncrAndCheck(b *testing.B) {
 				batch := s.Batch()
 				for range pipe {
 					tag := "b:{" + strconv.FormatInt(event%256, 10) + "}:"
-					c := &Count{Source: src}
+					c := &Count{Source: src, Offsets: tag + "o"}
 					for w := range windows {
 						event++
 						key := tag + strconv.FormatInt(event%100_000, 10)

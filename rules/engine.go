@@ -228,6 +228,15 @@ func (e *Engine) refused(err error, alerts []alert.Alert, from []int, evs []*eve
 // refunds (counted and logged); the events a script refused; and the
 // orders that go into their windows' evidence.
 func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, from []int, unprocessable map[int]error, evidence *evidence) {
+	for _, ref := range p.tooMany {
+		if unprocessable == nil {
+			unprocessable = map[int]error{}
+		}
+		if unprocessable[ref.event] == nil {
+			unprocessable[ref.event] = fmt.Errorf("rules: eval rule %s: %w: more than %d fixed rules count the event into one bucket",
+				ref.rule.Name, event.ErrUnprocessable, lua.MaxWindows)
+		}
+	}
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
 			r, ev := ref.rule, evs[ref.event]
@@ -351,6 +360,10 @@ type plan struct {
 	// calls (the last).
 	free  []call
 	chunk int
+	// event is the changes of the event being planned; tooMany those of
+	// its changes no call could take (addEvent).
+	event   []planned
+	tooMany []ref
 }
 
 type pendingWindow struct {
@@ -461,11 +474,53 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 				}
 				ch.At = at
 			}
-			p.add(src, k, r, p.keys.Group(values), ch, i)
+			p.event = append(p.event, planned{k, r, p.keys.Group(values), ch})
 		}
+		p.addEvent(src, i)
 	}
 	p.finish()
 	return p
+}
+
+// planned is one change of the event being planned, before it goes into
+// a call.
+type planned struct {
+	kind  kind
+	rule  *active
+	group lua.Group
+	ch    lua.Change
+}
+
+// addEvent adds the changes of event, planned in p.event, to their calls.
+// A fixed window's call takes all of the event's changes to its bucket or
+// none: the bucket remembers the last offset a call applied, so a call
+// that took part of an event would make the rest look applied. The event's
+// changes past what one call can take are refused.
+func (p *plan) addEvent(src string, event int) {
+	for j, pl := range p.event {
+		need := 0
+		if pl.kind == fixedOrders || pl.kind == fixedRefunds {
+			tag := pl.group.Tag()
+			for _, other := range p.event[:j] {
+				if other.kind == pl.kind && other.group.Tag() == tag {
+					need = -1 // not the event's first change to this call
+					break
+				}
+			}
+			for _, other := range p.event[j:] {
+				if need >= 0 && other.kind == pl.kind && other.group.Tag() == tag {
+					need++
+				}
+			}
+			if need > lua.MaxWindows {
+				need = lua.MaxWindows
+			}
+		}
+		if !p.add(src, pl.kind, pl.rule, pl.group, pl.ch, event, need) {
+			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
+		}
+	}
+	p.event = p.event[:0]
 }
 
 // eventTime is the time the sliding and distinct windows count an event
@@ -488,8 +543,13 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 
 // add adds one change to the call of its partition, bucket and family,
 // opening a call when there is none, when the run of a fixed rule's orders
-// or refunds changes, or when the call is full.
-func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event int) {
+// or refunds changes, or when the call is full. need is, at a fixed
+// window's first change of an event to its bucket, how many changes the
+// event has there (at most lua.MaxWindows): a call without room for all of
+// them ends before the event. It is 0 for the others. add reports false,
+// adding nothing, for a fixed window's change past what the event's call
+// can take.
+func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event, need int) bool {
 	family := k
 	if k == fixedRefunds {
 		family = fixedOrders
@@ -498,8 +558,20 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 	c := p.open[b]
 	in, known := p.windows[windowOf{r, g}]
 	known = known && c != nil && in.call == c
-	if c == nil || c.kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows) {
+	full := c == nil || c.kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows)
+	if need > 0 {
+		full = full || c.changes+need > lua.MaxChanges || c.windows+need > lua.MaxWindows
+	} else if full && need < 0 {
+		return false // the event's call is full: a new one would skip this change
+	}
+	if full {
 		c, known = p.newCall(src, k), false
+		switch k {
+		case fixedOrders:
+			c.count.Offsets = p.keys.Offsets(g)
+		case fixedRefunds:
+			c.refund.Offsets = p.keys.Offsets(g)
+		}
 		p.open[b] = c
 		p.calls = append(p.calls, c)
 	}
@@ -508,11 +580,13 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 		p.windows[windowOf{r, g}] = in
 		c.windows++
 		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
-		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, lua.WindowName{Group: g, Rule: r.state, Distinct: k == distinct}})
+		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct}
+		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name})
 	}
 	ch.Window = in.index
 	c.changes++
 	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}})
+	return true
 }
 
 // newCall returns an empty call of kind k.

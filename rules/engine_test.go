@@ -190,11 +190,23 @@ func (h *harness) place(evs ...*event.Event) {
 	}
 }
 
-// counter reads a rule's window counter from Redis; ok is false when the
-// key does not exist.
+// windowKey is the key of a rule's window: a fixed one's counter, or a
+// sliding one's hash.
+func (h *harness) windowKey(name string, values ...string) string {
+	h.t.Helper()
+	for _, r := range h.rules {
+		if r.Name == name && r.WindowType != alert.Sliding && r.Metric != alert.Distinct {
+			return h.keys.Counter(h.keys.Group(values), r.State())
+		}
+	}
+	return h.keys.Window(h.keys.Group(values), h.state(name))
+}
+
+// counter reads a rule's fixed window counter from Redis; ok is false when
+// the key does not exist.
 func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
-	n, err := h.rdb.HGet(h.t.Context(), h.keys.Window(h.keys.Group(values), h.state(name)), "v").Int64()
+	n, err := h.rdb.Get(h.t.Context(), h.windowKey(name, values...)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, false
 	}
@@ -271,7 +283,7 @@ func TestEngineCountRuleCrossesOnce(t *testing.T) {
 	}
 	h.wantCounter("orders-3", alert.Count, 5, "c1")
 	h.wantCounter("orders-3", alert.Count, 2, "c2")
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"c1"}), h.state("orders-3"))).Result()
+	ttl, err := h.rdb.TTL(t.Context(), h.windowKey("orders-3", "c1")).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("counter TTL = %v, %v; want the 1m window", ttl, err)
 	}
@@ -369,7 +381,7 @@ func TestEngineRefundsLowerAmountRulesOnly(t *testing.T) {
 	if n, ok := h.counter("amt-email", alert.Amount, "a@example.com"); ok {
 		t.Errorf("refund created a counter of %d", n)
 	}
-	ttl, err := h.rdb.TTL(t.Context(), h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("amt"))).Result()
+	ttl, err := h.rdb.TTL(t.Context(), h.windowKey("amt", "cust-1")).Result()
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Errorf("refunded counter TTL = %v, %v; want the window kept", ttl, err)
 	}
@@ -474,7 +486,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 	// The cooldown key shares the counter's hash tag, so the dispatcher's
 	// SET NX lands in the same slot, and the counter really is there.
 	// (package lua's tests show that one tag means one slot.)
-	counterKey := h.keys.Window(g, r.State())
+	counterKey := h.keys.Counter(g, r.State())
 	tagC, tagD := hashTag(counterKey), hashTag(got[0].CooldownKey)
 	if tagC == "" || tagC != tagD {
 		t.Errorf("cooldown key %q and counter %q have tags %q and %q", got[0].CooldownKey, counterKey, tagD, tagC)
@@ -563,7 +575,7 @@ func TestEngineScriptErrors(t *testing.T) {
 	})
 	t.Run("sales_decr meets a key of the wrong type", func(t *testing.T) {
 		h := newHarness(t, rule("amt", alert.Amount, 1000, "customer_id"))
-		key := h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("amt"))
+		key := h.keys.Offsets(h.keys.Group([]string{"cust-1"}))
 		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -86,7 +86,11 @@ func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64,
 		}
 		w = windowRef{c, len(call.Windows)}
 		x.in[windowOf{r, g}] = w
-		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: keys.Window(g, r.state),
+		window := keys.Window(g, r.state)
+		if r.kind == fixedOrders {
+			window = keys.Counter(g, r.state)
+		}
+		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: window,
 			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
 	}
 	var value string

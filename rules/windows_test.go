@@ -59,7 +59,7 @@ func TestStraddlingBurst(t *testing.T) {
 	h := newHarness(t, rule("fixed", alert.Count, 3, "customer_id"), slidingRule("sliding", alert.Count, 3, "customer_id"))
 	// Fixed windows run on Redis's clock: the first order opens one, and
 	// the test ends it as the minute would.
-	fixed := h.keys.Window(h.keys.Group([]string{"cust-1"}), h.state("fixed"))
+	fixed := h.windowKey("fixed", "cust-1")
 	h.handle(at(t, 0))
 	h.rdb.Del(t.Context(), fixed)
 	h.handle(at(t, 100*time.Second), at(t, 105*time.Second))
@@ -304,8 +304,8 @@ func TestDefinitionChangesStartFresh(t *testing.T) {
 	if n, _ := h.counter("r", alert.Count, "cust-1"); n != 3 {
 		t.Errorf("old windows changed: %d", n)
 	}
-	key := h.keys.Window(h.keys.Group([]string{"cust-1"}), longer.State())
-	if v := h.rdb.HGet(t.Context(), key, "v").Val(); v != "1" {
+	key := h.keys.Counter(h.keys.Group([]string{"cust-1"}), longer.State())
+	if v := h.rdb.Get(t.Context(), key).Val(); v != "1" {
 		t.Errorf("new window holds %q, want 1", v)
 	}
 }

@@ -372,7 +372,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		state[r.Name] = r.State()
 	}
 	counter := func(rule, value string) int64 {
-		n, err := rdb.HGet(context.Background(), keys.Window(keys.Group([]string{value}), state[rule]), "v").Int64()
+		n, err := rdb.Get(context.Background(), keys.Counter(keys.Group([]string{value}), state[rule])).Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}

@@ -357,7 +357,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	opts := backtest.Options{Rules: cfg.Rules, RulesFrom: cfg.RulesFile, InputName: *input, Format: *format, Out: stdout,
-		MaxEventBytes: cfg.Kafka.MaxEventBytes}
+		MaxEventBytes: cfg.Kafka.MaxEventBytes, RetryWindow: cfg.Kafka.RetryWindow}
 	if *useLua {
 		opts.Engine = backtest.Lua
 	}

@@ -330,6 +330,20 @@ func TestBacktestFromStandardInput(t *testing.T) {
 			t.Errorf("stderr, not a terminal, got %q", stderr.String())
 		}
 	})
+	// A producer's retry of a is replayed once, as run processes it once,
+	// unless the configuration turns the check off.
+	retry := events + `{"event_id":"a","type":"order","order_id":"1","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:00Z"}` + "\n"
+	for _, tt := range []struct{ config, want string }{
+		{good, "backtest of -: 2 events (2 orders, 0 refunds)"},
+		{writeConfig(t, "rules_file: rules.yaml\nkafka:\n  retry_window: 0\n", testRules), "backtest of -: 3 events (3 orders, 0 refunds)"},
+	} {
+		cmd := command("backtest", "--config", tt.config, "--input", "-")
+		cmd.Stdin = strings.NewReader(retry)
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: %v, want %q:\n%s", tt.config, err, tt.want, out)
+		}
+	}
 	t.Run("interrupted while its input is open", func(t *testing.T) {
 		cmd := command("backtest", "--config", good, "--input", "-")
 		r, w, err := os.Pipe()

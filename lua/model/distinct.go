@@ -231,7 +231,7 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 			w.last, w.hasLast, w.dirty = o, true, true
 			w.latest = remember(w.latest, id)
 			if crossing {
-				if err := w.marks.mark(s, id, now, life); err != nil {
+				if err := w.marks.mark(s, id, format(now), life); err != nil {
 					return nil, err
 				}
 				reply = append(reply, integer(now), 1)

@@ -1,6 +1,8 @@
 package model
 
-import "math"
+import (
+	"strconv"
+)
 
 // Lua's numbers are doubles: these are the scripts' bounds as Lua holds
 // them.
@@ -29,8 +31,8 @@ func (m *marks) crossed(s *Store, id string) (string, bool, error) {
 }
 
 // mark is HSET marks id counter, then EXPIRE marks lifetime.
-func (m *marks) mark(s *Store, id string, counter float64, lifetime string) error {
-	if err := s.hset(m.key, id, format(counter)); err != nil {
+func (m *marks) mark(s *Store, id, counter, lifetime string) error {
+	if err := s.hset(m.key, id, counter); err != nil {
 		return err
 	}
 	s.expire(m.key, duration(lifetime))
@@ -38,17 +40,54 @@ func (m *marks) mark(s *Store, id string, counter float64, lifetime string) erro
 	return nil
 }
 
-// fixed is incr_and_check's state of one window.
-type fixed struct {
-	key            string
-	marks          marks
-	v              float64
-	isNew          bool
-	last           float64
-	hasLast        bool
-	latest         string
-	threshold      float64
-	changed, dirty bool
+// applied is incr_and_check's and sales_decr's memory of one source in a
+// bucket: the field of the bucket's offsets, and which of a call's events
+// count.
+type applied struct {
+	key, field string
+	last       float64
+	hasLast    bool
+	dirty      bool
+}
+
+// readApplied is the scripts' HGET of the source's field, parsed; a field
+// that does not parse is none.
+func readApplied(s *Store, key, field string) (*applied, error) {
+	a := &applied{key: key, field: field}
+	got, ok, err := s.hget(key, field)
+	if err != nil || !ok {
+		return a, err
+	}
+	if natural(got, true, 15) {
+		a.last, a.hasLast, _ = tonumber(got, true)
+	}
+	return a, nil
+}
+
+// decide is the scripts' counts(a, o): whether the change at offset o
+// counts; an event's changes share its offset.
+func (a *applied) decide(o float64) bool {
+	if !a.hasLast || o > a.last {
+		a.last, a.hasLast, a.dirty = o, true, true
+		return true
+	}
+	return a.dirty && o == a.last
+}
+
+// write is the scripts' HSET of the field, when the call applied an
+// offset, and EXPIRE of the offsets when the field is new or refresh.
+func (a *applied) write(s *Store, life string, refresh bool) error {
+	if !a.dirty {
+		return nil
+	}
+	added, err := s.hsetField(a.key, a.field, format(a.last))
+	if err != nil {
+		return err
+	}
+	if added || refresh {
+		s.expire(a.key, duration(life))
+	}
+	return nil
 }
 
 // incrAndCheck is incr_and_check.lua.
@@ -61,7 +100,7 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		return refused(), nil
 	}
 	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 2*n {
+	if n > maxWindows || len(keys) != 2*n+1 {
 		return refused(), nil
 	}
 	first := 4 + 2*n
@@ -73,136 +112,148 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		return nil, err
 	}
 	usable := make([]bool, n+1)
+	offsetsLife := life
 	for i := 1; i <= n; i++ {
 		length, lok := args.at(2 + 2*i)
 		threshold, tok := args.at(3 + 2*i)
 		usable[i] = positive(length, lok, 10) && positive(threshold, tok, 18)
+		if usable[i] && duration(length) > duration(offsetsLife) {
+			offsetsLife = length
+		}
 	}
-
-	windows := make([]*fixed, n+1)
-	window := func(i int) (*fixed, error) {
-		if w := windows[i]; w != nil {
-			return w, nil
-		}
-		key := keys[2*i-2]
-		h, err := s.hgetall(key)
-		if err != nil {
-			return nil, err
-		}
-		w := &fixed{key: key, marks: marks{key: keys[2*i-1]}, latest: h["r"]}
-		vs, vok := h["v"]
-		w.isNew = !vok
-		if v, ok, err := tonumber(vs, vok); err != nil {
-			return nil, err
-		} else if ok {
-			w.v = v
-		}
-		ls, lok := h[src]
-		if w.last, w.hasLast, err = tonumber(ls, lok); err != nil {
-			return nil, err
-		}
-		w.threshold, _, _ = tonumber(args.at(3 + 2*i))
-		windows[i] = w
-		return w, nil
+	a, err := readApplied(s, keys[0], "c:"+src)
+	if err != nil {
+		return nil, err
 	}
+	f := &fixedCall{s: s, keys: keys, args: args, life: life, values: map[int]float64{}}
 
 	reply := make([]int64, 0, 2*(rest/4))
-	for a := first; a <= len(args); a += 4 {
-		iv, iok, err := tonumber(args.at(a))
-		if err != nil {
-			return nil, err
+	for at := first; at <= len(args); at += 4 {
+		idx, idxOK := args.at(at)
+		off, offOK := args.at(at + 1)
+		id, idOK := args.at(at + 2)
+		inc, incOK := args.at(at + 3)
+		i := 0
+		if positive(idx, idxOK, 2) {
+			i = smallInt(idx)
 		}
-		off, offOK := args.at(a + 1)
-		id, idOK := args.at(a + 2)
-		inc, incOK := args.at(a + 3)
-		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && usable[int(iv)] && natural(off, offOK, 15) &&
+		if !(i >= 1 && i <= n && usable[i] && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && incOK && (inc == "1" || positive(inc, true, 18))) {
 			reply = append(reply, -1, -1)
 			continue
 		}
-		i := int(iv)
-		w, err := window(i)
-		if err != nil {
-			return nil, err
-		}
 		o, _, _ := tonumber(off, true)
-		again := (w.hasLast && o <= w.last) || seen(w.latest, id)
-		var mark string
-		var marked bool
-		if again || !w.hasLast {
-			if mark, marked, err = w.marks.crossed(s, id); err != nil {
-				return nil, err
-			}
-		}
-		switch {
-		case marked:
-			m, _, err := tonumber(mark, true)
-			if err != nil {
-				return nil, err
-			}
-			reply = append(reply, integer(m), 1)
-		case again:
-			reply = append(reply, integer(w.v), 0)
-		default:
-			prev := w.v
-			by, _, _ := tonumber(inc, true)
-			sum := prev + by
-			switch {
-			case sum > two62:
-				// Saturated, rather than a HINCRBY overflow no retry cures.
-				if err := s.hset(w.key, "v", "4611686018427387904"); err != nil {
-					return nil, err
-				}
-				w.v = two62
-			case sum >= two53:
-				// Past 2^53 doubles round: HINCRBY adds in int64.
-				if w.changed {
-					if err := s.hset(w.key, "v", format(w.v)); err != nil {
-						return nil, err
-					}
-					w.changed = false
-				}
-				byInt, _ := parseInt(inc)
-				v, err := s.hincrby(w.key, "v", byInt)
-				if err != nil {
-					return nil, err
-				}
-				w.v = float64(v)
-			default:
-				w.v, w.changed = sum, true
-			}
-			w.last, w.hasLast, w.dirty = o, true, true
-			w.latest = remember(w.latest, id)
-			crossed := int64(0)
-			if prev < w.threshold && w.v >= w.threshold {
-				crossed = 1
-				if err := w.marks.mark(s, id, w.v, life); err != nil {
-					return nil, err
-				}
-			}
-			reply = append(reply, integer(w.v), crossed)
-		}
-	}
-
-	for i, w := range windows {
-		if w == nil || !w.dirty {
-			continue
-		}
-		var err error
-		if w.changed {
-			err = s.hset(w.key, "v", format(w.v), src, format(w.last), "r", w.latest)
+		var v float64
+		var crossed int64
+		if a.decide(o) {
+			v, crossed, err = f.count(i, id, inc)
 		} else {
-			err = s.hset(w.key, src, format(w.last), "r", w.latest)
+			v, crossed, err = f.again(i, id)
 		}
 		if err != nil {
 			return nil, err
 		}
-		// A running window keeps its end; a new one, or one that lost
-		// its TTL, gets its length.
-		if w.isNew || s.ttlSeconds(w.key) == -1 {
-			length, _ := args.at(2 + 2*i)
-			s.expire(w.key, duration(length))
-		}
+		reply = append(reply, integer(v), crossed)
+	}
+	if err := a.write(s, offsetsLife, f.refresh); err != nil {
+		return nil, err
 	}
 	return reply, nil
+}
+
+// fixedCall is incr_and_check's state of its windows.
+type fixedCall struct {
+	s       *Store
+	keys    argv
+	args    argv
+	life    string
+	values  map[int]float64
+	refresh bool
+}
+
+// count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
+func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
+	key := f.keys[2*i-1]
+	threshold, _ := f.args.at(3 + 2*i)
+	by, _ := parseInt(inc)
+	n, err := f.s.incrby(key, by)
+	if err != nil {
+		return -1, -1, nil // redis.pcall: the window holds no integer, or would overflow
+	}
+	v := float64(n)
+	length, _ := f.args.at(2 + 2*i)
+	byF, _, _ := tonumber(inc, true)
+	if v == byF {
+		f.arm(key, length)
+	}
+	t, _, _ := tonumber(threshold, true)
+	first, exact := int64(0), ""
+	if v >= t {
+		if v != byF {
+			f.arm(key, length)
+		}
+		if v < two53 {
+			if v-byF < t {
+				first = 1
+			}
+		} else {
+			// below(exact, inc, threshold): exact in int64.
+			exact = strconv.FormatInt(n, 10)
+			ti, _ := parseInt(threshold)
+			if n-by < ti {
+				first = 1
+			}
+		}
+	}
+	if v >= two62 {
+		f.s.setKeepTTL(key, "4611686018427387904")
+		v = two62
+	}
+	if first == 1 {
+		if exact == "" {
+			exact = format(v)
+		}
+		m := marks{key: f.keys[2*i]}
+		if err := m.mark(f.s, id, exact, f.life); err != nil {
+			return 0, 0, err
+		}
+		f.refresh = true
+	}
+	f.values[i] = v
+	return v, first, nil
+}
+
+// arm is the script's arm(key, length): EXPIRE when TTL reads -1.
+func (f *fixedCall) arm(key, length string) {
+	if f.s.expireNX(key, duration(length)) {
+		f.refresh = true
+	}
+}
+
+// again is the script's again(i, id): -1, -1 where it is nil.
+func (f *fixedCall) again(i int, id string) (float64, int64, error) {
+	mark, ok, err := f.s.hget(f.keys[2*i], id)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m, isNum, err := tonumber(mark, ok); err != nil {
+		return 0, 0, err
+	} else if isNum {
+		return m, 1, nil
+	}
+	if _, known := f.values[i]; !known {
+		got, ok, err := f.s.getString(f.keys[2*i-1])
+		if err != nil {
+			return -1, -1, nil // redis.pcall: the key holds no string
+		}
+		v, isNum, nerr := tonumber(got, ok)
+		if nerr != nil {
+			return 0, 0, nerr
+		}
+		if !isNum {
+			v = 0
+		}
+		f.values[i] = v
+	}
+	return f.values[i], 0, nil
 }

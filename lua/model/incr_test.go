@@ -13,6 +13,28 @@ import (
 // match straddling two remembered ids is tried.
 var ids = []string{"abcdefgh", "efghijkl", "ijklmnop", "00000001", "00000002", "00000003", "zzzzzzzz"}
 
+// randomID is one of ids, or of 60 more, so that a source's latest ids
+// fill up (16) and old ones fall out.
+func randomID(r *rand.Rand) string {
+	if r.IntN(2) == 0 {
+		return ids[r.IntN(len(ids))]
+	}
+	return fmt.Sprintf("id%06d", r.IntN(60))
+}
+
+// randomOffset is the next offset of a source: mostly on, sometimes the
+// same or back by one (a redelivery) or by up to 20 (a zombie's stale
+// batch).
+func randomOffset(r *rand.Rand, offsets map[string]int, src string) string {
+	off := offsets[src] + r.IntN(4) - 1
+	if r.IntN(10) == 0 {
+		off -= r.IntN(20)
+	}
+	off = max(off, 0)
+	offsets[src] = max(off, offsets[src]-1)
+	return strconv.Itoa(off)
+}
+
 func TestIncrAndCheckAsTheScript(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -21,9 +43,12 @@ func TestIncrAndCheckAsTheScript(t *testing.T) {
 		{"counts and crosses once", [][]string{
 			{"p:0", "600", "1", "600", "3", "1", "1", ids[0], "1", "1", "2", ids[1], "1", "1", "3", ids[2], "1", "1", "4", ids[3], "1"},
 		}},
-		{"a redelivery by offset, and by id at another offset", [][]string{
+		{"a redelivery by offset; the same id at a later offset counts", [][]string{
 			{"p:0", "600", "1", "600", "2", "1", "5", ids[0], "1", "1", "6", ids[1], "1"},
 			{"p:0", "600", "1", "600", "2", "1", "6", ids[1], "1", "1", "9", ids[0], "1", "1", "10", ids[2], "1"},
+		}},
+		{"offsets outlive the longest window, marks their own lifetime", [][]string{
+			{"p:0", "60", "2", "600", "1", "30", "1", "1", "1", ids[0], "1", "2", "1", ids[0], "1"},
 		}},
 		{"a crossing redelivered from another source", [][]string{
 			{"p:0", "600", "1", "600", "2", "1", "1", ids[0], "1", "1", "2", ids[1], "1"},
@@ -62,7 +87,7 @@ func TestIncrAndCheckAsTheScript(t *testing.T) {
 				if n > 2 || n < 1 {
 					n = 1
 				}
-				var keys []string
+				keys := []string{p.key("o")}
 				for i := range n {
 					keys = append(keys, p.key(fmt.Sprint("w", i)), p.key(fmt.Sprint("w", i, ":crossed")))
 				}
@@ -72,18 +97,19 @@ func TestIncrAndCheckAsTheScript(t *testing.T) {
 	}
 }
 
-// A window that lost its TTL gets its length again; one that has a TTL
-// keeps it.
+// A window that lost its TTL gets its length again when it reaches its
+// threshold, not before; one that has a TTL keeps it.
 func TestIncrAndCheckRearmsAWindowWithoutTTL(t *testing.T) {
 	p := newPair(t)
-	keys := []string{p.key("w"), p.key("w:crossed")}
+	keys := []string{p.key("o"), p.key("w"), p.key("w:crossed")}
 	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "600", "9", "1", "1", ids[0], "1")
 	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "9", "1", "2", ids[1], "1")
-	p.rdb.Persist(t.Context(), keys[0])
+	p.rdb.Persist(t.Context(), keys[1])
 	p.st.mu.Lock()
-	p.st.keys[keys[0]].ttl = false
+	p.st.keys[keys[1]].ttl = false
 	p.st.mu.Unlock()
 	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "9", "1", "3", ids[2], "1")
+	p.call(lua.IncrAndCheckName, keys, "p:0", "600", "1", "900", "4", "1", "4", ids[3], "1")
 }
 
 // TestIncrAndCheckRandomly runs random calls, mostly usable, over windows
@@ -98,7 +124,7 @@ func TestIncrAndCheckRandomly(t *testing.T) {
 				n := 1 + r.IntN(3)
 				src := []string{"p:0", "p:1"}[r.IntN(2)]
 				args := []string{src, "600", strconv.Itoa(n)}
-				var keys []string
+				keys := []string{p.key("o")}
 				for i := range n {
 					w := r.IntN(4) // of 4 windows, so that calls share some
 					keys = append(keys, p.key(fmt.Sprint("w", w, "-", i)), p.key(fmt.Sprint("w", w, "-", i, ":crossed")))
@@ -109,9 +135,7 @@ func TestIncrAndCheckRandomly(t *testing.T) {
 					args = append(args, "600", threshold)
 				}
 				for range 1 + r.IntN(8) {
-					// Offsets mostly go on, sometimes back (a redelivery).
-					off := offsets[src] + r.IntN(3) - 1
-					offsets[src] = max(off, 0)
+					off := randomOffset(r, offsets, src)
 					index := strconv.Itoa(1 + r.IntN(n))
 					if r.IntN(20) == 0 {
 						index = strconv.Itoa(n + 1)
@@ -120,7 +144,7 @@ func TestIncrAndCheckRandomly(t *testing.T) {
 					if r.IntN(25) == 0 {
 						inc = "0"
 					}
-					args = append(args, index, strconv.Itoa(max(off, 0)), ids[r.IntN(len(ids))], inc)
+					args = append(args, index, off, randomID(r), inc)
 				}
 				p.call(lua.IncrAndCheckName, keys, args...)
 			}
@@ -130,26 +154,33 @@ func TestIncrAndCheckRandomly(t *testing.T) {
 
 func TestSalesDecrAsTheScript(t *testing.T) {
 	count := func(p *pair, args ...string) {
-		p.call(lua.IncrAndCheckName, []string{p.key("w"), p.key("w:crossed")}, append([]string{"p:0", "600", "1", "600", "1000"}, args...)...)
+		p.call(lua.IncrAndCheckName, []string{p.key("o"), p.key("w"), p.key("w:crossed")}, append([]string{"p:0", "600", "1", "600", "1000"}, args...)...)
 	}
 	for _, tc := range []struct {
 		name    string
 		counted []string
 		refunds [][]string
 	}{
-		{"a refund of nothing", nil, [][]string{{"p:1", "1", "1", ids[0], "5"}}},
-		{"takes, then clamps at 0", []string{"1", "1", ids[0], "10"}, [][]string{{"p:1", "1", "1", ids[1], "4", "1", "2", ids[2], "9", "1", "3", ids[3], "1"}}},
+		{"a refund of nothing", nil, [][]string{{"p:1", "900", "1", "1", ids[0], "5"}}},
+		{"takes, then clamps at 0", []string{"1", "1", ids[0], "10"}, [][]string{{"p:1", "900", "1", "1", ids[1], "4", "1", "2", ids[2], "9", "1", "3", ids[3], "1"}}},
 		{"a redelivery by offset and by id", []string{"1", "1", ids[0], "10"}, [][]string{
-			{"p:1", "1", "5", ids[1], "1"},
-			{"p:1", "1", "5", ids[1], "1", "1", "6", ids[1], "1", "1", "7", ids[2], "1"},
+			{"p:1", "900", "1", "5", ids[1], "1"},
+			{"p:1", "900", "1", "5", ids[1], "1", "1", "6", ids[1], "1", "1", "7", ids[2], "1"},
+		}},
+		{"refunds from the orders' own source keep their own field", []string{"1", "1", ids[0], "10"}, [][]string{
+			{"p:0", "900", "1", "1", ids[1], "2", "1", "2", ids[0], "3"},
 		}},
 		{"refused changes and calls", []string{"1", "1", ids[0], "10"}, [][]string{
-			{"p:1", "0", "1", ids[1], "1", "1", "x", ids[1], "1", "1", "2", "short", "1", "1", "3", ids[1], "0", "1", "4", ids[2], "2"},
-			{"", "1", "1", ids[1], "1"},
-			{"p:1", "1", "1", ids[1]},
+			{"p:1", "900", "0", "1", ids[1], "1", "1", "x", ids[1], "1", "1", "2", "short", "1", "1", "3", ids[1], "0", "1", "4", ids[2], "2"},
+			{"", "900", "1", "1", ids[1], "1"},
+			{"p:1", "0", "1", "1", ids[1], "1"},
+			{"p:1", "900", "1", "1", ids[1]},
 		}},
 		{"past 2^53", []string{"1", "1", ids[0], "999999999999999999"}, [][]string{
-			{"p:1", "1", "1", ids[1], "3", "1", "2", ids[2], "999999999999999990", "1", "3", ids[3], "1"},
+			{"p:1", "900", "1", "1", ids[1], "3", "1", "2", ids[2], "999999999999999990", "1", "3", ids[3], "1"},
+		}},
+		{"past 2^53, clamped", []string{"1", "1", ids[0], "9007199254740993"}, [][]string{
+			{"p:1", "900", "1", "1", ids[1], "9007199254741000", "1", "2", ids[2], "1"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +189,7 @@ func TestSalesDecrAsTheScript(t *testing.T) {
 				count(p, tc.counted...)
 			}
 			for _, args := range tc.refunds {
-				p.call(lua.SalesDecrName, []string{p.key("w")}, args...)
+				p.call(lua.SalesDecrName, []string{p.key("o"), p.key("w")}, args...)
 			}
 		})
 	}
@@ -170,28 +201,24 @@ func TestSalesDecrRandomly(t *testing.T) {
 			p := newPair(t)
 			r := rand.New(rand.NewPCG(seed, 2))
 			offsets := map[string]int{}
-			next := func(src string) string {
-				off := max(offsets[src]+r.IntN(3)-1, 0)
-				offsets[src] = off
-				return strconv.Itoa(off)
-			}
+			next := func(src string) string { return randomOffset(r, offsets, src) }
 			for range 20 {
 				w := fmt.Sprint("w", r.IntN(3))
 				if r.IntN(2) == 0 {
 					args := []string{"p:0", "600", "1", "600", "50"}
 					for range 1 + r.IntN(4) {
-						args = append(args, "1", next("p:0"), ids[r.IntN(len(ids))], strconv.Itoa(1+r.IntN(9)))
+						args = append(args, "1", next("p:0"), randomID(r), strconv.Itoa(1+r.IntN(9)))
 					}
-					p.call(lua.IncrAndCheckName, []string{p.key(w), p.key(w + ":crossed")}, args...)
+					p.call(lua.IncrAndCheckName, []string{p.key("o"), p.key(w), p.key(w + ":crossed")}, args...)
 					continue
 				}
-				keys := []string{p.key(w)}
+				keys := []string{p.key("o"), p.key(w)}
 				if r.IntN(2) == 0 {
 					keys = append(keys, p.key(fmt.Sprint(w, "b")))
 				}
-				args := []string{"r:0"}
+				args := []string{"r:0", "900"}
 				for range 1 + r.IntN(4) {
-					args = append(args, strconv.Itoa(1+r.IntN(len(keys))), next("r:0"), ids[r.IntN(len(ids))], strconv.Itoa(1+r.IntN(9)))
+					args = append(args, strconv.Itoa(1+r.IntN(len(keys)-1)), next("r:0"), randomID(r), strconv.Itoa(1+r.IntN(9)))
 				}
 				p.call(lua.SalesDecrName, keys, args...)
 			}

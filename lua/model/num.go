@@ -105,8 +105,11 @@ func seen(latest, id string) bool {
 
 // remember is sub(latest .. id, -8 * LATEST): the window's latest ids with
 // id last.
-func remember(latest, id string) string {
-	const keep = 8 * 4
+func remember(latest, id string) string { return rememberLast(latest, id, 4) }
+
+// rememberLast is sub(latest .. id, -8 * n).
+func rememberLast(latest, id string, n int) string {
+	keep := 8 * n
 	s := latest + id
 	if len(s) > keep {
 		s = s[len(s)-keep:]

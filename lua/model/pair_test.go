@@ -2,8 +2,6 @@ package model
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,14 +81,14 @@ func (p *pair) call(name string, keys []string, args ...string) any {
 	return got
 }
 
-// source is script name's text, read from the file lua embeds.
+// source is script name's text, as lua embeds it (with its prelude).
 func (p *pair) source(name string) string {
 	p.t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", name+".lua"))
-	if err != nil {
-		p.t.Fatal(err)
+	text, ok := lua.Text(name)
+	if !ok {
+		p.t.Fatalf("no script %s", name)
 	}
-	return string(b)
+	return text
 }
 
 // normal is a reply as the model gives it: an int64, or an []int64.

@@ -4,26 +4,29 @@ import "math"
 
 // refundWindow is sales_decr's state of one window.
 type refundWindow struct {
-	key            string
-	v              float64
-	hasV           bool
-	last           float64
-	hasLast        bool
-	latest         string
-	changed, dirty bool
+	key      string
+	v        float64
+	hasV     bool
+	changed  bool
+	unusable bool
 }
 
 // salesDecr is sales_decr.lua.
 func salesDecr(s *Store, keys, args argv) (any, error) {
 	const maxChanges = 4096
 	src, srcOK := args.at(1)
-	n := len(keys)
-	rest := len(args) - 1
-	if !(srcOK && len(src) >= 1 && len(src) <= 32 && n >= 1 && n <= 64) ||
+	life, lifeOK := args.at(2)
+	n := len(keys) - 1
+	rest := len(args) - 2
+	if !(srcOK && len(src) >= 1 && len(src) <= 32 && positive(life, lifeOK, 10) && n >= 1 && n <= 64) ||
 		rest < 4 || rest%4 != 0 || rest/4 > maxChanges {
 		return refused(), nil
 	}
 	if err := distinctKeys(keys); err != nil {
+		return nil, err
+	}
+	a, err := readApplied(s, keys[0], "r:"+src)
+	if err != nil {
 		return nil, err
 	}
 	windows := make([]*refundWindow, n+1)
@@ -31,18 +34,11 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		if w := windows[i]; w != nil {
 			return w, nil
 		}
-		key := keys[i-1]
-		h, err := s.hgetall(key)
-		if err != nil {
-			return nil, err
-		}
-		w := &refundWindow{key: key, latest: h["r"]}
-		vs, vok := h["v"]
-		if w.v, w.hasV, err = tonumber(vs, vok); err != nil {
-			return nil, err
-		}
-		ls, lok := h[src]
-		if w.last, w.hasLast, err = tonumber(ls, lok); err != nil {
+		w := &refundWindow{key: keys[i]}
+		got, ok, gerr := s.getString(w.key)
+		w.unusable = gerr != nil // redis.pcall: the key holds no string
+		var err error
+		if w.v, w.hasV, err = tonumber(got, ok && gerr == nil); err != nil {
 			return nil, err
 		}
 		windows[i] = w
@@ -50,71 +46,74 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 	}
 
 	reply := make([]int64, 0, 2*(rest/4))
-	for a := 2; a <= len(args); a += 4 {
-		iv, iok, err := tonumber(args.at(a))
+	for at := 3; at <= len(args); at += 4 {
+		iv, iok, err := tonumber(args.at(at))
 		if err != nil {
 			return nil, err
 		}
-		off, offOK := args.at(a + 1)
-		id, idOK := args.at(a + 2)
-		amount, amountOK := args.at(a + 3)
+		off, offOK := args.at(at + 1)
+		id, idOK := args.at(at + 2)
+		amount, amountOK := args.at(at + 3)
 		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && positive(amount, amountOK, 18)) {
 			reply = append(reply, -1, -1)
 			continue
 		}
+		o, _, _ := tonumber(off, true)
+		fresh := a.decide(o)
 		w, err := window(int(iv))
 		if err != nil {
 			return nil, err
 		}
-		o, _, _ := tonumber(off, true)
 		switch {
+		case w.unusable:
+			reply = append(reply, -1, -1)
 		case !w.hasV || w.v <= 0:
 			reply = append(reply, 0, 0)
-		case (w.hasLast && o <= w.last) || seen(w.latest, id):
+		case !fresh:
 			reply = append(reply, integer(w.v), 0)
 		default:
-			var remaining float64
-			if w.v >= two53 {
-				if w.changed {
-					if err := s.hset(w.key, "v", format(w.v)); err != nil {
-						return nil, err
-					}
-					w.changed = false
-				}
-				by, _ := parseInt("-" + amount)
-				v, err := s.hincrby(w.key, "v", by)
-				if err != nil {
-					return nil, err
-				}
-				remaining = float64(v)
-			} else {
-				by, _, _ := tonumber(amount, true)
-				remaining, w.changed = w.v-by, true
+			remaining, clamped, ok := w.subtract(s, amount)
+			if !ok {
+				reply = append(reply, -1, -1)
+				continue
 			}
-			clamped := int64(0)
-			if remaining < 0 {
-				remaining, clamped, w.changed = 0, 1, true
-			}
-			w.v, w.last, w.hasLast, w.dirty = remaining, o, true, true
-			w.latest = remember(w.latest, id)
 			reply = append(reply, integer(remaining), clamped)
 		}
 	}
 
 	for _, w := range windows {
-		if w == nil || !w.dirty {
-			continue
-		}
-		var err error
-		if w.changed {
-			err = s.hset(w.key, "v", format(w.v), src, format(w.last), "r", w.latest)
-		} else {
-			err = s.hset(w.key, src, format(w.last), "r", w.latest)
-		}
-		if err != nil {
-			return nil, err
+		if w != nil && w.changed {
+			s.setKeepTTL(w.key, format(w.v))
 		}
 	}
+	if err := a.write(s, life, false); err != nil {
+		return nil, err
+	}
 	return reply, nil
+}
+
+// subtract is the script's subtract(w, amount); ok is false where DECRBY
+// fails.
+func (w *refundWindow) subtract(s *Store, amount string) (remaining float64, clamped int64, ok bool) {
+	if w.v >= two53 {
+		if w.changed {
+			s.setKeepTTL(w.key, format(w.v))
+			w.changed = false
+		}
+		by, _ := parseInt(amount)
+		v, err := s.incrby(w.key, -by)
+		if err != nil {
+			return 0, 0, false
+		}
+		remaining = float64(v)
+	} else {
+		by, _, _ := tonumber(amount, true)
+		remaining, w.changed = w.v-by, true
+	}
+	if remaining < 0 {
+		remaining, clamped, w.changed = 0, 1, true
+	}
+	w.v = remaining
+	return remaining, clamped, true
 }

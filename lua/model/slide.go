@@ -375,7 +375,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 			w.last, w.hasLast, w.dirty = o, true, true
 			w.latest = remember(w.latest, id)
 			if flag == 1 {
-				if err := w.marks.mark(s, id, value, life); err != nil {
+				if err := w.marks.mark(s, id, format(value), life); err != nil {
 					return nil, err
 				}
 			}

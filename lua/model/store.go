@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -314,4 +315,63 @@ func (q *dueQueue) Pop() any {
 	d := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return d
+}
+
+// expireNX is EXPIRE key ttl NX: a TTL for a key that has none; false when
+// there is no key or it has one.
+func (s *Store) expireNX(key string, ttl time.Duration) bool {
+	e := s.get(key)
+	if e == nil || e.ttl {
+		return false
+	}
+	s.setDue(key, e, ttl)
+	return true
+}
+
+// hsetField is HSET of one field: true when the field is new.
+func (s *Store) hsetField(key, field, value string) (bool, error) {
+	e, err := s.create(key, kindHash)
+	if err != nil {
+		return false, err
+	}
+	_, had := e.hash[field]
+	e.hash[field] = value
+	return !had, nil
+}
+
+// incrby is INCRBY (DECRBY with by negated) with Redis's checks: the key
+// must hold an integer, and the sum must not overflow. A new key has no
+// TTL; an existing one keeps its own.
+func (s *Store) incrby(key string, by int64) (int64, error) {
+	e, err := s.typed(key, kindString)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	if e != nil {
+		var ok bool
+		if v, ok = parseInt(e.str); !ok {
+			return 0, errors.New("ERR value is not an integer or out of range")
+		}
+	}
+	if (by > 0 && v > math.MaxInt64-by) || (by < 0 && v < math.MinInt64-by) {
+		return 0, errors.New("ERR increment or decrement would overflow")
+	}
+	v += by
+	if e == nil {
+		e = &entry{kind: kindString}
+		s.keys[key] = e
+	}
+	e.str = strconv.FormatInt(v, 10)
+	return v, nil
+}
+
+// setKeepTTL is SET key value KEEPTTL: a value of any kind is replaced,
+// and the key keeps its TTL.
+func (s *Store) setKeepTTL(key, value string) {
+	if e := s.get(key); e != nil {
+		e.kind, e.str, e.hash, e.zset = kindString, value, nil, nil
+		return
+	}
+	s.keys[key] = &entry{kind: kindString, str: value}
 }

@@ -96,7 +96,7 @@ type Pair struct {
 	changes   int64   // window changes each script made since
 }
 
-type window struct{ key, marks string }
+type window struct{ key, marks, offsets string }
 
 // New loads both scripts, counts once into every group's window on both
 // servers, so that the measurement finds every window running, and starts
@@ -161,7 +161,7 @@ func (p *Pair) layOut() error {
 			index[group.Tag()] = i
 			buckets = append(buckets, nil)
 		}
-		buckets[i] = append(buckets[i], window{keys.Window(group, rule), keys.Marks(group, rule)})
+		buckets[i] = append(buckets[i], window{keys.Counter(group, rule), keys.Marks(group, rule), keys.Offsets(group)})
 	}
 	p.cells = make([][]window, partitions*len(buckets))
 	for b, windows := range buckets {
@@ -226,7 +226,7 @@ func (p *Pair) plan() []*lua.Count {
 		cell := p.calls % len(p.cells)
 		part := cell * partitions / len(p.cells)
 		p.calls++
-		c := &lua.Count{Source: p.sources[part]}
+		c := &lua.Count{Source: p.sources[part], Offsets: p.cells[cell][0].offsets} // a cell is of one bucket
 		for w := range p.cfg.Windows {
 			win := p.cells[cell][p.cursor[cell]]
 			p.cursor[cell] = (p.cursor[cell] + 1) % len(p.cells[cell])

@@ -266,9 +266,10 @@ func (p *pipeline) state(rule string) string {
 	return ""
 }
 
+// counter reads a fixed rule's window: a counter.
 func (p *pipeline) counter(rule string, values ...string) int64 {
-	key := p.keys.Window(p.keys.Group(values), p.state(rule))
-	n, err := p.rdb.HGet(context.Background(), key, "v").Int64()
+	key := p.keys.Counter(p.keys.Group(values), p.state(rule))
+	n, err := p.rdb.Get(context.Background(), key).Int64()
 	if err != nil && err != redis.Nil {
 		p.t.Fatalf("read %s: %v", key, err)
 	}
@@ -297,6 +298,29 @@ func (p *pipeline) committed(t *testing.T) int64 {
 		}
 	}
 	return sum
+}
+
+// rewind commits offset 0 for the events group on every orders partition,
+// as if it had never committed: the group must have no member.
+func (p *pipeline) rewind(t *testing.T) {
+	t.Helper()
+	offsets := make([]kafka.OffsetCommit, p.partitions)
+	for i := range offsets {
+		offsets[i] = kafka.OffsetCommit{Partition: i, Offset: 0}
+	}
+	client := &kafka.Client{Addr: kafka.TCP(p.kafka.Brokers...), Timeout: 5 * time.Second}
+	resp, err := client.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{
+		GroupID: p.cfg.Kafka.GroupID, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{p.cfg.Kafka.OrdersTopic: offsets},
+	})
+	if err != nil {
+		t.Fatalf("offset commit: %v", err)
+	}
+	for _, po := range resp.Topics[p.cfg.Kafka.OrdersTopic] {
+		if po.Error != nil {
+			t.Fatalf("offset commit, partition %d: %v", po.Partition, po.Error)
+		}
+	}
 }
 
 const countRule = `
@@ -439,7 +463,7 @@ rules:
 	r := p.start()
 	p.orders(0, ev{id: "a1", customer: "c", amount: 1}, ev{id: "a2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "first alert", func() bool { return r.metric("fraudwatch_alerts_sent_total", "rule", "burst") == 1 })
-	key := p.keys.Window(p.keys.Group([]string{"c"}), p.state("burst"))
+	key := p.keys.Counter(p.keys.Group([]string{"c"}), p.state("burst"))
 	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(context.Background(), key).Val() == 0 })
 	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the suppressed crossing", func() bool {

@@ -156,7 +156,7 @@ rules:
 	}
 
 	// The next window's crossing of the snoozed group is silenced.
-	key := p.keys.Window(p.keys.Group([]string{"c"}), p.state("burst"))
+	key := p.keys.Counter(p.keys.Group([]string{"c"}), p.state("burst"))
 	waitFor(t, 10*time.Second, "the 1s window to end", func() bool { return p.rdb.Exists(t.Context(), key).Val() == 0 })
 	p.orders(0, ev{id: "b1", customer: "c", amount: 1}, ev{id: "b2", customer: "c", amount: 1})
 	waitFor(t, 20*time.Second, "the silenced crossing", func() bool {

@@ -101,6 +101,7 @@ func groupConfigs(c *config.Config) (events consumer.Config, alerts consumer.Gro
 		RefundsTopic:    k.RefundsTopic,
 		DeadLetterTopic: k.DeadLetterTopic,
 		MaxEventBytes:   k.MaxEventBytes,
+		RetryWindow:     k.RetryWindow,
 	}
 	// The events group hands crossings to the alerts topic: it waits for
 	// it, as for the dead-letter topic.

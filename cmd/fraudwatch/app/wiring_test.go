@@ -152,7 +152,7 @@ func TestGroupConfigsCarryEverySetting(t *testing.T) {
 			k.Brokers, k.GroupID, k.ClientID = []string{"127.0.0.1:9092", "127.0.0.1:9093"}, "fw", "fraudwatch-eu"
 			k.OrdersTopic, k.RefundsTopic, k.DeadLetterTopic = "o", "r", "d"
 			k.CommitInterval, k.SessionTimeout, k.HeartbeatInterval, k.RebalanceTimeout = 2*time.Second, 45*time.Second, 5*time.Second, time.Minute
-			k.MaxEventBytes = 131072
+			k.MaxEventBytes, k.RetryWindow = 131072, 777
 			k.TLS = config.TLS{Enabled: true, ServerName: "kafka.internal"}
 			k.SASL = config.SASL{Mechanism: tt.mechanism, Username: "fw", Password: config.Secret("kafka-secret")}
 			events, alerts, err := groupConfigs(&c)
@@ -172,7 +172,7 @@ func TestGroupConfigsCarryEverySetting(t *testing.T) {
 				}
 			}
 			if events.GroupID != "fw" || events.OrdersTopic != "o" || events.RefundsTopic != "r" || events.DeadLetterTopic != "d" ||
-				events.MaxEventBytes != 131072 {
+				events.MaxEventBytes != 131072 || events.RetryWindow != 777 {
 				t.Errorf("events group: %+v", events)
 			}
 			if p, ok := events.SASL.(plain.Mechanism); ok && (p.Username != "fw" || p.Password != "kafka-secret") {

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
@@ -27,6 +29,9 @@ type Events struct {
 	list []record
 	// Invalid counts the lines that are not events, by reason.
 	Invalid map[event.Reason]int
+	// Retried counts the second records of events, a producer's retries,
+	// not replayed (see consumer.Retries).
+	Retried int
 	Orders  int
 	Refunds int
 	// RuleSets are the rules lines of the input, in its order: the rules
@@ -75,22 +80,30 @@ type reader struct {
 	// maxBytes bounds an event, as kafka.max_event_bytes bounds the
 	// consumer's messages: a larger one is oversized, as it would be there.
 	maxBytes int
-	last     time.Time // the time of the event before
-	block    []byte
+	// retries catches a producer's retries in the partition being read,
+	// as the consumer does, within retryWindow records.
+	retries     *consumer.Retries
+	retryWindow int
+	last        time.Time // the time of the event before
+	block       []byte
 }
 
 // blockSize is the size of the blocks records are kept in.
 const blockSize = 1 << 20
 
-func newReader(maxBytes int) *reader {
-	return &reader{evs: Events{Invalid: map[event.Reason]int{}}, maxBytes: maxBytes}
+func newReader(maxBytes, retryWindow int) *reader {
+	return &reader{evs: Events{Invalid: map[event.Reason]int{}}, maxBytes: maxBytes,
+		retries: consumer.NewRetries(retryWindow), retryWindow: retryWindow}
 }
 
+// partition starts another partition: retries are caught within one.
+func (r *reader) partition() { r.retries = consumer.NewRetries(r.retryWindow) }
+
 // add checks one event: its bytes, the type its topic implies ("" for a
-// line, which must say), and its record's time (zero for a line). Its time
-// is its occurred_at, else its record's time, else the time of the event
-// before. data is copied.
-func (r *reader) add(data []byte, typ event.Type, recordTime time.Time) {
+// line, which must say), its offset in its partition (a line's number) and
+// its record's time (zero for a line). Its time is its occurred_at, else
+// its record's time, else the time of the event before. data is copied.
+func (r *reader) add(data []byte, typ event.Type, offset int64, recordTime time.Time) {
 	if len(data) > r.maxBytes {
 		r.evs.Invalid[event.ReasonOversized]++
 		return
@@ -102,6 +115,12 @@ func (r *reader) add(data []byte, typ event.Type, recordTime time.Time) {
 			reason = inv.Reason
 		}
 		r.evs.Invalid[reason]++
+		return
+	}
+	retry := r.retries.Seen(ev.EventID, offset)
+	r.retries.Commit()
+	if retry {
+		r.evs.Retried++
 		return
 	}
 	switch {
@@ -138,15 +157,23 @@ func (r *reader) done() *Events {
 // are counted by reason, and a line longer than maxBytes (the consumer's
 // kafka.max_event_bytes) is oversized, as its message would be, without
 // being kept whole. Rules lines (RulesType) go to RuleSets; one that is
-// not usable, or not later than the one before, fails the read.
+// not usable, or not later than the one before, fails the read. A line
+// whose event_id a line at most the default kafka.retry_window before had
+// is a producer's retry, counted in Retried and not replayed, as the
+// consumer takes it with line numbers for offsets.
 func Read(in io.Reader, maxBytes int) (*Events, error) {
+	return readEvents(in, maxBytes, config.Default().Kafka.RetryWindow)
+}
+
+// readEvents is Read with a retry window (0: off).
+func readEvents(in io.Reader, maxBytes, retryWindow int) (*Events, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("backtest: an event's bound must be positive, not %d", maxBytes)
 	}
 	// Room for the longest event, its \r\n, and one byte more that tells
 	// a longer line.
 	br := bufio.NewReaderSize(in, maxBytes+3)
-	r := newReader(maxBytes)
+	r := newReader(maxBytes, retryWindow)
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -166,7 +193,7 @@ func Read(in io.Reader, maxBytes int) (*Events, error) {
 				return nil, err
 			}
 		case len(bytes.TrimSpace(line)) > 0:
-			r.add(line, "", time.Time{})
+			r.add(line, "", int64(n), time.Time{})
 		}
 		if err != nil {
 			return r.done(), nil

@@ -49,7 +49,7 @@ const unset = 100*365*24*time.Hour + time.Nanosecond
 // TTL, nor delete a key; any other command's arguments are looked at
 // again, which costs a little and is never wrong.
 var keepsTTL = map[string]bool{
-	"GET": true, "EXISTS": true, "TTL": true, "PTTL": true, "TIME": true,
+	"GET": true, "EXISTS": true, "TTL": true, "PTTL": true, "TIME": true, "INCRBY": true, "DECRBY": true,
 	"HGET": true, "HMGET": true, "HGETALL": true, "HLEN": true, "HVALS": true,
 	"HSET": true, "HINCRBY": true, "LPUSH": true, "LRANGE": true,
 	"ZADD": true, "ZCARD": true, "ZCOUNT": true, "ZSCORE": true,

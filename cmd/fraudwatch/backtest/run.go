@@ -39,6 +39,10 @@ type Options struct {
 	// as the consumer's kafka.max_event_bytes makes it (whose default it
 	// takes when 0).
 	MaxEventBytes int
+	// RetryWindow is the consumer's kafka.retry_window: a line whose
+	// event_id a line at most this many before had is a producer's retry,
+	// not replayed, as the consumer does not process it (0: off).
+	RetryWindow int
 	// Engine does the scripts' work (Model, the default, or Lua).
 	Engine Engine
 	// Format is "text" (the default) or "json".
@@ -67,7 +71,7 @@ func Run(ctx context.Context, o Options) error {
 	var err error
 	switch {
 	case o.Input != nil:
-		evs, err = readUntilDone(ctx, o.Input, o.MaxEventBytes)
+		evs, err = readUntilDone(ctx, o.Input, o.MaxEventBytes, o.RetryWindow)
 	case o.Events != nil:
 		evs, err = o.Events(ctx)
 	default:
@@ -108,14 +112,14 @@ func Run(ctx context.Context, o Options) error {
 // too: a read of standard input waits for as long as its writer, however
 // often the user presses Ctrl-C. The read goes on until its input ends or
 // fails; the command does not wait for it.
-func readUntilDone(ctx context.Context, in io.Reader, maxBytes int) (*Events, error) {
+func readUntilDone(ctx context.Context, in io.Reader, maxBytes, retryWindow int) (*Events, error) {
 	type read struct {
 		evs *Events
 		err error
 	}
 	done := make(chan read, 1)
 	go func() {
-		evs, err := Read(in, maxBytes)
+		evs, err := readEvents(in, maxBytes, retryWindow)
 		done <- read{evs, err}
 	}()
 	select {
@@ -185,6 +189,7 @@ type replayJSON struct {
 	Orders    int            `json:"orders"`
 	Refunds   int            `json:"refunds"`
 	Invalid   map[string]int `json:"invalid"`
+	Retried   int            `json:"retried"`
 	RulesFrom string         `json:"rules_from"`
 	Scripts   string         `json:"scripts"`
 	Report    *Report        `json:"report"`
@@ -198,7 +203,7 @@ func writeJSON(o Options, evs *Events, rep, old *Report) error {
 		invalid[string(r)] = n
 	}
 	of := func(from string, r *Report) replayJSON {
-		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, from, o.Engine.String(), r}
+		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, evs.Retried, from, o.Engine.String(), r}
 	}
 	var out any = of(o.RulesFrom, rep)
 	if old != nil {
@@ -228,6 +233,9 @@ func writeText(o Options, evs *Events, rep, old *Report) error {
 			parts = append(parts, fmt.Sprintf("%s %d", r, evs.Invalid[r]))
 		}
 		fmt.Fprintf(w, "invalid lines: %d (%s)\n", total, strings.Join(parts, ", "))
+	}
+	if evs.Retried > 0 {
+		fmt.Fprintf(w, "retries: %d (second records of an event, not replayed)\n", evs.Retried)
 	}
 	fmt.Fprintf(w, "rules: %s, version %s; scripts: %s\n\n", o.RulesFrom, rep.Version, o.Engine)
 

@@ -39,3 +39,39 @@ func TestTextTimes(t *testing.T) {
 		}
 	}
 }
+
+// A second record of an event (a producer's retry) within the retry
+// window is replayed once, as `run` processes it once; off, it is replayed
+// (the scripts no longer recognise it).
+func TestAProducersRetryIsReplayedOnce(t *testing.T) {
+	o := parseRules(t, `rules:
+  - {name: three, metric: count, group_by: [customer_id], window: 1m, threshold: 3}
+`)
+	input := strings.Join([]string{
+		line("a", "", "x", "k", 1, 0),
+		line("b", "", "x", "k", 1, time.Second),
+		line("a", "", "x", "k", 1, 0), // the retry: same event, later line
+	}, "\n")
+	tests := []struct {
+		window int
+		want   []string
+	}{
+		{4096, []string{"backtest of events.jsonl: 2 events (2 orders, 0 refunds)", "retries: 1 (", "crossings (0)"}},
+		{0, []string{"backtest of events.jsonl: 3 events (3 orders, 0 refunds)"}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("window ", tt.window), func(t *testing.T) {
+			o.RetryWindow = tt.window
+			out := run(t, o, input)
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("report lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	o.RetryWindow, o.Format = 4096, "json"
+	if out := run(t, o, input); !strings.Contains(out, `"retried": 1,`) {
+		t.Errorf("JSON report lacks the retry:\n%s", out)
+	}
+}

@@ -25,7 +25,7 @@ const fetchBytes = 8 << 20
 // oversized, as it is to the consumer.
 func FromTopics(ctx context.Context, k config.Kafka, transport kafka.RoundTripper, since time.Duration, now time.Time) (*Events, error) {
 	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: transport, Timeout: 30 * time.Second}
-	r := newReader(k.MaxEventBytes)
+	r := newReader(k.MaxEventBytes, k.RetryWindow)
 	for _, t := range []struct {
 		topic string
 		typ   event.Type
@@ -72,6 +72,7 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 		if start < 0 {
 			start = end
 		}
+		r.partition()
 		for off := start; off < end; {
 			res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: po.Partition, Offset: off,
 				MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
@@ -102,7 +103,7 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 						return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, rec.Offset, err)
 					}
 				}
-				r.add(value.Bytes(), typ, rec.Time)
+				r.add(value.Bytes(), typ, rec.Offset, rec.Time)
 			}
 			if read == 0 {
 				// What is left are transactions' markers, which a fetch

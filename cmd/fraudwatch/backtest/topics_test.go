@@ -31,6 +31,8 @@ func TestFromTopics(t *testing.T) {
 	k.Produce(t, cfg.Kafka.OrdersTopic,
 		msg(`{"event_id":"old","order_id":"o0","customer_id":"c","amount":1}`, 3*time.Hour),
 		msg(`{"event_id":"a","order_id":"o1","customer_id":"c","amount":1}`, 50*time.Minute),
+		// A producer's retry of a: not an event again.
+		msg(`{"event_id":"a","order_id":"o1","customer_id":"c","amount":1}`, 50*time.Minute),
 		msg(`{"event_id":"b","order_id":"o2","customer_id":"c","amount":1,"occurred_at":"`+now.Add(-40*time.Minute).Format(time.RFC3339Nano)+`"}`, 10*time.Minute),
 		msg(`{"event_id":"bad","order_id":"o3","amount":1}`, time.Minute),
 		msg(`{"event_id":"long","order_id":"o4","customer_id":"c","amount":1,"note":"`+strings.Repeat("x", 200)+`"}`, time.Minute),
@@ -50,6 +52,9 @@ func TestFromTopics(t *testing.T) {
 	}
 	if want := map[event.Reason]int{event.ReasonMissingField: 1, event.ReasonOversized: 1}; !maps.Equal(evs.Invalid, want) {
 		t.Errorf("invalid %v, want the one without a customer and the one beyond max_event_bytes", evs.Invalid)
+	}
+	if evs.Retried != 1 {
+		t.Errorf("retried %d, want 1: a's second record", evs.Retried)
 	}
 	// The replicas' group is untouched: it was never joined, so it holds
 	// no member and no offset.

@@ -1,0 +1,121 @@
+package consumer
+
+import "hash/maphash"
+
+// Retries catches a producer's retries in one partition: a second record of
+// an event (same event_id) at a later offset, written by a producer that
+// retried without idempotence. It remembers the event ids, as 64-bit
+// hashes, of the records of the partition's last Window offsets, each at
+// the offset it was last seen at: a record is a retry when its id was seen
+// at an earlier offset among them.
+//
+// Records are taken in two steps, so that an attempt at a batch that fails
+// and is made again with the same offsets finds what it found the first
+// time: Seen checks a record and holds it pending; Commit keeps the
+// pending records, Discard forgets them. A record at or below the last
+// offset kept is one seen again (a redelivery), never a retry: the
+// scripts' offsets recognise those. Not safe for concurrent use: one
+// partition's loop owns it.
+type Retries struct {
+	window int64
+	seed   maphash.Seed
+	// ring holds the kept records in offset order, head the oldest; a
+	// record leaves it once it is more than the window behind.
+	ring       []slot
+	head, size int
+	// ids maps an id's hash to the last offset it was kept at.
+	ids  map[uint64]int64
+	last int64 // the offset kept last (-1: none)
+	// pending are the records seen since the last Commit or Discard, in
+	// order; pendingIDs maps their hashes to the last offset of each.
+	pending    []slot
+	pendingIDs map[uint64]int64
+}
+
+type slot struct {
+	hash   uint64
+	offset int64
+}
+
+// NewRetries returns an empty memory of the last window offsets of a
+// partition; 0 turns the check off. window is bounded by package config
+// (about 50 bytes a record); a negative one is taken as 0.
+func NewRetries(window int) *Retries {
+	window = max(window, 0)
+	return &Retries{
+		window:     int64(window),
+		seed:       maphash.MakeSeed(), // the hashes never leave the process
+		ring:       make([]slot, window),
+		ids:        make(map[uint64]int64, window),
+		last:       -1,
+		pendingIDs: map[uint64]int64{},
+	}
+}
+
+// Seen reports whether the record at offset, whose event id is id, is a
+// retry: the same id at an earlier offset at most the window before,
+// among the records kept or pending. The record is then pending. A nil
+// Retries, or one whose window is 0, reports none.
+func (r *Retries) Seen(id string, offset int64) bool {
+	if r == nil || r.window == 0 || offset <= r.last {
+		return false
+	}
+	if n := len(r.pending); n > 0 && offset <= r.pending[n-1].offset {
+		return false // seen again within the attempt
+	}
+	h := maphash.String(r.seed, id)
+	// The id's latest offset decides: pending ones are later than kept.
+	at, ok := r.pendingIDs[h]
+	if !ok {
+		at, ok = r.ids[h]
+	}
+	r.pending = append(r.pending, slot{h, offset})
+	r.pendingIDs[h] = offset
+	return ok && at >= offset-r.window
+}
+
+// Commit keeps the pending records: their batch has been handled.
+func (r *Retries) Commit() {
+	if r == nil {
+		return
+	}
+	for _, s := range r.pending {
+		r.keep(s)
+	}
+	r.Discard()
+}
+
+// Discard forgets the pending records: their batch will be tried again.
+func (r *Retries) Discard() {
+	if r == nil {
+		return
+	}
+	r.pending = r.pending[:0]
+	clear(r.pendingIDs)
+}
+
+// keep adds s, past the last offset kept, first evicting the records that
+// leave the window, oldest first: then fewer than window offsets are left,
+// so the ring has room.
+func (r *Retries) keep(s slot) {
+	for r.size > 0 && r.ring[r.head].offset <= s.offset-r.window {
+		old := r.ring[r.head]
+		if r.ids[old.hash] == old.offset { // not seen again since
+			delete(r.ids, old.hash)
+		}
+		r.head = (r.head + 1) % len(r.ring)
+		r.size--
+	}
+	r.ring[(r.head+r.size)%len(r.ring)] = s
+	r.size++
+	r.ids[s.hash] = s.offset
+	r.last = s.offset
+}
+
+// Len is how many records are kept.
+func (r *Retries) Len() int {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
