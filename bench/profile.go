@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/seedbench"
 )
 
 // redisSnapshot is what Redis has done so far: per command, its calls and
@@ -38,18 +40,11 @@ func snapshotRedis(ctx context.Context, rdb *redis.Client) (redisSnapshot, error
 			continue
 		}
 		if cmd, ok := strings.CutPrefix(name, "cmdstat_"); ok {
-			st := commandStat{name: cmd}
-			for kv := range strings.SplitSeq(rest, ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				f, _ := strconv.ParseFloat(v, 64)
-				switch k {
-				case "calls":
-					st.calls = f
-				case "usec":
-					st.usec = f
-				}
+			st, err := seedbench.ParseStat(rest)
+			if err != nil {
+				return redisSnapshot{}, fmt.Errorf("redis info %s: %w", name, err)
 			}
-			s.commands[cmd] = st
+			s.commands[cmd] = commandStat{name: cmd, calls: st.Calls, usec: st.Usec}
 		} else if name == "used_cpu_user" || name == "used_cpu_sys" {
 			f, _ := strconv.ParseFloat(rest, 64)
 			s.cpu += f

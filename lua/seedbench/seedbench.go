@@ -292,21 +292,26 @@ func (p *Pair) costs(ctx context.Context) ([2]cost, error) {
 			return out, fmt.Errorf("seedbench: redis info commandstats: %w", err)
 		}
 		for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-			c, err := parseStat(info["Commandstats"][name])
+			c, err := ParseStat(info["Commandstats"][name])
 			if err != nil {
 				return out, fmt.Errorf("seedbench: %s: %w", name, err)
 			}
-			out[i].calls += c.calls
-			out[i].usec += c.usec
+			out[i].calls += c.Calls
+			out[i].usec += c.Usec
 		}
 	}
 	return out, nil
 }
 
-// parseStat reads "calls=3,usec=42,usec_per_call=14.00,...", a command's
-// line of INFO commandstats; an empty line is a command never called.
-func parseStat(line string) (cost, error) {
-	var c cost
+// Stat is one command's calls, and the microseconds Redis spent in them.
+type Stat struct{ Calls, Usec float64 }
+
+// ParseStat reads "calls=3,usec=42,usec_per_call=14.00,...", a command's
+// line of INFO commandstats (what follows "cmdstat_NAME:"); an empty line
+// is a command never called. The bench's profile reads its lines with it
+// too: one parser of commandstats.
+func ParseStat(line string) (Stat, error) {
+	var c Stat
 	if line == "" {
 		return c, nil
 	}
@@ -320,9 +325,9 @@ func parseStat(line string) (cost, error) {
 			return c, fmt.Errorf("unexpected %s %q: %w", k, v, err)
 		}
 		if k == "calls" {
-			c.calls = f
+			c.Calls = f
 		} else {
-			c.usec = f
+			c.Usec = f
 		}
 	}
 	return c, nil

@@ -127,9 +127,9 @@ func TestParseStat(t *testing.T) {
 		{"calls=x,usec=42", 0, 0, true},
 		{"calls=3,usec=", 0, 0, true},
 	} {
-		c, err := parseStat(tc.line)
-		if (err != nil) != tc.err || (!tc.err && (c.calls != tc.calls || c.usec != tc.usec)) {
-			t.Errorf("parseStat(%q) = %+v, %v; want %v calls, %v µs, error %v", tc.line, c, err, tc.calls, tc.usec, tc.err)
+		c, err := ParseStat(tc.line)
+		if (err != nil) != tc.err || (!tc.err && (c.Calls != tc.calls || c.Usec != tc.usec)) {
+			t.Errorf("ParseStat(%q) = %+v, %v; want %v calls, %v µs, error %v", tc.line, c, err, tc.calls, tc.usec, tc.err)
 		}
 	}
 }
