@@ -46,8 +46,9 @@ const (
 	// advance through FastForward.
 	clockStep = 100 * time.Millisecond
 	// catchUp bounds the wait, once traffic stops, for the pipeline to
-	// process what was sent, so that the summary adds up.
-	catchUp       = 3 * time.Second
+	// process what was sent and deliver the alerts of its crossings, so
+	// that the summary adds up; on a busy machine that takes seconds.
+	catchUp       = 15 * time.Second
 	progressEvery = 5 * time.Second
 )
 
@@ -404,11 +405,12 @@ func driveClock(mr *miniredis.Miniredis) (stop func()) {
 }
 
 // waitCaughtUp waits, for a bounded time, until the pipeline has processed
-// as many events as were sent, and says whether it has.
+// as many events as were sent and settled each crossing's alert, and says
+// whether it has.
 func waitCaughtUp(a *app.App, sent int) bool {
 	deadline := time.Now().Add(catchUp)
 	for time.Now().Before(deadline) {
-		if gather(a).processed() >= float64(sent) {
+		if s := gather(a); s.processed() >= float64(sent) && s.settled() {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -75,6 +75,12 @@ func (s snapshot) processed() float64 {
 	return float64(s.total(metricConsumed) + s.total(metricInvalid))
 }
 
+// settled says whether every crossing's alert was sent, suppressed or
+// given up on: none is still on its way through the alerts topic.
+func (s snapshot) settled() bool {
+	return s.total(metricSent)+s.total(metricSuppressed)+s.total(metricFailures) >= s.total(metricCrossings)
+}
+
 // header tells a newcomer what is running and what to expect.
 func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redisAddr, metricsAddr string, out *output) string {
 	var b strings.Builder
