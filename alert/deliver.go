@@ -153,19 +153,19 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 		}
 		return nil
 	case refusedForGood:
+		if err := d.settle(ctx, false, alerts...); err != nil {
+			return err
+		}
 		for _, a := range alerts {
-			if err := d.settle(ctx, a, false); err != nil {
-				return err
-			}
 			d.settled(&a, OutcomeFailed)
 		}
 		log.Error("alert refused for good; given up, cooldown released", "err", cause)
 		return nil
 	}
+	if err := d.settle(ctx, true, alerts...); err != nil {
+		return err
+	}
 	for _, a := range alerts {
-		if err := d.settle(ctx, a, true); err != nil {
-			return err
-		}
 		d.settled(&a, outcome)
 	}
 	if outcome == OutcomeDigested {
@@ -176,26 +176,31 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 	return nil
 }
 
-// settle records the outcome of a claimed alert. It insists: an alert sent
-// but not recorded as sent would be posted again by a redelivery. So it
-// does not give up when ctx ends (a shutdown, a rebalance cutting work
-// short, right after Slack took the post) but keeps trying for a bounded
-// while on its own.
-func (d *Dispatcher) settle(ctx context.Context, a Alert, sent bool) error {
+// settle records one outcome for claimed alerts (a digest's, or one
+// alert), in one round trip. It insists: an alert sent but not recorded as
+// sent would be posted again by a redelivery. So it does not give up when
+// ctx ends (a shutdown, a rebalance cutting work short, right after Slack
+// took the post) but keeps trying for a bounded while on its own.
+func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...Alert) error {
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(settleFor)
 	backoff := 50 * time.Millisecond
+	records := make([]lua.Settlement, len(alerts))
+	for i, a := range alerts {
+		records[i] = lua.Settlement{CooldownKey: a.CooldownKey, RecordKey: a.RecordKey, ID: a.ID}
+	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := d.claims.SettleAlert(actx, a.CooldownKey, a.RecordKey, a.ID, sent)
+		err := d.claims.SettleAlerts(actx, sent, records...)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if time.Now().Add(backoff).After(deadline) {
-			return fmt.Errorf("alert: record outcome of %s: %w", a.ID, err)
+			return fmt.Errorf("alert: record outcome of %d alerts of %s, %s first: %w", len(alerts), alerts[0].Rule, alerts[0].ID, err)
 		}
-		d.log.Warn("recording the alert's outcome failed; retrying", "rule", a.Rule, "alert_id", a.ID, "err", err)
+		d.log.Warn("recording the alerts' outcome failed; retrying", "rule", alerts[0].Rule, "alert_id", alerts[0].ID,
+			"alerts", len(alerts), "err", err)
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}

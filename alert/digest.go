@@ -29,6 +29,8 @@ type batch struct {
 	held    []heldAlert
 	ids     map[string]bool
 	spent   map[string]bool
+	// generation ends the wait for the budget (HandleMessagesIn).
+	generation context.Context
 }
 
 // heldAlert is a claimed alert past the budget, with its message's index
@@ -80,7 +82,7 @@ func (d *Dispatcher) sendHeld(ctx context.Context, b *batch) error {
 	}
 	for _, rule := range order {
 		alerts := byRule[rule]
-		if _, err := d.takeBudget(ctx, alerts[0].Channel, true); err != nil {
+		if _, err := d.takeBudget(ctx, alerts[0].Channel, b.generation); err != nil {
 			return err
 		}
 		if len(alerts) == 1 {

@@ -132,7 +132,7 @@ type RuleSettings struct {
 type claims interface {
 	Crossed(ctx context.Context, marksKey string, id lua.EventID) (value int64, ok bool, err error)
 	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (lua.Claim, error)
-	SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error
+	SettleAlerts(ctx context.Context, sent bool, alerts ...lua.Settlement) error
 	Retention() time.Duration
 	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, time.Duration, error)
 	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error)
@@ -216,7 +216,19 @@ func (d *Dispatcher) Track(rule string) { d.m.track(rule) }
 // It returns how many messages may be committed, and an error (see
 // ErrNotDelivered) when the next must come round again.
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	return d.HandleMessagesIn(ctx, ctx, msgs)
+}
+
+// HandleMessagesIn is HandleMessages whose wait for the budget also ends
+// with generation: the consumer group's generation has ended, and the
+// held alerts, claimed but not sent, are left uncommitted for the
+// partition's next owner, whose claims send them.
+func (d *Dispatcher) HandleMessagesIn(ctx, generation context.Context, msgs []kafka.Message) (int, error) {
+	if generation == nil {
+		generation = ctx
+	}
 	b := newBatch(d.notifier)
+	b.generation = generation
 	for i, msg := range msgs {
 		a, ok, err := d.accept(ctx, msg)
 		if err != nil {
@@ -264,7 +276,7 @@ func (d *Dispatcher) pastBudget(ctx context.Context, b *batch, channel string) (
 	if b.spent[channel] {
 		return true, nil
 	}
-	ok, err := d.takeBudget(ctx, channel, false)
+	ok, err := d.takeBudget(ctx, channel, nil)
 	if err != nil || ok {
 		return false, err
 	}
@@ -273,8 +285,10 @@ func (d *Dispatcher) pastBudget(ctx context.Context, b *batch, channel string) (
 }
 
 // takeBudget takes one message from the budgets of channel and of all
-// channels; with wait, it waits until they allow one (or ctx ends).
-func (d *Dispatcher) takeBudget(ctx context.Context, channel string, wait bool) (bool, error) {
+// channels; with a non-nil until, it waits until they allow one, or until
+// ctx or until ends.
+func (d *Dispatcher) takeBudget(ctx context.Context, channel string, until context.Context) (bool, error) {
+	wait := until != nil
 	chKey, allKey := d.keys.Budget(channel)
 	for {
 		ok, after, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
@@ -290,6 +304,8 @@ func (d *Dispatcher) takeBudget(ctx context.Context, channel string, wait bool) 
 		case <-time.After(min(max(after, 10*time.Millisecond), time.Second)):
 		case <-ctx.Done():
 			return false, fmt.Errorf("alert: waiting for the alert budget: %w", ctx.Err())
+		case <-until.Done():
+			return false, fmt.Errorf("alert: waiting for the alert budget: the partition's generation ended: %w", until.Err())
 		}
 	}
 }

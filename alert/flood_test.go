@@ -165,3 +165,65 @@ func TestFloodKeepsToTheBudget(t *testing.T) {
 	}
 	t.Logf("%d alerts in %d messages over %v", len(ids), len(at), at[len(at)-1].Sub(start).Round(time.Second))
 }
+
+// Alerts held for a spent budget wait no longer than the partition's
+// generation: once it ends they are left uncommitted, claimed, for the
+// partition's next owner, whose claims send them, once.
+func TestAWaitForTheBudgetEndsWithTheGeneration(t *testing.T) {
+	slack := newSlackLog()
+	// One message an hour: without the generation's end the wait would
+	// outlast the test.
+	env := testDispatcher(t, slack, alert.DispatcherConfig{
+		ChannelBudget: lua.Budget{Rate: 1.0 / 3600, Burst: 1}, OverallBudget: lua.Budget{Rate: 1.0 / 3600, Burst: 1}})
+	env.knowRule()
+	var batch []kafka.Message
+	for i := range 3 {
+		batch = append(batch, env.message(t, env.alert(fmt.Sprintf("g-%d", i), fmt.Sprintf("e-%d", i)), int64(i)))
+	}
+	generation, end := context.WithCancel(t.Context())
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := env.d.HandleMessagesIn(t.Context(), generation, batch)
+		done <- result{n, err}
+	}()
+	// The first alert takes the budget and is posted; the other two wait.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, carried := slack.snapshot(); len(carried) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first alert not posted within 10 s")
+		}
+	}
+	end()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting for the budget 10 s after the generation ended")
+	}
+	if r.n != 1 || r.err == nil {
+		t.Fatalf("HandleMessagesIn = %d, %v; want 1 done and an error", r.n, r.err)
+	}
+	// The next owner, its budget refilled, sends the held two.
+	next := testDispatcher(t, slack, alert.DispatcherConfig{KeyPrefix: env.pfx,
+		ChannelBudget: lua.Budget{Rate: 100, Burst: 100}, OverallBudget: lua.Budget{Rate: 100, Burst: 100}})
+	next.knowRule()
+	if n, err := next.d.HandleMessages(t.Context(), batch[r.n:]); err != nil || n != 2 {
+		t.Fatalf("the next owner: HandleMessages = %d, %v", n, err)
+	}
+	_, carried := slack.snapshot()
+	for _, m := range batch {
+		a, err := alert.Decode(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if carried[a.ID] != 1 {
+			t.Errorf("alert %s carried by %d messages, want 1", a.ID, carried[a.ID])
+		}
+	}
+}

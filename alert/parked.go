@@ -206,7 +206,7 @@ func (d *Dispatcher) retryOnce(ctx context.Context, alerts []Alert) (settled []s
 	log := d.log.With("rule", a.Rule, "channel", a.Channel, "alerts", len(alerts))
 	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
 	if dg, ok := d.notifier.(Digester); ok {
-		if ok, err := d.takeBudget(ctx, a.Channel, false); err != nil || !ok {
+		if ok, err := d.takeBudget(ctx, a.Channel, nil); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
 		if len(alerts) > 1 {

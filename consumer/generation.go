@@ -245,6 +245,15 @@ const (
 	aborted
 )
 
+// handle hands msgs to the handler in the work context, and in ctx, the
+// generation's, to a generationHandler.
+func (g *generation) handle(ctx context.Context, msgs []kafka.Message) (int, error) {
+	if h, ok := g.handler.(generationHandler); ok {
+		return h.HandleMessagesIn(g.work, ctx, msgs)
+	}
+	return g.handler.HandleMessages(g.work, msgs)
+}
+
 // process hands a batch over until all of it is handled, marking each
 // message's offset once it is done; or gives up on the rest uncommitted
 // when work is aborted, or when an attempt failed and the generation (ctx)
@@ -253,7 +262,7 @@ func (g *generation) process(ctx context.Context, msgs []kafka.Message) (out out
 	backoff := g.cfg.RetryMin
 	for {
 		started := time.Now()
-		n, err := g.handler.HandleMessages(g.work, msgs)
+		n, err := g.handle(ctx, msgs)
 		if err == nil {
 			n = len(msgs)
 		}

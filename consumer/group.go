@@ -23,6 +23,16 @@ type MessageHandler interface {
 	HandleMessages(ctx context.Context, msgs []kafka.Message) (done int, err error)
 }
 
+// A handler that also has HandleMessagesIn is handed, beside the work
+// context, one that ends with the generation (a rebalance, or shutdown):
+// the partition is then going to another member, or nowhere, and waiting
+// on its behalf (for an alert budget, say) is pointless. A handler that
+// stops waiting and fails then leaves the rest uncommitted for the next
+// owner, as a rebalance does, and a shutdown stays clean.
+type generationHandler interface {
+	HandleMessagesIn(work, generation context.Context, msgs []kafka.Message) (done int, err error)
+}
+
 // MessageHandlerFunc adapts a function to MessageHandler.
 type MessageHandlerFunc func(ctx context.Context, msgs []kafka.Message) (int, error)
 

@@ -48,3 +48,61 @@ func TestGroupHandsItsSettingsToKafkaGo(t *testing.T) {
 		}
 	}
 }
+
+// waiter is a handler that waits, as the dispatcher waits for a budget,
+// until its generation ends.
+type waiter struct {
+	entered chan struct{}
+	work    chan error // what the work context said once the wait ended
+}
+
+func (w *waiter) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	return w.HandleMessagesIn(ctx, ctx, msgs)
+}
+
+func (w *waiter) HandleMessagesIn(work, generation context.Context, _ []kafka.Message) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-generation.Done()
+	w.work <- work.Err()
+	return 0, generation.Err()
+}
+
+// A handler's wait that ends with the generation (HandleMessagesIn) ends at
+// shutdown while its work context still runs: the message is left
+// uncommitted for the next owner, and Run reports a clean shutdown, not an
+// aborted one, however long the drain timeout.
+func TestAWaitEndedWithTheGenerationLeavesAShutdownClean(t *testing.T) {
+	e := newEnv(t, 1)
+	cfg := e.config()
+	cfg.DrainTimeout = time.Minute
+	gc := cfg.group()
+	gc.Topics = []string{e.orders}
+	w := &waiter{entered: make(chan struct{}, 1), work: make(chan error, 1)}
+	g, err := NewGroup(gc, w, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c", 1))
+	<-w.entered
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want a clean shutdown", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still draining 30 s after shutdown began")
+	}
+	if err := <-w.work; err != nil {
+		t.Fatalf("the work context ended (%v) before the generation's wait did", err)
+	}
+	if got := committed(t, e, e.orders, 0); got > 0 {
+		t.Fatalf("committed offset = %d: the message waited on was committed", got)
+	}
+}

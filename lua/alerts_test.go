@@ -88,6 +88,51 @@ func TestAlertClaimAndSettle(t *testing.T) {
 	}
 }
 
+// A digest's alerts are recorded together, each on its own keys (groups
+// of other hash tags), the cooldowns of failed ones given back.
+func TestSettleAlertsRecordsEach(t *testing.T) {
+	for _, sent := range []bool{true, false} {
+		s, rdb, prefix := newScripts(t)
+		ctx := t.Context()
+		var alerts []Settlement
+		for _, tag := range []string{"a", "b", "c"} {
+			a := Settlement{prefix + ":{" + tag + "}:cd", prefix + ":{" + tag + "}:rec", "r/" + tag}
+			if got, err := s.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, time.Hour); err != nil || got != ClaimSend {
+				t.Fatalf("claim %s = %v, %v", a.ID, got, err)
+			}
+			alerts = append(alerts, a)
+		}
+		// The first is still loaded by SHA; after a flush the pipeline's
+		// calls fall back to EVAL.
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SettleAlerts(ctx, sent, alerts...); err != nil {
+			t.Fatal(err)
+		}
+		want, claim, holders := "sent", ClaimSent, int64(3)
+		if !sent {
+			want, claim, holders = "failed", ClaimFailed, 0
+		}
+		for _, a := range alerts {
+			if got := rdb.Get(ctx, a.RecordKey).Val(); got != want {
+				t.Errorf("sent=%v: %s recorded %q, want %q", sent, a.ID, got, want)
+			}
+			if got, err := s.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, time.Hour); err != nil || got != claim {
+				t.Errorf("sent=%v: claim %s again = %v, %v; want %v", sent, a.ID, got, err, claim)
+			}
+		}
+		if n := rdb.Exists(ctx, alerts[0].CooldownKey, alerts[1].CooldownKey, alerts[2].CooldownKey).Val(); n != holders {
+			t.Errorf("sent=%v: %d cooldowns held, want %d", sent, n, holders)
+		}
+	}
+	s, _, prefix := newScripts(t)
+	bad := Settlement{prefix + ":{a}:cd", prefix + ":{a}:rec", ""}
+	if err := s.SettleAlerts(t.Context(), true, bad); !errors.Is(err, ErrInvalidArguments) {
+		t.Fatalf("an empty id: err = %v, want ErrInvalidArguments", err)
+	}
+}
+
 func TestAlertScriptsRejectBadArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()

@@ -290,16 +290,48 @@ func (s *Scripts) TakeBudget(ctx context.Context, channelKey, overallKey string,
 // SettleAlert records that a claimed alert was sent, or failed for good;
 // a failed alert gives the cooldown back if it still holds it.
 func (s *Scripts) SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error {
+	return s.SettleAlerts(ctx, sent, Settlement{CooldownKey: cooldownKey, RecordKey: recordKey, ID: id})
+}
+
+// Settlement is one claimed alert whose outcome SettleAlerts records.
+type Settlement struct{ CooldownKey, RecordKey, ID string }
+
+// SettleAlerts records one outcome for several claimed alerts (a digest's)
+// in one pipelined round trip, each alert_settle call on its own alert's
+// keys: the fewer round trips between Slack taking a post and its alerts
+// being recorded, the fewer a crash there makes post again.
+func (s *Scripts) SettleAlerts(ctx context.Context, sent bool, alerts ...Settlement) error {
 	outcome := "failed"
 	if sent {
 		outcome = "sent"
 	}
-	n, err := s.single(ctx, alertSettle, AlertSettleName, []string{cooldownKey, recordKey}, id, outcome, seconds(s.cfg.Retention))
-	if err != nil {
-		return err
+	retention := seconds(s.cfg.Retention)
+	args := func(a Settlement) ([]string, []any) {
+		return []string{a.CooldownKey, a.RecordKey}, []any{a.ID, outcome, retention}
 	}
-	if n != 1 {
-		return s.fail(AlertSettleName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(alerts))
+	for i, a := range alerts {
+		keys, argv := args(a)
+		cmds[i] = alertSettle.EvalSha(ctx, pipe, keys, argv...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, a := range alerts {
+		n, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			keys, argv := args(a)
+			n, err = alertSettle.Run(ctx, s.rdb, keys, argv...).Int64()
+		}
+		if err != nil {
+			return s.redisError(ctx, AlertSettleName, err)
+		}
+		switch n {
+		case 1:
+		case -1:
+			return s.fail(AlertSettleName, ErrInvalidArguments)
+		default:
+			return s.fail(AlertSettleName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+		}
 	}
 	return nil
 }
