@@ -71,6 +71,10 @@ type slackLog struct {
 	texts   map[string][]string // each key's posts, to show a doubled one
 }
 
+func newSlackLog() *slackLog {
+	return &slackLog{posts: map[string][]time.Time{}, texts: map[string][]string{}}
+}
+
 var groupRE = regexp.MustCompile(`(sliding-orders-per-customer|orders-per-customer|amount-per-card|devices-per-customer)[\s\S]*?((?:cust|card)-\d{4})`)
 
 func (s *slackLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +232,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 
 	orders, refunds := k.Topic(t, "orders", 4), k.Topic(t, "refunds", 4)
 	dlq, alertsTopic := k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
-	slack := &slackLog{posts: map[string][]time.Time{}, texts: map[string][]string{}}
+	slack := newSlackLog()
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
 	prefix := redistest.Prefix(t)

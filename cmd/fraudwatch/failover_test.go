@@ -44,7 +44,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	rdb := cluster.Client(t)
 	orders := k.Topic(t, "orders", 4)
 	refunds, dlq, alerts := k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
-	slack := &slackLog{posts: map[string][]time.Time{}}
+	slack := newSlackLog()
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
 	prefix := redistest.Prefix(t)
