@@ -41,9 +41,11 @@
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO53, TWO62 = 9007199254740992, 4611686018427387904
 
-local src, n = ARGV[1], tonumber(ARGV[3])
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10)
-    and positive(ARGV[3], 2) and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
+local src, n_s = ARGV[1], ARGV[3]
+local n = tonumber(n_s)
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 'string'
+    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS)
+    and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
   return {-1, -1}
 end
 local first_change = 4 + 2 * n
@@ -53,125 +55,125 @@ if changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
 end
 -- A window with an unusable length or threshold (thresholds[i] false)
 -- refuses its changes; the other windows still count. The offsets live as
--- long as the marks or the longest window, whichever is longer.
+-- long as the marks or the longest window, whichever is longer. A call's
+-- windows mostly share a rule's length and threshold: each string is
+-- checked once in a row.
 local thresholds, life, longest = {}, ARGV[2], tonumber(ARGV[2])
+local ls_seen, length, ts_seen, threshold
 for i = 1, n do
-  local length = number(ARGV[2 + 2 * i], 10)
-  thresholds[i] = length and number(ARGV[3 + 2 * i], 18)
-  if thresholds[i] and length > longest then
-    life, longest = ARGV[2 + 2 * i], length
+  local ls, ts = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if ls ~= ls_seen then
+    ls_seen, length = ls, #ls <= 10 and match(ls, DIGITS) and tonumber(ls)
+  end
+  if ts ~= ts_seen then
+    ts_seen, threshold = ts, #ts <= 18 and match(ts, DIGITS) and tonumber(ts)
+  end
+  thresholds[i] = length and threshold
+  if length and threshold and length > longest then
+    life, longest = ls, length
   end
 end
 
-local a = applied(KEYS[1], 'c:' .. src)
+local field = 'c:' .. src
+local last, last_s = applied(KEYS[1], field)
+local dirty, refresh = false, false
 
--- below tells whether v - inc < t exactly, for digit strings of at most 19
--- digits, in two parts that Lua's doubles hold exactly: the last 9 digits
--- and the rest.
-local function parts(s)
-  if #s <= 9 then
-    return 0, tonumber(s)
-  end
-  return tonumber(sub(s, 1, -10)), tonumber(sub(s, -9))
-end
-local function below(v, inc, t)
-  local vh, vl = parts(v)
-  local ih, il = parts(inc)
-  local th, tl = parts(t)
-  local sh, sl = ih + th, il + tl
-  if sl >= 1000000000 then
-    sh, sl = sh + 1, sl - 1000000000
-  end
-  return vh < sh or (vh == sh and vl < sl)
-end
-
--- over is the rest of a change that INCRBY answered v, when v is the
--- increment (a new window) or at the threshold: then the window may need
--- its length, and the change may have crossed. It answers the counter and
--- whether this change crossed. refresh is set when a window or a mark got
--- a lifetime: the offsets must outlive it.
-local values, refresh = {}, false
-local function arm(key, length)
-  -- A window gets its length when it reads -1, which only a new window or
-  -- one something made persistent can: the latter is caught when it
-  -- reaches its threshold. A running TTL is never reset, so a steady
-  -- trickle cannot keep a window open for ever.
-  if call('TTL', key) == -1 then
-    call('EXPIRE', key, length)
-    refresh = true
-  end
-end
-local function over(i, id, inc, v, by)
-  local key, t = KEYS[2 * i], thresholds[i]
-  if v == by or v >= t then
-    arm(key, ARGV[2 + 2 * i])
-  end
-  if v < t then
-    return v, 0
-  end
-  local first, exact = 0, nil
-  -- Past 2^53 Lua's doubles round: the counter is read as digits.
-  if v < TWO53 then
-    first = (v - by < t) and 1 or 0
-  else
-    exact = call('GET', key)
-    first = below(exact, inc, ARGV[3 + 2 * i]) and 1 or 0
-  end
-  if v >= TWO62 then
-    -- Saturate at 2^62, far above any threshold (below 2^53), so that
-    -- INCRBY never fails on overflow, which no retry could cure.
-    call('SET', key, '4611686018427387904', 'KEEPTTL')
-    v = TWO62
-  end
-  if first == 1 then
-    call('HSET', KEYS[2 * i + 1], id, exact or format('%d', v))
-    call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
-    refresh = true
-  end
-  return v, first
-end
-
--- again answers a change applied before: its mark, or the counter; nil
--- when the window's key holds no string.
-local function again(i, id)
-  local mark = tonumber(call('HGET', KEYS[2 * i + 1], id))
-  if mark then
-    return mark, 1
-  end
-  if not values[i] then
-    local got = pcall('GET', KEYS[2 * i])
-    if type(got) == 'table' then
-      return nil
-    end
-    values[i] = tonumber(got) or 0
-  end
-  return values[i], 0
-end
-
--- The loop runs for every change: what most changes need is inline, and
--- each costs as few Lua operations as it can (README, Performance).
-local reply, r = {}, 0
+-- The loop runs for every change: what a change needs is inline, and the
+-- rare paths (a new window, a crossing, a change applied before) are too,
+-- so that no function is made for them every call. An event's changes
+-- share its offset, and a call's changes its windows' indices: each string
+-- is checked once in a row.
+local reply, r, values = {}, 0, {}
+local is_seen, i, off_seen, o
 for c = first_change, #ARGV, 4 do
-  local i, off, id, inc = number(ARGV[c], 2), ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
+  local is, off, id, inc = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
+  if is ~= is_seen then
+    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
+  end
+  if off ~= off_seen then
+    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
+  end
+  local t = i and thresholds[i]
   local v, first = -1, -1
-  if i and thresholds[i] and offset(off) and #id == 8 and (inc == '1' or positive(inc, 18)) then
-    if counts(a, tonumber(off)) then
-      v = pcall('INCRBY', KEYS[2 * i], inc)
+  if t and o and #id == 8 and (inc == '1' or (#inc <= 18 and match(inc, DIGITS))) then
+    local key = KEYS[2 * i]
+    -- Counted before: at or below the last offset applied, and not this
+    -- call's own (an event's other windows).
+    local fresh = not last or o > last
+    if fresh then
+      last, last_s, dirty = o, off, true
+    else
+      fresh = dirty and o == last
+    end
+    if fresh then
+      v = pcall('INCRBY', key, inc)
       if type(v) == 'number' then
         local by = inc == '1' and 1 or tonumber(inc)
         first = 0
-        if v == by or v >= thresholds[i] then
-          v, first = over(i, id, inc, v, by)
+        if v == by or v >= t then
+          -- A window gets its length when it reads -1, which only a new
+          -- window or one something made persistent can: the latter is
+          -- caught when it reaches its threshold. A running TTL is never
+          -- reset, so a steady trickle cannot keep a window open for ever.
+          if call('TTL', key) == -1 then
+            call('EXPIRE', key, ARGV[2 + 2 * i])
+            refresh = true
+          end
+          if v >= t then
+            local exact
+            if v < TWO53 then
+              first = (v - by < t) and 1 or 0
+            else
+              -- Past 2^53 Lua's doubles round: the counter is read as
+              -- digits, compared in two parts doubles hold exactly, the
+              -- last 9 digits and the rest: v - inc < t, as v < inc + t.
+              exact = call('GET', key)
+              local function parts(s)
+                if #s <= 9 then
+                  return 0, tonumber(s)
+                end
+                return tonumber(sub(s, 1, -10)), tonumber(sub(s, -9))
+              end
+              local vh, vl = parts(exact)
+              local ih, il = parts(inc)
+              local th, tl = parts(ARGV[3 + 2 * i])
+              local sh, sl = ih + th, il + tl
+              if sl >= 1000000000 then
+                sh, sl = sh + 1, sl - 1000000000
+              end
+              first = (vh < sh or (vh == sh and vl < sl)) and 1 or 0
+            end
+            if v >= TWO62 then
+              -- Saturate at 2^62, far above any threshold (below 2^53), so
+              -- that INCRBY never fails on overflow, which no retry cures.
+              call('SET', key, '4611686018427387904', 'KEEPTTL')
+              v = TWO62
+            end
+            if first == 1 then
+              call('HSET', KEYS[2 * i + 1], id, exact or format('%d', v))
+              call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
+              refresh = true
+            end
+          end
         end
         values[i] = v
       else
-        v = nil
+        v, first = -1, -1
       end
     else
-      v, first = again(i, id)
-    end
-    if not v then
-      v, first = -1, -1
+      -- Applied before: its mark, or the counter as it is (-1 when the
+      -- window's key holds no string).
+      local mark = tonumber(call('HGET', KEYS[2 * i + 1], id))
+      if mark then
+        v, first = mark, 1
+      else
+        if not values[i] then
+          local got = pcall('GET', key)
+          values[i] = type(got) ~= 'table' and (tonumber(got) or 0) or -1
+        end
+        v = values[i]
+        first = v == -1 and -1 or 0
+      end
     end
   end
   reply[r + 1], reply[r + 2] = v, first
@@ -181,7 +183,7 @@ end
 -- The offsets get their lifetime when a window or a mark got one, or when
 -- the field is new: they then outlive every window and mark of the bucket.
 -- A call that only adds to running windows leaves it as it is.
-if write(a) == 1 or refresh then
+if dirty and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
   call('EXPIRE', KEYS[1], life)
 end
 return reply

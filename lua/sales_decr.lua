@@ -32,88 +32,79 @@ local TWO53 = 9007199254740992
 
 local src, n = ARGV[1], #KEYS - 1
 local changes = (#ARGV - 2) / 4
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10) and n >= 1 and n <= 64)
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 'string'
+    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and n >= 1 and n <= 64)
     or changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
   return {-1, -1}
 end
 
-local a = applied(KEYS[1], 'r:' .. src)
+local field = 'r:' .. src
+local last, last_s = applied(KEYS[1], field)
+local dirty = false
 
--- Each window is read once, and written once at the end when it changed.
--- One whose key holds no string is unusable.
-local windows = {}
-local function window(i)
-  local w = windows[i]
-  if not w then
-    w = {key = KEYS[1 + i]}
-    local got = pcall('GET', w.key)
-    w.unusable = type(got) == 'table'
-    w.v = not w.unusable and tonumber(got)
-    windows[i] = w
-  end
-  return w
-end
-
--- subtract takes amount from w: what remains and whether it was clamped,
--- or nil when the window holds no integer.
-local function subtract(w, amount)
-  local remaining
-  if w.v >= TWO53 then
-    -- Past 2^53 Lua's doubles round: DECRBY subtracts in int64, from the
-    -- counter as this call has it so far.
-    if w.changed then
-      call('SET', w.key, format('%d', w.v), 'KEEPTTL')
-      w.changed = false
-    end
-    remaining = pcall('DECRBY', w.key, amount)
-    if type(remaining) ~= 'number' then
-      return nil
-    end
-  else
-    remaining, w.changed = w.v - tonumber(amount), true
-  end
-  local clamped = 0
-  if remaining < 0 then
-    remaining, clamped, w.changed = 0, 1, true
-  end
-  w.v = remaining
-  return remaining, clamped
-end
-
-local reply = {}
-for c = 0, changes - 1 do
-  local at = 3 + 4 * c
-  local i, off, id, amount = tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+-- Each window is read once (values[i]; unusable[i] when its key holds no
+-- string) and written once, at the end, when changed[i]: one SET a window
+-- however many refunds a call carries. Past 2^53 Lua's doubles round, and
+-- DECRBY subtracts exactly instead.
+local values, unusable, changed = {}, {}, {}
+local reply, r = {}, 0
+for at = 3, #ARGV, 4 do
+  local is, off, id, amount = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local i = #is <= 2 and match(is, DIGITS) and tonumber(is)
   local v, flag = -1, -1
-  if i and i >= 1 and i <= n and i == math.floor(i) and offset(off)
-      and type(id) == 'string' and #id == 8 and positive(amount, 18) then
-    local fresh = counts(a, tonumber(off))
-    local w = window(i)
-    if w.unusable then
+  if i and i <= n and #off <= 15 and (off == '0' or match(off, DIGITS)) and #id == 8
+      and #amount <= 18 and match(amount, DIGITS) then
+    local o, key = tonumber(off), KEYS[1 + i]
+    -- Applied before: at or below the last offset applied, and not this
+    -- call's own (a refund's other windows).
+    local fresh = not last or o > last
+    if fresh then
+      last, last_s, dirty = o, off, true
+    else
+      fresh = dirty and o == last
+    end
+    if values[i] == nil then
+      local got = pcall('GET', key)
+      unusable[i] = type(got) == 'table'
+      values[i] = not unusable[i] and tonumber(got) or 0
+    end
+    local w = values[i]
+    if unusable[i] then
       v, flag = -1, -1
-    elseif not w.v or w.v <= 0 then
+    elseif w <= 0 then
       v, flag = 0, 0
     elseif not fresh then
-      v, flag = w.v, 0
+      v, flag = w, 0
     else
-      v, flag = subtract(w, amount)
-      if not v then
-        v, flag = -1, -1
+      local remaining
+      if w >= TWO53 then
+        if changed[i] then
+          call('SET', key, format('%d', w), 'KEEPTTL')
+          changed[i] = false
+        end
+        remaining = pcall('DECRBY', key, amount)
+      else
+        remaining, changed[i] = w - tonumber(amount), true
+      end
+      if type(remaining) == 'number' then
+        flag = 0
+        if remaining < 0 then
+          remaining, flag, changed[i] = 0, 1, true
+        end
+        values[i], v = remaining, remaining
       end
     end
   end
-  reply[#reply + 1], reply[#reply + 2] = v, flag
+  reply[r + 1], reply[r + 2] = v, flag
+  r = r + 2
 end
 
--- SET with KEEPTTL keeps the window's end.
-for _, w in pairs(windows) do
-  if w.changed then
-    call('SET', w.key, format('%d', w.v), 'KEEPTTL')
+for i, ch in pairs(changed) do
+  if ch then
+    call('SET', KEYS[1 + i], format('%d', values[i]), 'KEEPTTL')
   end
 end
--- A refund makes no window and no mark, which incr_and_check gives the
--- offsets their lifetime for: they get one here only with a new field.
-if write(a) == 1 then
+if dirty and call('HSET', KEYS[1], field, last_s) == 1 then
   call('EXPIRE', KEYS[1], ARGV[2])
 end
 return reply

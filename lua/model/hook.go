@@ -29,8 +29,8 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"505eaf6c209542721a89006f65c06faed803afc2", incrAndCheck},
-	lua.SalesDecrName:        {"272cea84bd5c0c4ceb16bf2d3c8e04652ee6475e", salesDecr},
+	lua.IncrAndCheckName:     {"7c0c5015e248b007d99a5eb1da2d41db1055283d", incrAndCheck},
+	lua.SalesDecrName:        {"db90e8a9cde3b276518febff11dd547498c907b7", salesDecr},
 	lua.SlideAndCheckName:    {"c000fdd652c3cdd77bb9616cde32e3597f03c795", slideAndCheck},
 	lua.DistinctAndCheckName: {"ae273dc2fde5bb7f037eb133eead4c24a02566dc", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
