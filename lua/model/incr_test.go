@@ -175,6 +175,9 @@ func TestSalesDecrAsTheScript(t *testing.T) {
 			{"", "900", "1", "1", ids[1], "1"},
 			{"p:1", "0", "1", "1", ids[1], "1"},
 			{"p:1", "900", "1", "1", ids[1]},
+			// Window indices are digit strings: "01", "1.0" and " 1" are
+			// refused, though Lua's tonumber would take them.
+			{"p:1", "900", "01", "5", ids[1], "1", "1.0", "6", ids[2], "1", " 1", "7", ids[3], "1", "1", "8", ids[4], "1"},
 		}},
 		{"past 2^53", []string{"1", "1", ids[0], "999999999999999999"}, [][]string{
 			{"p:1", "900", "1", "1", ids[1], "3", "1", "2", ids[2], "999999999999999990", "1", "3", ids[3], "1"},

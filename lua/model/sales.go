@@ -1,7 +1,5 @@
 package model
 
-import "math"
-
 // refundWindow is sales_decr's state of one window.
 type refundWindow struct {
 	key      string
@@ -47,14 +45,16 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 
 	reply := make([]int64, 0, 2*(rest/4))
 	for at := 3; at <= len(args); at += 4 {
-		iv, iok, err := tonumber(args.at(at))
-		if err != nil {
-			return nil, err
+		is, isOK := args.at(at)
+		var iv float64
+		iok := positive(is, isOK, 2)
+		if iok {
+			iv, _, _ = tonumber(is, true)
 		}
 		off, offOK := args.at(at + 1)
 		id, idOK := args.at(at + 2)
 		amount, amountOK := args.at(at + 3)
-		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && natural(off, offOK, 15) &&
+		if !(iok && iv <= float64(n) && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && positive(amount, amountOK, 18)) {
 			reply = append(reply, -1, -1)
 			continue
