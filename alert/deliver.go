@@ -182,6 +182,9 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 // ctx ends (a shutdown, a rebalance cutting work short, right after Slack
 // took the post) but keeps trying for a bounded while on its own.
 func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...Alert) error {
+	if len(alerts) == 0 {
+		return nil
+	}
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(settleFor)
 	backoff := 50 * time.Millisecond

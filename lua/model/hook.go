@@ -29,8 +29,8 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"7c0c5015e248b007d99a5eb1da2d41db1055283d", incrAndCheck},
-	lua.SalesDecrName:        {"db90e8a9cde3b276518febff11dd547498c907b7", salesDecr},
+	lua.IncrAndCheckName:     {"584c6777457fd540384b206aff4c8a2a325c73f7", incrAndCheck},
+	lua.SalesDecrName:        {"ce059b2ae580aab84caf030ab7d6ca043b83814c", salesDecr},
 	lua.SlideAndCheckName:    {"c000fdd652c3cdd77bb9616cde32e3597f03c795", slideAndCheck},
 	lua.DistinctAndCheckName: {"ae273dc2fde5bb7f037eb133eead4c24a02566dc", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
