@@ -40,16 +40,16 @@ local call, tonumber, match, find, sub, format = redis.call, tonumber, string.ma
 local floor, max = math.floor, math.max
 local KEYS, ARGV = KEYS, ARGV
 
-local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
-end
-local function natural(s, digits)
-  return type(s) == 'string' and #s <= digits and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
-end
+-- Straight-line code, as incr_and_check: Redis runs a script's chunk anew
+-- at every call, so each local function would be a closure made again, and
+-- each use of one a Lua call frame (Performance). Numbers are digit strings
+-- without leading zeros.
+local DIGITS = '^[1-9]%d*$'
 
 local src, n = ARGV[1], tonumber(ARGV[3])
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and positive(ARGV[2], 10)
-    and positive(ARGV[3], 2) and n <= MAX_WINDOWS and #KEYS == 3 * n) then
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[3]) == 'string'
+    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and #ARGV[3] <= 2 and match(ARGV[3], DIGITS)
+    and n <= MAX_WINDOWS and #KEYS == 3 * n) then
   return {-1, -1}
 end
 local first_change = 4 + 5 * n
@@ -60,122 +60,97 @@ end
 local usable = {}
 for i = 1, n do
   local a = 4 * i + (i - 1)
-  usable[i] = (ARGV[a] == 'fixed' or ARGV[a] == 'sliding') and positive(ARGV[a + 1], 13)
-      and natural(ARGV[a + 2], 13) and positive(ARGV[a + 3], 5) and tonumber(ARGV[a + 3]) <= MAX_THRESHOLD
-      and positive(ARGV[a + 4], 10)
+  local kind, len, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  usable[i] = (kind == 'fixed' or kind == 'sliding') and #len <= 13 and match(len, DIGITS)
+      and #lt <= 13 and (lt == '0' or match(lt, DIGITS)) and #th <= 5 and match(th, DIGITS)
+      and tonumber(th) <= MAX_THRESHOLD and #tl <= 10 and match(tl, DIGITS) and true
 end
 
+-- Every window is read once, on its first change, and written once.
 local windows = {}
-local function window(i)
-  local w = windows[i]
-  if w then
-    return w
-  end
-  local a = 4 * i + (i - 1)
-  w = {i = i, key = KEYS[3 * i - 2], values = KEYS[3 * i - 1], marks = KEYS[3 * i],
-    sliding = ARGV[a] == 'sliding', length = tonumber(ARGV[a + 1]), late = tonumber(ARGV[a + 2]),
-    threshold = tonumber(ARGV[a + 3]), ttl = ARGV[a + 4]}
-  local got = call('HMGET', w.key, 't', src, 'r')
-  w.newest, w.new, w.last, w.latest = tonumber(got[1]), not got[1], tonumber(got[2]), got[3] or ''
-  if not w.sliding then
-    w.count = call('ZCARD', w.values)
-  end
-  windows[i] = w
-  return w
-end
-
-local function seen(w, id)
-  local at = find(w.latest, id, 1, true)
-  while at do
-    if at % 8 == 1 then
-      return true
-    end
-    at = find(w.latest, id, at + 1, true)
-  end
-  return false
-end
-
-local function crossed(w, id)
-  if w.has_marks == nil then
-    w.has_marks = call('EXISTS', w.marks) == 1
-  end
-  return w.has_marks and call('HGET', w.marks, id)
-end
-
--- count is the number of values last seen in (from, to], to nil for no end.
-local function count(w, from, to)
-  return call('ZCOUNT', w.values, '(' .. format('%d', from), to and format('%d', to) or '+inf')
-end
-
--- current is the count of the window that ends at the group's newest
--- time: what a redelivered or late order is answered.
-local function current(w)
-  if not w.sliding then
-    return w.count
-  end
-  return w.newest and count(w, w.newest - w.length, nil) or 0
-end
-
-local function first(before, after, threshold)
-  return before < threshold and after >= threshold
-end
-
--- slide counts value at time t into a sliding window: the value at t is
--- the count of its own window, (t - length, t]; an order out of order is
--- also judged by the window ending at the newest time.
-local function slide(w, t, value)
-  local last = tonumber(call('ZSCORE', w.values, value))
-  local from = t - w.length
-  local inorder = not w.newest or t >= w.newest
-  local own = count(w, from, not inorder and t or nil)
-  local own_after = own
-  if not last or last <= from then
-    own_after = own + 1
-  end
-  local before, after = own, own_after
-  if not inorder then
-    local cur_from = w.newest - w.length
-    local cur = count(w, cur_from, nil)
-    local cur_after = cur
-    if t > cur_from and (not last or last <= cur_from) then
-      cur_after = cur + 1
-    end
-    -- As for sums: the larger of the two windows decides, so that an
-    -- order whose own window catches up with a newer one that crossed
-    -- already is no new crossing.
-    before, after = max(own, cur), max(own_after, cur_after)
-  end
-  call('ZADD', w.values, 'GT', format('%d', t), value)
-  return after, first(before, after, w.threshold)
-end
-
 local reply, r = {}, 0
 for a = first_change, #ARGV, 5 do
-  local i, off, id, t, value = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and natural(off, 15)
-      and type(id) == 'string' and #id == 8 and natural(t, 15)
-      and type(value) == 'string' and #value >= 1 and #value <= 64) then
+  local i, off, id, ts, value = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and #off <= 15 and (off == '0' or match(off, DIGITS))
+      and #id == 8 and #ts <= 15 and (ts == '0' or match(ts, DIGITS)) and #value >= 1 and #value <= 64) then
     reply[r + 1], reply[r + 2] = -1, -1
   else
-    local w = window(i)
-    local o = tonumber(off)
-    t = tonumber(t)
-    local again = (w.last and o <= w.last) or seen(w, id)
-    local mark = (again or not w.last) and crossed(w, id)
+    local w = windows[i]
+    if not w then
+      local c = 4 * i + (i - 1)
+      w = {key = KEYS[3 * i - 2], values = KEYS[3 * i - 1], marks = KEYS[3 * i],
+        sliding = ARGV[c] == 'sliding', length = tonumber(ARGV[c + 1]), late = tonumber(ARGV[c + 2]),
+        threshold = tonumber(ARGV[c + 3]), ttl = ARGV[c + 4]}
+      local got = call('HMGET', w.key, 't', src, 'r')
+      w.newest, w.new, w.last, w.latest = tonumber(got[1]), not got[1], tonumber(got[2]), got[3] or ''
+      if not w.sliding then
+        w.count = call('ZCARD', w.values)
+      end
+      windows[i] = w
+    end
+    local o, t = tonumber(off), tonumber(ts)
+    -- Known: at or below its partition's last offset, or among the latest
+    -- ids (an 8-byte id at an 8-byte boundary).
+    local again = w.last and o <= w.last
+    if not again then
+      local at = find(w.latest, id, 1, true)
+      while at do
+        if at % 8 == 1 then
+          again = true
+          break
+        end
+        at = find(w.latest, id, at + 1, true)
+      end
+    end
+    local mark
+    if again or not w.last then
+      if w.has_marks == nil then
+        w.has_marks = call('EXISTS', w.marks) == 1
+      end
+      mark = w.has_marks and call('HGET', w.marks, id)
+    end
     if mark then
       reply[r + 1], reply[r + 2] = tonumber(mark), 1
-    elseif again then
-      reply[r + 1], reply[r + 2] = current(w), 0
-    elseif w.sliding and w.newest and t <= w.newest - w.length - w.late then
-      reply[r + 1], reply[r + 2] = current(w), 2
+    elseif again or (w.sliding and w.newest and t <= w.newest - w.length - w.late) then
+      -- A redelivered or late order is answered the count of the window
+      -- that ends at the group's newest time.
+      local cur = w.count
+      if w.sliding then
+        cur = w.newest and call('ZCOUNT', w.values, '(' .. format('%d', w.newest - w.length), '+inf') or 0
+      end
+      reply[r + 1], reply[r + 2] = cur, again and 0 or 2
     else
       local now, crossing
       if w.sliding then
-        now, crossing = slide(w, t, value)
+        -- The value at t is the count of its own window, (t - length, t];
+        -- an order out of order is also judged by the window ending at the
+        -- newest time, and the larger of the two decides, so that an order
+        -- whose own window catches up with a newer one that crossed
+        -- already is no new crossing.
+        local last = tonumber(call('ZSCORE', w.values, value))
+        local from = t - w.length
+        local inorder = not w.newest or t >= w.newest
+        local own = call('ZCOUNT', w.values, '(' .. format('%d', from), inorder and '+inf' or format('%d', t))
+        local own_after = own
+        if not last or last <= from then
+          own_after = own + 1
+        end
+        local before, after = own, own_after
+        if not inorder then
+          local cur_from = w.newest - w.length
+          local cur = call('ZCOUNT', w.values, '(' .. format('%d', cur_from), '+inf')
+          local cur_after = cur
+          if t > cur_from and (not last or last <= cur_from) then
+            cur_after = cur + 1
+          end
+          before, after = max(own, cur), max(own_after, cur_after)
+        end
+        call('ZADD', w.values, 'GT', format('%d', t), value)
+        now, crossing = after, before < w.threshold and after >= w.threshold
       else
         local before = w.count
         w.count = before + call('ZADD', w.values, format('%d', t), value)
-        now, crossing = w.count, first(before, w.count, w.threshold)
+        now, crossing = w.count, before < w.threshold and w.count >= w.threshold
       end
       if not w.newest or t > w.newest then
         w.newest = t

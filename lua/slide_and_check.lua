@@ -54,16 +54,16 @@ local call, tonumber, match, find, sub, format = redis.call, tonumber, string.ma
 local min, floor, unpack = math.min, math.floor, unpack
 local KEYS, ARGV = KEYS, ARGV
 
-local function positive(s, digits)
-  return type(s) == 'string' and #s <= digits and match(s, '^[1-9]%d*$') ~= nil
-end
-local function natural(s, digits)
-  return type(s) == 'string' and #s <= digits and (s == '0' or match(s, '^[1-9]%d*$') ~= nil)
-end
+-- Straight-line code, as incr_and_check: Redis runs a script's chunk anew
+-- at every call, so each local function would be a closure made again, and
+-- each use of one a Lua call frame (Performance). Numbers are digit strings
+-- without leading zeros.
+local DIGITS = '^[1-9]%d*$'
 
 local src, n = ARGV[1], tonumber(ARGV[3])
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true) and positive(ARGV[2], 10)
-    and positive(ARGV[3], 2) and n <= MAX_WINDOWS and #KEYS == 2 * n) then
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
+    and type(ARGV[3]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and #ARGV[3] <= 2 and match(ARGV[3], DIGITS)
+    and n <= MAX_WINDOWS and #KEYS == 2 * n) then
   return {-1, -1}
 end
 local first_change = 4 + 4 * n
@@ -74,154 +74,76 @@ end
 local usable = {}
 for i = 1, n do
   local a = 4 * i
-  local span = positive(ARGV[a], 4) and tonumber(ARGV[a])
-  usable[i] = span and span <= MAX_SPAN and natural(ARGV[a + 1], 4) and tonumber(ARGV[a + 1]) <= MAX_LATE
-      and positive(ARGV[a + 2], 18) and positive(ARGV[a + 3], 10)
+  local sp, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local span = #sp <= 4 and match(sp, DIGITS) and tonumber(sp)
+  usable[i] = span and span <= MAX_SPAN and #lt <= 4 and (lt == '0' or match(lt, DIGITS)) and tonumber(lt) <= MAX_LATE
+      and #th <= 18 and match(th, DIGITS) and #tl <= 10 and match(tl, DIGITS) and true
 end
 
 -- Every window is read once, on its first change, and written once.
 local windows = {}
-local function window(i)
-  local w = windows[i]
-  if w then
-    return w
-  end
-  local a = 4 * i
-  w = {i = i, key = KEYS[2 * i - 1], span = tonumber(ARGV[a]), late = tonumber(ARGV[a + 1]),
-    threshold = tonumber(ARGV[a + 2]), ttl = ARGV[a + 3], b = {}, touched = {}, total = 0, latest = ''}
-  local got = call('HGETALL', w.key)
-  for j = 1, #got, 2 do
-    local f, v = got[j], got[j + 1]
-    if f == 'k' then
-      w.newest = tonumber(v)
-    elseif f == 'r' then
-      w.latest = v
-    elseif f == src then
-      w.last = tonumber(v)
-    elseif match(f, '^%d+$') then
-      w.b[tonumber(f)] = tonumber(v)
-    end
-  end
-  if w.newest then
-    for k, v in pairs(w.b) do
-      if k > w.newest - w.span then
-        w.total = w.total + v
-      end
-    end
-  end
-  windows[i] = w
-  return w
-end
-
-local function seen(w, id)
-  local at = find(w.latest, id, 1, true)
-  while at do
-    if at % 8 == 1 then
-      return true
-    end
-    at = find(w.latest, id, at + 1, true)
-  end
-  return false
-end
-
-local function crossed(w, id)
-  if w.has_marks == nil then
-    w.has_marks = call('EXISTS', KEYS[2 * w.i]) == 1
-  end
-  return w.has_marks and call('HGET', KEYS[2 * w.i], id)
-end
-
--- advance moves the group's newest bucket to k, dropping the buckets that
--- leave the window from its total: at most span of them.
-local function advance(w, k)
-  local newest = w.newest
-  if newest and k - w.span < newest then
-    for j = newest - w.span + 1, k - w.span do
-      w.total = w.total - (w.b[j] or 0)
-    end
-  else
-    w.total = 0
-  end
-  w.newest = k
-end
-
--- largest is the largest total of the windows that bucket k falls into,
--- those ending at k up to the newest: at most 2 * span buckets read.
-local function largest(w, k)
-  local b, span = w.b, w.span
-  local s = 0
-  for j = k - span + 1, k do
-    s = s + (b[j] or 0)
-  end
-  local most = s
-  for j = k + 1, min(k + span - 1, w.newest) do
-    s = s + (b[j] or 0) - (b[j - span] or 0)
-    if s > most then
-      most = s
-    end
-  end
-  return most
-end
-
-local function add(w, k, inc)
-  local before = w.total
-  if k < w.newest then
-    before = largest(w, k)
-  end
-  local was = w.b[k] or 0
-  w.b[k] = min(was + inc, BIG)
-  w.touched[k] = true
-  if k > w.newest - w.span then
-    w.total = w.total + w.b[k] - was
-  end
-  local after = before + inc
-  if before < w.threshold and after >= w.threshold then
-    return after, 1
-  end
-  return after, 0
-end
-
--- take subtracts a refund from the buckets of its window, newest first;
--- nil when the window held nothing.
-local function take(w, k, amount)
-  local left = amount
-  for j = k, k - w.span + 1, -1 do
-    local v = w.b[j]
-    if v and v > 0 then
-      local d = min(v, left)
-      w.b[j] = v - d
-      w.touched[j] = true
-      if j > w.newest - w.span then
-        w.total = w.total - d
-      end
-      left = left - d
-      if left == 0 then
-        return w.total, 0
-      end
-    end
-  end
-  if left == amount then
-    return nil
-  end
-  return w.total, 3
-end
-
 local reply, r = {}, 0
 for a = first_change, #ARGV, 5 do
-  local i, off, id, k, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local refund = type(amount) == 'string' and sub(amount, 1, 1) == '-'
+  local i, off, id, ks, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local refund = sub(amount, 1, 1) == '-'
   if refund then
     amount = sub(amount, 2)
   end
-  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and natural(off, 15)
-      and type(id) == 'string' and #id == 8 and natural(k, 15) and positive(amount, 18)) then
+  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and #off <= 15 and (off == '0' or match(off, DIGITS))
+      and #id == 8 and #ks <= 15 and (ks == '0' or match(ks, DIGITS)) and #amount <= 18 and match(amount, DIGITS)) then
     reply[r + 1], reply[r + 2] = -1, -1
   else
-    local w = window(i)
-    local o = tonumber(off)
-    k = tonumber(k)
-    local again = (w.last and o <= w.last) or seen(w, id)
-    local mark = not refund and (again or not w.last) and crossed(w, id)
+    local w = windows[i]
+    if not w then
+      local c = 4 * i
+      w = {key = KEYS[2 * i - 1], span = tonumber(ARGV[c]), late = tonumber(ARGV[c + 1]),
+        threshold = tonumber(ARGV[c + 2]), ttl = ARGV[c + 3], b = {}, touched = {}, total = 0, latest = ''}
+      local got = call('HGETALL', w.key)
+      local b = w.b
+      for j = 1, #got, 2 do
+        local f, v = got[j], got[j + 1]
+        if f == 'k' then
+          w.newest = tonumber(v)
+        elseif f == 'r' then
+          w.latest = v
+        elseif f == src then
+          w.last = tonumber(v)
+        elseif match(f, '^%d+$') then
+          b[tonumber(f)] = tonumber(v)
+        end
+      end
+      if w.newest then
+        local since, total = w.newest - w.span, 0
+        for k, v in pairs(b) do
+          if k > since then
+            total = total + v
+          end
+        end
+        w.total = total
+      end
+      windows[i] = w
+    end
+    local o, k = tonumber(off), tonumber(ks)
+    -- Known: at or below its partition's last offset, or among the latest
+    -- ids (an 8-byte id at an 8-byte boundary).
+    local again = w.last and o <= w.last
+    if not again then
+      local at = find(w.latest, id, 1, true)
+      while at do
+        if at % 8 == 1 then
+          again = true
+          break
+        end
+        at = find(w.latest, id, at + 1, true)
+      end
+    end
+    local mark
+    if not refund and (again or not w.last) then
+      if w.has_marks == nil then
+        w.has_marks = call('EXISTS', KEYS[2 * i]) == 1
+      end
+      mark = w.has_marks and call('HGET', KEYS[2 * i], id)
+    end
     if mark then
       reply[r + 1], reply[r + 2] = tonumber(mark), 1
     elseif again then
@@ -231,14 +153,73 @@ for a = first_change, #ARGV, 5 do
     elseif w.newest and k <= w.newest - w.span - w.late then
       reply[r + 1], reply[r + 2] = w.total, 2
     else
-      if not w.newest or k > w.newest then
-        advance(w, k)
+      local b, span, newest = w.b, w.span, w.newest
+      if not newest or k > newest then
+        -- The newest bucket moves to k: the buckets that leave the window
+        -- leave its total, at most span of them.
+        if newest and k - span < newest then
+          local total = w.total
+          for j = newest - span + 1, k - span do
+            total = total - (b[j] or 0)
+          end
+          w.total = total
+        else
+          w.total = 0
+        end
+        w.newest, newest = k, k
       end
       local value, flag
+      local inc = tonumber(amount)
       if refund then
-        value, flag = take(w, k, tonumber(amount))
+        -- Subtracted from the buckets of its window, newest first; nothing
+        -- when the window held nothing.
+        local left = inc
+        for j = k, k - span + 1, -1 do
+          local v = b[j]
+          if v and v > 0 then
+            local d = min(v, left)
+            b[j] = v - d
+            w.touched[j] = true
+            if j > newest - span then
+              w.total = w.total - d
+            end
+            left = left - d
+            if left == 0 then
+              break
+            end
+          end
+        end
+        if left == 0 then
+          value, flag = w.total, 0
+        elseif left ~= inc then
+          value, flag = w.total, 3
+        end
       else
-        value, flag = add(w, k, tonumber(amount))
+        -- An order out of order is judged by the largest of the windows it
+        -- falls into, those ending at k up to the newest: at most 2 * span
+        -- buckets read.
+        local before = w.total
+        if k < newest then
+          local sum = 0
+          for j = k - span + 1, k do
+            sum = sum + (b[j] or 0)
+          end
+          before = sum
+          for j = k + 1, min(k + span - 1, newest) do
+            sum = sum + (b[j] or 0) - (b[j - span] or 0)
+            if sum > before then
+              before = sum
+            end
+          end
+        end
+        local was = b[k] or 0
+        b[k] = min(was + inc, BIG)
+        w.touched[k] = true
+        if k > newest - span then
+          w.total = w.total + b[k] - was
+        end
+        value = before + inc
+        flag = (before < w.threshold and value >= w.threshold) and 1 or 0
       end
       if value == nil then
         reply[r + 1], reply[r + 2] = 0, 0

@@ -31,8 +31,8 @@ var followed = map[string]struct {
 }{
 	lua.IncrAndCheckName:     {"584c6777457fd540384b206aff4c8a2a325c73f7", incrAndCheck},
 	lua.SalesDecrName:        {"ce059b2ae580aab84caf030ab7d6ca043b83814c", salesDecr},
-	lua.SlideAndCheckName:    {"c000fdd652c3cdd77bb9616cde32e3597f03c795", slideAndCheck},
-	lua.DistinctAndCheckName: {"ae273dc2fde5bb7f037eb133eead4c24a02566dc", distinctAndCheck},
+	lua.SlideAndCheckName:    {"c87c5b5df2d6c91e32de887b70f8a8579f2f95f3", slideAndCheck},
+	lua.DistinctAndCheckName: {"d50ccaa711438a2ed04690cdf9ae783a6236f20c", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},
 }

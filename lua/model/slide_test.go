@@ -238,6 +238,8 @@ func TestSlideAndCheckRefusesCalls(t *testing.T) {
 		args []string
 	}{
 		{one, nil},
+		{one, []string{"p:0"}},
+		{one, []string{"p:0", "600"}},
 		{one, with("", "600", "1", "3", "2", "10", "600")},
 		{one, with("p0", "600", "1", "3", "2", "10", "600")},
 		{one, with("p:"+strings.Repeat("x", 31), "600", "1", "3", "2", "10", "600")},
