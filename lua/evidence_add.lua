@@ -19,11 +19,14 @@
 -- full, one LTRIM; a new list, and a sliding window's at every write, takes
 -- the window's remaining life (PTTL, PEXPIRE). Entries are not checked for
 -- repeats: a redelivered batch adds its entries again, and the reader drops
--- repeats.
-local call, match, tonumber = redis.call, string.match, tonumber
+-- repeats. Straight-line code, as the counting scripts: no function is
+-- made per call, and a call without a crossing builds no reply.
+local call, match, tonumber, unpack = redis.call, string.match, tonumber, unpack
+local DIGITS = '^[1-9]%d*$'
 
-local n = tonumber(ARGV[1])
-if not (n and n >= 1 and n <= 64 and n == math.floor(n) and #KEYS == 2 * n) then
+local n_s = ARGV[1]
+local n = type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and tonumber(n_s)
+if not (n and n <= 64 and #KEYS == 2 * n) then
   return {-1}
 end
 local first = 2 + 3 * n
@@ -31,66 +34,82 @@ local entries = (#ARGV - first + 1) / 3
 if entries < 1 or entries > 4096 or entries ~= math.floor(entries) then
   return {-1}
 end
+local keeps = {}
 for i = 1, n do
-  local keep, ttl, slides = tonumber(ARGV[3 * i - 1]), ARGV[3 * i], ARGV[3 * i + 1]
-  if not (keep and keep >= 1 and keep <= 20 and keep == math.floor(keep)
-      and type(ttl) == 'string' and #ttl <= 10 and match(ttl, '^[1-9]%d*$')
-      and (slides == '0' or slides == '1')) then
+  local ks, ttl, slides = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  local keep = #ks <= 2 and match(ks, DIGITS) and tonumber(ks)
+  if not (keep and keep <= 20 and #ttl <= 10 and match(ttl, DIGITS) and (slides == '0' or slides == '1')) then
     return {-1}
   end
+  keeps[i] = keep
 end
-local texts, marked = {}, {}
+-- Each window's texts, oldest first, and whether any entry is a crossing.
+local texts, marked = {}, false
 for a = first, #ARGV, 3 do
-  local i, text, mark = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2]
-  if not (i and i >= 1 and i <= n and i == math.floor(i) and #text <= 512 and (mark == '0' or mark == '1')) then
+  local is, text, mark = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local i = #is <= 2 and match(is, DIGITS) and tonumber(is)
+  if not (i and i <= n and #text <= 512 and (mark == '0' or mark == '1')) then
     return {-1}
   end
-  texts[i] = texts[i] or {}
-  if mark == '1' then
-    marked[i] = true
+  local t = texts[i]
+  if t then
+    t[#t + 1] = text
+  else
+    texts[i] = {text}
   end
-end
-
--- Windows with a crossing: their evidence as it was, to list.
-local before = {}
-for i in pairs(marked) do
-  before[i] = call('LRANGE', KEYS[2 * i - 1], 0, tonumber(ARGV[3 * i - 1]) - 1)
+  if mark == '1' then
+    marked = true
+  end
 end
 
 local reply = {}
-for a = first, #ARGV, 3 do
-  local i = tonumber(ARGV[a])
-  local t = texts[i]
-  t[#t + 1] = ARGV[a + 1]
-  if ARGV[a + 2] == '1' then
-    local keep, list = tonumber(ARGV[3 * i - 1]), {}
-    for j = #t, math.max(#t - keep + 1, 1), -1 do
-      list[#list + 1] = t[j]
+if marked then
+  -- A crossing's list: this call's texts of its window up to it, newest
+  -- first, then the list as it was before the call.
+  local before, seen = {}, {}
+  for a = first, #ARGV, 3 do
+    local i = tonumber(ARGV[a])
+    local k = (seen[i] or 0) + 1
+    seen[i] = k
+    if ARGV[a + 2] == '1' then
+      local keep, t, list = keeps[i], texts[i], {}
+      for j = k, math.max(k - keep + 1, 1), -1 do
+        list[#list + 1] = t[j]
+      end
+      if #list < keep then
+        local old = before[i]
+        if not old then
+          old = call('LRANGE', KEYS[2 * i - 1], 0, keep - 1)
+          before[i] = old
+        end
+        for j = 1, math.min(#old, keep - #list) do
+          list[#list + 1] = old[j]
+        end
+      end
+      reply[#reply + 1] = list
     end
-    local old = before[i]
-    for j = 1, math.min(#old, keep - #list) do
-      list[#list + 1] = old[j]
-    end
-    reply[#reply + 1] = list
   end
 end
 
-for i, t in pairs(texts) do
-  local key, keep = KEYS[2 * i - 1], tonumber(ARGV[3 * i - 1])
-  local len = call('LPUSH', key, unpack(t))
-  if len > keep then
-    call('LTRIM', key, 0, keep - 1)
-  end
-  -- A new list ends with its window. A fixed window's end stays put; a
-  -- sliding one's moves with each change, and so must its list's, or the
-  -- list would end while the window still counts its orders.
-  local new = len == #t
-  if new or ARGV[3 * i + 1] == '1' then
-    local left = call('PTTL', KEYS[2 * i])
-    if left > 0 then
-      call('PEXPIRE', key, left)
-    elseif new then
-      call('EXPIRE', key, ARGV[3 * i])
+for i = 1, n do
+  local t = texts[i]
+  if t then
+    local key, keep = KEYS[2 * i - 1], keeps[i]
+    local len = call('LPUSH', key, unpack(t))
+    if len > keep then
+      call('LTRIM', key, 0, keep - 1)
+    end
+    -- A new list ends with its window. A fixed window's end stays put; a
+    -- sliding one's moves with each change, and so must its list's, or the
+    -- list would end while the window still counts its orders.
+    local new = len == #t
+    if new or ARGV[3 * i + 1] == '1' then
+      local left = call('PTTL', KEYS[2 * i])
+      if left > 0 then
+        call('PEXPIRE', key, left)
+      elseif new then
+        call('EXPIRE', key, ARGV[3 * i])
+      end
     end
   end
 end
