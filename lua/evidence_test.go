@@ -165,6 +165,13 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		{"an entry cut short", []any{1, 5, 60, "0", 1, "x"}},
 		{"a text too long", []any{1, 5, 60, "0", 1, strings.Repeat("x", 513), "0"}},
 		{"a bad entry after a good one", []any{1, 5, 60, "0", 1, "x", "0", 0, "y", "0"}},
+		// Numbers are digit strings, as the engine sends them: what Lua's
+		// tonumber would also take is refused.
+		{"a window count with a space", []any{" 1", 5, 60, "0", 1, "x", "0"}},
+		{"keep 5.0", []any{1, "5.0", 60, "0", 1, "x", "0"}},
+		{"a window index with a leading zero", []any{1, 5, 60, "0", "01", "x", "0"}},
+		{"a window index in hex", []any{1, 5, 60, "0", "0x1", "x", "0"}},
+		{"no arguments", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
