@@ -15,8 +15,9 @@ import (
 // hash tag of the call's other keys.
 type Window struct {
 	// Key is the window: a fixed window's counter (Keys.Counter); a sliding
-	// or distinct window's buckets or time, the last offset counted from
-	// each partition, its latest event ids (Keys.Window).
+	// window's buckets (Keys.Window); a distinct window's time, the last
+	// offset counted from each partition, its latest event ids
+	// (Keys.Window).
 	Key string
 	// Marks keeps the events that crossed its threshold (Keys.Marks); all
 	// but Refund use it.
@@ -114,9 +115,14 @@ type Refund struct {
 }
 
 // Slide is one slide_and_check call: a run of orders and refunds from one
-// partition, in its order, counted into the sliding windows of one group.
+// partition, in its order, counted into the sliding windows of one bucket
+// of groups. Its runs of offsets are bound as Count's are: a call takes all
+// of an event's changes to its bucket or none.
 type Slide struct {
-	Source  string
+	Source string
+	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
+	// tag.
+	Offsets string
 	Windows []Window
 	Changes []Change
 	Results []Counted
@@ -151,7 +157,7 @@ const (
 // Batch sends counting calls to Redis pipelined: a round trip for many
 // calls. Calls of the same bucket go in later pipelines, in the order they
 // were added, so that a bucket's changes always arrive in their
-// partition's order: a fixed window's bucket (a sliding or distinct
+// partition's order: a fixed or sliding window's bucket (a distinct
 // window) skips an offset at or below the last one it applied, and a later
 // call applied before an earlier one that failed would make the earlier
 // one look applied.
@@ -268,7 +274,11 @@ func (b *Batch) Slide(c *Slide) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&slideAndCheckSHA, 2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
+	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+		return err
+	}
+	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
+	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}

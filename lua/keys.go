@@ -161,7 +161,8 @@ func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) }
 
 // Offsets is the key of the offsets of a group's bucket: for each source
-// partition and fixed-window script, the last offset applied in the bucket.
+// partition and fixed or sliding window script, the last offset applied in
+// the bucket.
 func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
 
 // WindowName names the keys of one window: its group, its rule's state

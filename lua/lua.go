@@ -38,8 +38,8 @@ const (
 )
 
 var (
-	// prelude is what incr_and_check and sales_decr share, prepended to
-	// each: their text, and so their SHA1, includes it.
+	// prelude is what incr_and_check, sales_decr and slide_and_check
+	// share, prepended to each: their text, and so their SHA1, includes it.
 	//go:embed prelude.lua
 	prelude string
 	//go:embed incr_and_check.lua
@@ -65,7 +65,7 @@ var (
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
-	slideAndCheck    = redis.NewScript(slideAndCheckSrc)
+	slideAndCheck    = redis.NewScript(prelude + slideAndCheckSrc)
 	distinctAndCheck = redis.NewScript(distinctAndCheckSrc)
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
@@ -409,7 +409,7 @@ func Text(name string) (string, bool) {
 	text, ok := map[string]string{
 		IncrAndCheckName:     prelude + incrAndCheckSrc,
 		SalesDecrName:        prelude + salesDecrSrc,
-		SlideAndCheckName:    slideAndCheckSrc,
+		SlideAndCheckName:    prelude + slideAndCheckSrc,
 		DistinctAndCheckName: distinctAndCheckSrc,
 		AlertClaimName:       alertClaimSrc,
 		AlertSettleName:      alertSettleSrc,

@@ -1,7 +1,7 @@
 -- slide_and_check: count a run of orders and refunds, all from one Kafka
 -- partition and in its order, into the sliding event-time windows of the
--- rules of one group, each event at most once, and tell for each order
--- whether it crossed a threshold first.
+-- rules of one bucket of groups, each event at most once, and tell for
+-- each order whether it crossed a threshold first.
 --
 -- A window is cut into buckets, span of them a window's length; the caller
 -- gives each event its bucket (its event time divided by the bucket width).
@@ -9,12 +9,12 @@
 -- ends with its own: every event of the last window but at most one
 -- bucket's worth at its trailing edge.
 --
--- KEYS[2i-1]  window i: a hash of the group's newest bucket (k), the last
---             offset counted from each source partition (named by the
---             caller, with a ':'), the ids of its latest events (r), and one
+-- KEYS[1]     the bucket's offsets: a hash with a field per source partition
+--             and script, the last offset applied here from it
+-- KEYS[2i]    window i: a hash of the group's newest bucket (k) and one
 --             field per bucket (its number) holding the bucket's total
--- KEYS[2i]    window i's crossing marks: a hash of event id -> value
--- ARGV[1]     the source partition's field name, 1 to 32 bytes with a ':'
+-- KEYS[2i+1]  window i's crossing marks: a hash of event id -> value
+-- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':'
 --             (which no bucket's field has)
 -- ARGV[2]     how long crossing marks live, seconds
 -- ARGV[3]     n, the number of windows
@@ -41,29 +41,29 @@
 -- buckets of its window, newest first, and never below zero; a group with
 -- nothing counted ignores it ({0, 0}).
 --
--- Redeliveries are known as incr_and_check knows them: by the last offset
--- of their partition and the latest event ids. Buckets older than two
--- spans and the lateness behind the newest are removed, so that a group
--- holds at most 2 * span + lateness + 1 buckets.
-local LATEST = 4
+-- "Already counted?" is asked once per event, as incr_and_check asks it:
+-- by the bucket's offsets (the prelude), in a field of this script's own.
+-- A redelivery changes nothing and is answered its mark, or the window's
+-- value. A window written by the old layout still holds a field per source
+-- partition (its name, with a ':') with the last offset it counted, and
+-- `r`: the field is obeyed, and both go when the window counts a later
+-- offset. Buckets older than two spans and the lateness behind the newest
+-- are removed, so that a group holds at most 2 * span + lateness + 1
+-- buckets.
+--
+-- It runs after prelude.lua, which it shares with incr_and_check and
+-- sales_decr; straight-line code as they are (the prelude says why).
 -- Bounds keep a group's buckets (2 * span + lateness) few enough for one
 -- HDEL of them all.
 local MAX_WINDOWS, MAX_CHANGES, MAX_SPAN, MAX_LATE = 64, 512, 1000, 4000
 local BIG = 9007199254740992 -- 2^53: a bucket saturates here, above any threshold
-local call, tonumber, match, find, sub, format = redis.call, tonumber, string.match, string.find, string.sub, string.format
-local min, floor, unpack = math.min, math.floor, unpack
-local KEYS, ARGV = KEYS, ARGV
+local find, min, floor, unpack = string.find, math.min, math.floor, unpack
 
--- Straight-line code, as incr_and_check: Redis runs a script's chunk anew
--- at every call, so each local function would be a closure made again, and
--- each use of one a Lua call frame (Performance). Numbers are digit strings
--- without leading zeros.
-local DIGITS = '^[1-9]%d*$'
-
-local src, n = ARGV[1], tonumber(ARGV[3])
+local src, n_s = ARGV[1], ARGV[3]
+local n = tonumber(n_s)
 if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
-    and type(ARGV[3]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and #ARGV[3] <= 2 and match(ARGV[3], DIGITS)
-    and n <= MAX_WINDOWS and #KEYS == 2 * n) then
+    and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
+    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
   return {-1, -1}
 end
 local first_change = 4 + 4 * n
@@ -71,87 +71,107 @@ local changes = (#ARGV - first_change + 1) / 5
 if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
   return {-1, -1}
 end
-local usable = {}
+-- A window with an unusable span, lateness, threshold or lifetime refuses
+-- its changes; the others still count. The offsets live as long as the
+-- marks or the longest-lived window, whichever is longer.
+local usable, life, longest = {}, ARGV[2], tonumber(ARGV[2])
 for i = 1, n do
   local a = 4 * i
   local sp, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local span = #sp <= 4 and match(sp, DIGITS) and tonumber(sp)
+  local ttl = #tl <= 10 and match(tl, DIGITS) and tonumber(tl)
   usable[i] = span and span <= MAX_SPAN and #lt <= 4 and (lt == '0' or match(lt, DIGITS)) and tonumber(lt) <= MAX_LATE
-      and #th <= 18 and match(th, DIGITS) and #tl <= 10 and match(tl, DIGITS) and true
+      and #th <= 18 and match(th, DIGITS) and ttl and true
+  if usable[i] and ttl > longest then
+    life, longest = tl, ttl
+  end
 end
 
--- Every window is read once, on its first change, and written once.
+local field = 's:' .. src
+local last, last_s = applied(KEYS[1], field)
+local advanced, refresh = false, false
+
+-- The loop runs for every change: what a change needs is inline, and so
+-- are the rare paths (a window's first read, a refund, an order out of
+-- order, a crossing, a change applied before). Every window is read once,
+-- on its first change, and written once. An event's changes share its
+-- offset, and a call's changes its windows' indices: each string is
+-- checked once in a row.
 local windows = {}
 local reply, r = {}, 0
-for a = first_change, #ARGV, 5 do
-  local i, off, id, ks, amount = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+local is_seen, i, off_seen, o
+for c = first_change, #ARGV, 5 do
+  local is, off, id, ks, amount = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
+  if is ~= is_seen then
+    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
+  end
+  if off ~= off_seen then
+    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
+  end
   local refund = sub(amount, 1, 1) == '-'
   if refund then
     amount = sub(amount, 2)
   end
-  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and #off <= 15 and (off == '0' or match(off, DIGITS))
-      and #id == 8 and #ks <= 15 and (ks == '0' or match(ks, DIGITS)) and #amount <= 18 and match(amount, DIGITS)) then
-    reply[r + 1], reply[r + 2] = -1, -1
-  else
+  local v, flag = -1, -1
+  if i and usable[i] and o and #id == 8 and #ks <= 15 and (ks == '0' or match(ks, DIGITS))
+      and #amount <= 18 and match(amount, DIGITS) then
     local w = windows[i]
     if not w then
-      local c = 4 * i
-      w = {key = KEYS[2 * i - 1], span = tonumber(ARGV[c]), late = tonumber(ARGV[c + 1]),
-        threshold = tonumber(ARGV[c + 2]), ttl = ARGV[c + 3], b = {}, touched = {}, total = 0, latest = ''}
+      local a = 4 * i
+      w = {key = KEYS[2 * i], span = tonumber(ARGV[a]), late = tonumber(ARGV[a + 1]),
+        threshold = tonumber(ARGV[a + 2]), ttl = ARGV[a + 3], b = {}, touched = {}, total = 0}
       local got = call('HGETALL', w.key)
       local b = w.b
+      w.new = #got == 0
       for j = 1, #got, 2 do
-        local f, v = got[j], got[j + 1]
+        local f, x = got[j], got[j + 1]
         if f == 'k' then
-          w.newest = tonumber(v)
-        elseif f == 'r' then
-          w.latest = v
-        elseif f == src then
-          w.last = tonumber(v)
+          w.newest = tonumber(x)
         elseif match(f, '^%d+$') then
-          b[tonumber(f)] = tonumber(v)
+          b[tonumber(f)] = tonumber(x)
+        elseif f == src then
+          -- The old layout's last offset counted from this partition.
+          w.old = tonumber(x) or -1
+        elseif f == 'r' then
+          w.r = true
         end
       end
       if w.newest then
         local since, total = w.newest - w.span, 0
-        for k, v in pairs(b) do
+        for k, x in pairs(b) do
           if k > since then
-            total = total + v
+            total = total + x
           end
         end
         w.total = total
       end
       windows[i] = w
     end
-    local o, k = tonumber(off), tonumber(ks)
-    -- Known: at or below its partition's last offset, or among the latest
-    -- ids (an 8-byte id at an 8-byte boundary).
-    local again = w.last and o <= w.last
-    if not again then
-      local at = find(w.latest, id, 1, true)
-      while at do
-        if at % 8 == 1 then
-          again = true
-          break
-        end
-        at = find(w.latest, id, at + 1, true)
-      end
+    -- Counted before: at or below the last offset applied, and not this
+    -- call's own (an event's other windows); or, in a window of the old
+    -- layout, at or below the last offset it counted from the partition.
+    local fresh = not last or o > last
+    if fresh then
+      last, last_s, advanced = o, off, true
+    else
+      fresh = advanced and o == last
     end
-    local mark
-    if not refund and (again or not w.last) then
-      if w.has_marks == nil then
-        w.has_marks = call('EXISTS', KEYS[2 * i]) == 1
-      end
-      mark = w.has_marks and call('HGET', KEYS[2 * i], id)
+    if fresh and w.old and o <= w.old then
+      fresh = false
     end
-    if mark then
-      reply[r + 1], reply[r + 2] = tonumber(mark), 1
-    elseif again then
-      reply[r + 1], reply[r + 2] = w.total, 0
+    local k = tonumber(ks)
+    if not fresh then
+      -- Applied before: an order's mark, or the window's value.
+      local mark = not refund and tonumber(call('HGET', KEYS[2 * i + 1], id))
+      if mark then
+        v, flag = mark, 1
+      else
+        v, flag = w.total, 0
+      end
     elseif refund and not w.newest then
-      reply[r + 1], reply[r + 2] = 0, 0
+      v, flag = 0, 0
     elseif w.newest and k <= w.newest - w.span - w.late then
-      reply[r + 1], reply[r + 2] = w.total, 2
+      v, flag = w.total, 2
     else
       local b, span, newest = w.b, w.span, w.newest
       if not newest or k > newest then
@@ -168,17 +188,17 @@ for a = first_change, #ARGV, 5 do
         end
         w.newest, newest = k, k
       end
-      local value, flag
       local inc = tonumber(amount)
       if refund then
         -- Subtracted from the buckets of its window, newest first; nothing
-        -- when the window held nothing.
+        -- when the window held nothing (the window moved on all the same,
+        -- unsaved).
         local left = inc
         for j = k, k - span + 1, -1 do
-          local v = b[j]
-          if v and v > 0 then
-            local d = min(v, left)
-            b[j] = v - d
+          local x = b[j]
+          if x and x > 0 then
+            local d = min(x, left)
+            b[j] = x - d
             w.touched[j] = true
             if j > newest - span then
               w.total = w.total - d
@@ -189,10 +209,11 @@ for a = first_change, #ARGV, 5 do
             end
           end
         end
-        if left == 0 then
-          value, flag = w.total, 0
-        elseif left ~= inc then
-          value, flag = w.total, 3
+        if left == inc then
+          v, flag = 0, 0
+        else
+          v, flag = w.total, left == 0 and 0 or 3
+          w.dirty = true
         end
       else
         -- An order out of order is judged by the largest of the windows it
@@ -218,37 +239,40 @@ for a = first_change, #ARGV, 5 do
         if k > newest - span then
           w.total = w.total + b[k] - was
         end
-        value = before + inc
-        flag = (before < w.threshold and value >= w.threshold) and 1 or 0
-      end
-      if value == nil then
-        reply[r + 1], reply[r + 2] = 0, 0
-      else
-        w.last, w.dirty = o, true
-        w.latest = sub(w.latest .. id, -8 * LATEST)
+        v = before + inc
+        flag = (before < w.threshold and v >= w.threshold) and 1 or 0
+        w.dirty = true
         if flag == 1 then
-          call('HSET', KEYS[2 * i], id, format('%d', value))
-          call('EXPIRE', KEYS[2 * i], ARGV[2])
-          w.has_marks = true
+          call('HSET', KEYS[2 * i + 1], id, format('%d', v))
+          call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
+          refresh = true
         end
-        reply[r + 1], reply[r + 2] = value, flag
       end
     end
   end
+  reply[r + 1], reply[r + 2] = v, flag
   r = r + 2
 end
 
 for _, w in pairs(windows) do
   if w.dirty then
     local oldest = w.newest - 2 * w.span - w.late
-    local set = {'k', format('%d', w.newest), src, format('%d', w.last), 'r', w.latest}
+    local set = {'k', format('%d', w.newest)}
     local gone = {}
-    for j, v in pairs(w.b) do
-      if j <= oldest or v <= 0 then
+    for j, x in pairs(w.b) do
+      if j <= oldest or x <= 0 then
         gone[#gone + 1] = format('%d', j)
       elseif w.touched[j] then
-        set[#set + 1], set[#set + 2] = format('%d', j), format('%d', v)
+        set[#set + 1], set[#set + 2] = format('%d', j), format('%d', x)
       end
+    end
+    -- The old layout's fields go: the window counted an offset past the
+    -- old one, which the bucket's offsets now hold.
+    if w.old then
+      gone[#gone + 1] = src
+    end
+    if w.r then
+      gone[#gone + 1] = 'r'
     end
     call('HSET', w.key, unpack(set))
     if #gone > 0 then
@@ -257,6 +281,14 @@ for _, w in pairs(windows) do
     -- A sliding window never ends while its group is active: it lives a
     -- while after its last change.
     call('EXPIRE', w.key, w.ttl)
+    refresh = refresh or w.new
   end
+end
+
+-- The offsets get their lifetime when the field is new, a window is new
+-- or a mark got one: they then outlive every window and mark of the
+-- bucket.
+if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
+  call('EXPIRE', KEYS[1], life)
 end
 return reply

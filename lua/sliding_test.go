@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,7 +35,7 @@ func changeOf(w int, e sev) Change {
 }
 
 func trySlide(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]Counted, error) {
-	c := &Slide{Source: evs[0].src, Windows: windows}
+	c := &Slide{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			c.Changes = append(c.Changes, changeOf(w, e))
@@ -110,7 +111,11 @@ func TestSlidingValues(t *testing.T) {
 					t.Fatalf("step %d (at %vs): %+v, want value %d first %v late %v", i, st.at, got, st.value, st.first, st.late)
 				}
 			}
-			// The same events in one call give the same answers.
+			// The same events in one call give the same answers (from
+			// another partition: the bucket's offsets are w's too).
+			for i := range all {
+				all[i].src = "1:t"
+			}
 			for i, got := range slide(t, s, []Window{w2}, all...) {
 				st := tt.steps[i]
 				if got.Current != st.value || got.First != st.first || got.Late != st.late {
@@ -145,11 +150,10 @@ func TestSlidingRefunds(t *testing.T) {
 		sev{src: src, offset: 0, id: "o1", at: 0, amount: 500},
 		sev{src: src, offset: 1, id: "o2", at: 30, amount: 300},
 		sev{src: src, offset: 2, id: "r1", at: 40, amount: -400}, // 300 from o2, then 100 from o1
-		sev{src: src, offset: 3, id: "r1", at: 40, amount: -400}, // a second record of it
 		sev{src: src, offset: 4, id: "o3", at: 65, amount: 10},   // o1's bucket leaves
 		sev{src: src, offset: 5, id: "r2", at: 66, amount: -50},  // more than is left: clamped
 	)
-	want := []Counted{{Current: 500}, {Current: 800}, {Current: 400}, {Current: 400}, {Current: 10}, {Current: 0, Clamped: true}}
+	want := []Counted{{Current: 500}, {Current: 800}, {Current: 400}, {Current: 10}, {Current: 0, Clamped: true}}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("change %d: %+v, want %+v", i, got[i], want[i])
@@ -166,20 +170,93 @@ func TestSlidingRefunds(t *testing.T) {
 }
 
 func TestSlidingRedeliveriesCountOnce(t *testing.T) {
-	s, _, prefix := newScripts(t)
+	s, rdb, prefix := newScripts(t)
 	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 2)
 	a := sev{src: "0:t", offset: 10, id: "a", at: 0, amount: 1}
 	b := sev{src: "0:t", offset: 11, id: "b", at: 1, amount: 1}
 	slide(t, s, []Window{w}, a, b)
-	// Redelivered from the committed offset, and b recorded again by a
-	// producer retry on another partition.
+	// Redelivered from the committed offset: the crossing order answers
+	// its crossing again.
 	got := slide(t, s, []Window{w}, a, b)
 	if got[0].Current != 2 || got[0].First || got[1].Current != 2 || !got[1].First {
 		t.Fatalf("redelivery: %+v", got)
 	}
-	got = slide(t, s, []Window{w}, sev{src: "1:t", offset: 0, id: "b", at: 1, amount: 1})
-	if got[0].Current != 2 || !got[0].First {
-		t.Fatalf("producer duplicate of the crossing order: %+v", got)
+	// The window holds its buckets and newest bucket only: the offsets are
+	// the bucket's, in a field of the script's own.
+	if f := rdb.HKeys(t.Context(), w.Key).Val(); len(f) != 2 {
+		t.Fatalf("window fields %v, want k and one bucket", f)
+	}
+	if o := rdb.HGet(t.Context(), offsetsOf(w), "s:0:t").Val(); o != "11" {
+		t.Fatalf("bucket's offset %q, want 11", o)
+	}
+	// Its window gone, a redelivered crossing still answers its mark and
+	// opens no window: the bucket's offsets outlive the window.
+	rdb.Del(t.Context(), w.Key)
+	if got := slide(t, s, []Window{w}, b)[0]; got != (Counted{Current: 2, First: true}) {
+		t.Fatalf("b after its window: %+v, want its crossing", got)
+	}
+	if rdb.Exists(t.Context(), w.Key).Val() != 0 {
+		t.Fatal("the redelivered crossing order opened a new window")
+	}
+	// A new window gives the offsets their lifetime again.
+	rdb.Expire(t.Context(), offsetsOf(w), time.Minute)
+	slide(t, s, []Window{w}, sev{src: "0:t", offset: 12, id: "c", at: 2, amount: 1})
+	if ttl := rdb.TTL(t.Context(), offsetsOf(w)).Val(); ttl < 6*24*time.Hour {
+		t.Fatalf("offsets live %v, want the retention", ttl)
+	}
+}
+
+// An event's changes share its offset: all of them count, in every window
+// of the call, and a redelivery of the call counts none.
+func TestSlidingAnEventCountsInEachWindow(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ws := []Window{slidingWindow(prefix, "w1", time.Minute, time.Minute, 2),
+		slidingWindow(prefix, "w2", time.Minute, time.Minute, 3)}
+	evs := []sev{{src: "0:t", offset: 1, id: "a", at: 0, amount: 1}, {src: "0:t", offset: 2, id: "b", at: 10, amount: 1}}
+	for range 2 {
+		got := slide(t, s, ws, evs...)
+		if got[2] != (Counted{Current: 2, First: true}) || got[3] != (Counted{Current: 2}) {
+			t.Fatalf("%+v, want b counted in both windows, crossing the first", got)
+		}
+	}
+	for _, w := range ws {
+		if n := rdb.HGet(t.Context(), w.Key, fmt.Sprint((epoch+10_000)/(time.Minute.Milliseconds()/Span))).Val(); n != "1" {
+			t.Fatalf("%s's bucket of b = %q, want 1", w.Key, n)
+		}
+	}
+}
+
+// A window written by the old layout (a field per source partition with
+// the last offset it counted, and r, its latest ids) is read: what it
+// counted is not counted again, and its old fields go once the window
+// counts a later offset.
+func TestSlidingOldLayoutIsRead(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 3)
+	width := time.Minute.Milliseconds() / Span
+	k := epoch / width
+	rdb.HSet(ctx, w.Key, "k", k, k, 2, "0:t", 11, "1:t", 4, "r", "aaaaaaaabbbbbbbb")
+	got := slide(t, s, []Window{w}, sev{src: "0:t", offset: 10, id: "x", at: 0, amount: 1},
+		sev{src: "0:t", offset: 11, id: "y", at: 0, amount: 1})
+	if got[0] != (Counted{Current: 2}) || got[1] != (Counted{Current: 2}) {
+		t.Fatalf("offsets 10 and 11 = %+v, want counted before", got)
+	}
+	if !rdb.HExists(ctx, w.Key, "0:t").Val() || !rdb.HExists(ctx, w.Key, "r").Val() {
+		t.Fatal("old fields gone, though nothing was counted")
+	}
+	got = slide(t, s, []Window{w}, sev{src: "0:t", offset: 12, id: "z", at: 0, amount: 1})
+	if got[0] != (Counted{Current: 3, First: true}) {
+		t.Fatalf("offset 12 = %+v, want counted, crossing", got)
+	}
+	f := rdb.HKeys(ctx, w.Key).Val()
+	slices.Sort(f)
+	if want := []string{fmt.Sprint(k), "1:t", "k"}; !slices.Equal(f, want) {
+		t.Fatalf("fields %v, want %v: partition 0's old offset and r gone, partition 1's kept", f, want)
+	}
+	// Partition 1's old offset still holds.
+	if got := slide(t, s, []Window{w}, sev{src: "1:t", offset: 4, id: "q", at: 0, amount: 1})[0]; got.Current != 3 {
+		t.Fatalf("partition 1's offset 4 = %+v, want counted before", got)
 	}
 }
 
@@ -214,8 +291,8 @@ func TestSlidingMemoryIsBounded(t *testing.T) {
 			}
 			fields := rdb.HLen(t.Context(), w.Key).Val()
 			// 2 spans and the lateness of buckets (README: 2 × 40 + 40 ×
-			// lateness/window + 1), and k, r and the source.
-			if limit := int64((2+late)*Span + 1 + 3); fields > limit {
+			// lateness/window + 1), and k.
+			if limit := int64((2+late)*Span + 1 + 1); fields > limit {
 				t.Fatalf("a group holds %d fields, want at most %d", fields, limit)
 			}
 			span := 2 * (time.Minute + lateness)
@@ -252,11 +329,11 @@ func TestSlidingUnusableArguments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]any{"0:t", 60, 1, Span, 40, 3, 240}, tt.args...)
-			got, err := slideAndCheck.Run(t.Context(), rdb, []string{w.Key, w.Marks}, args...).Int64Slice()
+			got, err := slideAndCheck.Run(t.Context(), rdb, []string{offsetsOf(w), w.Key, w.Marks}, args...).Int64Slice()
 			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
 				t.Fatalf("reply %v, %v", got, err)
 			}
-			if rdb.Exists(t.Context(), w.Key, w.Marks).Val() != 0 {
+			if rdb.Exists(t.Context(), offsetsOf(w), w.Key, w.Marks).Val() != 0 {
 				t.Fatal("wrote")
 			}
 		})

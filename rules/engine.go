@@ -492,14 +492,14 @@ type planned struct {
 }
 
 // addEvent adds the changes of event, planned in p.event, to their calls.
-// A fixed window's call takes all of the event's changes to its bucket or
-// none: the bucket remembers the last offset a call applied, so a call
+// A fixed or sliding window's call takes all of the event's changes to its
+// bucket or none: the bucket remembers the last offset a call applied, so a call
 // that took part of an event would make the rest look applied. The event's
 // changes past what one call can take are refused.
 func (p *plan) addEvent(src string, event int) {
 	for j, pl := range p.event {
 		need := 0
-		if pl.kind == fixedOrders || pl.kind == fixedRefunds {
+		if pl.kind != distinct {
 			tag := pl.group.Tag()
 			for _, other := range p.event[:j] {
 				if other.kind == pl.kind && other.group.Tag() == tag {
@@ -543,12 +543,12 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 
 // add adds one change to the call of its partition, bucket and family,
 // opening a call when there is none, when the run of a fixed rule's orders
-// or refunds changes, or when the call is full. need is, at a fixed
-// window's first change of an event to its bucket, how many changes the
-// event has there (at most lua.MaxWindows): a call without room for all of
-// them ends before the event. It is 0 for the others. add reports false,
-// adding nothing, for a fixed window's change past what the event's call
-// can take.
+// or refunds changes, or when the call is full. need is, at a fixed or
+// sliding window's first change of an event to its bucket, how many changes
+// the event has there (at most lua.MaxWindows): a call without room for all
+// of them ends before the event. It is 0 for distinct windows. add reports
+// false, adding nothing, for a fixed or sliding window's change past what
+// the event's call can take.
 func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event, need int) bool {
 	family := k
 	if k == fixedRefunds {
@@ -571,6 +571,8 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 			c.count.Offsets = p.keys.Offsets(g)
 		case fixedRefunds:
 			c.refund.Offsets = p.keys.Offsets(g)
+		case sliding:
+			c.slide.Offsets = p.keys.Offsets(g)
 		}
 		p.open[b] = c
 		p.calls = append(p.calls, c)

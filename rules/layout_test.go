@@ -1,13 +1,17 @@
 package rules_test
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
@@ -45,17 +49,11 @@ func handleAll(t *testing.T, e *rules.Engine, evs []*event.Event) {
 	}
 }
 
-// A bucket with more windows than one call takes is split over calls
-// between events, never inside one: the second call would take the
-// event's offset as applied by the first, and skip its other windows.
-func TestAnEventIsNeverSplitOverCalls(t *testing.T) {
-	rs := []rules.Rule{
-		rule("a", alert.Count, 100, "customer_id"), rule("b", alert.Count, 100, "customer_id"),
-		rule("c", alert.Amount, 1_000_000, "customer_id"),
-	}
-	h := newHarness(t, rs...)
-	// 30 customers of one bucket: 90 windows, which one call (64) cannot
-	// take, with 64 falling inside the 22nd event's three.
+// oneBucketOrders handles an order of each of 30 customers of one bucket,
+// at offsets 0 to 29: with three rules, 90 windows, which one call (64)
+// cannot take, with 64 falling inside the 22nd event's three.
+func oneBucketOrders(t *testing.T, h *harness) []string {
+	t.Helper()
 	var customers []string
 	tag := h.keys.Group([]string{"c0"}).Tag()
 	for i := 0; len(customers) < 30; i++ {
@@ -68,50 +66,82 @@ func TestAnEventIsNeverSplitOverCalls(t *testing.T) {
 		evs = append(evs, orderAt(t, int64(i), c))
 	}
 	handleAll(t, h.engine, evs)
-	for _, c := range customers {
-		h.wantCounter("a", alert.Count, 1, c)
-		h.wantCounter("b", alert.Count, 1, c)
-		h.wantCounter("c", alert.Amount, 100, c)
+	return customers
+}
+
+// A bucket with more windows than one call takes is split over calls
+// between events, never inside one: the second call would take the
+// event's offset as applied by the first, and skip its other windows.
+// Sliding windows' calls are split as fixed windows' are: the bucket's
+// offsets are theirs too.
+func TestAnEventIsNeverSplitOverCalls(t *testing.T) {
+	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+		rs := []rules.Rule{
+			mk("a", alert.Count, 100, "customer_id"), mk("b", alert.Count, 100, "customer_id"),
+			mk("c", alert.Amount, 1_000_000, "customer_id"),
+		}
+		t.Run(cmp.Or(string(rs[0].WindowType), "fixed"), func(t *testing.T) {
+			h := newHarness(t, rs...)
+			for _, c := range oneBucketOrders(t, h) {
+				h.wantTotal(rs[0], 1, c)
+				h.wantTotal(rs[1], 1, c)
+				h.wantTotal(rs[2], 100, c)
+			}
+		})
 	}
 }
 
-// An event that more fixed rules count into one bucket than a call takes
-// is unprocessable, rather than counted in part: never silently.
-func TestTooManyFixedRulesForOneCall(t *testing.T) {
-	var rs []rules.Rule
-	for i := range lua.MaxWindows + 1 {
-		rs = append(rs, rule(fmt.Sprint("r", i), alert.Count, 100, "customer_id"))
-	}
-	h := newHarness(t, rs...)
-	unprocessable, err := h.engine.Handle(t.Context(), []*event.Event{orderAt(t, 0, "c1")})
-	if err != nil || len(unprocessable) != 1 || unprocessable[0] == nil {
-		t.Fatalf("Handle = %v, %v; want the event unprocessable", unprocessable, err)
-	}
-	h.wantCounter("r0", alert.Count, 1, "c1")
-	if n, ok := h.counter(fmt.Sprint("r", lua.MaxWindows), alert.Count, "c1"); ok {
-		t.Errorf("the rule past the call's windows counted %d", n)
+// An event that more fixed (or sliding) rules count into one bucket than a
+// call takes is unprocessable, rather than counted in part: never silently.
+func TestTooManyRulesForOneCall(t *testing.T) {
+	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+		var rs []rules.Rule
+		for i := range lua.MaxWindows + 1 {
+			rs = append(rs, mk(fmt.Sprint("r", i), alert.Count, 100, "customer_id"))
+		}
+		t.Run(cmp.Or(string(rs[0].WindowType), "fixed"), func(t *testing.T) {
+			h := newHarness(t, rs...)
+			unprocessable, err := h.engine.Handle(t.Context(), []*event.Event{orderAt(t, 0, "c1")})
+			if err != nil || len(unprocessable) != 1 || unprocessable[0] == nil {
+				t.Fatalf("Handle = %v, %v; want the event unprocessable", unprocessable, err)
+			}
+			h.wantTotal(rs[0], 1, "c1")
+			past := h.windowKey(fmt.Sprint("r", lua.MaxWindows), "c1")
+			if n := h.rdb.Exists(t.Context(), past).Val(); n != 0 {
+				t.Errorf("the rule past the call's windows counted (%s exists)", past)
+			}
+		})
 	}
 }
 
 // A rule put in force counts the events processed after it: the events a
 // partition redelivers from before it took effect were applied to their
-// bucket, and it does not count them either, nor anything twice.
+// bucket, and it does not count them either, nor anything twice. The same
+// for fixed and sliding rules: their buckets' offsets are shared.
 func TestARuleCountsTheEventsAfterItTakesEffect(t *testing.T) {
-	old := rule("old", alert.Count, 100, "customer_id")
-	h := newHarness(t, old)
-	handleAll(t, h.engine, orders(t, 0, 4, "c1"))
-	added, redefined := rule("added", alert.Count, 100, "customer_id"), old
-	redefined.Window *= 2
-	h.rules = append(h.rules, added)
-	h.engine.SetRules([]rules.Rule{old, added, redefined})
-	// A rebalance redelivers 0-4 with 5 and 6; then all of it again.
-	handleAll(t, h.engine, orders(t, 0, 6, "c1"))
-	handleAll(t, h.engine, orders(t, 0, 6, "c1"))
-	h.wantCounter("old", alert.Count, 7, "c1")
-	h.wantCounter("added", alert.Count, 2, "c1")
-	key := h.keys.Counter(h.keys.Group([]string{"c1"}), redefined.State())
-	if n, _ := h.rdb.Get(t.Context(), key).Int64(); n != 2 {
-		t.Errorf("the redefined rule counted %d, want 2", n)
+	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+		old := mk("old", alert.Count, 100, "customer_id")
+		t.Run(cmp.Or(string(old.WindowType), "fixed"), func(t *testing.T) {
+			h := newHarness(t, old)
+			handleAll(t, h.engine, orders(t, 0, 4, "c1"))
+			added, redefined := mk("added", alert.Count, 100, "customer_id"), old
+			redefined.Window *= 2
+			h.rules = append(h.rules, added)
+			h.engine.SetRules([]rules.Rule{old, added, redefined})
+			// A rebalance redelivers 0-4 with 5 and 6; then all of it again.
+			handleAll(t, h.engine, orders(t, 0, 6, "c1"))
+			handleAll(t, h.engine, orders(t, 0, 6, "c1"))
+			h.wantTotal(old, 7, "c1")
+			h.wantTotal(added, 2, "c1")
+			g := h.keys.Group([]string{"c1"})
+			key := h.keys.Counter(g, redefined.State())
+			if redefined.WindowType == alert.Sliding {
+				key = h.keys.Window(g, redefined.State())
+			}
+			if n := h.total(key, redefined.WindowType == alert.Sliding); n != 2 {
+				t.Errorf("the redefined rule counted %d, want 2", n)
+			}
+		})
 	}
 }
 
@@ -139,14 +169,19 @@ func TestOldLayoutWindowsAreIgnored(t *testing.T) {
 // event that crossed is ever answered "crossed first" (its redeliveries
 // hand its alert off again, as every redelivery's does).
 func TestAZombieReplicaCountsNothingTwice(t *testing.T) {
-	r := rule("r", alert.Count, 12, "customer_id")
+	for _, r := range []rules.Rule{rule("r", alert.Count, 12, "customer_id"), slidingRule("r", alert.Count, 12, "customer_id")} {
+		t.Run(cmp.Or(string(r.WindowType), "fixed"), func(t *testing.T) { zombieCountsNothingTwice(t, r) })
+	}
+}
+
+func zombieCountsNothingTwice(t *testing.T, r rules.Rule) {
 	h := newHarness(t, r)
 	zombie, zombieSink := h.engineOf(t, r)
 	handleAll(t, zombie, orders(t, 0, 9, "c1")) // the owner, before the rebalance
 	handleAll(t, h.engine, orders(t, 5, 14, "c1"))
 	handleAll(t, zombie, orders(t, 10, 19, "c1")) // stale 10-14, then 15-19 the new owner has not read yet
 	handleAll(t, h.engine, orders(t, 15, 24, "c1"))
-	h.wantCounter("r", alert.Count, 25, "c1")
+	h.wantTotal(r, 25, "c1")
 
 	// The same, racing: both send overlapping batches at once, many times.
 	var wg sync.WaitGroup
@@ -160,7 +195,7 @@ func TestAZombieReplicaCountsNothingTwice(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	h.wantCounter("r", alert.Count, 130, "c1") // offsets 0 to 129, once each
+	h.wantTotal(r, 130, "c1") // offsets 0 to 129, once each
 	var crossed []string
 	for _, a := range append(h.sink.got(), zombieSink.got()...) {
 		crossed = append(crossed, a.EventID)
@@ -169,6 +204,43 @@ func TestAZombieReplicaCountsNothingTwice(t *testing.T) {
 	if crossed = slices.Compact(crossed); !slices.Equal(crossed, []string{"evt-o11"}) {
 		t.Errorf("events answered crossed first: %v, want evt-o11 alone", crossed)
 	}
+}
+
+// wantTotal checks what a count rule's window of a group holds.
+func (h *harness) wantTotal(r rules.Rule, want int64, values ...string) {
+	h.t.Helper()
+	if got := h.total(h.windowKey(r.Name, values...), r.WindowType == alert.Sliding); got != want {
+		h.t.Errorf("%s window %s %q holds %d, want %d", cmp.Or(string(r.WindowType), "fixed"), r.Name, values, got, want)
+	}
+}
+
+// total is what the window at key holds: a fixed window's counter, or the
+// sum of a sliding window's buckets (0 for none).
+func (h *harness) total(key string, sliding bool) int64 {
+	h.t.Helper()
+	if !sliding {
+		n, err := h.rdb.Get(h.t.Context(), key).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			h.t.Fatal(err)
+		}
+		return n
+	}
+	fields, err := h.rdb.HGetAll(h.t.Context(), key).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var got int64
+	for f, v := range fields {
+		if f == "k" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			h.t.Fatalf("window field %s = %q", f, v)
+		}
+		got += n
+	}
+	return got
 }
 
 // engineOf is another replica's engine on the harness's Redis and keys.

@@ -29,9 +29,9 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"584c6777457fd540384b206aff4c8a2a325c73f7", incrAndCheck},
-	lua.SalesDecrName:        {"ce059b2ae580aab84caf030ab7d6ca043b83814c", salesDecr},
-	lua.SlideAndCheckName:    {"c87c5b5df2d6c91e32de887b70f8a8579f2f95f3", slideAndCheck},
+	lua.IncrAndCheckName:     {"1e06294a42362e30d46510821bcd76d2ddcf8faf", incrAndCheck},
+	lua.SalesDecrName:        {"d2962ca74028a731c0bc79a571c3d73bb01ae6e1", salesDecr},
+	lua.SlideAndCheckName:    {"5fe8043dcab9c4abceb3fb8cb975d1783ce973dd", slideAndCheck},
 	lua.DistinctAndCheckName: {"d50ccaa711438a2ed04690cdf9ae783a6236f20c", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},

@@ -21,7 +21,7 @@ var errTotalOrder = errors.New("model: a window total that rounds in the order o
 // slideWindow is slide_and_check's state of one window.
 type slideWindow struct {
 	key       string
-	marks     marks
+	marks     string
 	span      float64
 	late      float64
 	threshold float64
@@ -33,10 +33,15 @@ type slideWindow struct {
 	total     float64
 	newest    float64
 	hasNewest bool
-	last      float64
-	hasLast   bool
-	latest    string
-	dirty     bool
+	// old is the old layout's last offset of the source (-1 when it does
+	// not parse), hasOld whether the hash holds one; r whether it holds the
+	// old layout's latest ids.
+	old    float64
+	hasOld bool
+	r      bool
+	// isNew is a hash that held nothing.
+	isNew bool
+	dirty bool
 }
 
 // luaMin is Lua 5.1's math.min of two: the first unless the second is
@@ -48,7 +53,8 @@ func luaMin(a, b float64) float64 {
 	return a
 }
 
-// load reads the window's hash as the script's window(i) does.
+// load reads the window's hash as the script does at the window's first
+// change.
 func (w *slideWindow) load(s *Store, src string) error {
 	h, err := s.hgetall(w.key)
 	if err != nil {
@@ -56,16 +62,22 @@ func (w *slideWindow) load(s *Store, src string) error {
 	}
 	w.b = make(map[float64]float64, len(h))
 	w.touched = map[float64]bool{}
+	w.isNew = len(h) == 0
 	// Buckets a non-number set to nil, should another field name them.
 	var nilled map[float64]bool
 	for f, v := range h {
 		switch {
 		case f == "k":
 			w.newest, w.hasNewest, err = tonumber(v, true)
-		case f == "r":
-			w.latest = v
 		case f == src:
-			w.last, w.hasLast, err = tonumber(v, true)
+			var isNum bool
+			w.old, isNum, err = tonumber(v, true)
+			if !isNum {
+				w.old = -1
+			}
+			w.hasOld = true
+		case f == "r":
+			w.r = true
 		case f != "" && allDigits(f):
 			// Leading zeros included, as match(f, '^%d+$') takes them.
 			var j, x float64
@@ -147,7 +159,7 @@ func lowBit(v float64) int {
 	return exp - 53 + bits.TrailingZeros64(uint64(math.Ldexp(frac, 53)))
 }
 
-// advance is the script's advance(w, k).
+// advance is the script's move of the newest bucket to k.
 func (w *slideWindow) advance(k float64) {
 	if w.hasNewest && k-w.span < w.newest {
 		// Lua's for starts at (init - 1) + 1: not init itself for every
@@ -161,7 +173,8 @@ func (w *slideWindow) advance(k float64) {
 	w.newest, w.hasNewest = k, true
 }
 
-// largest is the script's largest(w, k).
+// largest is the script's largest window that an order out of order at
+// bucket k falls into.
 func (w *slideWindow) largest(k float64) float64 {
 	s := 0.0
 	for j := k - w.span + 1; j <= k; j++ {
@@ -178,7 +191,7 @@ func (w *slideWindow) largest(k float64) float64 {
 	return most
 }
 
-// add is the script's add(w, k, inc).
+// add is the script's count of an order.
 func (w *slideWindow) add(k, inc float64) (float64, int64) {
 	before := w.total
 	if k < w.newest {
@@ -197,9 +210,10 @@ func (w *slideWindow) add(k, inc float64) (float64, int64) {
 	return after, 0
 }
 
-// take is the script's take(w, k, amount); ok is false for its nil. What
-// it took stays taken even then, as in the script: only an amount so
-// large that what it took rounds away returns nil after taking.
+// take is the script's subtraction of a refund; ok is false when it took
+// nothing. What it took stays taken even then, as in the script: only an
+// amount so large that what it took rounds away is answered so after
+// taking.
 func (w *slideWindow) take(k, amount float64) (value float64, flag int64, ok bool) {
 	left := amount
 	for j := k; j >= k-w.span+1; j-- {
@@ -223,12 +237,12 @@ func (w *slideWindow) take(k, amount float64) (value float64, flag int64, ok boo
 	return w.total, 3, true
 }
 
-// save is the script's write-back of a dirty window. The order of pairs
-// only orders HSET's and HDEL's fields, where it changes nothing.
+// save is the script's write-back of a dirty window. The order of pairs only
+// orders HSET's and HDEL's fields, where it changes nothing.
 func (w *slideWindow) save(s *Store, src string) error {
 	oldest := w.newest - 2*w.span - w.late
-	set := make([]string, 0, 6+2*len(w.touched))
-	set = append(set, "k", format(w.newest), src, format(w.last), "r", w.latest)
+	set := make([]string, 0, 2+2*len(w.touched))
+	set = append(set, "k", format(w.newest))
 	var gone []string
 	for j, v := range w.b {
 		if j <= oldest || v <= 0 {
@@ -236,6 +250,12 @@ func (w *slideWindow) save(s *Store, src string) error {
 		} else if w.touched[j] {
 			set = append(set, format(j), format(v))
 		}
+	}
+	if w.hasOld {
+		gone = append(gone, src)
+	}
+	if w.r {
+		gone = append(gone, "r")
 	}
 	if err := s.hset(w.key, set...); err != nil {
 		return err
@@ -260,7 +280,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		return refused(), nil
 	}
 	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 2*n {
+	if n > maxWindows || len(keys) != 2*n+1 {
 		return refused(), nil
 	}
 	first := 4 + 4*n
@@ -272,6 +292,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		return nil, err
 	}
 	usable := make([]bool, n+1)
+	offsetsLife := life
 	for i := 1; i <= n; i++ {
 		a := 4 * i
 		span, sok := args.at(a)
@@ -280,6 +301,13 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		ttl, ttlOK := args.at(a + 3)
 		usable[i] = positive(span, sok, 4) && smallInt(span) <= maxSpan && natural(late, lok, 4) &&
 			smallInt(late) <= maxLate && positive(threshold, tok, 18) && positive(ttl, ttlOK, 10)
+		if usable[i] && duration(ttl) > duration(offsetsLife) {
+			offsetsLife = ttl
+		}
+	}
+	applied, err := readApplied(s, keys[0], "s:"+src)
+	if err != nil {
+		return nil, err
 	}
 
 	windows := make([]*slideWindow, n+1)
@@ -291,7 +319,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		span, _ := args.at(a)
 		late, _ := args.at(a + 1)
 		ttl, _ := args.at(a + 3)
-		w := &slideWindow{key: keys[2*i-2], marks: marks{key: keys[2*i-1]}, span: float64(smallInt(span)),
+		w := &slideWindow{key: keys[2*i-1], marks: keys[2*i], span: float64(smallInt(span)),
 			late: float64(smallInt(late)), ttl: ttl}
 		// Checked usable: at most 18 digits, which tonumber rounds as Lua.
 		w.threshold, _, _ = tonumber(args.at(a + 2))
@@ -302,15 +330,10 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		return w, nil
 	}
 
+	refresh := false
 	reply := make([]int64, 0, 2*(rest/5))
-	// Redis ends a table reply at its first nil: a mark that is not a
-	// number puts one there.
-	cut := -1
 	for a := first; a <= len(args); a += 5 {
-		iv, iok, err := tonumber(args.at(a))
-		if err != nil {
-			return nil, err
-		}
+		iArg, iok := args.at(a)
 		off, offOK := args.at(a + 1)
 		id, idOK := args.at(a + 2)
 		bucket, bucketOK := args.at(a + 3)
@@ -319,68 +342,33 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		if refund {
 			amount = amount[1:]
 		}
-		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && usable[int(iv)] && natural(off, offOK, 15) &&
+		if !(positive(iArg, iok, 2) && smallInt(iArg) <= n && usable[smallInt(iArg)] && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
 			reply = append(reply, -1, -1)
 			continue
 		}
-		w, err := window(int(iv))
+		w, err := window(smallInt(iArg))
 		if err != nil {
 			return nil, err
 		}
 		o, _, _ := tonumber(off, true)
 		k, _, _ := tonumber(bucket, true)
-		again := (w.hasLast && o <= w.last) || seen(w.latest, id)
-		var mark string
-		var marked bool
-		if !refund && (again || !w.hasLast) {
-			if mark, marked, err = w.marks.crossed(s, id); err != nil {
-				return nil, err
-			}
-		}
-		switch {
-		case marked:
-			m, isNum, err := tonumber(mark, true)
-			if err != nil {
-				return nil, err
-			}
-			if !isNum && cut < 0 {
-				cut = len(reply)
-			}
-			reply = append(reply, integer(m), 1)
-		case again:
-			reply = append(reply, integer(w.total), 0)
-		case refund && !w.hasNewest:
-			reply = append(reply, 0, 0)
-		case w.hasNewest && k <= w.newest-w.span-w.late:
-			reply = append(reply, integer(w.total), 2)
-		default:
-			if !w.hasNewest || k > w.newest {
-				w.advance(k)
-			}
+		var value float64
+		var flag int64
+		if applied.decide(o) && !(w.hasOld && o <= w.old) {
 			by, _, _ := tonumber(amount, true)
-			var value float64
-			var flag int64
-			counted := true
-			if refund {
-				value, flag, counted = w.take(k, by)
-			} else {
-				value, flag = w.add(k, by)
-			}
-			if !counted {
-				// The window moved on all the same: advance stays.
-				reply = append(reply, 0, 0)
-				break
-			}
-			w.last, w.hasLast, w.dirty = o, true, true
-			w.latest = remember(w.latest, id)
-			if flag == 1 {
-				if err := w.marks.mark(s, id, format(value), life); err != nil {
+			var marked bool
+			if value, flag, marked = w.apply(k, by, refund); marked {
+				if err := s.hset(w.marks, id, format(value)); err != nil {
 					return nil, err
 				}
+				s.expire(w.marks, duration(life))
+				refresh = true
 			}
-			reply = append(reply, integer(value), flag)
+		} else if value, flag, err = w.again(s, id, refund); err != nil {
+			return nil, err
 		}
+		reply = append(reply, integer(value), flag)
 	}
 
 	for _, w := range windows {
@@ -388,10 +376,58 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 			if err := w.save(s, src); err != nil {
 				return nil, err
 			}
+			refresh = refresh || w.isNew
 		}
 	}
-	if cut >= 0 {
-		reply = reply[:cut]
+	if err := applied.write(s, offsetsLife, refresh); err != nil {
+		return nil, err
 	}
 	return reply, nil
+}
+
+// apply is what the script does with a change not counted before: its
+// value and flag, and whether it is to be marked.
+func (w *slideWindow) apply(k, by float64, refund bool) (float64, int64, bool) {
+	if refund && !w.hasNewest {
+		return 0, 0, false
+	}
+	if w.hasNewest && k <= w.newest-w.span-w.late {
+		return w.total, 2, false
+	}
+	if !w.hasNewest || k > w.newest {
+		w.advance(k)
+	}
+	if refund {
+		value, flag, ok := w.take(k, by)
+		if !ok {
+			// The window moved on all the same: advance stays, unsaved.
+			return 0, 0, false
+		}
+		w.dirty = true
+		return value, flag, false
+	}
+	value, flag := w.add(k, by)
+	w.dirty = true
+	return value, flag, flag == 1
+}
+
+// again is the script's answer to a change counted before: an order's
+// mark, or the window's value.
+func (w *slideWindow) again(s *Store, id string, refund bool) (float64, int64, error) {
+	if !refund {
+		mark, ok, err := s.hget(w.marks, id)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			m, isNum, err := tonumber(mark, true)
+			if err != nil {
+				return 0, 0, err
+			}
+			if isNum {
+				return m, 1, nil
+			}
+		}
+	}
+	return w.total, 0, nil
 }

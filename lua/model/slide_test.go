@@ -37,10 +37,10 @@ func slideArgs(src string, ws []slideWin, cs []slideCh) []string {
 	return args
 }
 
-// slideKeysOf are the keys of windows named by names: each its hash and
-// its crossing marks.
+// slideKeysOf are the keys of windows named by names: the bucket's
+// offsets, then each its hash and its crossing marks.
 func slideKeysOf(p *pair, names ...string) []string {
-	var keys []string
+	keys := []string{p.key("o")}
 	for _, n := range names {
 		keys = append(keys, p.key("w"+n), p.key("w"+n+":crossed"))
 	}
@@ -128,21 +128,20 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 			}, want: []int64{5, 0, 5, 2, 5, 0, 5, 2}},
 			{changes: []slideCh{{"1", "5", e, "30", "1"}}, want: []int64{1, 0}},
 		}},
-		{"redeliveries by offset and by id among the latest 4", []slideStep{
+		{"a late order redelivered is answered counted before", []slideStep{
+			{changes: []slideCh{{"1", "1", a, "10", "4"}, {"1", "2", b, "5", "1"}}, want: []int64{4, 0, 4, 2}},
+			{changes: []slideCh{{"1", "2", b, "5", "1"}}, want: []int64{4, 0}},
+		}},
+		{"redeliveries by offset", []slideStep{
 			{changes: []slideCh{{"1", "10", a, "5", "6"}, {"1", "11", b, "5", "6"}}, want: []int64{6, 0, 12, 1}},
 			{changes: []slideCh{{"1", "10", a, "5", "6"}, {"1", "11", b, "5", "6"}, {"1", "12", c, "5", "1"}},
 				want: []int64{12, 0, 12, 1, 13, 0}},
-			{changes: []slideCh{
-				{"1", "20", a, "5", "6"}, {"1", "21", b, "5", "6"}, {"1", "22", e, "5", "-2"}, {"1", "23", e, "5", "-2"},
-			}, want: []int64{13, 0, 12, 1, 11, 0, 11, 0}},
-			{changes: []slideCh{{"1", "30", f, "5", "1"}, {"1", "31", a, "5", "1"}}, want: []int64{12, 0, 13, 0}},
-			// From another partition: a crossing is still known by its mark.
-			{src: "p:1", changes: []slideCh{{"1", "1", b, "5", "5"}, {"1", "2", g, "5", "1"}}, want: []int64{12, 1, 14, 0}},
-		}},
-		{"a straddling match is not a redelivery", []slideStep{
-			// The latest ids read "abcdefghijklmnop": "efghijkl" straddles two.
-			{changes: []slideCh{{"1", "1", slideIDs[0], "5", "1"}, {"1", "2", "ijklmnop", "5", "1"}}},
-			{changes: []slideCh{{"1", "3", slideIDs[1], "5", "1"}, {"1", "4", slideIDs[1], "5", "1"}}, want: []int64{3, 0, 3, 0}},
+			// A second record at a later offset counts: the consumer drops
+			// a producer's retry.
+			{changes: []slideCh{{"1", "20", a, "5", "6"}}, want: []int64{19, 0}},
+			// Another partition's offsets are its own.
+			{src: "p:1", changes: []slideCh{{"1", "1", b, "5", "5"}}, want: []int64{24, 0}},
+			{changes: []slideCh{{"1", "11", b, "5", "6"}, {"1", "20", a, "5", "6"}}, want: []int64{12, 1, 24, 0}},
 		}},
 		{"refunds take from the newest bucket back", []slideStep{{windows: []slideWin{{"3", "2", "100", "600"}}, changes: []slideCh{
 			{"1", "1", a, "10", "5"}, {"1", "2", b, "11", "7"}, {"1", "3", c, "12", "4"}, {"1", "4", d, "12", "-6"},
@@ -179,10 +178,10 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 		{"several windows in one call", []slideStep{{
 			windows: []slideWin{{"2", "0", "5", "600"}, {"5", "1", "3", "900"}, {"1", "0", "1", "600"}},
 			changes: []slideCh{
-				{"1", "1", a, "10", "3"}, {"2", "1", a, "10", "3"}, {"1", "2", b, "11", "3"}, {"1", "3", c, "13", "1"},
-				{"2", "2", b, "9", "1"},
+				{"1", "1", a, "10", "3"}, {"2", "1", a, "10", "3"}, {"1", "2", b, "11", "3"}, {"2", "2", b, "9", "1"},
+				{"1", "3", c, "13", "1"},
 			},
-			want: []int64{3, 0, 3, 1, 6, 1, 1, 0, 4, 0},
+			want: []int64{3, 0, 3, 1, 6, 1, 4, 0, 1, 0},
 		}}},
 		{"64 windows", []slideStep{{windows: all, changes: []slideCh{
 			{"64", "1", a, "7", "70"}, {"1", "2", b, "7", "1"}, {"64", "3", c, "8", "1"},
@@ -200,13 +199,13 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 			{"1", "1", a, "5", "0"}, {"1", "1", a, "5", "-0"}, {"1", "1", a, "5", "-"}, {"1", "1", a, "5", ""},
 			{"1", "1", a, "5", "--5"}, {"1", "1", a, "5", "05"}, {"1", "1", a, "5", "1234567890123456789"},
 			{"1", "1", a, "5", "-1234567890123456789"}, {"1", "1", a, "5", "+5"}, {"1", "1", a, "5", "5a"},
-			// Lua's tonumber reads a sign and a fraction: "+2" and "1.0" are
-			// windows.
+			// A window's index is digits, as every number: "+2" and "1.0"
+			// are none.
 			{"+2", "7", b, "5", "4"}, {"1.0", "8", c, "15", "3"}, {"1", "9", d, "1", "-3"},
 		}, want: []int64{
 			-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
 			-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-			4, 0, 3, 0, 3, 2,
+			-1, -1, -1, -1, 0, 0,
 		}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,7 +267,7 @@ func TestSlideAndCheckRefusesCalls(t *testing.T) {
 
 // What the script does with a hash or marks it did not write itself.
 func TestSlideAndCheckForeignState(t *testing.T) {
-	const a, b, c, d = "aaaaaaaa", "bbbbbbbb", "cccccccc", "dddddddd"
+	const a, b, c, d, e = "aaaaaaaa", "bbbbbbbb", "cccccccc", "dddddddd", "eeeeeeee"
 	t.Run("bucket fields with leading zeros, another source, no k", func(t *testing.T) {
 		p := newPair(t)
 		win := []slideWin{{"5", "2", "10", "600"}}
@@ -276,20 +275,28 @@ func TestSlideAndCheckForeignState(t *testing.T) {
 		slideStep{windows: win, changes: []slideCh{{"1", "1", a, "10", "1"}, {"1", "2", b, "7", "3"}},
 			want: []int64{7, 0, 10, 1}}.run(p)
 		slideSeed(p, p.key("w2"), "3", "5", "4", "abc", "05", "1")
-		slideStep{windows: []slideWin{slideStd, slideStd}, changes: []slideCh{
+		slideStep{src: "p:1", windows: []slideWin{slideStd, slideStd}, changes: []slideCh{
 			{"2", "1", a, "4", "1"}, {"2", "2", b, "5", "2"}, {"2", "3", c, "9", "1"},
 		}, want: []int64{1, 0, 3, 0, 1, 0}}.run(p)
+	})
+	t.Run("the old layout's offset and latest ids", func(t *testing.T) {
+		p := newPair(t)
+		slideSeed(p, p.key("w1"), "k", "5", "5", "4", "p:0", "5", "p:1", "2", "r", "zzzzzzzz")
+		slideStep{changes: []slideCh{{"1", "4", a, "5", "1"}, {"1", "5", b, "5", "1"}}, want: []int64{4, 0, 4, 0}}.run(p)
+		slideStep{changes: []slideCh{{"1", "5", b, "5", "1"}, {"1", "6", c, "5", "1"}}, want: []int64{4, 0, 5, 0}}.run(p)
+		slideStep{src: "p:1", changes: []slideCh{{"1", "1", d, "5", "1"}, {"1", "3", e, "5", "1"}}, want: []int64{5, 0, 6, 0}}.run(p)
 	})
 	t.Run("numbers with a fraction or an exponent", func(t *testing.T) {
 		p := newPair(t)
 		slideSeed(p, p.key("w1"), "k", "7.5", "5", "3", "6", "2.5", "7", "1e1")
 		slideStep{changes: []slideCh{{"1", "1", a, "8", "1"}, {"1", "2", b, "9", "1"}}, want: []int64{16, 0, 15, 0}}.run(p)
 	})
-	t.Run("a mark that is not a number ends the reply", func(t *testing.T) {
+	t.Run("a mark that is not a number answers the value", func(t *testing.T) {
 		p := newPair(t)
+		calls := []slideCh{{"1", "1", d, "5", "1"}, {"1", "2", c, "5", "1"}, {"1", "3", a, "5", "20"}}
+		slideStep{src: "q:1", changes: calls, want: []int64{1, 0, 2, 0, 22, 1}}.run(p)
 		slideSeed(p, p.key("w1:crossed"), c, "abc", d, "12")
-		slideStep{src: "q:1", changes: []slideCh{{"1", "1", d, "5", "1"}, {"1", "2", c, "5", "1"}, {"1", "3", a, "5", "20"}},
-			want: []int64{12, 1}}.run(p)
+		slideStep{src: "q:1", changes: calls, want: []int64{12, 1, 22, 0, 22, 1}}.run(p)
 	})
 	t.Run("wrong types fail the call, keeping what it wrote", func(t *testing.T) {
 		p := newPair(t)
@@ -315,7 +322,7 @@ func TestSlideAndCheckForeignState(t *testing.T) {
 // Where the script's answer follows an order the model does not know, the
 // model refuses the call rather than answer otherwise.
 func TestSlideAndCheckRefusesWhatItCannotFollow(t *testing.T) {
-	keys := argv{"w", "m"}
+	keys := argv{"o", "w", "m"}
 	args := argv(slideArgs("p:0", []slideWin{slideStd}, []slideCh{{"1", "1", "aaaaaaaa", "3", "1"}}))
 	for _, tc := range []struct {
 		fields []string
