@@ -186,6 +186,11 @@ for c = first_change, #ARGV, 5 do
         else
           w.total = 0
         end
+        -- A window that never ends renews the offsets once a window
+        -- length, as a fixed rule's new windows do.
+        if newest and floor(k / span) > floor(newest / span) then
+          w.renew = true
+        end
         w.newest, newest = k, k
       end
       local inc = tonumber(amount)
@@ -281,13 +286,13 @@ for _, w in pairs(windows) do
     -- A sliding window never ends while its group is active: it lives a
     -- while after its last change.
     call('EXPIRE', w.key, w.ttl)
-    refresh = refresh or w.new
+    refresh = refresh or w.new or w.renew
   end
 end
 
 -- The offsets get their lifetime when the field is new, a window is new
--- or a mark got one: they then outlive every window and mark of the
--- bucket.
+-- or passes a multiple of its span (one that stays open never ends), or a
+-- mark got one: they then outlive every window and mark of the bucket.
 if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
   call('EXPIRE', KEYS[1], life)
 end

@@ -260,6 +260,30 @@ func TestSlidingOldLayoutIsRead(t *testing.T) {
 	}
 }
 
+// A sliding window never ends while its group stays active, so new windows
+// alone would not keep the bucket's offsets alive: a window renews them each
+// time its newest bucket passes a multiple of its span (one window length).
+func TestSlidingWindowRenewsTheOffsets(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	w := slidingWindow(prefix, "w", time.Minute, 0, 100)
+	if (epoch/(time.Minute.Milliseconds()/Span))%Span != 0 {
+		t.Fatal("the test's epoch is not at a multiple of the span")
+	}
+	offsets := offsetsOf(w)
+	slide(t, s, []Window{w}, sev{src: "0:t", offset: 1, id: "a", at: 0, amount: 1})
+	for _, step := range []struct {
+		at      float64 // seconds from the epoch: 1.5 s a bucket, 40 buckets a span
+		renewed bool
+	}{{1.5, false}, {59, false}, {60, true}, {61.5, false}, {150, true}} {
+		rdb.Expire(ctx, offsets, 100*time.Second)
+		slide(t, s, []Window{w}, sev{src: "0:t", offset: int64(step.at*10) + 2, id: fmt.Sprint("e", step.at), at: step.at, amount: 1})
+		if ttl := rdb.TTL(ctx, offsets).Val(); (ttl > 100*time.Second) != step.renewed {
+			t.Fatalf("at %v s: the offsets' TTL is %v; renewed: want %v", step.at, ttl, step.renewed)
+		}
+	}
+}
+
 func TestSlidingFirstCrossUnderRace(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	w := slidingWindow(prefix, "w", time.Minute, time.Minute, 100)

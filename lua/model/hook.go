@@ -31,7 +31,7 @@ var followed = map[string]struct {
 }{
 	lua.IncrAndCheckName:     {"1e06294a42362e30d46510821bcd76d2ddcf8faf", incrAndCheck},
 	lua.SalesDecrName:        {"d2962ca74028a731c0bc79a571c3d73bb01ae6e1", salesDecr},
-	lua.SlideAndCheckName:    {"5fe8043dcab9c4abceb3fb8cb975d1783ce973dd", slideAndCheck},
+	lua.SlideAndCheckName:    {"6b445bb5a89052b8d667b06acc360e3d828c988c", slideAndCheck},
 	lua.DistinctAndCheckName: {"d50ccaa711438a2ed04690cdf9ae783a6236f20c", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},

@@ -41,6 +41,9 @@ type slideWindow struct {
 	r      bool
 	// isNew is a hash that held nothing.
 	isNew bool
+	// renew is a newest bucket moved past a multiple of span: the
+	// script renews the offsets' lifetime.
+	renew bool
 	dirty bool
 }
 
@@ -169,6 +172,9 @@ func (w *slideWindow) advance(k float64) {
 		}
 	} else {
 		w.total = 0
+	}
+	if w.hasNewest && math.Floor(k/w.span) > math.Floor(w.newest/w.span) {
+		w.renew = true
 	}
 	w.newest, w.hasNewest = k, true
 }
@@ -376,7 +382,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 			if err := w.save(s, src); err != nil {
 				return nil, err
 			}
-			refresh = refresh || w.isNew
+			refresh = refresh || w.isNew || w.renew
 		}
 	}
 	if err := applied.write(s, offsetsLife, refresh); err != nil {

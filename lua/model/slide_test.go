@@ -68,10 +68,21 @@ type slideStep struct {
 	windows []slideWin
 	changes []slideCh
 	want    []int64
+	// shorten sets the offsets' TTL to 100 s in both before the call.
+	shorten bool
 }
 
 func (st slideStep) run(p *pair) {
 	p.t.Helper()
+	if st.shorten {
+		key := p.key("o")
+		if err := p.rdb.Expire(p.t.Context(), key, 100*time.Second).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		p.st.mu.Lock()
+		p.st.expire(key, 100*time.Second)
+		p.st.mu.Unlock()
+	}
 	ws := st.windows
 	if ws == nil {
 		ws = []slideWin{slideStd}
@@ -142,6 +153,13 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 			// Another partition's offsets are its own.
 			{src: "p:1", changes: []slideCh{{"1", "1", b, "5", "5"}}, want: []int64{24, 0}},
 			{changes: []slideCh{{"1", "11", b, "5", "6"}, {"1", "20", a, "5", "6"}}, want: []int64{12, 1, 24, 0}},
+		}},
+		// The offsets' TTL, compared after each step: renewed when the
+		// newest bucket passes a multiple of the span (3), not before.
+		{"a window passing a multiple of its span renews the offsets", []slideStep{
+			{changes: []slideCh{{"1", "1", a, "10", "1"}}, want: []int64{1, 0}},
+			{shorten: true, changes: []slideCh{{"1", "2", b, "11", "1"}}, want: []int64{2, 0}},
+			{shorten: true, changes: []slideCh{{"1", "3", c, "12", "1"}}, want: []int64{3, 0}},
 		}},
 		{"refunds take from the newest bucket back", []slideStep{{windows: []slideWin{{"3", "2", "100", "600"}}, changes: []slideCh{
 			{"1", "1", a, "10", "5"}, {"1", "2", b, "11", "7"}, {"1", "3", c, "12", "4"}, {"1", "4", d, "12", "-6"},
