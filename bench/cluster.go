@@ -62,7 +62,7 @@ func (b *bench) clusterRows(ctx context.Context, masters int, procs []int) error
 	}
 	for _, n := range procs {
 		for _, rdb := range mc {
-			if err := rdb.FlushAll(ctx).Err(); err != nil {
+			if err := flushSync(ctx, rdb); err != nil {
 				return err
 			}
 		}

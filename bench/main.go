@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 	}
 	b.rdb = redis.NewClient(&redis.Options{Addr: o.redis, MaxRetries: -1, PoolSize: 64})
 	defer b.rdb.Close()
-	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+	if err := flushSync(ctx, b.rdb); err != nil {
 		return fmt.Errorf("redis %s: %w", o.redis, err)
 	}
 	b.tbl.machine = machine(ctx, b.rdb, kafkaName)
@@ -229,6 +229,20 @@ func (b *bench) workload(events int, seed uint64) workload {
 	return workload{events: events, customers: b.o.customers, refunds: b.o.refunds, seed: seed}
 }
 
+// latencyWorkload is the latency run's traffic: (b)'s, scaled to its
+// events, so that its groups go through the same states as (b)'s do (as
+// many events a customer, from nothing to about 10 by the end), in a
+// population of its own. On (b)'s customers instead, whose windows still
+// hold (b)'s events, nearly every event came within evidence of a
+// threshold or crossed one, a heavier load an event than (b)'s: at half
+// (b)'s rate the run fell behind (README, Latency at half load).
+func (b *bench) latencyWorkload(events int) workload {
+	w := b.workload(events, b.o.seed+1)
+	w.customers = max(int(float64(b.o.customers)*float64(events)/float64(b.o.events)), 1)
+	w.population = "lat-"
+	return w
+}
+
 // fraudwatch measures (b) with one process: throughput over the whole
 // workload, then, with every event still in its window, Redis memory, then
 // latency at half the throughput.
@@ -257,7 +271,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+	if err := flushSync(ctx, b.rdb); err != nil {
 		return err
 	}
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
@@ -285,7 +299,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 			half = b.o.latencyRate
 		}
 		progress("(b) latency at half that rate (%.0f events/s) for %v", half, b.o.latencyFor)
-		lw := b.workload(int(half*b.o.latencyFor.Seconds())+1000, b.o.seed+1)
+		lw := b.latencyWorkload(int(half*b.o.latencyFor.Seconds()) + 1000)
 		var trace func(time.Duration)
 		if b.o.trace {
 			trace = b.traceLatency(ctx, reps)
@@ -314,7 +328,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 // scaling measures (b) again with more processes in the group.
 func (b *bench) scaling(ctx context.Context) error {
 	for _, n := range b.o.scaling {
-		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		if err := flushSync(ctx, b.rdb); err != nil {
 			return err
 		}
 		progress("(b) fraudwatch, %d processes, over %d events", n, b.o.events)
@@ -340,7 +354,7 @@ func (b *bench) windows(ctx context.Context) error {
 		{"the 4 fixed rules and a fifth, distinct IPs per customer (sliding)", distinctRulesYAML, "fixed windows"},
 		{"the 4 fixed rules without evidence (evidence: 0)", noEvidenceRulesYAML, "with evidence (the first row)"},
 	} {
-		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		if err := flushSync(ctx, b.rdb); err != nil {
 			return err
 		}
 		mem0, err := usedMemory(ctx, b.rdb)

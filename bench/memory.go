@@ -24,6 +24,13 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("no used_memory in INFO memory")
 }
 
+// flushSync empties Redis and returns once the memory is freed: Valkey 8
+// frees a plain FLUSHALL's keys in the background (lazyfree-lazy-user-flush),
+// so used_memory read right after it still counted them.
+func flushSync(ctx context.Context, rdb *redis.Client) error {
+	return rdb.Do(ctx, "FLUSHALL", "SYNC").Err()
+}
+
 // countersOnly is what the same counts take as the simplest store would
 // keep them: one plain counter with the window's TTL for each of
 // fraudwatch's windows (keys of kind f and w under prefix in rdb's database), no

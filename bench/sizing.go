@@ -78,7 +78,7 @@ func (b *bench) sizingRuns(ctx context.Context) error {
 	if err := b.produceTo(ctx, workloadOf(eventsPerCustomer), one+".orders", one+".refunds", 1); err != nil {
 		return err
 	}
-	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+	if err := flushSync(ctx, b.rdb); err != nil {
 		return err
 	}
 	progress("(b) sizing: the four rules on one partition, over %d events", n)
@@ -109,7 +109,7 @@ func (b *bench) sizingRuns(ctx context.Context) error {
 // refunds, on an empty Redis, and returns the memory Redis holds then per
 // group the rule counted.
 func (b *bench) memoryPerGroup(ctx context.Context, rule, orders, refunds string, n int, group string) (float64, int, error) {
-	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+	if err := flushSync(ctx, b.rdb); err != nil {
 		return 0, 0, err
 	}
 	mem0, err := usedMemory(ctx, b.rdb)

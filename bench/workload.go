@@ -22,6 +22,10 @@ type workload struct {
 	customers int
 	refunds   float64 // share of events that are refunds
 	seed      uint64
+	// population is prepended to every customer, card and address: a
+	// workload with one of its own starts its groups afresh beside
+	// another's windows.
+	population string
 }
 
 // rulesYAML are the four rules every contender evaluates: count and amount
@@ -80,14 +84,14 @@ func (w workload) generate(emit func(ev benchEvent) error) error {
 	last := make(map[int]order, w.customers)
 	for i := range w.events {
 		c := rng.IntN(w.customers)
-		customer := "cust-" + strconv.Itoa(c)
+		customer := w.population + "cust-" + strconv.Itoa(c)
 		ev := benchEvent{
 			EventID:    "ev-" + strconv.Itoa(i),
 			CustomerID: customer,
 			// One or two cards and a handful of addresses per customer;
 			// some cards and addresses are shared between customers.
-			CardFingerprint: "card-" + strconv.Itoa(c/2*2+rng.IntN(2)),
-			IP:              "10." + strconv.Itoa(c%250) + "." + strconv.Itoa(c/250%250) + "." + strconv.Itoa(rng.IntN(4)),
+			CardFingerprint: w.population + "card-" + strconv.Itoa(c/2*2+rng.IntN(2)),
+			IP:              w.population + "10." + strconv.Itoa(c%250) + "." + strconv.Itoa(c/250%250) + "." + strconv.Itoa(rng.IntN(4)),
 			Currency:        "KRW",
 		}
 		if o, ok := last[c]; ok && rng.Float64() < w.refunds {
