@@ -258,18 +258,8 @@ func (w *distinctWindow) load(s *Store, src string) error {
 // again is the script's answer to an order counted before: its mark, or
 // the count of the window that ends at the group's newest time.
 func (w *distinctWindow) again(s *Store, id string) (float64, int64, error) {
-	mark, ok, err := s.hget(w.marks, id)
-	if err != nil {
-		return 0, 0, err
-	}
-	if ok {
-		m, isNum, err := tonumber(mark, true)
-		if err != nil {
-			return 0, 0, err
-		}
-		if isNum {
-			return m, 1, nil
-		}
+	if m, ok, err := markOf(s, w.marks, id); err != nil || ok {
+		return m, 1, err
 	}
 	c, err := w.current(s)
 	return c, 0, err
