@@ -15,8 +15,7 @@ import (
 // hash tag of the call's other keys.
 type Window struct {
 	// Key is the window: a fixed window's counter (Keys.Counter); a sliding
-	// window's buckets (Keys.Window); a distinct window's time, the last
-	// offset counted from each partition, its latest event ids
+	// window's buckets (Keys.Window); a distinct window's newest time
 	// (Keys.Window).
 	Key string
 	// Marks keeps the events that crossed its threshold (Keys.Marks); all
@@ -130,9 +129,14 @@ type Slide struct {
 
 // Distinct is one distinct_and_check call: a run of orders from one
 // partition, in its order, whose values are counted in the distinct
-// windows of one group.
+// windows of one bucket of groups. Its runs of offsets are bound as
+// Count's are: a call takes all of an event's changes to its bucket or
+// none.
 type Distinct struct {
-	Source  string
+	Source string
+	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
+	// tag.
+	Offsets string
 	Windows []Window
 	Changes []Change
 	Results []Counted
@@ -157,10 +161,9 @@ const (
 // Batch sends counting calls to Redis pipelined: a round trip for many
 // calls. Calls of the same bucket go in later pipelines, in the order they
 // were added, so that a bucket's changes always arrive in their
-// partition's order: a fixed or sliding window's bucket (a distinct
-// window) skips an offset at or below the last one it applied, and a later
-// call applied before an earlier one that failed would make the earlier
-// one look applied.
+// partition's order: a bucket skips an offset at or below the last one it
+// applied, and a later call applied before an earlier one that failed
+// would make the earlier one look applied.
 type Batch struct {
 	s     *Scripts
 	calls []batchCall
@@ -320,7 +323,11 @@ func (b *Batch) Distinct(c *Distinct) error {
 	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&distinctAndCheckSHA, 3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
+	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+		return err
+	}
+	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
+	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		w := &c.Windows[i]
 		if hashTag(w.Values) != hashTag(w.Key) {

@@ -1,15 +1,16 @@
 -- distinct_and_check: count the distinct values of one field among a run of
 -- orders, all from one Kafka partition and in its order, in the windows
--- (fixed or sliding) of the rules of one group, each order at most once,
--- and tell for each whether it crossed a threshold first.
+-- (fixed or sliding) of the rules of one bucket of groups, each order at
+-- most once, and tell for each whether it crossed a threshold first.
 --
--- KEYS[3i-2]  window i: a hash of the group's newest event time (t), the
---             last offset counted from each source partition and the ids of
---             its latest events (r), as incr_and_check keeps them
--- KEYS[3i-1]  window i's values: a sorted set of value -> the time it was
+-- KEYS[1]     the bucket's offsets: a hash with a field per source partition
+--             and script, the last offset applied here from it
+-- KEYS[3i-1]  window i: a hash of the group's newest event time (t)
+-- KEYS[3i]    window i's values: a sorted set of value -> the time it was
 --             last seen, kept to the threshold + 1 latest
--- KEYS[3i]    window i's crossing marks: a hash of event id -> value
--- ARGV[1]     the source partition's field name, 1 to 32 bytes
+-- KEYS[3i+1]  window i's crossing marks: a hash of event id -> value
+-- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':' (which
+--             neither t nor r has)
 -- ARGV[2]     how long crossing marks live, seconds
 -- ARGV[3]     n, the number of windows
 -- ARGV[4..]   per window: 'fixed' or 'sliding'; its length, milliseconds;
@@ -34,22 +35,25 @@
 -- + 1 latest values keeps every count exact up to threshold + 1, which is
 -- all a crossing needs; an order out of order may miss values whose last
 -- sighting came after it.
-local LATEST = 4
+--
+-- "Already counted?" is asked once per event, as incr_and_check asks it:
+-- by the bucket's offsets (the prelude), in a field of this script's own.
+-- A redelivery changes nothing and is answered its mark, or the count of
+-- the window that ends at the group's newest time. A window written by the
+-- old layout still holds a field per source partition (its name, with a
+-- ':') with the last offset it counted, and `r`: the field is obeyed, and
+-- both go when the window counts a later offset.
+--
+-- It runs after prelude.lua, which it shares with the other counting
+-- scripts; straight-line code as they are (the prelude says why).
 local MAX_WINDOWS, MAX_CHANGES, MAX_THRESHOLD = 64, 512, 10000
-local call, tonumber, match, find, sub, format = redis.call, tonumber, string.match, string.find, string.sub, string.format
-local floor, max = math.floor, math.max
-local KEYS, ARGV = KEYS, ARGV
+local find, floor, max = string.find, math.floor, math.max
 
--- Straight-line code, as incr_and_check: Redis runs a script's chunk anew
--- at every call, so each local function would be a closure made again, and
--- each use of one a Lua call frame (Performance). Numbers are digit strings
--- without leading zeros.
-local DIGITS = '^[1-9]%d*$'
-
-local src, n = ARGV[1], tonumber(ARGV[3])
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[3]) == 'string'
-    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and #ARGV[3] <= 2 and match(ARGV[3], DIGITS)
-    and n <= MAX_WINDOWS and #KEYS == 3 * n) then
+local src, n_s = ARGV[1], ARGV[3]
+local n = tonumber(n_s)
+if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
+    and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
+    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 3 * n + 1) then
   return {-1, -1}
 end
 local first_change = 4 + 5 * n
@@ -57,68 +61,85 @@ local changes = (#ARGV - first_change + 1) / 5
 if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
   return {-1, -1}
 end
-local usable = {}
+-- A window with an unusable type, length, lateness, threshold or lifetime
+-- refuses its changes; the others still count. The offsets live as long as
+-- the marks or the longest-lived window, whichever is longer.
+local usable, life, longest = {}, ARGV[2], tonumber(ARGV[2])
 for i = 1, n do
-  local a = 4 * i + (i - 1)
+  local a = 5 * i - 1
   local kind, len, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local ttl = #tl <= 10 and match(tl, DIGITS) and tonumber(tl)
   usable[i] = (kind == 'fixed' or kind == 'sliding') and #len <= 13 and match(len, DIGITS)
       and #lt <= 13 and (lt == '0' or match(lt, DIGITS)) and #th <= 5 and match(th, DIGITS)
-      and tonumber(th) <= MAX_THRESHOLD and #tl <= 10 and match(tl, DIGITS) and true
+      and tonumber(th) <= MAX_THRESHOLD and ttl and true
+  if usable[i] and ttl > longest then
+    life, longest = tl, ttl
+  end
 end
 
--- Every window is read once, on its first change, and written once.
+local field = 'd:' .. src
+local last, last_s = applied(KEYS[1], field)
+local advanced, refresh = false, false
+
+-- Every window is read once, on its first change, and written once. An
+-- event's changes share its offset, and a call's changes its windows'
+-- indices: each string is checked once in a row.
 local windows = {}
 local reply, r = {}, 0
-for a = first_change, #ARGV, 5 do
-  local i, off, id, ts, value = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  if not (i and i >= 1 and i <= n and i == floor(i) and usable[i] and #off <= 15 and (off == '0' or match(off, DIGITS))
-      and #id == 8 and #ts <= 15 and (ts == '0' or match(ts, DIGITS)) and #value >= 1 and #value <= 64) then
-    reply[r + 1], reply[r + 2] = -1, -1
-  else
+local is_seen, i, off_seen, o
+for c = first_change, #ARGV, 5 do
+  local is, off, id, ts, value = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
+  if is ~= is_seen then
+    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
+  end
+  if off ~= off_seen then
+    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
+  end
+  local v, flag = -1, -1
+  if i and usable[i] and o and #id == 8 and #ts <= 15 and (ts == '0' or match(ts, DIGITS))
+      and #value >= 1 and #value <= 64 then
     local w = windows[i]
     if not w then
-      local c = 4 * i + (i - 1)
-      w = {key = KEYS[3 * i - 2], values = KEYS[3 * i - 1], marks = KEYS[3 * i],
-        sliding = ARGV[c] == 'sliding', length = tonumber(ARGV[c + 1]), late = tonumber(ARGV[c + 2]),
-        threshold = tonumber(ARGV[c + 3]), ttl = ARGV[c + 4]}
+      local a = 5 * i - 1
+      w = {key = KEYS[3 * i - 1], values = KEYS[3 * i], marks = KEYS[3 * i + 1],
+        sliding = ARGV[a] == 'sliding', length = tonumber(ARGV[a + 1]), late = tonumber(ARGV[a + 2]),
+        threshold = tonumber(ARGV[a + 3]), ttl = ARGV[a + 4]}
       local got = call('HMGET', w.key, 't', src, 'r')
-      w.newest, w.new, w.last, w.latest = tonumber(got[1]), not got[1], tonumber(got[2]), got[3] or ''
+      w.newest, w.new = tonumber(got[1]), not got[1]
+      if got[2] then
+        -- The old layout's last offset counted from this partition.
+        w.old = tonumber(got[2]) or -1
+      end
+      w.r = got[3] and true
       if not w.sliding then
         w.count = call('ZCARD', w.values)
       end
       windows[i] = w
     end
-    local o, t = tonumber(off), tonumber(ts)
-    -- Known: at or below its partition's last offset, or among the latest
-    -- ids (an 8-byte id at an 8-byte boundary).
-    local again = w.last and o <= w.last
-    if not again then
-      local at = find(w.latest, id, 1, true)
-      while at do
-        if at % 8 == 1 then
-          again = true
-          break
-        end
-        at = find(w.latest, id, at + 1, true)
-      end
+    -- Counted before: at or below the last offset applied, and not this
+    -- call's own (an event's other windows); or, in a window of the old
+    -- layout, at or below the last offset it counted from the partition.
+    local fresh = not last or o > last
+    if fresh then
+      last, last_s, advanced = o, off, true
+    else
+      fresh = advanced and o == last
     end
-    local mark
-    if again or not w.last then
-      if w.has_marks == nil then
-        w.has_marks = call('EXISTS', w.marks) == 1
-      end
-      mark = w.has_marks and call('HGET', w.marks, id)
+    if fresh and w.old and o <= w.old then
+      fresh = false
     end
+    local t = tonumber(ts)
+    local mark = not fresh and tonumber(call('HGET', w.marks, id))
     if mark then
-      reply[r + 1], reply[r + 2] = tonumber(mark), 1
-    elseif again or (w.sliding and w.newest and t <= w.newest - w.length - w.late) then
+      v, flag = mark, 1
+    elseif not fresh or (w.sliding and w.newest and t <= w.newest - w.length - w.late) then
       -- A redelivered or late order is answered the count of the window
       -- that ends at the group's newest time.
-      local cur = w.count
+      v = w.count
       if w.sliding then
-        cur = w.newest and call('ZCOUNT', w.values, '(' .. format('%d', w.newest - w.length), '+inf') or 0
+        v = w.newest and call('ZCOUNT', w.values, '(' .. format('%d', w.newest - w.length), '+inf') or 0
       end
-      reply[r + 1], reply[r + 2] = cur, again and 0 or 2
+      flag = fresh and 2 or 0
     else
       local now, crossing
       if w.sliding then
@@ -127,12 +148,12 @@ for a = first_change, #ARGV, 5 do
         -- newest time, and the larger of the two decides, so that an order
         -- whose own window catches up with a newer one that crossed
         -- already is no new crossing.
-        local last = tonumber(call('ZSCORE', w.values, value))
+        local seen = tonumber(call('ZSCORE', w.values, value))
         local from = t - w.length
         local inorder = not w.newest or t >= w.newest
         local own = call('ZCOUNT', w.values, '(' .. format('%d', from), inorder and '+inf' or format('%d', t))
         local own_after = own
-        if not last or last <= from then
+        if not seen or seen <= from then
           own_after = own + 1
         end
         local before, after = own, own_after
@@ -140,7 +161,7 @@ for a = first_change, #ARGV, 5 do
           local cur_from = w.newest - w.length
           local cur = call('ZCOUNT', w.values, '(' .. format('%d', cur_from), '+inf')
           local cur_after = cur
-          if t > cur_from and (not last or last <= cur_from) then
+          if t > cur_from and (not seen or seen <= cur_from) then
             cur_after = cur + 1
           end
           before, after = max(own, cur), max(own_after, cur_after)
@@ -153,26 +174,37 @@ for a = first_change, #ARGV, 5 do
         now, crossing = w.count, before < w.threshold and w.count >= w.threshold
       end
       if not w.newest or t > w.newest then
+        -- A sliding window never ends while its group is active: passing a
+        -- multiple of its length renews the offsets, once a window length,
+        -- as a fixed rule's new windows do.
+        if w.sliding and w.newest and floor(t / w.length) > floor(w.newest / w.length) then
+          w.renew = true
+        end
         w.newest = t
       end
-      w.last, w.dirty = o, true
-      w.latest = sub(w.latest .. id, -8 * LATEST)
+      w.dirty = true
       if crossing then
         call('HSET', w.marks, id, format('%d', now))
         call('EXPIRE', w.marks, ARGV[2])
-        w.has_marks = true
-        reply[r + 1], reply[r + 2] = now, 1
+        refresh = true
+        v, flag = now, 1
       else
-        reply[r + 1], reply[r + 2] = now, 0
+        v, flag = now, 0
       end
     end
   end
+  reply[r + 1], reply[r + 2] = v, flag
   r = r + 2
 end
 
 for _, w in pairs(windows) do
   if w.dirty then
-    call('HSET', w.key, 't', format('%d', w.newest), src, format('%d', w.last), 'r', w.latest)
+    call('HSET', w.key, 't', format('%d', w.newest))
+    -- The old layout's fields go: the window counted an offset past the
+    -- old one, which the bucket's offsets now hold.
+    if w.old or w.r then
+      call('HDEL', w.key, src, 'r')
+    end
     -- Only the threshold + 1 latest values can matter.
     call('ZREMRANGEBYRANK', w.values, 0, -(w.threshold + 2))
     if w.sliding then
@@ -180,11 +212,21 @@ for _, w in pairs(windows) do
       call('ZREMRANGEBYSCORE', w.values, '-inf', format('%d', w.newest - 2 * w.length - w.late))
       call('EXPIRE', w.key, w.ttl)
       call('EXPIRE', w.values, w.ttl)
+      refresh = refresh or w.new or w.renew
     elseif w.new or call('TTL', w.key) == -1 then
       -- As incr_and_check's windows: a running window keeps its end.
       call('EXPIRE', w.key, w.ttl)
       call('EXPIRE', w.values, w.ttl)
+      refresh = true
     end
   end
+end
+
+-- The offsets get their lifetime when the field is new, a window starts
+-- (or gets its lifetime again) or a sliding one passes a multiple of its
+-- length, or a mark got one: they then outlive every window and mark of
+-- the bucket.
+if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
+  call('EXPIRE', KEYS[1], life)
 end
 return reply

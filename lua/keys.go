@@ -15,8 +15,8 @@ import (
 // two slots (Redis Cluster):
 //
 //	fw:{3F}:f:orders-per-customer-1m.5c0e19aa:cust-42   a fixed window's counter
-//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   a sliding or distinct window: buckets or time, last offsets, latest event ids
-//	fw:{3F}:o                                           the bucket's offsets: per source and script, the last offset and event ids applied
+//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   a sliding window's buckets, or a distinct window's newest time
+//	fw:{3F}:o                                           the bucket's offsets: per source and script, the last offset applied
 //	fw:{3F}:d:cards-per-customer-1h.81f3a0c2:cust-42    a distinct window's values
 //	fw:{3F}:x:orders-per-customer-1m.5c0e19aa:cust-42   the events that crossed its threshold
 //	fw:{3F}:c:orders-per-customer-1m:cust-42            the id of the alert that holds the cooldown
@@ -161,8 +161,7 @@ func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) }
 
 // Offsets is the key of the offsets of a group's bucket: for each source
-// partition and fixed or sliding window script, the last offset applied in
-// the bucket.
+// partition and counting script, the last offset applied in the bucket.
 func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
 
 // WindowName names the keys of one window: its group, its rule's state

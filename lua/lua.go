@@ -38,8 +38,8 @@ const (
 )
 
 var (
-	// prelude is what incr_and_check, sales_decr and slide_and_check
-	// share, prepended to each: their text, and so their SHA1, includes it.
+	// prelude is what the four counting scripts share, prepended to each:
+	// their text, and so their SHA1, includes it.
 	//go:embed prelude.lua
 	prelude string
 	//go:embed incr_and_check.lua
@@ -66,7 +66,7 @@ var (
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
 	slideAndCheck    = redis.NewScript(prelude + slideAndCheckSrc)
-	distinctAndCheck = redis.NewScript(distinctAndCheckSrc)
+	distinctAndCheck = redis.NewScript(prelude + distinctAndCheckSrc)
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
@@ -410,7 +410,7 @@ func Text(name string) (string, bool) {
 		IncrAndCheckName:     prelude + incrAndCheckSrc,
 		SalesDecrName:        prelude + salesDecrSrc,
 		SlideAndCheckName:    prelude + slideAndCheckSrc,
-		DistinctAndCheckName: distinctAndCheckSrc,
+		DistinctAndCheckName: prelude + distinctAndCheckSrc,
 		AlertClaimName:       alertClaimSrc,
 		AlertSettleName:      alertSettleSrc,
 		SilenceAddName:       silenceAddSrc,

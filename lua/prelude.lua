@@ -1,11 +1,10 @@
 -- prelude: what the counting scripts share, prepended to incr_and_check,
--- sales_decr and slide_and_check (lua.go; the same text is in each script's
--- SHA1). distinct_and_check is not on it yet: it keeps a window's offsets
--- and latest ids in the window, and its own checks.
+-- sales_decr, slide_and_check and distinct_and_check (lua.go; the same text
+-- is in each script's SHA1).
 --
 -- A bucket's offsets (KEYS[1]) are a hash with a field per source partition
--- and script ('c:', 'r:' and 's:' before the partition's name): the last
--- offset applied here from it. A call carries one
+-- and script ('c:', 'r:', 's:' and 'd:' before the partition's name): the
+-- last offset applied here from it. A call carries one
 -- partition's run of events for the bucket, and the calls of a bucket and
 -- partition cover increasing, disjoint runs of offsets, so the field is read
 -- once and written once a call. A producer's retry (the same event at a

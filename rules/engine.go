@@ -492,29 +492,27 @@ type planned struct {
 }
 
 // addEvent adds the changes of event, planned in p.event, to their calls.
-// A fixed or sliding window's call takes all of the event's changes to its
-// bucket or none: the bucket remembers the last offset a call applied, so a call
-// that took part of an event would make the rest look applied. The event's
-// changes past what one call can take are refused.
+// A call takes all of the event's changes to its bucket or none: the bucket
+// remembers the last offset a call applied, so a call that took part of an
+// event would make the rest look applied. The event's changes past what one
+// call can take are refused.
 func (p *plan) addEvent(src string, event int) {
 	for j, pl := range p.event {
 		need := 0
-		if pl.kind != distinct {
-			tag := pl.group.Tag()
-			for _, other := range p.event[:j] {
-				if other.kind == pl.kind && other.group.Tag() == tag {
-					need = -1 // not the event's first change to this call
-					break
-				}
+		tag := pl.group.Tag()
+		for _, other := range p.event[:j] {
+			if other.kind == pl.kind && other.group.Tag() == tag {
+				need = -1 // not the event's first change to this call
+				break
 			}
-			for _, other := range p.event[j:] {
-				if need >= 0 && other.kind == pl.kind && other.group.Tag() == tag {
-					need++
-				}
+		}
+		for _, other := range p.event[j:] {
+			if need >= 0 && other.kind == pl.kind && other.group.Tag() == tag {
+				need++
 			}
-			if need > lua.MaxWindows {
-				need = lua.MaxWindows
-			}
+		}
+		if need > lua.MaxWindows {
+			need = lua.MaxWindows
 		}
 		if !p.add(src, pl.kind, pl.rule, pl.group, pl.ch, event, need) {
 			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
@@ -543,12 +541,12 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 
 // add adds one change to the call of its partition, bucket and family,
 // opening a call when there is none, when the run of a fixed rule's orders
-// or refunds changes, or when the call is full. need is, at a fixed or
-// sliding window's first change of an event to its bucket, how many changes
-// the event has there (at most lua.MaxWindows): a call without room for all
-// of them ends before the event. It is 0 for distinct windows. add reports
-// false, adding nothing, for a fixed or sliding window's change past what
-// the event's call can take.
+// or refunds changes, or when the call is full. need is, at an event's
+// first change to its bucket and script, how many changes the event has
+// there (at most lua.MaxWindows): a call without room for all of them ends
+// before the event; it is -1 for the event's later changes there. add
+// reports false, adding nothing, for a change past what the event's call
+// can take.
 func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event, need int) bool {
 	family := k
 	if k == fixedRefunds {
@@ -573,6 +571,8 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 			c.refund.Offsets = p.keys.Offsets(g)
 		case sliding:
 			c.slide.Offsets = p.keys.Offsets(g)
+		case distinct:
+			c.distinct.Offsets = p.keys.Offsets(g)
 		}
 		p.open[b] = c
 		p.calls = append(p.calls, c)

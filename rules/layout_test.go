@@ -69,37 +69,63 @@ func oneBucketOrders(t *testing.T, h *harness) []string {
 	return customers
 }
 
+// kinds make the rules the layout tests run for: fixed, sliding, and
+// distinct (fixed and sliding) windows. A distinct rule counts the orders'
+// ids, so that its window's values are its orders; its metric is Distinct
+// whatever the maker is given, and its threshold at most a distinct rule's.
+var kinds = []func(string, alert.Metric, int64, ...string) rules.Rule{
+	rule, slidingRule, distinctOrders(alert.Fixed), distinctOrders(alert.Sliding),
+}
+
+func distinctOrders(wt alert.WindowType) func(string, alert.Metric, int64, ...string) rules.Rule {
+	return func(name string, _ alert.Metric, threshold int64, groupBy ...string) rules.Rule {
+		return distinctRule(name, wt, "order_id", min(threshold, rules.MaxDistinctThreshold), groupBy...)
+	}
+}
+
+// kindOf names a rule's kind of window, for subtests.
+func kindOf(r rules.Rule) string {
+	k := cmp.Or(string(r.WindowType), "fixed")
+	if r.Metric == alert.Distinct {
+		k = "distinct-" + k
+	}
+	return k
+}
+
 // A bucket with more windows than one call takes is split over calls
 // between events, never inside one: the second call would take the
 // event's offset as applied by the first, and skip its other windows.
-// Sliding windows' calls are split as fixed windows' are: the bucket's
-// offsets are theirs too.
+// Every kind's calls are split so: the bucket's offsets are theirs.
 func TestAnEventIsNeverSplitOverCalls(t *testing.T) {
-	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+	for _, mk := range kinds {
 		rs := []rules.Rule{
 			mk("a", alert.Count, 100, "customer_id"), mk("b", alert.Count, 100, "customer_id"),
 			mk("c", alert.Amount, 1_000_000, "customer_id"),
 		}
-		t.Run(cmp.Or(string(rs[0].WindowType), "fixed"), func(t *testing.T) {
+		t.Run(kindOf(rs[0]), func(t *testing.T) {
 			h := newHarness(t, rs...)
+			amount := int64(100)
+			if rs[2].Metric == alert.Distinct {
+				amount = 1 // one order's id
+			}
 			for _, c := range oneBucketOrders(t, h) {
 				h.wantTotal(rs[0], 1, c)
 				h.wantTotal(rs[1], 1, c)
-				h.wantTotal(rs[2], 100, c)
+				h.wantTotal(rs[2], amount, c)
 			}
 		})
 	}
 }
 
-// An event that more fixed (or sliding) rules count into one bucket than a
-// call takes is unprocessable, rather than counted in part: never silently.
+// An event that more rules of one kind count into one bucket than a call
+// takes is unprocessable, rather than counted in part: never silently.
 func TestTooManyRulesForOneCall(t *testing.T) {
-	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+	for _, mk := range kinds {
 		var rs []rules.Rule
 		for i := range lua.MaxWindows + 1 {
 			rs = append(rs, mk(fmt.Sprint("r", i), alert.Count, 100, "customer_id"))
 		}
-		t.Run(cmp.Or(string(rs[0].WindowType), "fixed"), func(t *testing.T) {
+		t.Run(kindOf(rs[0]), func(t *testing.T) {
 			h := newHarness(t, rs...)
 			unprocessable, err := h.engine.Handle(t.Context(), []*event.Event{orderAt(t, 0, "c1")})
 			if err != nil || len(unprocessable) != 1 || unprocessable[0] == nil {
@@ -117,11 +143,11 @@ func TestTooManyRulesForOneCall(t *testing.T) {
 // A rule put in force counts the events processed after it: the events a
 // partition redelivers from before it took effect were applied to their
 // bucket, and it does not count them either, nor anything twice. The same
-// for fixed and sliding rules: their buckets' offsets are shared.
+// for every kind of rule: their buckets' offsets are shared.
 func TestARuleCountsTheEventsAfterItTakesEffect(t *testing.T) {
-	for _, mk := range []func(string, alert.Metric, int64, ...string) rules.Rule{rule, slidingRule} {
+	for _, mk := range kinds {
 		old := mk("old", alert.Count, 100, "customer_id")
-		t.Run(cmp.Or(string(old.WindowType), "fixed"), func(t *testing.T) {
+		t.Run(kindOf(old), func(t *testing.T) {
 			h := newHarness(t, old)
 			handleAll(t, h.engine, orders(t, 0, 4, "c1"))
 			added, redefined := mk("added", alert.Count, 100, "customer_id"), old
@@ -133,12 +159,7 @@ func TestARuleCountsTheEventsAfterItTakesEffect(t *testing.T) {
 			handleAll(t, h.engine, orders(t, 0, 6, "c1"))
 			h.wantTotal(old, 7, "c1")
 			h.wantTotal(added, 2, "c1")
-			g := h.keys.Group([]string{"c1"})
-			key := h.keys.Counter(g, redefined.State())
-			if redefined.WindowType == alert.Sliding {
-				key = h.keys.Window(g, redefined.State())
-			}
-			if n := h.total(key, redefined.WindowType == alert.Sliding); n != 2 {
+			if n := h.total(redefined, "c1"); n != 2 {
 				t.Errorf("the redefined rule counted %d, want 2", n)
 			}
 		})
@@ -167,10 +188,13 @@ func TestOldLayoutWindowsAreIgnored(t *testing.T) {
 // sends a batch it read before, whose offsets the new owner has applied in
 // part, while the new owner goes on. Nothing counts twice, and only the
 // event that crossed is ever answered "crossed first" (its redeliveries
-// hand its alert off again, as every redelivery's does).
+// hand its alert off again, as every redelivery's does). A distinct window
+// holds the threshold + 1 latest values, and a value counted again is
+// still one: there the test holds that one event alone crosses.
 func TestAZombieReplicaCountsNothingTwice(t *testing.T) {
-	for _, r := range []rules.Rule{rule("r", alert.Count, 12, "customer_id"), slidingRule("r", alert.Count, 12, "customer_id")} {
-		t.Run(cmp.Or(string(r.WindowType), "fixed"), func(t *testing.T) { zombieCountsNothingTwice(t, r) })
+	for _, mk := range kinds {
+		r := mk("r", alert.Count, 12, "customer_id")
+		t.Run(kindOf(r), func(t *testing.T) { zombieCountsNothingTwice(t, r) })
 	}
 }
 
@@ -206,26 +230,39 @@ func zombieCountsNothingTwice(t *testing.T, r rules.Rule) {
 	}
 }
 
-// wantTotal checks what a count rule's window of a group holds.
+// wantTotal checks what a count rule's window of a group holds; a distinct
+// rule's, up to the threshold + 1 values it keeps.
 func (h *harness) wantTotal(r rules.Rule, want int64, values ...string) {
 	h.t.Helper()
-	if got := h.total(h.windowKey(r.Name, values...), r.WindowType == alert.Sliding); got != want {
-		h.t.Errorf("%s window %s %q holds %d, want %d", cmp.Or(string(r.WindowType), "fixed"), r.Name, values, got, want)
+	if r.Metric == alert.Distinct {
+		want = min(want, r.Threshold+1)
+	}
+	if got := h.total(r, values...); got != want {
+		h.t.Errorf("%s window %s %q holds %d, want %d", kindOf(r), r.Name, values, got, want)
 	}
 }
 
-// total is what the window at key holds: a fixed window's counter, or the
-// sum of a sliding window's buckets (0 for none).
-func (h *harness) total(key string, sliding bool) int64 {
+// total is what rule r's window of a group holds: a fixed window's
+// counter, the sum of a sliding window's buckets, or how many values a
+// distinct window holds (0 for none).
+func (h *harness) total(r rules.Rule, values ...string) int64 {
 	h.t.Helper()
-	if !sliding {
-		n, err := h.rdb.Get(h.t.Context(), key).Int64()
+	g := h.keys.Group(values)
+	switch {
+	case r.Metric == alert.Distinct:
+		n, err := h.rdb.ZCard(h.t.Context(), h.keys.Values(g, r.State())).Result()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return n
+	case r.WindowType != alert.Sliding:
+		n, err := h.rdb.Get(h.t.Context(), h.keys.Counter(g, r.State())).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			h.t.Fatal(err)
 		}
 		return n
 	}
-	fields, err := h.rdb.HGetAll(h.t.Context(), key).Result()
+	fields, err := h.rdb.HGetAll(h.t.Context(), h.keys.Window(g, r.State())).Result()
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,24 +1,32 @@
 package model
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // distinctWindow is distinct_and_check's state of one window.
 type distinctWindow struct {
-	key, values string
-	marks       marks
-	sliding     bool
-	length      float64
-	late        float64
-	threshold   float64
-	ttl         string
-	newest      float64
-	hasNewest   bool
-	isNew       bool
-	last        float64
-	hasLast     bool
-	latest      string
-	count       float64 // fixed only: the values' ZCARD as this call has it
-	dirty       bool
+	key, values, marks string
+	sliding            bool
+	length             float64
+	late               float64
+	threshold          float64
+	ttl                string
+	newest             float64
+	hasNewest          bool
+	isNew              bool
+	// old is the old layout's last offset of the source (-1 when it does
+	// not parse), hasOld whether the hash holds one; r whether it holds the
+	// old layout's latest ids.
+	old    float64
+	hasOld bool
+	r      bool
+	count  float64 // fixed only: the values' ZCARD as this call has it
+	// renew is a sliding window's newest time moved past a multiple of its
+	// length: the script renews the offsets' lifetime.
+	renew bool
+	dirty bool
 }
 
 // zcount is the script's count(w, from, to), to +Inf for its nil: the
@@ -90,11 +98,12 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 	src, srcOK := args.at(1)
 	life, lifeOK := args.at(2)
 	nArg, nOK := args.at(3)
-	if !(srcOK && len(src) >= 1 && len(src) <= 32 && positive(life, lifeOK, 10) && positive(nArg, nOK, 2)) {
+	if !(srcOK && len(src) >= 1 && len(src) <= 32 && strings.Contains(src, ":") && positive(life, lifeOK, 10) &&
+		positive(nArg, nOK, 2)) {
 		return refused(), nil
 	}
 	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 3*n {
+	if n > maxWindows || len(keys) != 3*n+1 {
 		return refused(), nil
 	}
 	first := 4 + 5*n
@@ -106,6 +115,7 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		return nil, err
 	}
 	usable := make([]bool, n+1)
+	offsetsLife := life
 	for i := 1; i <= n; i++ {
 		a := 5*i - 1
 		kind, kok := args.at(a)
@@ -116,6 +126,13 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		usable[i] = kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
 			natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
 			positive(ttl, ttlOK, 10)
+		if usable[i] && duration(ttl) > duration(offsetsLife) {
+			offsetsLife = ttl
+		}
+	}
+	applied, err := readApplied(s, keys[0], "d:"+src)
+	if err != nil {
+		return nil, err
 	}
 
 	windows := make([]*distinctWindow, n+1)
@@ -126,119 +143,65 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		a := 5*i - 1
 		kind, _ := args.at(a)
 		ttl, _ := args.at(a + 4)
-		w := &distinctWindow{key: keys[3*i-3], values: keys[3*i-2], marks: marks{key: keys[3*i-1]},
-			sliding: kind == "sliding", ttl: ttl}
+		w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
 		// Checked usable: digit strings that tonumber reads exactly.
 		w.length, _, _ = tonumber(args.at(a + 1))
 		w.late, _, _ = tonumber(args.at(a + 2))
 		w.threshold, _, _ = tonumber(args.at(a + 3))
-		// HMGET key t src r: a src of "t" or "r" reads that field, as the
-		// map does.
-		h, err := s.hgetall(w.key)
-		if err != nil {
+		if err := w.load(s, src); err != nil {
 			return nil, err
-		}
-		ts, tok := h["t"]
-		w.isNew = !tok
-		if w.newest, w.hasNewest, err = tonumber(ts, tok); err != nil {
-			return nil, err
-		}
-		ls, lok := h[src]
-		if w.last, w.hasLast, err = tonumber(ls, lok); err != nil {
-			return nil, err
-		}
-		w.latest = h["r"]
-		if !w.sliding {
-			c, err := s.zcard(w.values)
-			if err != nil {
-				return nil, err
-			}
-			w.count = float64(c)
 		}
 		windows[i] = w
 		return w, nil
 	}
 
+	refresh := false
 	reply := make([]int64, 0, 2*(rest/5))
 	for a := first; a <= len(args); a += 5 {
-		iv, iok, err := tonumber(args.at(a))
-		if err != nil {
-			return nil, err
-		}
+		iArg, iok := args.at(a)
 		off, offOK := args.at(a + 1)
 		id, idOK := args.at(a + 2)
 		ts, tsOK := args.at(a + 3)
 		value, valueOK := args.at(a + 4)
-		if !(iok && iv >= 1 && iv <= float64(n) && iv == math.Floor(iv) && usable[int(iv)] && natural(off, offOK, 15) &&
+		if !(positive(iArg, iok, 2) && smallInt(iArg) <= n && usable[smallInt(iArg)] && natural(off, offOK, 15) &&
 			idOK && len(id) == 8 && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
 			reply = append(reply, -1, -1)
 			continue
 		}
-		w, err := window(int(iv))
+		w, err := window(smallInt(iArg))
 		if err != nil {
 			return nil, err
 		}
 		o, _, _ := tonumber(off, true)
 		t, _, _ := tonumber(ts, true)
-		again := (w.hasLast && o <= w.last) || seen(w.latest, id)
-		var mark string
-		var marked bool
-		if again || !w.hasLast {
-			if mark, marked, err = w.marks.crossed(s, id); err != nil {
-				return nil, err
-			}
-		}
+		fresh := applied.decide(o) && !(w.hasOld && o <= w.old)
+		var v float64
+		var flag int64
 		switch {
-		case marked:
-			m, _, err := tonumber(mark, true)
-			if err != nil {
+		case !fresh:
+			if v, flag, err = w.again(s, id); err != nil {
 				return nil, err
 			}
-			reply = append(reply, integer(m), 1)
-		case again:
-			c, err := w.current(s)
-			if err != nil {
-				return nil, err
-			}
-			reply = append(reply, integer(c), 0)
 		case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
-			c, err := w.current(s)
-			if err != nil {
+			if v, err = w.current(s); err != nil {
 				return nil, err
 			}
-			reply = append(reply, integer(c), 2)
+			flag = 2
 		default:
-			var now float64
 			var crossing bool
-			if w.sliding {
-				if now, crossing, err = w.slide(s, t, value); err != nil {
-					return nil, err
-				}
-			} else {
-				// Plain ZADD: a value seen again takes this order's
-				// time, and only a new one counts.
-				before := w.count
-				added, err := s.zadd(w.values, value, float64(integer(t)), false)
-				if err != nil {
-					return nil, err
-				}
-				w.count = before + float64(added)
-				now, crossing = w.count, before < w.threshold && w.count >= w.threshold
+			if v, crossing, err = w.count1(s, t, value); err != nil {
+				return nil, err
 			}
-			if !w.hasNewest || t > w.newest {
-				w.newest, w.hasNewest = t, true
-			}
-			w.last, w.hasLast, w.dirty = o, true, true
-			w.latest = remember(w.latest, id)
 			if crossing {
-				if err := w.marks.mark(s, id, format(now), life); err != nil {
+				if err := s.hset(w.marks, id, format(v)); err != nil {
 					return nil, err
 				}
-				reply = append(reply, integer(now), 1)
-			} else {
-				reply = append(reply, integer(now), 0)
+				s.expire(w.marks, duration(life))
+				refresh = true
+				flag = 1
 			}
 		}
+		reply = append(reply, integer(v), flag)
 	}
 
 	// The script's pairs(windows) runs in no set order; with distinct keys
@@ -247,23 +210,120 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		if w == nil || !w.dirty {
 			continue
 		}
-		if err := s.hset(w.key, "t", format(w.newest), src, format(w.last), "r", w.latest); err != nil {
+		started, err := w.save(s, src)
+		if err != nil {
 			return nil, err
 		}
-		if err := s.zremRanks(w.values, 0, -(integer(w.threshold) + 2)); err != nil {
-			return nil, err
-		}
-		if w.sliding {
-			if err := s.zremUpTo(w.values, float64(integer(w.newest-2*w.length-w.late))); err != nil {
-				return nil, err
-			}
-			s.expire(w.key, duration(w.ttl))
-			s.expire(w.values, duration(w.ttl))
-		} else if w.isNew || s.ttlSeconds(w.key) == -1 {
-			// A running fixed window keeps its end.
-			s.expire(w.key, duration(w.ttl))
-			s.expire(w.values, duration(w.ttl))
-		}
+		refresh = refresh || started
+	}
+	if err := applied.write(s, offsetsLife, refresh); err != nil {
+		return nil, err
 	}
 	return reply, nil
+}
+
+// load reads the window as the script does at its first change: HMGET of
+// t, the source's old field and r, and a fixed window's ZCARD.
+func (w *distinctWindow) load(s *Store, src string) error {
+	h, err := s.hgetall(w.key)
+	if err != nil {
+		return err
+	}
+	ts, tok := h["t"]
+	w.isNew = !tok
+	if w.newest, w.hasNewest, err = tonumber(ts, tok); err != nil {
+		return err
+	}
+	if old, ok := h[src]; ok {
+		var isNum bool
+		if w.old, isNum, err = tonumber(old, true); err != nil {
+			return err
+		}
+		if !isNum {
+			w.old = -1
+		}
+		w.hasOld = true
+	}
+	_, w.r = h["r"]
+	if !w.sliding {
+		c, err := s.zcard(w.values)
+		if err != nil {
+			return err
+		}
+		w.count = float64(c)
+	}
+	return nil
+}
+
+// again is the script's answer to an order counted before: its mark, or
+// the count of the window that ends at the group's newest time.
+func (w *distinctWindow) again(s *Store, id string) (float64, int64, error) {
+	if m, ok, err := markOf(s, w.marks, id); err != nil || ok {
+		return m, 1, err
+	}
+	c, err := w.current(s)
+	return c, 0, err
+}
+
+// count1 is the script's count of an order not counted before: the count
+// after it and whether it crossed.
+func (w *distinctWindow) count1(s *Store, t float64, value string) (float64, bool, error) {
+	var now float64
+	var crossing bool
+	var err error
+	if w.sliding {
+		if now, crossing, err = w.slide(s, t, value); err != nil {
+			return 0, false, err
+		}
+	} else {
+		// Plain ZADD: a value seen again takes this order's time, and only
+		// a new one counts.
+		before := w.count
+		added, err := s.zadd(w.values, value, float64(integer(t)), false)
+		if err != nil {
+			return 0, false, err
+		}
+		w.count = before + float64(added)
+		now, crossing = w.count, before < w.threshold && w.count >= w.threshold
+	}
+	if !w.hasNewest || t > w.newest {
+		if w.sliding && w.hasNewest && math.Floor(t/w.length) > math.Floor(w.newest/w.length) {
+			w.renew = true
+		}
+		w.newest, w.hasNewest = t, true
+	}
+	w.dirty = true
+	return now, crossing, nil
+}
+
+// save is the script's write-back of a dirty window; started is whether
+// it gives the offsets their lifetime (a window that starts, or gets its
+// lifetime again, or a sliding one past a multiple of its length).
+func (w *distinctWindow) save(s *Store, src string) (started bool, err error) {
+	if err := s.hset(w.key, "t", format(w.newest)); err != nil {
+		return false, err
+	}
+	if w.hasOld || w.r {
+		if err := s.hdel(w.key, src, "r"); err != nil {
+			return false, err
+		}
+	}
+	if err := s.zremRanks(w.values, 0, -(integer(w.threshold) + 2)); err != nil {
+		return false, err
+	}
+	if w.sliding {
+		if err := s.zremUpTo(w.values, float64(integer(w.newest-2*w.length-w.late))); err != nil {
+			return false, err
+		}
+		s.expire(w.key, duration(w.ttl))
+		s.expire(w.values, duration(w.ttl))
+		return w.isNew || w.renew, nil
+	}
+	if w.isNew || s.ttlSeconds(w.key) == -1 {
+		// A running fixed window keeps its end.
+		s.expire(w.key, duration(w.ttl))
+		s.expire(w.values, duration(w.ttl))
+		return true, nil
+	}
+	return false, nil
 }

@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// distinctIDs are 8-byte event ids; the first two overlap, so that a match
-// straddling two remembered ids is tried.
+// distinctIDs are 8-byte event ids.
 var distinctIDs = []string{"abcdefgh", "efghijkl", "ijklmnop", "00000001", "00000002", "00000003", "zzzzzzzz", "yyyyyyyy"}
 
 // dwin is one window's arguments: kind, length, lateness, threshold, TTL.
@@ -32,9 +34,10 @@ func distinctArgs(src string, ws []dwin, changes ...string) []string {
 	return append(args, changes...)
 }
 
-// distinctKeysOf is the keys of windows named by slot.
+// distinctKeysOf is the keys of windows named by slot, after the bucket's
+// offsets.
 func distinctKeysOf(p *pair, slots ...int) []string {
-	var keys []string
+	keys := []string{p.key("o")}
 	for _, s := range slots {
 		w := fmt.Sprint("w", s)
 		keys = append(keys, p.key(w), p.key(w+":values"), p.key(w+":crossed"))
@@ -51,6 +54,7 @@ func TestDistinctAndCheckAsTheScript(t *testing.T) {
 		keys  int // windows' keys given; 0 for as many as windows
 		args  []string
 		setup func(p *pair) // before the call
+		want  []int64       // the reply, when not nil
 	}
 	for _, tc := range []struct {
 		name  string
@@ -61,25 +65,57 @@ func TestDistinctAndCheckAsTheScript(t *testing.T) {
 				"1", "4", id[3], "9", "a", "1", "5", id[4], "7", "c", "1", "6", id[5], "8", "d")},
 			{args: distinctArgs("p:0", fx, "1", "7", id[6], "1", "c", "1", "8", id[7], "2", "e")},
 		}},
-		{"fixed: redelivery by offset and by id", []call{
-			{args: distinctArgs("p:0", fx, "1", "5", id[0], "1", "a", "1", "6", id[1], "2", "b", "1", "6", id[2], "3", "c")},
-			{args: distinctArgs("p:0", fx, "1", "4", id[2], "3", "c", "1", "9", id[0], "3", "c", "1", "10", id[2], "3", "c",
-				"1", "11", id[2], "3", "d")},
-			// The crossing event again: by offset, by id, from another source.
-			{args: distinctArgs("p:0", fx, "1", "10", id[2], "3", "c", "1", "12", id[2], "4", "z")},
-			{args: distinctArgs("p:1", fx, "1", "0", id[2], "3", "c", "1", "1", id[3], "3", "y")},
+		{"redelivery by offset", []call{
+			{args: distinctArgs("p:0", fx, "1", "5", id[0], "1", "a", "1", "6", id[1], "2", "b", "1", "7", id[2], "3", "c"),
+				want: []int64{1, 0, 2, 0, 3, 1}},
+			// The crossing event again answers its mark.
+			{args: distinctArgs("p:0", fx, "1", "5", id[0], "1", "a", "1", "7", id[2], "3", "c", "1", "8", id[3], "4", "d"),
+				want: []int64{3, 0, 3, 1, 4, 0}},
+			// Another partition's offsets are its own; ids play no part (the
+			// consumer drops a producer's retry).
+			{args: distinctArgs("p:1", fx, "1", "0", id[2], "3", "c", "1", "1", id[2], "3", "e"), want: []int64{4, 0, 5, 0}},
 		}},
-		{"a crossing redelivered from a new source, its id no longer among the latest", []call{
-			{args: distinctArgs("p:0", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "1")},
-				"1", "1", id[0], "1", "a", "2", "1", id[0], "1", "a",
-				"1", "2", id[1], "2", "b", "1", "3", id[2], "3", "c", "1", "4", id[3], "4", "d", "1", "5", id[4], "5", "e",
-				"2", "2", id[1], "2", "b", "2", "3", id[2], "3", "c", "2", "4", id[3], "4", "d", "2", "5", id[4], "5", "e")},
-			{args: distinctArgs("p:1", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "1")},
-				"1", "7", id[0], "1", "f", "2", "7", id[0], "1", "f")},
+		{"an event's changes share its offset", []call{
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "2")},
+				"1", "1", id[0], "1", "a", "2", "1", id[0], "1", "a", "1", "2", id[1], "2", "b", "2", "2", id[1], "2", "b"),
+				want: []int64{1, 1, 1, 0, 2, 0, 2, 1}},
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "2")},
+				"1", "2", id[1], "2", "b", "2", "2", id[1], "2", "b", "2", "3", id[2], "3", "c", "1", "3", id[2], "3", "c"),
+				want: []int64{2, 0, 2, 1, 3, 0, 3, 0}},
 		}},
-		{"fixed: a straddling id is not seen", []call{
-			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a", "1", "2", id[1], "1", "b",
-				"1", "3", "cdefghij", "1", "c", "1", "4", "efghijkl", "1", "d")},
+		{"a late order redelivered is answered counted before", []call{
+			{args: distinctArgs("p:0", sl, "1", "1", id[0], "30", "a", "1", "2", id[1], "5", "b"), want: []int64{1, 0, 1, 2}},
+			{args: distinctArgs("p:0", sl, "1", "2", id[1], "5", "b"), want: []int64{1, 0}},
+		}},
+		{"the old layout's offset and latest ids", []call{
+			// It counted a (offset 3, crossing), b and c (4, 5), and keeps 2
+			// values: a is gone.
+			{setup: func(p *pair) {
+				distinctSeed(p, "w0", "t", "5", "p:0", "5", "p:1", "2", "r", "zzzzzzzzyyyyyyyy")
+				distinctSeedValues(p, "w0", "b", "4", "c", "5")
+				distinctSeed(p, "w0:crossed", id[0], "1")
+			}, args: distinctArgs("p:0", []dwin{fixedWin("600", "1")}, "1", "3", id[0], "3", "a", "1", "4", id[1], "4", "b",
+				"1", "5", id[2], "5", "c"), want: []int64{1, 1, 2, 0, 2, 0}},
+			{args: distinctArgs("p:0", []dwin{fixedWin("600", "1")}, "1", "5", id[2], "5", "c", "1", "6", id[3], "6", "d"),
+				want: []int64{2, 0, 3, 0}},
+			{args: distinctArgs("p:1", []dwin{fixedWin("600", "1")}, "1", "1", id[4], "6", "e", "1", "3", id[5], "6", "f"),
+				want: []int64{2, 0, 3, 0}},
+			{setup: func(p *pair) {
+				distinctSeed(p, "w1", "t", "abc", "p:0", "abc", "r", "")
+				distinctSeedValues(p, "w1", "e", "1")
+			}, args: distinctArgs("p:0", []dwin{fixedWin("600", "1"), slidingWin("10", "0", "3")}, "2", "7", id[6], "6", "g"),
+				want: []int64{2, 0}},
+		}},
+		// The offsets' TTL, compared after each call: renewed when the
+		// newest time passes a multiple of the length (10), not before; a
+		// fixed window's running changes leave it.
+		{"a sliding window passing a multiple of its length renews the offsets", []call{
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9"), fixedWin("10", "9")}, "1", "1", id[0], "11", "a", "2", "1", id[0], "11", "a")},
+			{setup: shortenOffsets, args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9")}, "1", "2", id[1], "19", "b")},
+			{setup: shortenOffsets, args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9")}, "1", "3", id[2], "15", "c")},
+			{setup: shortenOffsets, args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9")}, "1", "4", id[3], "20", "d")},
+			{setup: shortenOffsets, args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9"), fixedWin("10", "9")}, "2", "5", id[4], "35", "e")},
+			{setup: shortenOffsets, args: distinctArgs("p:0", []dwin{slidingWin("10", "0", "9"), fixedWin("10", "9")}, "1", "6", id[5], "35", "f")},
 		}},
 		{"fixed: a window that lost its TTL gets it again, a running one keeps it", []call{
 			{args: distinctArgs("p:0", fx, "1", "1", id[0], "1", "a")},
@@ -166,6 +202,8 @@ func TestDistinctAndCheckAsTheScript(t *testing.T) {
 			{args: []string{"p:0", "600"}},
 			{args: []string{"p:0"}},
 			{keys: -1, args: []string{"p:0", "600", "0", "1", "1", id[0], "1", "a"}},
+			{args: distinctArgs("p0", fx, "1", "1", id[0], "1", "a")},
+			{args: distinctArgs("t", fx, "1", "1", id[0], "1", "a")},
 			{args: []string{"p:0", "600", "01", "fixed", "600", "0", "2", "600", "1", "1", id[0], "1", "a"}},
 			{args: []string{"p:0", "600", "x", "fixed", "600", "0", "2", "600", "1", "1", id[0], "1", "a"}},
 			{args: distinctArgs("p:0", fx, strings.Split(strings.Repeat("1,1,"+id[0]+",1,a,", 513), ",")[:5*513]...)},
@@ -186,7 +224,10 @@ func TestDistinctAndCheckAsTheScript(t *testing.T) {
 				for i := range slots {
 					slots[i] = i
 				}
-				p.call(lua.DistinctAndCheckName, distinctKeysOf(p, slots...), c.args...)
+				got := p.call(lua.DistinctAndCheckName, distinctKeysOf(p, slots...), c.args...)
+				if c.want != nil && fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Fatalf("reply %v, want %v", got, c.want)
+				}
 			}
 		})
 	}
@@ -269,4 +310,43 @@ func TestDistinctAndCheckRandomly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// distinctSeed writes a hash's fields under the pair's key name, in both.
+func distinctSeed(p *pair, name string, fields ...string) {
+	p.t.Helper()
+	slideSeed(p, p.key(name), fields...)
+}
+
+// distinctSeedValues adds values to a window's values, each with its
+// time, in both.
+func distinctSeedValues(p *pair, name string, values ...string) {
+	p.t.Helper()
+	key := p.key(name + ":values")
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	for i := 0; i+1 < len(values); i += 2 {
+		at, err := strconv.ParseFloat(values[i+1], 64)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if err := p.rdb.ZAdd(p.t.Context(), key, redis.Z{Score: at, Member: values[i]}).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		if _, err := p.st.zadd(key, values[i], at, false); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// shortenOffsets sets the bucket's offsets' TTL to 100 s in both.
+func shortenOffsets(p *pair) {
+	p.t.Helper()
+	key := p.key("o")
+	if err := p.rdb.Expire(p.t.Context(), key, 100*time.Second).Err(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.st.mu.Lock()
+	p.st.expire(key, 100*time.Second)
+	p.st.mu.Unlock()
 }

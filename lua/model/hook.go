@@ -29,10 +29,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"1e06294a42362e30d46510821bcd76d2ddcf8faf", incrAndCheck},
-	lua.SalesDecrName:        {"d2962ca74028a731c0bc79a571c3d73bb01ae6e1", salesDecr},
-	lua.SlideAndCheckName:    {"6b445bb5a89052b8d667b06acc360e3d828c988c", slideAndCheck},
-	lua.DistinctAndCheckName: {"d50ccaa711438a2ed04690cdf9ae783a6236f20c", distinctAndCheck},
+	lua.IncrAndCheckName:     {"4b29d1f1dd239052344adeecdd21fce05392fa4d", incrAndCheck},
+	lua.SalesDecrName:        {"58d6418f53f0be86ec4076c0c686321d845dd4c0", salesDecr},
+	lua.SlideAndCheckName:    {"2ad2ba8b79bc7da7d6a6493a0dc42ffce00b7830", slideAndCheck},
+	lua.DistinctAndCheckName: {"4d48ccfa5842689b68b99d017cae493e6e5a22a4", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},
 }

@@ -87,36 +87,6 @@ func integer(v float64) int64 { return int64(v) }
 // format is string.format('%d', v).
 func format(v float64) string { return strconv.FormatInt(integer(v), 10) }
 
-// seen is the scripts' seen(w, id): whether id is one of latest's 8-byte
-// ids (a match straddling two is not one).
-func seen(latest, id string) bool {
-	for from := 0; ; {
-		at := strings.Index(latest[from:], id)
-		if at < 0 {
-			return false
-		}
-		at += from
-		if at%8 == 0 {
-			return true
-		}
-		from = at + 1
-	}
-}
-
-// remember is sub(latest .. id, -8 * LATEST): the window's latest ids with
-// id last.
-func remember(latest, id string) string { return rememberLast(latest, id, 4) }
-
-// rememberLast is sub(latest .. id, -8 * n).
-func rememberLast(latest, id string, n int) string {
-	keep := 8 * n
-	s := latest + id
-	if len(s) > keep {
-		s = s[len(s)-keep:]
-	}
-	return s
-}
-
 // parseInt reads a Redis integer: what HINCRBY takes.
 func parseInt(s string) (int64, bool) {
 	v, err := strconv.ParseInt(s, 10, 64)

@@ -421,19 +421,20 @@ func (w *slideWindow) apply(k, by float64, refund bool) (float64, int64, bool) {
 // mark, or the window's value.
 func (w *slideWindow) again(s *Store, id string, refund bool) (float64, int64, error) {
 	if !refund {
-		mark, ok, err := s.hget(w.marks, id)
-		if err != nil {
-			return 0, 0, err
-		}
-		if ok {
-			m, isNum, err := tonumber(mark, true)
-			if err != nil {
-				return 0, 0, err
-			}
-			if isNum {
-				return m, 1, nil
-			}
+		if m, ok, err := markOf(s, w.marks, id); err != nil || ok {
+			return m, 1, err
 		}
 	}
 	return w.total, 0, nil
+}
+
+// markOf is the scripts' tonumber(HGET marks id) for a change counted
+// before: the value its crossing was marked with, when it holds a number.
+func markOf(s *Store, marks, id string) (float64, bool, error) {
+	mark, ok, err := s.hget(marks, id)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	m, isNum, err := tonumber(mark, true)
+	return m, isNum && err == nil, err
 }

@@ -75,13 +75,7 @@ type slideStep struct {
 func (st slideStep) run(p *pair) {
 	p.t.Helper()
 	if st.shorten {
-		key := p.key("o")
-		if err := p.rdb.Expire(p.t.Context(), key, 100*time.Second).Err(); err != nil {
-			p.t.Fatal(err)
-		}
-		p.st.mu.Lock()
-		p.st.expire(key, 100*time.Second)
-		p.st.mu.Unlock()
+		shortenOffsets(p)
 	}
 	ws := st.windows
 	if ws == nil {
