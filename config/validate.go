@@ -95,7 +95,7 @@ func (k *checker) topics(kc *Kafka) {
 		}
 	}
 	if kc.OrdersTopic != kc.RefundsTopic && lua.Source(kc.OrdersTopic, 0) == lua.Source(kc.RefundsTopic, 0) {
-		// Windows remember the last offset counted from each partition
+		// A bucket of groups remembers the last offset applied from each partition
 		// under a short hash of its topic: two topics that hash alike
 		// would share those records.
 		k.bad("kafka.refunds_topic", "%q hashes like kafka.orders_topic (%q) in fraudwatch's records: choose another name",
