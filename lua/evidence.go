@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,15 +28,15 @@ type Evidence struct {
 
 // EvidenceWindow is one window's evidence in an evidence_add call.
 type EvidenceWindow struct {
-	// Key is the evidence list (Keys.Evidence), Window the window it
-	// belongs to (Keys.Window): the list lives no longer than it.
+	// Key is the window's evidence (Keys.Evidence), Window the window it
+	// belongs to (Keys.Window): the evidence lives no longer than it.
 	Key, Window string
-	// Keep is how many entries the list keeps (1 to MaxEvidence); TTL how
+	// Keep is how many entries the evidence keeps (1 to MaxEvidence); TTL how
 	// long it lives when the window has no TTL (whole seconds).
 	Keep int
 	TTL  time.Duration
 	// Slides is set for a sliding window, whose TTL each change renews:
-	// every write then gives the list the window's remaining life, not
+	// every write then gives the evidence the window's remaining life, not
 	// only the first.
 	Slides bool
 }
@@ -81,8 +82,8 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 			a = append(a, w.Keep, max(seconds(w.TTL), 1), slides)
 		}
 		for _, e := range c.Entries {
-			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText {
-				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes: %w", MaxEvidenceText, ErrInvalidArguments)
+			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText || strings.Contains(e.Text, EvidenceSep) {
+				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes and no \\x1e: %w", MaxEvidenceText, ErrInvalidArguments)
 			}
 			mark := "0"
 			if e.List {
@@ -114,7 +115,7 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 			if err != nil {
 				return s.redisError(ctx, EvidenceAddName, err)
 			}
-			lists, err := evidenceLists(v, calls[i].Entries)
+			lists, err := evidenceLists(v, calls[i])
 			if err != nil {
 				refused = errors.Join(refused, s.fail(EvidenceAddName, err))
 				continue
@@ -131,35 +132,36 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 	}
 }
 
-// evidenceLists reads evidence_add's reply: a list of texts for each entry
-// marked List.
-func evidenceLists(v []any, entries []EvidenceEntry) ([][]string, error) {
+// evidenceLists reads evidence_add's reply: for each entry marked List,
+// a string of texts, newest first, each ending with RS, of which the
+// window keeps Keep.
+func evidenceLists(v []any, c *Evidence) ([][]string, error) {
 	if len(v) == 1 {
 		if n, ok := v[0].(int64); ok && n == -1 {
 			return nil, ErrInvalidArguments
 		}
 	}
-	want := 0
-	for _, e := range entries {
+	var marked []int // the windows of the entries marked List
+	for _, e := range c.Entries {
 		if e.List {
-			want++
+			marked = append(marked, e.Window)
 		}
 	}
-	if len(v) != want {
-		return nil, fmt.Errorf("%w: %d lists for %d crossings", ErrUnexpectedReply, len(v), want)
+	if len(v) != len(marked) {
+		return nil, fmt.Errorf("%w: %d lists for %d crossings", ErrUnexpectedReply, len(v), len(marked))
 	}
 	lists := make([][]string, len(v))
 	for i, l := range v {
-		items, ok := l.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: a list of %T", ErrUnexpectedReply, l)
+		text, ok := l.(string)
+		if !ok || !strings.HasSuffix(text, EvidenceSep) {
+			return nil, fmt.Errorf("%w: evidence of %T, or not ending with its separator", ErrUnexpectedReply, l)
 		}
-		lists[i] = make([]string, len(items))
-		for j, item := range items {
-			if lists[i][j], ok = item.(string); !ok {
-				return nil, fmt.Errorf("%w: an entry of %T", ErrUnexpectedReply, item)
-			}
-		}
+		list := strings.Split(text[:len(text)-1], EvidenceSep)
+		lists[i] = list[:min(len(list), c.Windows[marked[i]].Keep)]
 	}
 	return lists, nil
 }
+
+// EvidenceSep ends each entry of a window's evidence (evidence_add): no
+// entry's text holds it.
+const EvidenceSep = "\x1e"

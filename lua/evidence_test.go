@@ -73,13 +73,58 @@ func TestAddEvidence(t *testing.T) {
 				t.Errorf("lists %q, want %q", last.Lists, tt.lists)
 			}
 			for i, want := range tt.kept {
-				got, err := rdb.LRange(ctx, windows[i].Key, 0, -1).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
+				got := storedEvidence(t, rdb.Get(ctx, windows[i].Key).Val())
 				if !slices.Equal(got, want) {
 					t.Errorf("window %d kept %q, want %q", i, got, want)
 				}
+			}
+		})
+	}
+}
+
+// storedEvidence reads a window's evidence as evidence_add writes it: its
+// entry count as one byte, then the entries, each ending with the
+// separator; the count must be right.
+func storedEvidence(t *testing.T, value string) []string {
+	t.Helper()
+	if value == "" || !strings.HasSuffix(value, EvidenceSep) {
+		t.Fatalf("evidence %q: not a count and entries", value)
+	}
+	entries := strings.Split(value[1:len(value)-1], EvidenceSep)
+	if int(value[0]) != len(entries) {
+		t.Fatalf("evidence %q counts %d entries, holds %d", value, value[0], len(entries))
+	}
+	return entries
+}
+
+// A value at the evidence's key that evidence_add did not write is
+// replaced, whatever it claims; the evidence then starts afresh.
+func TestEvidenceReplacesWhatItDidNotWrite(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	for _, tt := range []struct{ name, value string }{
+		{"a plain string", "hello"},
+		{"a count of 0", "\x00a\x1e"},
+		{"a count over 20", "\x15a\x1e"},
+		{"a count larger than its entries", "\x05a\x1eb\x1e"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := prefix + ":{t}:e:" + tt.name
+			rdb.Set(ctx, key, tt.value, time.Minute)
+			e := &Evidence{Windows: []EvidenceWindow{{Key: key, Window: prefix + ":{t}:w", Keep: 3, TTL: time.Minute}},
+				Entries: []EvidenceEntry{{Text: "x"}, {Text: "y", List: true}}}
+			if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+				t.Fatal(err)
+			}
+			got := rdb.Get(ctx, key).Val()
+			if len(got) == 0 || got[0] > 3 {
+				t.Fatalf("evidence %q: its count is not within keep", got)
+			}
+			if !strings.HasPrefix(got[1:], "y\x1ex\x1e") {
+				t.Errorf("evidence %q: want the call's entries first", got)
+			}
+			if len(e.Lists) != 1 || len(e.Lists[0]) > 3 || e.Lists[0][0] != "y" {
+				t.Errorf("list %q, want at most 3 entries, y first", e.Lists)
 			}
 		})
 	}
@@ -164,6 +209,7 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		{"a bad mark", []any{1, 5, 60, "0", 1, "x", "yes"}},
 		{"an entry cut short", []any{1, 5, 60, "0", 1, "x"}},
 		{"a text too long", []any{1, 5, 60, "0", 1, strings.Repeat("x", 513), "0"}},
+		{"a text holding the separator", []any{1, 5, 60, "0", 1, "x\x1ey", "0"}},
 		{"a bad entry after a good one", []any{1, 5, 60, "0", 1, "x", "0", 0, "y", "0"}},
 		// Numbers are digit strings, as the engine sends them: what Lua's
 		// tonumber would also take is refused.
@@ -179,7 +225,7 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := evidenceLists(v, nil); !errors.Is(err, ErrInvalidArguments) {
+			if _, err := evidenceLists(v, &Evidence{}); !errors.Is(err, ErrInvalidArguments) {
 				t.Errorf("reply %v: want the error contract", v)
 			}
 			if rdb.Exists(ctx, key).Val() != 0 {
@@ -198,6 +244,7 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		{Windows: []EvidenceWindow{w}},
 		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Window: 1, Text: "x"}}},
 		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: strings.Repeat("x", 513)}}},
+		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: "x" + EvidenceSep}}},
 	}
 	for _, e := range bad {
 		// Refused as the script would refuse it: no retry makes it usable.

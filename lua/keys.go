@@ -286,7 +286,7 @@ func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
 // Evidence is the key of the latest orders of a rule's window for a
 // group near its threshold (evidence_add), which its alerts list.
-func (k Keys) Evidence(g Group, rule string) string { return k.key("e", g, rule) }
+func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 
 // Cooldown is the key of a rule's alert cooldown for a group.
 func (k Keys) Cooldown(g Group, rule string) string { return k.key("c", g, rule) }

@@ -181,9 +181,11 @@ const (
 	maxEvidenceValue = 128
 )
 
-// sep separates an entry's fields; strings that hold it get a space
-// instead.
+// sep separates an entry's fields; strings that hold it, or the separator
+// of entries, get a space instead.
 const sep = "\x1f"
+
+var separators = strings.NewReplacer(sep, " ", lua.EvidenceSep, " ")
 
 // encodeEvidence writes an order's entry: its time, amount, the window's
 // value after it, event id, order id and value.
@@ -192,7 +194,7 @@ func encodeEvidence(ev *event.Event, current int64, value string) string {
 	if at.IsZero() {
 		at = ev.Source.Time
 	}
-	clean := func(s string, n int) string { return strings.ReplaceAll(clipText(s, n), sep, " ") }
+	clean := func(s string, n int) string { return separators.Replace(clipText(s, n)) }
 	return strconv.FormatInt(at.UnixMilli(), 10) + sep + strconv.FormatInt(ev.Amount, 10) + sep + strconv.FormatInt(current, 10) + sep +
 		clean(ev.EventID, event.MaxIDBytes) + sep + clean(ev.OrderID, maxEvidenceOrder) + sep + clean(value, maxEvidenceValue)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 				if got := h.rdb.Exists(t.Context(), key).Val() == 1; got != tt.keeps {
 					t.Errorf("evidence key exists: %v, want %v", got, tt.keeps)
 				}
-				if n := h.rdb.LLen(t.Context(), key).Val(); tt.stored > 0 && n != int64(tt.stored) {
+				if n := strings.Count(h.rdb.Get(t.Context(), key).Val(), lua.EvidenceSep); tt.stored > 0 && n != tt.stored {
 					t.Errorf("evidence holds %d entries, want %d", n, tt.stored)
 				}
 			})
