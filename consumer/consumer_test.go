@@ -224,6 +224,15 @@ func TestConsumesBothTopicsWithTheirTypes(t *testing.T) {
 	if !r.c.Ready() {
 		t.Fatal("consumer not ready while holding its assignment")
 	}
+	// A batch is counted after its handler returns: wait for the counts
+	// before reading what else it observed.
+	waitFor(t, 10*time.Second, "both events counted", func() bool {
+		var m, p dto.Metric
+		return r.c.m.latency.Write(&m) == nil && m.GetHistogram().GetSampleCount() >= 2 &&
+			r.c.m.processing.Write(&p) == nil && p.GetHistogram().GetSampleCount() >= 1 &&
+			testutil.ToFloat64(r.c.m.consumed.WithLabelValues("order")) >= 1 &&
+			testutil.ToFloat64(r.c.m.consumed.WithLabelValues("refund")) >= 1
+	})
 	// Each batch's processing and each event's latency are observed.
 	for name, h := range map[string]prometheus.Histogram{"processing": r.c.m.processing, "latency": r.c.m.latency} {
 		var m dto.Metric
@@ -419,11 +428,15 @@ func TestInvalidEventsGoToTheDeadLetterTopic(t *testing.T) {
 			t.Errorf("dead letter %d: source headers %v", i, h)
 		}
 	}
+	// The batch counts its invalid events after it has written their dead
+	// letters: the last letter read can come before the counts.
 	for _, in := range inputs {
 		if in.reason == "" {
 			continue
 		}
-		if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(in.reason))); got != 1 {
+		m := r.c.m.invalid.WithLabelValues(string(in.reason))
+		waitFor(t, 10*time.Second, "invalid{reason="+string(in.reason)+"}", func() bool { return testutil.ToFloat64(m) >= 1 })
+		if got := testutil.ToFloat64(m); got != 1 {
 			t.Errorf("invalid{reason=%s} = %v, want 1", in.reason, got)
 		}
 	}

@@ -340,7 +340,10 @@ func TestUnprocessableEventsGoToTheDeadLetterTopic(t *testing.T) {
 	if h[HeaderSourceTopic] != e.orders || h[HeaderSourceOffset] != "1" {
 		t.Errorf("source headers = %v", h)
 	}
-	if got := testutil.ToFloat64(r.c.m.invalid.WithLabelValues(string(event.ReasonUnprocessable))); got != 1 {
+	// The batch counts its events after it has written their dead letters.
+	invalid := r.c.m.invalid.WithLabelValues(string(event.ReasonUnprocessable))
+	waitFor(t, 10*time.Second, "invalid{reason=unprocessable}", func() bool { return testutil.ToFloat64(invalid) >= 1 })
+	if got := testutil.ToFloat64(invalid); got != 1 {
 		t.Errorf("invalid{reason=unprocessable} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(r.c.m.consumed.WithLabelValues(string(event.Order))); got != 2 {
