@@ -22,10 +22,10 @@
 -- bytes a key more than a string of the same entries (Performance, Redis
 -- memory); a window writes it once a call (GET, then SET), a new one, or a
 -- sliding window's at every write, with the window's remaining life (PTTL).
--- A value not of this form (written by another) is replaced. Entries are
--- not checked for repeats: a redelivered batch adds its entries again, and
--- the reader drops repeats. Straight-line code, as the counting scripts.
-local call, match, tonumber, find, sub, byte, char, concat = redis.call, string.match, tonumber, string.find, string.sub, string.byte, string.char, table.concat
+-- A value not of this form (written by another), of any type, is replaced.
+-- Entries are not checked for repeats: a redelivered batch adds its entries
+-- again, and the reader drops repeats. Straight-line code, as the counting scripts.
+local call, rpcall, match, tonumber, find, sub, byte, char, concat = redis.call, redis.pcall, string.match, tonumber, string.find, string.sub, string.byte, string.char, table.concat
 local DIGITS = '^[1-9]%d*$'
 local RS = '\30'
 
@@ -75,8 +75,10 @@ for i = 1, n do
   local t = texts[i]
   if t then
     local key, keep = KEYS[2 * i - 1], keeps[i]
-    local old = call('GET', key)
-    local have = old and byte(old, 1)
+    -- redis.pcall: GET on a value of another type raises WRONGTYPE, which would
+    -- fail the batch on every retry; such a value is replaced like any other.
+    local old = rpcall('GET', key)
+    local have = type(old) == 'string' and byte(old, 1)
     local body = ''
     if have and have >= 1 and have <= 20 then
       body = sub(old, 2)

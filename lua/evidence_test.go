@@ -102,15 +102,22 @@ func storedEvidence(t *testing.T, value string) []string {
 func TestEvidenceReplacesWhatItDidNotWrite(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	for _, tt := range []struct{ name, value string }{
-		{"a plain string", "hello"},
-		{"a count of 0", "\x00a\x1e"},
-		{"a count over 20", "\x15a\x1e"},
-		{"a count larger than its entries", "\x05a\x1eb\x1e"},
+	str := func(v string) func(string) { return func(key string) { rdb.Set(ctx, key, v, time.Minute) } }
+	for _, tt := range []struct {
+		name string
+		set  func(key string)
+	}{
+		{"a plain string", str("hello")},
+		{"a count of 0", str("\x00a\x1e")},
+		{"a count over 20", str("\x15a\x1e")},
+		{"a count larger than its entries", str("\x05a\x1eb\x1e")},
+		// GET on a hash raises WRONGTYPE: the batch would fail on every retry.
+		{"a hash", func(key string) { rdb.HSet(ctx, key, "f", "v") }},
+		{"a list", func(key string) { rdb.RPush(ctx, key, "a", "b") }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := prefix + ":{t}:e:" + tt.name
-			rdb.Set(ctx, key, tt.value, time.Minute)
+			tt.set(key)
 			e := &Evidence{Windows: []EvidenceWindow{{Key: key, Window: prefix + ":{t}:w", Keep: 3, TTL: time.Minute}},
 				Entries: []EvidenceEntry{{Text: "x"}, {Text: "y", List: true}}}
 			if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
