@@ -1,0 +1,232 @@
+package lua
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// command builds the arguments of one EVALSHA: the script's hash, the keys
+// and the script's arguments. Strings, and integers from 256 up, go in by
+// pointer: go-redis writes a *string or *int64 as it writes the value, and
+// a pointer fits in an interface where a boxed value is an allocation of
+// its own; that was some 20 allocations an order with four rules. The
+// pointers are to the call's own fields (its Source, its windows' keys and
+// thresholds, its changes' offsets and ids), which stay put until Exec
+// returns, or to nums, whose values never change once written.
+type command struct {
+	args []any
+	nums []int64
+}
+
+// command starts the command of a script with the given number of keys
+// and arguments, nums of which are computed integers (a bound: more only
+// costs a copy).
+func (b *Batch) command(sha *string, keys, args, nums int) command {
+	c := command{args: cut(&b.args, 3+keys+args), nums: cut(&b.nums, nums)}
+	c.args = append(c.args, "evalsha", sha, keys)
+	return c
+}
+
+// countedResults and refundedResults are a call's Results.
+func (b *Batch) countedResults(n int) []Counted {
+	r := cut(&b.counted, n)
+	return r[:n]
+}
+
+func (b *Batch) refundedResults(n int) []Refunded {
+	r := cut(&b.refunded, n)
+	return r[:n]
+}
+
+// cut returns an empty slice with room for n from the chunk, and takes
+// that room from it; a new chunk when it has less, twice as large as the
+// last up to a bound, so that a batch of a few events takes little.
+func cut[T any](chunk *[]T, n int) []T {
+	if cap(*chunk)-len(*chunk) < n {
+		*chunk = make([]T, 0, max(n, 64, min(2*cap(*chunk), 4096)))
+	}
+	start := len(*chunk)
+	*chunk = (*chunk)[:start+n]
+	return (*chunk)[start : start : start+n]
+}
+
+func (c *command) keys(keys ...*string) {
+	for _, k := range keys {
+		c.args = append(c.args, k)
+	}
+}
+
+func (c *command) source(s *string) { c.args = append(c.args, s) }
+
+// int adds a computed integer.
+func (c *command) int(v int64) {
+	if 0 <= v && v < 256 {
+		// Boxed from the runtime's table of small integers, without an
+		// allocation.
+		c.args = append(c.args, v)
+		return
+	}
+	// A pointer into nums, which may move as it grows: the value stays
+	// where the pointer is.
+	c.nums = append(c.nums, v)
+	c.args = append(c.args, &c.nums[len(c.nums)-1])
+}
+
+func (c *command) ptr(v *int64) { c.args = append(c.args, v) }
+
+// id adds an event id or value as its 8 bytes.
+func (c *command) id(id *EventID) { c.args = append(c.args, (*idArg)(id)) }
+
+// changes adds the arguments incr_and_check and sales_decr take for each
+// change: the window's index (from 1, as Lua counts), the offset, the id
+// and the amount.
+func (c *command) changes(changes []Change) {
+	for i := range changes {
+		ch := &changes[i]
+		c.int(int64(ch.Window) + 1)
+		c.ptr(&ch.Offset)
+		c.id(&ch.ID)
+		c.ptr(&ch.Amount)
+	}
+}
+
+// idArg is an EventID as go-redis writes it, through
+// encoding.BinaryMarshaler: its bytes, without a copy.
+type idArg EventID
+
+func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
+
+// Exec runs the batch and sets every call's Results. It returns an error
+// when Redis failed (an outage, a timeout): some calls may have run, and the
+// whole batch is to be run again, which the scripts make harmless. A change
+// the script refused is not an error of Exec: its Result says so.
+func (b *Batch) Exec(ctx context.Context) error {
+	for _, round := range b.rounds() {
+		if err := b.s.run(ctx, round); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rounds orders the calls into pipelines: a call goes into the round after
+// the last one holding a call of its hash tag. All keys of a call share
+// one tag, so calls that share a key share it; calls of one tag that share
+// no key wait too, which costs a round trip where a batch mixes orders
+// and refunds of one bucket, and keeps this cheap.
+func (b *Batch) rounds() [][]*batchCall {
+	var rounds [][]*batchCall
+	last := map[string]int{}
+	for i := range b.calls {
+		c := &b.calls[i]
+		tag := hashTag(*c.args[3].(*string)) // its first key
+		r := 0
+		if n, ok := last[tag]; ok {
+			r = n + 1
+		}
+		last[tag] = r
+		for len(rounds) <= r {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], c)
+	}
+	return rounds
+}
+
+// hashTag is what Redis Cluster hashes of a key: its first {...} when not
+// empty, else the whole key.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+// run sends calls in one pipeline. Calls refused with NOSCRIPT (Redis
+// restarted, failed over or flushed its scripts) had no effect: the
+// scripts are loaded and those calls sent again.
+func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.IntSliceCmd, len(calls))
+		for i, c := range calls {
+			// An IntSliceCmd reads the reply's integers into a slice, where
+			// a Cmd boxes each of them.
+			cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
+			cmds[i].SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
+			_ = pipe.Process(ctx, cmds[i])
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		var again []*batchCall
+		for i, c := range calls {
+			err := cmds[i].Err()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+				again = append(again, c)
+				continue
+			}
+			if err != nil {
+				return s.redisError(ctx, c.name, err)
+			}
+			pairs := cmds[i].Val()
+			switch {
+			case len(pairs) == 2*c.changes:
+				if refused(pairs) {
+					s.fail(c.name, ErrInvalidArguments)
+				}
+				c.answer(pairs, nil)
+			case len(pairs) == 2 && pairs[0] == -1 && pairs[1] == -1:
+				// The call's own arguments: every change refused.
+				s.fail(c.name, ErrInvalidArguments)
+				c.answer(nil, ErrInvalidArguments)
+			default:
+				return s.fail(c.name, fmt.Errorf("%w: %d integers for %d changes", ErrUnexpectedReply, len(pairs), c.changes))
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		if err := s.Load(ctx); err != nil {
+			return err
+		}
+		calls = again
+	}
+}
+
+// refused reports whether the script refused any change of a reply.
+func refused(pairs []int64) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] == -1 && pairs[i+1] == -1 {
+			return true
+		}
+	}
+	return false
+}
+
+// Source names a partition in a window's hash: the partition and a short
+// hash of the topic, so that a window never compares offsets of two topics
+// (orders and refunds, or a topic and the one that replaced it).
+func Source(topic string, partition int) string {
+	var h uint32 = 2166136261 // FNV-1a
+	for i := 0; i < len(topic); i++ {
+		h ^= uint32(topic[i])
+		h *= 16777619
+	}
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(partition))
+	b.WriteByte(':')
+	for range 4 {
+		b.WriteByte(digits[h%62])
+		h /= 62
+	}
+	return b.String()
+}
