@@ -15,12 +15,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
@@ -221,51 +216,6 @@ func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()
 	}
 }
 
-// world is the demo's Kafka and Redis, in this process.
-type world struct {
-	kafka     *kfake.Cluster
-	redis     *miniredis.Miniredis
-	stopClock func()
-	closeOnce sync.Once
-}
-
-// startWorld starts an in-process Kafka with the configuration's topics and
-// an in-process Redis whose clock follows the real one, and points cfg at
-// them.
-func startWorld(cfg *config.Config) (*world, error) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
-		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic),
-		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic))
-	if err != nil {
-		return nil, fmt.Errorf("demo: start in-process kafka: %w", err)
-	}
-	mr, err := miniredis.Run()
-	if err != nil {
-		kc.Close()
-		return nil, fmt.Errorf("demo: start in-process redis: %w", err)
-	}
-	w := &world{kafka: kc, redis: mr, stopClock: driveClock(mr)}
-	cfg.Kafka.Brokers = kc.ListenAddrs()
-	cfg.Redis.Addrs = []string{mr.Addr()}
-	if err := cfg.Validate(); err != nil {
-		w.close()
-		return nil, fmt.Errorf("demo: configuration: %w", err)
-	}
-	return w, nil
-}
-
-// close stops the clock, Redis and Kafka. It is idempotent.
-func (w *world) close() {
-	w.closeOnce.Do(func() {
-		w.stopClock()
-		w.redis.Close()
-		w.kafka.Close()
-	})
-}
-
-// notifierFor prints alerts to the console and, when the configuration
-// has a Slack section, sends them to Slack as well.
 func notifierFor(cfg *config.Config, out *output, log *slog.Logger) (alert.Notifier, error) {
 	con := &console{out: out}
 	if cfg.Slack.Mode() == config.SlackOff {
@@ -278,77 +228,6 @@ func notifierFor(cfg *config.Config, out *output, log *slog.Logger) (alert.Notif
 	return &withSlack{console: con, slack: slack, printed: map[string]bool{}}, nil
 }
 
-// traffic sends the generator's events to the orders and refunds topics
-// until stopped.
-type traffic struct {
-	w      *kafka.Writer
-	cancel context.CancelFunc
-	done   chan error
-	// failed is closed when the traffic stops by itself, which it only
-	// does on failure.
-	failed chan struct{}
-	// turn is held by each step of the traffic; the reload holds it to
-	// keep the traffic waiting.
-	turn sync.Mutex
-
-	mu   sync.Mutex
-	sent produced
-}
-
-func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *recorder) *traffic {
-	tr := &traffic{
-		w: &kafka.Writer{
-			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
-			Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id: a customer's events stay in order
-			RequiredAcks: kafka.RequireAll,
-			BatchTimeout: 5 * time.Millisecond,
-		},
-		done:   make(chan error, 1),
-		failed: make(chan struct{}),
-	}
-	ctx, tr.cancel = context.WithCancel(ctx)
-	go func() {
-		var w messageWriter = tr.w
-		if rec != nil {
-			rec.w, w = tr.w, rec
-		}
-		_, err := send(ctx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, &tr.turn, func(p produced) {
-			tr.mu.Lock()
-			tr.sent = p
-			tr.mu.Unlock()
-		})
-		if ctx.Err() == nil {
-			close(tr.failed)
-		}
-		tr.done <- err
-	}()
-	return tr
-}
-
-// sentSoFar is what Kafka has acknowledged so far.
-func (tr *traffic) sentSoFar() produced {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.sent
-}
-
-// stop ends the traffic and says what was sent, and why it failed if it
-// did.
-func (tr *traffic) stop() (produced, error) {
-	tr.cancel()
-	var failure error
-	if err := <-tr.done; err != nil {
-		failure = fmt.Errorf("demo: traffic generator: %w", err)
-	}
-	if err := tr.w.Close(); err != nil && failure == nil {
-		failure = fmt.Errorf("demo: close traffic writer: %w", err)
-	}
-	return tr.sentSoFar(), failure
-}
-
-// buildConfig is the configuration of `fraudwatch run` pointed at the
-// in-process Kafka and Redis. From a given configuration only the Slack
-// section and the rules are kept. rulesFrom says where the rules came from.
 func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err error) {
 	def := config.Default()
 	cfg = def
@@ -374,39 +253,6 @@ func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err
 	return cfg, rulesFrom, nil
 }
 
-// driveClock moves miniredis's clock along with the real one, so that
-// windows and cooldowns end. The returned function stops it; it is
-// idempotent.
-func driveClock(mr *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(clockStep)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			<-stopped
-		})
-	}
-}
-
-// waitCaughtUp waits, for a bounded time, until the pipeline has processed
-// as many events as were sent and settled each crossing's alert, and says
-// whether it has.
 func waitCaughtUp(a *app.App, sent int) bool {
 	deadline := time.Now().Add(catchUp)
 	for time.Now().Before(deadline) {

@@ -1,0 +1,158 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
+	"github.com/segmentio/kafka-go"
+)
+
+// message turns a planned event into a Kafka message, stamped now.
+func (p planned) message(ordersTopic, refundsTopic string, now time.Time) (kafka.Message, error) {
+	msg := kafka.Message{Topic: ordersTopic, Key: []byte(p.key)}
+	if p.kind == kindRefund {
+		msg.Topic = refundsTopic
+	}
+	if p.ev == nil {
+		msg.Value = []byte(p.raw)
+		return msg, nil
+	}
+	ev := *p.ev
+	ev.OccurredAt = now.UTC().Format(time.RFC3339Nano)
+	v, err := json.Marshal(ev)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("encode event: %w", err)
+	}
+	msg.Value = v
+	return msg, nil
+}
+
+// messageWriter is the part of a kafka.Writer the traffic needs.
+type messageWriter interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// recorder writes each message's value, a line each, once w has written
+// them, and the rules lines (backtest.RulesType) it is given between
+// them. The traffic's turn keeps the two apart.
+type recorder struct {
+	w   messageWriter
+	out io.Writer
+	// events counts the messages written; sets describes the rules lines.
+	events int
+	sets   []string
+}
+
+func (r *recorder) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if err := r.w.WriteMessages(ctx, msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if _, err := r.out.Write(append(append([]byte(nil), m.Value...), '\n')); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+		r.events++
+	}
+	return nil
+}
+
+// rules records a rules file's text, content, in force from at; what
+// describes it in the summary.
+func (r *recorder) rules(at time.Time, from string, content []byte, what string) error {
+	line, err := backtest.RulesLine(at, from, content)
+	if err != nil {
+		return err
+	}
+	if _, err := r.out.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("record the rules: %w", err)
+	}
+	r.sets = append(r.sets, what)
+	return nil
+}
+
+// send runs the generator against Kafka until ctx ends, and returns what
+// Kafka acknowledged. report is called after each acknowledged batch. Each
+// step (stamping, writing, counting) holds turn: whoever holds it keeps
+// the traffic waiting, and knows that every event stamped so far is
+// written and counted.
+func send(ctx context.Context, g *generator, w messageWriter, ordersTopic, refundsTopic string, turn sync.Locker, report func(produced)) (produced, error) {
+	var done produced
+	start := time.Now()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		turn.Lock()
+		err := sendDue(ctx, g, w, ordersTopic, refundsTopic, start, &done, report)
+		turn.Unlock()
+		if err != nil {
+			return done, err
+		}
+		select {
+		case <-ctx.Done():
+			return done, nil
+		case <-t.C:
+		}
+	}
+}
+
+// sendDue sends the messages due now, stamped now, and counts them into
+// done.
+func sendDue(ctx context.Context, g *generator, w messageWriter, ordersTopic, refundsTopic string, start time.Time, done *produced, report func(produced)) error {
+	now := time.Now()
+	due := g.step(now.Sub(start))
+	if len(due) == 0 {
+		return nil
+	}
+	msgs := make([]kafka.Message, 0, len(due))
+	for _, p := range due {
+		m, err := p.message(ordersTopic, refundsTopic, now)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	// A batch is written whole even when ctx ends meanwhile, so that the
+	// counts say exactly what Kafka holds.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	err := w.WriteMessages(wctx, msgs...)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("produce %d events: %w", len(msgs), err)
+	}
+	for _, p := range due {
+		switch p.kind {
+		case kindOrder:
+			done.orders++
+		case kindRefund:
+			done.refunds++
+		case kindInvalid:
+			done.invalid++
+		}
+	}
+	report(*done)
+	return nil
+}
+
+// summary says what was recorded, and what replays it.
+func (r *recorder) summary(name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRecorded %s to %s", plural(int64(r.events), "event"), name)
+	switch len(r.sets) {
+	case 0:
+		b.WriteString(", without the rules (they came from code, not a file)\n")
+		return b.String()
+	case 1:
+		fmt.Fprintf(&b, ", and the rules they ran under: %s\n", r.sets[0])
+		fmt.Fprintf(&b, "`fraudwatch backtest --config FILE --input %s` replays them under these rules\n", name)
+	default:
+		fmt.Fprintf(&b, ", and the rules they ran under: %s, reloaded %s\n", r.sets[0], strings.Join(r.sets[1:], ", then "))
+		fmt.Fprintf(&b, "`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", name)
+	}
+	return b.String()
+}
