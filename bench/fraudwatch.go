@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // fraudwatchRun is one measured run of the real binary: processes
@@ -275,45 +279,44 @@ type histogram struct {
 }
 
 // scrapeHistogram reads one histogram of a /metrics page, summed over the
-// replicas.
+// replicas (and over its labels, if any).
 func scrapeHistogram(ctx context.Context, reps []*replica, name string) (histogram, error) {
 	var h histogram
-	for i, rep := range reps {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.metrics, nil)
+	for _, rep := range reps {
+		fams, err := scrapeFamilies(ctx, rep.metrics)
 		if err != nil {
 			return h, err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return h, err
+		f, ok := fams[name]
+		if !ok {
+			continue
 		}
-		sc := bufio.NewScanner(resp.Body)
-		b := 0
-		for sc.Scan() {
-			line := sc.Text()
-			rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
-			if !ok {
-				continue
+		for _, m := range f.GetMetric() {
+			bounds, counts := buckets(m.GetHistogram())
+			if h.bounds == nil {
+				h.bounds, h.counts = bounds, make([]float64, len(counts))
 			}
-			le, count, _ := strings.Cut(rest, `"} `)
-			bound, err1 := strconv.ParseFloat(le, 64)
-			if le == "+Inf" {
-				bound, err1 = math.Inf(1), nil
+			if !slices.Equal(bounds, h.bounds) {
+				return h, fmt.Errorf("%s: %s: buckets %v, want %v", rep.metrics, name, bounds, h.bounds)
 			}
-			n, err2 := strconv.ParseFloat(count, 64)
-			if err1 != nil || err2 != nil {
-				continue
+			for b, c := range counts {
+				h.counts[b] += c
 			}
-			if i == 0 {
-				h.bounds, h.counts = append(h.bounds, bound), append(h.counts, n)
-			} else if b < len(h.counts) {
-				h.counts[b] += n
-			}
-			b++
 		}
-		resp.Body.Close()
 	}
 	return h, nil
+}
+
+// buckets are a histogram's upper bounds and cumulative counts, +Inf last
+// (the sample count, when the page did not list it).
+func buckets(h *dto.Histogram) (bounds, counts []float64) {
+	for _, b := range h.GetBucket() {
+		bounds, counts = append(bounds, b.GetUpperBound()), append(counts, float64(b.GetCumulativeCount()))
+	}
+	if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) {
+		bounds, counts = append(bounds, math.Inf(1)), append(counts, float64(h.GetSampleCount()))
+	}
+	return bounds, counts
 }
 
 // quantile estimates the q-quantile of the observations between two
@@ -352,6 +355,15 @@ func quantile(before, after histogram, q float64) float64 {
 // scrape reads the counters and gauges of a /metrics page, summed over
 // their labels.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	fams, err := scrapeFamilies(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return sums(fams), nil
+}
+
+// scrapeFamilies reads a /metrics page in Prometheus's text format.
+func scrapeFamilies(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -364,30 +376,41 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	return parseFamilies(resp.Body)
 }
 
-func parseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, " ")
-		if i := strings.IndexByte(name, '{'); i >= 0 {
-			name = name[:i]
-			_, rest, _ = strings.Cut(line, "} ")
-		}
-		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
-		if err != nil {
-			continue
-		}
-		out[name] += v
+func parseFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
-	return out, sc.Err()
+	return fams, nil
+}
+
+// sums is each counter's, gauge's and untyped metric's value summed over
+// its labels; NaN samples are left out.
+func sums(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			var v float64
+			switch {
+			case m.Counter != nil:
+				v = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				v = m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				v = m.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			if !math.IsNaN(v) {
+				out[name] += v
+			}
+		}
+	}
+	return out
 }
 
 // procStatus reads a size field (VmRSS, VmHWM) of /proc/PID/status, in

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,11 +71,40 @@ fraudwatch_rules_version{version="a b"} 1
 fraudwatch_ready 1
 go_gc_duration_seconds{quantile="0.5"} NaN
 `
-	got, err := parseMetrics(strings.NewReader(page))
+	fams, err := parseFamilies(strings.NewReader(page))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := sums(fams)
 	if got["fraudwatch_events_consumed_total"] != 100 || got["fraudwatch_rules_version"] != 1 || got["fraudwatch_ready"] != 1 {
 		t.Errorf("parsed %v, want the series summed over their labels", got)
+	}
+}
+
+// A histogram is summed bucket by bucket over the replicas, +Inf (the
+// sample count) included.
+func TestScrapeHistogramSumsTheReplicas(t *testing.T) {
+	page := func(b1, b2, count int) string {
+		return fmt.Sprintf(`# TYPE fraudwatch_event_latency_seconds histogram
+fraudwatch_event_latency_seconds_bucket{le="0.01"} %d
+fraudwatch_event_latency_seconds_bucket{le="0.1"} %d
+fraudwatch_event_latency_seconds_bucket{le="+Inf"} %d
+fraudwatch_event_latency_seconds_sum 1
+fraudwatch_event_latency_seconds_count %d
+`, b1, b2, count, count)
+	}
+	var reps []*replica
+	for _, p := range []string{page(1, 2, 3), page(10, 20, 30)} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, p) }))
+		t.Cleanup(srv.Close)
+		reps = append(reps, &replica{metrics: srv.URL})
+	}
+	h, err := scrapeHistogram(t.Context(), reps, "fraudwatch_event_latency_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := histogram{[]float64{0.01, 0.1, math.Inf(1)}, []float64{11, 22, 33}}
+	if !slices.Equal(h.bounds, want.bounds) || !slices.Equal(h.counts, want.counts) {
+		t.Errorf("histogram %v, want %v", h, want)
 	}
 }

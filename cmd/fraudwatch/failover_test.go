@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
@@ -155,7 +155,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	waitFor(t, 3*time.Minute, "every order processed", func() bool {
 		var n float64
 		for _, m := range metrics {
-			n += scrape(t, m, `fraudwatch_events_consumed_total{type="order"}`)
+			n += scrape(t, m, "fraudwatch_events_consumed_total", "type", "order")
 		}
 		return n >= float64(total) && scrape(t, metrics[0], "fraudwatch_consumer_lag")+scrape(t, metrics[1], "fraudwatch_consumer_lag") == 0
 	})
@@ -186,29 +186,34 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 		before, total, took.Round(time.Millisecond), sum, under, 100*float64(under)/float64(total), crossings, posted, doubled)
 }
 
-// scrape sums the samples of a metric (a name, or a name with labels) on
-// a replica's /metrics; 0 when absent or unreachable.
-func scrape(t *testing.T, addr, metric string) float64 {
+// scrape sums the samples of a counter or gauge on a replica's /metrics
+// whose labels include the given name, value pairs; 0 when absent or
+// unreachable.
+func scrape(t *testing.T, addr, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Errorf("parse %s/metrics: %v", addr, err)
+		return 0
+	}
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, metric) {
-			continue
+	for _, m := range fams[name].GetMetric() {
+		has := map[string]string{}
+		for _, l := range m.GetLabel() {
+			has[l.GetName()] = l.GetValue()
 		}
-		rest := line[len(metric):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			match = match && has[labels[i]] == labels[i+1]
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
+		if match {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum

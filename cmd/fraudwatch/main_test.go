@@ -583,7 +583,7 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the reload SIGHUP asks for", func() bool {
-		return scrape(t, metrics, `fraudwatch_rules_reloads_total{result="unchanged"}`) == 1
+		return scrape(t, metrics, "fraudwatch_rules_reloads_total", "result", "unchanged") == 1
 	})
 	stop(cmd, logs, syscall.SIGINT)
 	if got := hook.count(); got != 1 {
