@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -123,11 +122,11 @@ func (c *Config) RuleTable() string {
 		if r.Field != "" {
 			metric += " " + r.Field
 		}
-		window := "fixed " + shortDuration(r.Window)
+		window := "fixed " + alert.FormatDuration(r.Window)
 		if r.WindowType == alert.Sliding {
-			window = "sliding " + shortDuration(r.Window) + ", lateness " + shortDuration(r.Lateness)
+			window = "sliding " + alert.FormatDuration(r.Window) + ", lateness " + alert.FormatDuration(r.Lateness)
 		}
-		cooldown := shortDuration(r.Cooldown)
+		cooldown := alert.FormatDuration(r.Cooldown)
 		if r.Cooldown == 0 {
 			cooldown = "off"
 		}
@@ -136,19 +135,6 @@ func (c *Config) RuleTable() string {
 	}
 	tw.Flush()
 	return b.String()
-}
-
-// shortDuration drops the zero units time.Duration.String keeps: 1h, not
-// 1h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // maxShownValues bounds the values a where: summary lists of one test,
