@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 )
 
 // recorder is a Handler that remembers the events it took. Like the
@@ -99,17 +99,8 @@ func (f perEvent) Handle(ctx context.Context, evs []*event.Event) (map[int]error
 	return unprocessable, nil
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testkit.WaitFor, under the name these tests call it by.
+var waitFor = testkit.WaitFor
 
 type env struct {
 	cluster              *kafkatest.Cluster
@@ -294,29 +285,11 @@ func headerValue(m kafka.Message, key string) string {
 	return ""
 }
 
-// lockedBuffer is a log the consumer writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runLogging runs a consumer of cfg, its log as JSON lines in the buffer
 // it returns, until t ends.
-func runLogging(t *testing.T, cfg Config) *lockedBuffer {
+func runLogging(t *testing.T, cfg Config) *testkit.Buffer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	c, err := New(cfg, newRecorder(), slog.New(slog.NewJSONHandler(logs, nil)), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -690,7 +691,7 @@ func TestEngineLogsNoPersonalData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf testkit.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t)},
 		[]rules.Rule{rule("amt", alert.Amount, 100, "email")}, scripts, &fakeSink{}, log, nil)
@@ -715,23 +716,6 @@ func TestEngineLogsNoPersonalData(t *testing.T) {
 			t.Errorf("logs contain %q:\n%s", secret, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Events keep flowing while the rules are swapped; -race checks the swap.
@@ -880,7 +864,7 @@ func TestEngineAlertRefusedForSizeMakesItsEventUnprocessable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	e, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t)},
 		[]rules.Rule{rule("one", alert.Count, 1, "customer_id")}, scripts, topic,
 		slog.New(slog.NewJSONHandler(&logs, nil)), nil)

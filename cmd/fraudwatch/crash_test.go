@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -182,26 +182,8 @@ func newCrashWorld(seed uint64, customers, orders, refunds int) *crashWorld {
 // replica is one fraudwatch process of the crash test.
 type replica struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testkit.Buffer
 	done chan error
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestKilledAtRandomCountsOnceAndAlertsOnce is the fault-injection test:
@@ -257,7 +239,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
 		cmd := command("run", "--config", configs[i], "--log-format", "text", "--log-level", "debug")
-		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+		r := &replica{cmd: cmd, logs: &testkit.Buffer{}, done: make(chan error, 1)}
 		everyReplica = append(everyReplica, r)
 		cmd.Stdout, cmd.Stderr = r.logs, r.logs
 		if err := cmd.Start(); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -72,7 +73,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 			alerts: alerts, redis: fmt.Sprintf("addrs: %s\n  cluster: true", addrs), prefix: prefix, hook: srv.URL + "/hook",
 			metrics: m, slack: "rate: 1000\n  burst: 1000\n  overall_rate: 1000\n  overall_burst: 1000"}, failoverRules)
 		cmd := command("run", "--config", cfg, "--log-format", "text")
-		r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+		r := &replica{cmd: cmd, logs: &testkit.Buffer{}, done: make(chan error, 1)}
 		cmd.Stdout, cmd.Stderr = r.logs, r.logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

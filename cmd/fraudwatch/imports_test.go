@@ -25,6 +25,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"lua/model":          {"lua"},
 		"lua/seedbench":      {"lua"},
 		"consumer/kafkatest": {},
+		"internal/testkit":   {},
 		"scripts/kafkaready": {},
 		"scripts":            {},
 		"bench":              {"lua", "lua/redistest", "lua/seedbench"},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
@@ -352,7 +353,7 @@ func TestBacktestFromStandardInput(t *testing.T) {
 		}
 		defer w.Close()
 		var stdout bytes.Buffer
-		stderr := &syncBuffer{}
+		stderr := &testkit.Buffer{}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = r, &stdout, stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -463,16 +464,8 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitFor is testkit.WaitFor, under the name these tests call it by.
+var waitFor = testkit.WaitFor
 
 // processConfig writes the configuration of a fraudwatch run as a process:
 // orders (made by the caller) and fresh refunds, dead-letter and alerts
@@ -671,10 +664,10 @@ func TestProduceFailureNamesTheCommandOnce(t *testing.T) {
 
 // startRun starts `fraudwatch run` as a process, its logs as text in
 // logs; it is killed when t ends.
-func startRun(t *testing.T, path string) (*exec.Cmd, *syncBuffer) {
+func startRun(t *testing.T, path string) (*exec.Cmd, *testkit.Buffer) {
 	t.Helper()
 	cmd := command("run", "--config", path, "--log-format", "text")
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

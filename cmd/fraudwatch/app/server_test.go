@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,12 +8,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
@@ -41,24 +40,6 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	if srv.WriteTimeout <= time.Second {
 		t.Errorf("WriteTimeout = %v: /readyz's checks take up to a second each", srv.WriteTimeout)
 	}
-}
-
-// logBuffer is a log an App writes while the test reads it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 func slogText(w io.Writer) *slog.Logger {
@@ -95,7 +76,7 @@ func TestStartWarnings(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(p)
 			}
-			var logs logBuffer
+			var logs testkit.Buffer
 			opts := p.options()
 			opts.Logger = slogText(&logs)
 			r := p.startWith(opts)
@@ -148,7 +129,7 @@ func TestCheckEviction(t *testing.T) {
 			}
 			rdb := redis.NewClient(opts)
 			defer rdb.Close()
-			var logs logBuffer
+			var logs testkit.Buffer
 			checkEviction(t.Context(), rdb, slogText(&logs))
 			out := logs.String()
 			switch {
@@ -250,7 +231,7 @@ func TestCheckEvictionOnEveryMaster(t *testing.T) {
 	if err := redistest.Connect(t, evicting).ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs testkit.Buffer
 	checkEviction(t.Context(), c.Client(t), slogText(&logs))
 	out := logs.String()
 	if strings.Count(out, "maxmemory_policy=") != 1 || !strings.Contains(out, "redis_addr="+evicting) {
