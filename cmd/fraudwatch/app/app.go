@@ -131,7 +131,7 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 func (a *App) build(opts Options) error {
 	cfg, log := a.cfg, a.log
 	var err error
-	if a.rdb, err = newRedis(cfg.Redis); err != nil {
+	if a.rdb, err = NewRedis(cfg.Redis); err != nil {
 		return err
 	}
 	if a.lua, err = lua.New(lua.Config{}, a.rdb, a.reg); err != nil {

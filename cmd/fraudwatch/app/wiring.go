@@ -19,8 +19,10 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// newRedis opens a client for one Redis, or for a Redis Cluster.
-func newRedis(c config.Redis) (redis.UniversalClient, error) {
+// NewRedis opens a client for one Redis, or for a Redis Cluster, as
+// `fraudwatch run` does; the commands that work on its state (fraudwatch
+// silence) use it too.
+func NewRedis(c config.Redis) (redis.UniversalClient, error) {
 	tc, err := c.TLS.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("app: redis tls: %w", err)

@@ -63,7 +63,7 @@ func TestGroupConfigs(t *testing.T) {
 // would apply twice (README, Delivery guarantees). A ClusterClient retries
 // nothing unless told to, so the single client is the one to check.
 func TestRedisClientDoesNotRetry(t *testing.T) {
-	rdb, err := newRedis(config.Default().Redis)
+	rdb, err := NewRedis(config.Default().Redis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestRedisClientCarriesEverySetting(t *testing.T) {
 			c.DialTimeout, c.ReadTimeout, c.WriteTimeout = 2*time.Second, 500*time.Millisecond, 750*time.Millisecond
 			c.PoolSize = 40
 			c.TLS = config.TLS{Enabled: true, ServerName: "redis.internal", InsecureSkipVerify: true}
-			rdb, err := newRedis(c)
+			rdb, err := NewRedis(c)
 			if err != nil {
 				t.Fatal(err)
 			}
