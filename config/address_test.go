@@ -127,18 +127,19 @@ func TestAddressesAccepted(t *testing.T) {
 
 // metrics.listen defaults to loopback: its status page shows each rule's
 // threshold, window and cooldown, and a deployment opens it on purpose
-// (README, Configuration and Metrics and health, whose table row says so).
+// (docs/configuration.md, whose table row says so, and docs/operations.md,
+// Metrics and health).
 func TestMetricsListenDefaultsToLoopback(t *testing.T) {
 	listen := Default().Metrics.Listen
 	host, _, err := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		t.Errorf("metrics.listen defaults to %q, want a loopback address", listen)
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := fmt.Sprintf("| `metrics.listen` | `%s` |", listen); !strings.Contains(string(readme), row) {
-		t.Errorf("README's configuration table has no row %q", row)
+	if row := fmt.Sprintf("| `metrics.listen` | `%s` |", listen); !strings.Contains(string(doc), row) {
+		t.Errorf("docs/configuration.md's table has no row %q", row)
 	}
 }

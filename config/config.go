@@ -1,5 +1,5 @@
 // Package config is the one home of fraudwatch's settings and of the
-// reading of its rules (README, Configuration and Rules): their types,
+// reading of its rules (docs/configuration.md): their types,
 // their defaults (Default, and a rule's optional fields) and their checks
 // (Validate, ParseRules), with messages that name the file, the rule, the
 // key and the environment variable that set it. Components take the

@@ -40,8 +40,8 @@ func sortedKeys() []string {
 
 func TestDefaultMatchesDocumentedDefaults(t *testing.T) {
 	clearEnv(t)
-	// testdata/defaults.yaml is the key list and defaults of README's
-	// Configuration table: Default must agree with it key for key.
+	// testdata/defaults.yaml is the key list and defaults of the table in
+	// docs/configuration.md: Default must agree with it key for key.
 	if got, want := sortedKeys(), fileKeys(t, "testdata/defaults.yaml"); !slices.Equal(got, want) {
 		t.Fatalf("keys of Config:\n%q\nkeys of testdata/defaults.yaml:\n%q", got, want)
 	}
@@ -493,8 +493,8 @@ func TestRulesErrorsPassThrough(t *testing.T) {
 	wantMessages(t, err, path+": rules_file: is required")
 }
 
-// The dispatchers' group is group_id + ".alerts" (README: grant both in
-// the ACLs).
+// The dispatchers' group is group_id + ".alerts" (README, Running it for
+// real: grant both in the ACLs).
 func TestAlertsGroupID(t *testing.T) {
 	k := Kafka{GroupID: "fraudwatch"}
 	if got := k.AlertsGroupID(); got != "fraudwatch.alerts" {
@@ -502,18 +502,18 @@ func TestAlertsGroupID(t *testing.T) {
 	}
 }
 
-// README's Configuration table names every key there is, and none that is
+// docs/configuration.md's table names every key there is, and none that is
 // not: a row is how a user learns a setting exists. "`kafka.tls.enabled`,
 // `.ca_file`" is shorthand for kafka.tls.ca_file; "`redis.tls.*`" means
 // the keys of kafka.tls, as the row says.
-func TestREADMEConfigurationTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestConfigurationTableIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(readme), "\n| key | default | meaning |\n|---|---|---|\n")
+	_, table, ok := strings.Cut(string(doc), "\n| key | default | meaning |\n|---|---|---|\n")
 	if !ok {
-		t.Fatal("README has no configuration table")
+		t.Fatal("docs/configuration.md has no configuration table")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	code := regexp.MustCompile("`([^`]+)`")
@@ -546,6 +546,6 @@ func TestREADMEConfigurationTable(t *testing.T) {
 	}
 	slices.Sort(keys)
 	if got := sortedKeys(); !slices.Equal(keys, got) {
-		t.Errorf("README's table lists\n%q,\nthe configuration has\n%q", keys, got)
+		t.Errorf("docs/configuration.md's table lists\n%q,\nthe configuration has\n%q", keys, got)
 	}
 }

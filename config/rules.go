@@ -16,7 +16,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-// LoadRules reads a rules file (README, Rules), checks every rule and
+// LoadRules reads a rules file (docs/configuration.md, Rules), checks every rule and
 // applies the defaults of its optional fields.
 func LoadRules(path string) ([]rules.Rule, error) {
 	data, err := os.ReadFile(path)

@@ -71,7 +71,7 @@ func TestParseRulesValid(t *testing.T) {
 			want: []rules.Rule{{
 				Name: "orders-per-customer-1m", Metric: alert.Count, GroupBy: []string{"customer_id"},
 				WindowType: alert.Fixed, Window: time.Minute, Threshold: 3, Cooldown: time.Minute,
-				// README: evidence defaults to 10.
+				// docs/configuration.md: evidence defaults to 10.
 				Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, Evidence: 10,
 			}},
 		},

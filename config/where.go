@@ -21,7 +21,7 @@ var conditionKeys = []string{"in", "not", "gte", "gt", "lte", "lt"}
 const currencyField = "currency"
 
 // where reads a rule's where: filter, a mapping from event field to
-// condition (README, Rules). Its conditions come sorted by field, since a
+// condition (docs/configuration.md, Rules). Its conditions come sorted by field, since a
 // YAML mapping has no order; the values of a list keep the file's order.
 // where: with nothing, or with an empty mapping, filters nothing.
 func (c *ruleChecker) where(v any) []rules.Condition {
