@@ -13,7 +13,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
-// Dead-letter headers (README, Events).
+// Dead-letter headers (docs/events.md).
 const (
 	HeaderError           = "fraudwatch-error"
 	HeaderSourceTopic     = "fraudwatch-source-topic"

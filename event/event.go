@@ -1,5 +1,5 @@
 // Package event is the schema of fraudwatch's input: the order and refund
-// events read from Kafka (README, Events). Decode turns a message value into
+// events read from Kafka (docs/events.md). Decode turns a message value into
 // an *Event or an *InvalidError whose Reason says why it cannot be counted;
 // the text of either never holds a field's value, so both may travel in logs
 // and dead-letter headers.
@@ -20,7 +20,7 @@ const (
 	Refund Type = "refund"
 )
 
-// Limits of an event (README, Events).
+// Limits of an event (docs/events.md).
 const (
 	MaxIDBytes = 128                   // event_id
 	MaxAmount  = 1_000_000_000_000_000 // 10^15 minor units

@@ -330,17 +330,17 @@ func TestReasonsAreDistinctLabels(t *testing.T) {
 	}
 }
 
-// The reasons are the labels README's Events section lists, in its order:
+// The reasons are the labels docs/events.md lists, in its order:
 // dashboards and alert rules are written against them.
-func TestReasonsAreREADMEs(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestReasonsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/events.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, list, ok := strings.Cut(string(readme), "\nReasons: ")
+	_, list, ok := strings.Cut(string(doc), "\nReasons: ")
 	list, _, _ = strings.Cut(list, ": a valid event")
 	if !ok {
-		t.Fatal("README has no list of reasons")
+		t.Fatal("docs/events.md has no list of reasons")
 	}
 	var want []string
 	for _, m := range regexp.MustCompile("`([a-z0-9_]+)`").FindAllStringSubmatch(list, -1) {
@@ -351,7 +351,7 @@ func TestReasonsAreREADMEs(t *testing.T) {
 		got = append(got, string(r))
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("event.Reasons %q,\nREADME lists %q", got, want)
+		t.Errorf("event.Reasons %q,\ndocs/events.md lists %q", got, want)
 	}
 }
 

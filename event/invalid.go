@@ -10,7 +10,7 @@ import (
 // header, so the set is closed: Reasons lists it.
 type Reason string
 
-// Reasons an event is invalid (README, Events).
+// Reasons an event is invalid (docs/events.md).
 const (
 	ReasonOversized      Reason = "oversized"
 	ReasonInvalidUTF8    Reason = "invalid_utf8"

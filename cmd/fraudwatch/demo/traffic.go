@@ -33,7 +33,7 @@ const (
 	kindInvalid
 )
 
-// eventJSON is an event as the topics carry it (README, Events).
+// eventJSON is an event as the topics carry it (docs/events.md).
 type eventJSON struct {
 	EventID         string `json:"event_id"`
 	Type            string `json:"type"`
