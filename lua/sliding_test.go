@@ -314,7 +314,7 @@ func TestSlidingMemoryIsBounded(t *testing.T) {
 				evs = evs[n:]
 			}
 			fields := rdb.HLen(t.Context(), w.Key).Val()
-			// 2 spans and the lateness of buckets (README: 2 × 40 + 40 ×
+			// 2 spans and the lateness of buckets (docs/windows.md: 2 × 40 + 40 ×
 			// lateness/window + 1), and k.
 			if limit := int64((2+late)*Span + 1 + 1); fields > limit {
 				t.Fatalf("a group holds %d fields, want at most %d", fields, limit)

@@ -122,7 +122,7 @@ func TestSlidingEventTime(t *testing.T) {
 			// Three orders an hour ahead would make the fourth, now, late.
 			return []*event.Event{atTime(t, testNow.Add(time.Hour)), atTime(t, testNow.Add(2*time.Hour)), atTime(t, testNow)}
 		}, 1, 0, 2},
-		// README: more than a minute ahead is the future; a minute is not.
+		// docs/windows.md: more than a minute ahead is the future; a minute is not.
 		{"a minute ahead is not the future, a minute and a second is", func(t *testing.T) []*event.Event {
 			return []*event.Event{atTime(t, testNow.Add(time.Minute)), atTime(t, testNow.Add(time.Minute+time.Second))}
 		}, 0, 0, 1},
@@ -311,8 +311,8 @@ func TestDefinitionChangesStartFresh(t *testing.T) {
 }
 
 // A distinct window keeps each value as the first 8 bytes of its SHA-256,
-// never the value itself: an IP address or card is personal data (README,
-// Windows).
+// never the value itself: an IP address or card is personal data
+// (docs/windows.md).
 func TestDistinctWindowsKeepNoValue(t *testing.T) {
 	for _, wt := range []alert.WindowType{alert.Fixed, alert.Sliding} {
 		t.Run(string(wt), func(t *testing.T) {
@@ -339,8 +339,8 @@ func TestDistinctWindowsKeepNoValue(t *testing.T) {
 }
 
 // A change that keeps a rule's windows keeps its cooldowns and delivery
-// records too: its next crossing names the same cooldown (README, Rules,
-// hot reload).
+// records too: its next crossing names the same cooldown (docs/configuration.md,
+// Changing rules without a restart).
 func TestReloadKeepsCooldowns(t *testing.T) {
 	r := rule("r", alert.Count, 2, "customer_id")
 	h := newHarness(t, r)
@@ -366,7 +366,7 @@ func TestReloadKeepsCooldowns(t *testing.T) {
 }
 
 // An event with neither occurred_at nor a record timestamp counts in a
-// sliding window at the time it is processed (README, Windows): here with
+// sliding window at the time it is processed (docs/windows.md): here with
 // an order of a moment before, so that the three meet in one window.
 func TestSlidingTimeFallsBackToProcessingTime(t *testing.T) {
 	h := newHarness(t, slidingRule("s", alert.Count, 3, "customer_id"))

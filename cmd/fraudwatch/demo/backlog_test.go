@@ -18,11 +18,11 @@ import (
 )
 
 // backlogFixedAlerts is how many crossings the demo's fixed rules make on
-// the replay of TestBacklogReplay; README (Windows) quotes it.
+// the replay of TestBacklogReplay; docs/windows.md quotes it.
 const backlogFixedAlerts = 1
 
 // backlogEvents is how many orders and refunds that backlog holds, which
-// README quotes too.
+// docs/windows.md quotes too.
 const backlogEvents = 24297
 
 type countingSink struct {
@@ -117,9 +117,9 @@ func TestBacklogReplay(t *testing.T) {
 	}
 	t.Logf("%d events over 15 minutes: fixed rules %d alerts %v", events, fixedAlerts, sink.byRule)
 	if fixedAlerts != backlogFixedAlerts {
-		t.Errorf("fixed rules: %d alerts, README says %d", fixedAlerts, backlogFixedAlerts)
+		t.Errorf("fixed rules: %d alerts, docs/windows.md says %d", fixedAlerts, backlogFixedAlerts)
 	}
 	if events != backlogEvents {
-		t.Errorf("%d events in the backlog, README says %d", events, backlogEvents)
+		t.Errorf("%d events in the backlog, docs/windows.md says %d", events, backlogEvents)
 	}
 }
