@@ -310,7 +310,7 @@ func TestDemoCommand(t *testing.T) {
 
 // backtest --input - reads standard input; with standard error not a
 // terminal it draws no progress line there; and an interrupt ends it while
-// its input is still open, with 1 and no report (README, Backtests).
+// its input is still open, with 1 and no report (docs/backtest.md).
 func TestBacktestFromStandardInput(t *testing.T) {
 	good := writeConfig(t, "rules_file: rules.yaml\n", testRules)
 	events := `{"event_id":"a","type":"order","order_id":"1","customer_id":"c","amount":5,"occurred_at":"2026-03-01T12:00:00Z"}
