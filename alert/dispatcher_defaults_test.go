@@ -9,7 +9,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// The dispatcher's defaults are the figures README's Alerts and Floods
+// The dispatcher's defaults are the figures docs/alerts.md's Alerts and Floods
 // sections give.
 func TestDispatcherDefaults(t *testing.T) {
 	var c DispatcherConfig

@@ -814,7 +814,7 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 }
 
 // Failed attempts wait longer each time, doubling from MinBackoff up to
-// MaxBackoff (README, Alerts: 0.5 s doubling to 30 s by default).
+// MaxBackoff (docs/alerts.md: 0.5 s doubling to 30 s by default).
 func TestDeliveryBackoffDoubles(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{status: 503} })
 	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})

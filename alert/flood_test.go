@@ -96,7 +96,7 @@ func (p *partitionLoop) run(ctx context.Context, t *testing.T, d *alert.Dispatch
 
 // A steady trickle of alerts for a minute, spread over four partitions as
 // the alerts topic spreads groups, through the dispatcher with a real
-// Redis budget (README, Floods): Slack gets no more messages than the
+// Redis budget (docs/alerts.md, Floods): Slack gets no more messages than the
 // budget allows in any stretch of time, and every alert is carried by
 // exactly one of them.
 func TestFloodKeepsToTheBudget(t *testing.T) {

@@ -54,7 +54,7 @@ func TestTopicRoundTrip(t *testing.T) {
 	}
 }
 
-// The names of an alert's fields on the topic are what README's Alerts
+// The names of an alert's fields on the topic are what docs/alerts.md
 // section gives: other consumers of the topic read them.
 func TestTopicFieldNames(t *testing.T) {
 	a := sampleAlert()

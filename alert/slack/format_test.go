@@ -522,7 +522,7 @@ func TestFormatDigest(t *testing.T) {
 	if strings.Contains(fallback, "order o-10") || strings.Contains(fallback, "&amp;lt;") {
 		t.Errorf("fallback lists past 10, or escapes twice:\n%s", fallback)
 	}
-	// Each line has the alert's value and time too (README, Floods), the
+	// Each line has the alert's value and time too (docs/alerts.md, Floods), the
 	// time in UTC.
 	first := alerts[0]
 	value, at := alert.FormatValue(first.Metric, first.Current, first.Currency), first.At.UTC().Format(time.RFC3339)

@@ -377,7 +377,7 @@ func TestOneAlertAcrossReplicas(t *testing.T) {
 	// Its evidence: the crossing order first, then the two before it
 	// (the threshold is within evidence), unless another replica counted
 	// one of them and had not written its entry yet when the crossing read
-	// the list (README, Evidence).
+	// the list (docs/alerts.md, Evidence).
 	seen := map[string]bool{}
 	for _, e := range a.Evidence {
 		seen[e.EventID] = true

@@ -189,7 +189,7 @@ func TestUntrustedAlertsAreDeadLettered(t *testing.T) {
 
 // An alert whose channel Slack refuses is parked, the gauge names the
 // channel, and the replica stays ready: the partition behind it flows
-// (README, Alerts).
+// (docs/alerts.md).
 func TestParkedAlertsKeepTheReplicaReady(t *testing.T) {
 	p := newPipeline(t, 1, `
 rules:

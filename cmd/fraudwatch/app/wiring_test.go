@@ -48,7 +48,7 @@ func TestGroupConfigs(t *testing.T) {
 				t.Errorf("drain timeouts %v and %v, want 30s of a 40s shutdown_timeout", events.DrainTimeout, alerts.DrainTimeout)
 			}
 			// An alert Slack did not take comes round again 1 s, then up
-			// to 30 s, later (README, Alerts).
+			// to 30 s, later (docs/alerts.md).
 			if alerts.RetryMin != time.Second || alerts.RetryMax != 30*time.Second {
 				t.Errorf("alerts group retries after %v to %v, want 1s to 30s", alerts.RetryMin, alerts.RetryMax)
 			}
@@ -183,7 +183,7 @@ func TestGroupConfigsCarryEverySetting(t *testing.T) {
 }
 
 // The slack section's budgets and digest size, and the key prefix, reach
-// the dispatcher; its timings are the caller's (README, Floods).
+// the dispatcher; its timings are the caller's (docs/alerts.md, Floods).
 func TestDispatcherConfig(t *testing.T) {
 	c := config.Default()
 	c.Redis.KeyPrefix = "fwprod"
