@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// deploy/kubernetes (README, Deploy): a base that needs nothing but
+// deploy/kubernetes (docs/operations.md, Deploy): a base that needs nothing but
 // Kubernetes, and an overlay that adds the Prometheus Operator's objects.
 var (
 	kubeBase     = filepath.Join(deployDir, "kubernetes", "base")
@@ -104,7 +104,7 @@ func byKind(t *testing.T, objs []manifest) map[string]manifest {
 // The layout: the base holds the five objects of Kubernetes's own APIs; the
 // overlay is the base and exactly the ServiceMonitor and PrometheusRule, in
 // the same namespace with the same labels; no manifest is left unlisted; and
-// README says which to apply.
+// docs/operations.md (Deploy) says which to apply.
 func TestKubernetesLayout(t *testing.T) {
 	base, baseObjs := loadKustomization(t, kubeBase)
 	kinds := slices.Sorted(maps.Keys(byKind(t, baseObjs)))
@@ -160,19 +160,25 @@ func TestKubernetesLayout(t *testing.T) {
 		t.Errorf("%q outside base and prometheus-operator: nothing applies them", stray)
 	}
 
-	deploy := readmeSection(t, "## Deploy")
+	deploy := docSection(t, "docs/operations.md", "## Deploy")
 	for _, want := range []string{"kubectl apply -k deploy/kubernetes/base", "kubectl apply -k deploy/kubernetes/prometheus-operator", "CRDs"} {
 		if !strings.Contains(deploy, want) {
-			t.Errorf("README's Deploy does not say %q", want)
+			t.Errorf("docs/operations.md's Deploy does not say %q", want)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range regexp.MustCompile(`deploy/kubernetes[\w/.-]*\w`).FindAllString(string(readme), -1) {
-		if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
-			t.Errorf("README names %s: %v", p, err)
+	for _, doc := range append(docs, "../../README.md") {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range regexp.MustCompile(`deploy/kubernetes[\w/.-]*\w`).FindAllString(string(text), -1) {
+			if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
+				t.Errorf("%s names %s: %v", filepath.Base(doc), p, err)
+			}
 		}
 	}
 }
@@ -186,19 +192,19 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// readmeSection is README's section under heading (a whole line, such as
-// "## Deploy"), up to the next heading of its level or above, outside code
-// blocks.
-func readmeSection(t *testing.T, heading string) string {
+// docSection is the section of the document at path (from the
+// repository's root) under heading (a whole line, such as "## Deploy"), up
+// to the next heading of its level or above, outside code blocks.
+func docSection(t *testing.T, path, heading string) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile(filepath.Join("../..", path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(data), "\n")
 	start := slices.Index(lines, heading)
 	if start < 0 {
-		t.Fatalf("README has no %q", heading)
+		t.Fatalf("%s has no %q", path, heading)
 	}
 	level := strings.IndexByte(heading, ' ')
 	fenced := false

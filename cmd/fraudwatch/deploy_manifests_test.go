@@ -177,9 +177,9 @@ func TestKubernetesManifests(t *testing.T) {
 }
 
 // The secrets, each by reference and optional, so that a Deployment without
-// them starts with alerts to the log. README's kubectl lines create only keys
-// the Deployment reads, and show both of Slack's (a webhook URL or a bot
-// token); README names the variable each comes in as.
+// them starts with alerts to the log. The kubectl lines of docs/operations.md
+// (Deploy) create only keys the Deployment reads, and show both of Slack's (a
+// webhook URL or a bot token); the page names the variable each comes in as.
 func TestKubernetesSecrets(t *testing.T) {
 	_, list := loadKustomization(t, kubeBase)
 	c := baseDeployment(t, byKind(t, list)).Template.Spec.Containers[0]
@@ -201,33 +201,33 @@ func TestKubernetesSecrets(t *testing.T) {
 	if !maps.Equal(secrets, want) {
 		t.Errorf("secrets %v, want %v", secrets, want)
 	}
-	deploy := readmeSection(t, "## Deploy")
+	deploy := docSection(t, "docs/operations.md", "## Deploy")
 	var created []string
 	for _, m := range regexp.MustCompile(`create secret generic fraudwatch-secrets --from-literal=([a-z-]+)=`).FindAllStringSubmatch(deploy, -1) {
 		created = append(created, m[1])
 	}
 	for _, key := range created {
 		if !slices.Contains(slices.Collect(maps.Values(secrets)), key) {
-			t.Errorf("README's kubectl line creates the key %s, which the Deployment does not read", key)
+			t.Errorf("docs/operations.md's kubectl line creates the key %s, which the Deployment does not read", key)
 		}
 	}
 	for _, key := range []string{"slack-webhook-url", "slack-token"} {
 		if !slices.Contains(created, key) {
-			t.Errorf("README's kubectl lines %q do not show the key %s", created, key)
+			t.Errorf("docs/operations.md's kubectl lines %q do not show the key %s", created, key)
 		}
 	}
 	_, comeIn, _ := strings.Cut(deploy, "Secrets come in as ")
 	comeIn, _, _ = strings.Cut(comeIn, "(")
 	for name := range secrets {
 		if !strings.Contains(comeIn, "`"+name+"`") {
-			t.Errorf("README's Deploy, \"Secrets come in as\", does not name %s", name)
+			t.Errorf("docs/operations.md's Deploy, \"Secrets come in as\", does not name %s", name)
 		}
 	}
 }
 
 // The memory figures live in one place, README's Sizing, from make bench:
 // the manifest's limit stays above the highest peak RSS there, and deploy/
-// and README's Deploy give no figure of their own, only the manifest's
+// and docs/operations.md's Deploy give no figure of their own, only the manifest's
 // request and limit.
 func TestMemoryFigures(t *testing.T) {
 	_, list := loadKustomization(t, kubeBase)
@@ -244,7 +244,7 @@ func TestMemoryFigures(t *testing.T) {
 	figure := regexp.MustCompile(`(\d+)(?:-(\d+))? MiB`)
 	// The row's "measured here" cell: its last cell plans with the limit.
 	var row string
-	for line := range strings.SplitSeq(readmeSection(t, "### Sizing"), "\n") {
+	for line := range strings.SplitSeq(docSection(t, "README.md", "### Sizing"), "\n") {
 		if cells := strings.Split(line, "|"); len(cells) > 3 && strings.TrimSpace(cells[1]) == "RSS per fraudwatch process" {
 			row = cells[2]
 		}
@@ -265,7 +265,7 @@ func TestMemoryFigures(t *testing.T) {
 	}
 
 	allowed := []string{strconv.Itoa(request) + " MiB", strconv.Itoa(limit) + " MiB"}
-	texts := map[string]string{"README's Deploy": readmeSection(t, "## Deploy")}
+	texts := map[string]string{"docs/operations.md's Deploy": docSection(t, "docs/operations.md", "## Deploy")}
 	err := filepath.WalkDir(deployDir, func(path string, e os.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err

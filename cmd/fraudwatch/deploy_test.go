@@ -24,7 +24,7 @@ import (
 // What this machine can check of deploy/ without Docker or Kubernetes: the
 // files parse, the configurations they carry pass fraudwatch check where
 // the containers would see them, and the image, compose file and manifests
-// agree with the binary and with each other (README, Deploy).
+// agree with the binary and with each other (docs/operations.md, Deploy).
 
 const deployDir = "../../deploy"
 
@@ -103,7 +103,7 @@ func TestDockerfile(t *testing.T) {
 	case froms[1] != "gcr.io/distroless/static-debian12:nonroot":
 		t.Errorf("the image is FROM %s, want distroless static, non-root", froms[1])
 	}
-	// The image builds with the Go go.mod asks for (README: golang:1.26).
+	// The image builds with the Go go.mod asks for (docs/operations.md: golang:1.26).
 	mod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func jsonArgs(t *testing.T, s string) []string {
 	return out
 }
 
-// compose.yaml parses, has every service the README names, and the
+// compose.yaml parses, has every service docs/operations.md names, and the
 // fraudwatch containers' mounts make a configuration that passes check.
 func TestComposeFile(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(deployDir, "compose.yaml"))
@@ -176,8 +176,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("compose.yaml has no service %s", name)
 		}
 	}
-	// The official image, of the version the tests run against (README,
-	// Development): no other version is tested.
+	// The official image, of the version the tests run against
+	// (CONTRIBUTING.md): no other version is tested.
 	tested, err := exec.Command("../../scripts/kafka.sh", "default-version").Output()
 	if err != nil {
 		t.Fatalf("scripts/kafka.sh default-version: %v", err)
@@ -209,7 +209,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	for name, host := range map[string]string{"fraudwatch-1": "19464", "fraudwatch-2": "29464"} {
 		if p := c.Services[name].Ports; len(p) != 1 || p[0] != "127.0.0.1:"+host+":"+metricsPort {
-			t.Errorf("%s publishes %q, want the metrics port %s on the host's 127.0.0.1:%s (README)", name, p, metricsPort, host)
+			t.Errorf("%s publishes %q, want the metrics port %s on the host's 127.0.0.1:%s (docs/operations.md)", name, p, metricsPort, host)
 		}
 	}
 	// Nothing is published beyond the host's loopback: the status pages show

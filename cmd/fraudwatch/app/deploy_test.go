@@ -95,7 +95,7 @@ func TestEveryAlertRuleIsTestedBothWays(t *testing.T) {
 	}
 }
 
-// The dashboard has the panels README lists, in its order.
+// The dashboard has the panels docs/operations.md lists, in its order.
 func TestDashboardPanels(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "fraudwatch.json"))
 	if err != nil {
@@ -114,7 +114,7 @@ func TestDashboardPanels(t *testing.T) {
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatalf("the dashboard: %v", err)
 	}
-	// README: the dashboard "fraudwatch", imported with the data source
+	// docs/operations.md: the dashboard "fraudwatch", imported with the data source
 	// of one's choice: every panel asks the datasource variable.
 	if dash.Title != "fraudwatch" {
 		t.Errorf("dashboard titled %q, want fraudwatch", dash.Title)

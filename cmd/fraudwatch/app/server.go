@@ -37,8 +37,8 @@ func newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// newServer serves /metrics, /healthz, /readyz (README, Metrics and
-// health) and the status page at /.
+// newServer serves /metrics, /healthz, /readyz (docs/operations.md, Metrics
+// and health) and the status page at /.
 func newServer(a *App) (*http.Server, error) {
 	src, err := newStatusSource(a)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 func TestHTTPServerTimeouts(t *testing.T) {
 	// Both servers (metrics, Slack's interactions) are made by it.
 	srv := newHTTPServer(http.NotFoundHandler())
-	// README (Metrics and health): 5 s, 10 s, 30 s and 2 min.
+	// docs/operations.md (Metrics and health): 5 s, 10 s, 30 s and 2 min.
 	tests := []struct {
 		name      string
 		got, want time.Duration
@@ -220,7 +220,7 @@ func usedMemory(ctx context.Context, t *testing.T, rdb *redis.Client) int64 {
 }
 
 // On a Redis Cluster every master is checked: one that may evict is named
-// (README, Metrics and health).
+// (docs/operations.md, Metrics and health).
 func TestCheckEvictionOnEveryMaster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	masters, err := c.Masters(t.Context())

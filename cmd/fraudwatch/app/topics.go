@@ -15,7 +15,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// Defaults of `fraudwatch topics` (README, Topics).
+// Defaults of `fraudwatch topics` (docs/operations.md, Topics).
 const (
 	// DefaultPartitions lets 6 replicas share the work (README, Sizing).
 	DefaultPartitions = 6
@@ -77,7 +77,8 @@ type wantedTopic struct {
 }
 
 // wantedTopics lists the configured topics, the refunds topic once when it
-// is the orders topic, with the settings README's Topics section explains.
+// is the orders topic, with the settings docs/operations.md's Topics
+// section explains.
 func wantedTopics(k config.Kafka, replication int) []wantedTopic {
 	retention := strconv.FormatInt(alertsRetention.Milliseconds(), 10)
 	ts := []wantedTopic{

@@ -78,7 +78,7 @@ func settingsOf(t *testing.T, brokers []string, topic string, names ...string) m
 	return got
 }
 
-// Created with the settings README gives, then left alone, then refused
+// Created with the settings docs/operations.md gives, then left alone, then refused
 // when asked for more partitions than a topic has.
 func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 	k := kafkatest.New(t)
