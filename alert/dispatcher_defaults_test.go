@@ -34,7 +34,7 @@ func TestDispatcherDefaults(t *testing.T) {
 }
 
 // A crossing handed to the alerts topic is acknowledged by every in-sync
-// replica before the event's offset may be committed (README, Delivery
+// replica before the event's offset may be committed (docs/design.md, Delivery
 // guarantees), and one group's alerts keep to one partition.
 func TestTopicWaitsForAllReplicas(t *testing.T) {
 	topic, err := NewTopic(TopicConfig{Brokers: []string{"127.0.0.1:9092"}, Topic: "alerts"})

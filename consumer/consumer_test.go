@@ -329,7 +329,7 @@ func TestDeadLettersAreLoggedWithoutTheirValues(t *testing.T) {
 }
 
 // A dead letter is acknowledged by every in-sync replica before the
-// event's offset may be committed (README, Delivery guarantees).
+// event's offset may be committed (docs/design.md, Delivery guarantees).
 func TestDeadLettersWaitForAllReplicas(t *testing.T) {
 	c, err := New(newEnvConfigOnly(), newRecorder(), nil, prometheus.NewRegistry())
 	if err != nil {

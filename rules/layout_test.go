@@ -21,7 +21,7 @@ import (
 
 // Fixed windows are plain counters, and each bucket remembers the last
 // offset it applied from each partition: these tests hold what that layout
-// depends on (README, Delivery guarantees).
+// depends on (docs/design.md, Delivery guarantees).
 
 // orderAt is an order of customer at offset of the orders topic's
 // partition 0.

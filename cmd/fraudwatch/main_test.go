@@ -678,7 +678,7 @@ func startRun(t *testing.T, path string) (*exec.Cmd, *testkit.Buffer) {
 
 // The first SIGTERM or SIGINT drains, here held by an alert whose Slack
 // post does not answer; once the log says it is shutting down, a second
-// ends the process at once (README, Delivery guarantees).
+// ends the process at once (docs/design.md, Delivery guarantees).
 func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -725,7 +725,8 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 }
 
 // A shutdown step that overruns its deadline does not hold the process:
-// it exits with 1 once shutdown_timeout has passed (README, Shutdown).
+// it exits with 1 once shutdown_timeout has passed (docs/design.md,
+// Delivery guarantees: Shutdown).
 // kafka-go waits out a JoinGroup in progress before it leaves its group;
 // here the broker holds every JoinGroup until the test ends.
 func TestShutdownOverrunExitsOne(t *testing.T) {

@@ -60,8 +60,8 @@ func TestGroupConfigs(t *testing.T) {
 }
 
 // go-redis's own retries are off: a resent script whose reply was lost
-// would apply twice (README, Delivery guarantees). A ClusterClient retries
-// nothing unless told to, so the single client is the one to check.
+// would apply twice (docs/design.md, Delivery guarantees). A ClusterClient
+// retries nothing unless told to, so the single client is the one to check.
 func TestRedisClientDoesNotRetry(t *testing.T) {
 	rdb, err := NewRedis(config.Default().Redis)
 	if err != nil {
