@@ -1,6 +1,6 @@
 // Command bench measures fraudwatch's throughput against the ceilings Redis
 // sets and against the other ways of doing the same job, in one run on one
-// machine, and prints one table (README, Performance). Run it with
+// machine, and prints one table (docs/performance.md). Run it with
 // `make bench`, which starts the Redis and the Kafka broker it measures
 // against (scripts/bench.sh); `make bench-smoke` is the small run CI does.
 package main
@@ -235,7 +235,7 @@ func (b *bench) workload(events int, seed uint64) workload {
 // population of its own. On (b)'s customers instead, whose windows still
 // hold (b)'s events, nearly every event came within evidence of a
 // threshold or crossed one, a heavier load an event than (b)'s: at half
-// (b)'s rate the run fell behind (README, Latency at half load).
+// (b)'s rate the run fell behind (docs/performance.md, Latency at half load).
 func (b *bench) latencyWorkload(events int) workload {
 	w := b.workload(events, b.o.seed+1)
 	w.customers = max(int(float64(b.o.customers)*float64(events)/float64(b.o.events)), 1)

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// table is the bench's one result table, in Markdown, as README shows it.
+// table is the bench's one result table, in Markdown, as docs/performance.md
+// shows it.
 type table struct {
 	machine string
 	rows    [][4]string

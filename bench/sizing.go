@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// sizing holds the figures README's sizing table is computed from.
+// sizing holds the figures docs/performance.md's sizing table is computed
+// from.
 type sizing struct {
 	single  result // (b), 1 process on one Redis
 	cluster []clusterFigure

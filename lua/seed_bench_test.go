@@ -11,7 +11,7 @@ import (
 // BenchmarkSeedSideBySide runs the seed-style script and incr_and_check
 // under the same load, a private redis-server each, and reports what each
 // cost Redis per window change from its own commandstats, and their ratio
-// (README, Performance): the issue 26 target is a ratio of 1.0 or less.
+// (docs/performance.md): the issue 26 target is a ratio of 1.0 or less.
 // The load (package seedbench): pipelines of 64 calls, 16 partitions at
 // increasing offsets, 256 buckets, 100,000 groups whose windows all exist
 // before the timer starts, 1 or 8 windows an incr_and_check call; the

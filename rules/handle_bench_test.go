@@ -26,7 +26,7 @@ func (discardSink) Publish(context.Context, ...alert.Alert) error { return nil }
 // answers: decoding 500 orders and counting them into the four rules of
 // make bench, against a real Redis. Its allocations per op are a batch's:
 // what the Go side spends beside Redis's time. Run it with -memprofile to
-// see where (README, Performance).
+// see where (docs/performance.md).
 func BenchmarkHandle(b *testing.B) {
 	rdb := redistest.Client(b)
 	scripts, err := lua.New(lua.Config{}, rdb, prometheus.NewRegistry())

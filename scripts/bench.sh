@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bench (bench/, README Performance): starts a redis-server and a real
+# The bench (bench/, docs/performance.md): starts a redis-server and a real
 # Apache Kafka broker on free loopback ports, as scripts/test.sh does, runs
 # `go run ./bench` against them with the arguments given, and stops both
 # again, also when something fails.

@@ -225,7 +225,8 @@ func TestKubernetesSecrets(t *testing.T) {
 	}
 }
 
-// The memory figures live in one place, README's Sizing, from make bench:
+// The memory figures live in one place, docs/performance.md's Sizing, from
+// make bench:
 // the manifest's limit stays above the highest peak RSS there, and deploy/
 // and docs/operations.md's Deploy give no figure of their own, only the manifest's
 // request and limit.
@@ -244,7 +245,7 @@ func TestMemoryFigures(t *testing.T) {
 	figure := regexp.MustCompile(`(\d+)(?:-(\d+))? MiB`)
 	// The row's "measured here" cell: its last cell plans with the limit.
 	var row string
-	for line := range strings.SplitSeq(docSection(t, "README.md", "### Sizing"), "\n") {
+	for line := range strings.SplitSeq(docSection(t, "docs/performance.md", "## Sizing"), "\n") {
 		if cells := strings.Split(line, "|"); len(cells) > 3 && strings.TrimSpace(cells[1]) == "RSS per fraudwatch process" {
 			row = cells[2]
 		}
@@ -258,10 +259,10 @@ func TestMemoryFigures(t *testing.T) {
 		}
 	}
 	if peak == 0 {
-		t.Fatalf("README's Sizing gives no peak RSS in MiB: %q", row)
+		t.Fatalf("docs/performance.md's Sizing gives no peak RSS in MiB: %q", row)
 	}
 	if limit <= peak {
-		t.Errorf("the Deployment's memory limit %d Mi is not above the peak RSS of %d MiB (README, Sizing)", limit, peak)
+		t.Errorf("the Deployment's memory limit %d Mi is not above the peak RSS of %d MiB (docs/performance.md, Sizing)", limit, peak)
 	}
 
 	allowed := []string{strconv.Itoa(request) + " MiB", strconv.Itoa(limit) + " MiB"}
@@ -280,7 +281,7 @@ func TestMemoryFigures(t *testing.T) {
 	for where, text := range texts {
 		for _, f := range figure.FindAllString(text, -1) {
 			if !slices.Contains(allowed, f) {
-				t.Errorf("%s gives %s: memory figures belong in README's Sizing; refer to it", where, f)
+				t.Errorf("%s gives %s: memory figures belong in docs/performance.md's Sizing; refer to it", where, f)
 			}
 		}
 	}

@@ -1,8 +1,8 @@
-// Package seedbench holds the seed-style script, the yardstick README's
-// Performance compares fraudwatch's scripts with, and runs it side by side
-// with fraudwatch's incr_and_check under one load, each on a Redis of its
-// own, reading what each cost Redis per window change from Redis's own
-// commandstats. The lua micro-benchmark (go test -run x -bench Seed ./lua)
+// Package seedbench holds the seed-style script, the yardstick
+// docs/performance.md compares fraudwatch's scripts with, and runs it side
+// by side with fraudwatch's incr_and_check under one load, each on a Redis
+// of its own, reading what each cost Redis per window change from Redis's
+// own commandstats. The lua micro-benchmark (go test -run x -bench Seed ./lua)
 // and make bench's side-by-side rows both run it, so that the same load
 // measures incr_and_check before and after a change to it.
 package seedbench

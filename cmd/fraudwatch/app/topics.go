@@ -17,7 +17,7 @@ import (
 
 // Defaults of `fraudwatch topics` (docs/operations.md, Topics).
 const (
-	// DefaultPartitions lets 6 replicas share the work (README, Sizing).
+	// DefaultPartitions lets 6 replicas share the work (docs/performance.md, Sizing).
 	DefaultPartitions = 6
 	// DefaultReplicationFactor survives a broker's loss on a 3-broker
 	// cluster; a single local broker needs 1.
