@@ -96,7 +96,7 @@ func countLines(t *testing.T, path string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// README (Testing, Fetching and caching): the jars are fetched once a
+// CONTRIBUTING.md (Fetching and caching): the jars are fetched once a
 // version and cached; a cache without the stamp of a complete fetch, or
 // with another pom's, is fetched again; a failed fetch leaves nothing.
 func TestKafkaFetchCaches(t *testing.T) {
@@ -191,7 +191,7 @@ func removeAll(t *testing.T, path string) {
 	}
 }
 
-// README (Development): the broker kafka.sh starts is one KRaft node on
+// CONTRIBUTING.md: the broker kafka.sh starts is one KRaft node on
 // loopback, tuned for tests: replication factor 1, no topic auto-creation
 // (fraudwatch must never depend on it), no initial rebalance delay, a
 // 512 MiB heap. A java that exits at once shows the configuration it was
@@ -232,7 +232,7 @@ func TestKafkaStartConfiguresATestBroker(t *testing.T) {
 
 // Without FRAUDWATCH_KAFKA_JAVA the broker runs on $JAVA_HOME's java
 // before one on PATH; without FRAUDWATCH_KAFKA_CACHE the jars are cached
-// under $XDG_CACHE_HOME (README, Development).
+// under $XDG_CACHE_HOME (CONTRIBUTING.md).
 func TestKafkaFindsJavaHomeAndTheUsersCache(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
@@ -353,7 +353,7 @@ func TestKafkaStopsItsBroker(t *testing.T) {
 }
 
 // Without Maven or Java, kafka.sh installs them from Debian's packages,
-// running apt-get update once (README, Development: a new machine). Here
+// running apt-get update once (CONTRIBUTING.md: a new machine). Here
 // on a PATH without them, and an apt-get that logs its calls and
 // "installs" stubs.
 func TestKafkaInstallsMavenAndJava(t *testing.T) {

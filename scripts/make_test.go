@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// README (Development): the versions kafka.sh names are the ones make
+// CONTRIBUTING.md: the versions kafka.sh names are the ones make
 // test-compat runs, newest by default.
 func TestKafkaVersions(t *testing.T) {
 	for args, want := range map[string]string{"versions": "3.9.2 4.4.0", "default-version": "4.4.0"} {

@@ -46,7 +46,7 @@ exec sleep 300 </dev/null >/dev/null 2>&1
 	return bin, calls
 }
 
-// README (Testing): test.sh starts the servers the tests need and hands
+// CONTRIBUTING.md (Tests): test.sh starts the servers the tests need and hands
 // them over; the quick run with kfake says loudly, before and after, that no
 // real Kafka was tested; a broker that does not start fails the run, with
 // no fallback; a failing test fails it.
@@ -185,8 +185,8 @@ func TestTestScriptWholeSuite(t *testing.T) {
 	}
 }
 
-// test.sh installs what the tests need and the machine lacks (README,
-// Development: it runs on a new machine): redis-server and redis-cli,
+// test.sh installs what the tests need and the machine lacks (README, Two
+// commands: it runs on a new machine): redis-server and redis-cli,
 // Chromium and promtool, from Debian's packages. Here on a PATH without
 // them, and an apt-get that logs its calls and "installs" stubs.
 func TestTestScriptInstallsWhatIsMissing(t *testing.T) {
@@ -306,7 +306,7 @@ esac
 	return server, cli
 }
 
-// README (Development): FRAUDWATCH_TEST_REDIS_SERVER and
+// CONTRIBUTING.md: FRAUDWATCH_TEST_REDIS_SERVER and
 // FRAUDWATCH_TEST_REDIS_CLI run other programs than redis-server and
 // redis-cli, for the single server and the cluster alike, and test.sh
 // says which server it started; a path that is no program fails the run.

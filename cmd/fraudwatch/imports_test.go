@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Imports run one way (README, Development): each package below cmd uses
+// Imports run one way (CONTRIBUTING.md): each package below cmd uses
 // only the packages listed here, and nothing outside cmd imports cmd. A
 // new package needs a line here, which is where its place is decided.
 func TestImportsRunOneWay(t *testing.T) {
@@ -53,7 +53,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		}
 		want, known := allowed[pkg]
 		if !known {
-			t.Errorf("package %s is new: give it its place in the imports' order (README, Development, and this test)", pkg)
+			t.Errorf("package %s is new: give it its place in the imports' order (CONTRIBUTING.md, and this test)", pkg)
 			continue
 		}
 		for _, imp := range own {

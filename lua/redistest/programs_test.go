@@ -26,7 +26,7 @@ func TestVersionOf(t *testing.T) {
 	}
 }
 
-// README (Development): the servers tests use are the program
+// CONTRIBUTING.md: the servers tests use are the program
 // FRAUDWATCH_TEST_REDIS_SERVER names (redis-server when unset): a private
 // one, and the shared single server and cluster that scripts/test.sh
 // started, when there are. Under make test-valkey this is what shows that

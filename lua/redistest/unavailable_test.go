@@ -27,7 +27,7 @@ func (r *recordingTB) end(how string) {
 }
 
 // Without a Redis a test skips on a developer's machine, and fails under
-// CI, where a skipped suite would pass for nothing (README, Development).
+// CI, where a skipped suite would pass for nothing (CONTRIBUTING.md).
 func TestNoRedisFailsUnderCI(t *testing.T) {
 	for _, tt := range []struct {
 		ci   string

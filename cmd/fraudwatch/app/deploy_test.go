@@ -266,7 +266,7 @@ func (e *endingTB) end(how string) {
 
 // Without the browser or promtool their tests skip on a developer's
 // machine and fail under CI, where a skipped test would pass for nothing
-// (README, Development).
+// (CONTRIBUTING.md).
 func TestMissingToolsFailUnderCI(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv(EnvChromium, "")
