@@ -1202,8 +1202,8 @@ func (n *digestNotifier) NotifyDigest(context.Context, alert.Digest) error {
 	return n.digestErr
 }
 
-// What becomes of the alerts of a digest Slack does not take (README,
-// Floods): refused for good, they are settled failed and their cooldowns
+// What becomes of the alerts of a digest Slack does not take
+// (docs/alerts.md, Floods): refused for good, they are settled failed and their cooldowns
 // given back; failing on, their messages stay uncommitted to come round
 // again; refused for their channel, they are parked.
 func TestDigestOutcomes(t *testing.T) {

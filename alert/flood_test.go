@@ -108,7 +108,7 @@ func TestFloodKeepsToTheBudget(t *testing.T) {
 		duration   = time.Minute
 		partitions = 4
 	)
-	budget := lua.Budget{Rate: 1, Burst: 3} // the defaults: README's figures
+	budget := lua.Budget{Rate: 1, Burst: 3} // the defaults: docs/alerts.md's figures
 	overall := lua.Budget{Rate: 5, Burst: 15}
 	slack := newSlackLog()
 	env := testDispatcher(t, slack, alert.DispatcherConfig{ChannelBudget: budget, OverallBudget: overall})

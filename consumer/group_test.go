@@ -13,7 +13,7 @@ import (
 
 // A group hands kafka-go every setting of its own: membership timings,
 // start offset, client id, TLS and SASL, for the group and for the other
-// clients of its cluster (README, Configuration).
+// clients of its cluster (docs/configuration.md).
 func TestGroupHandsItsSettingsToKafkaGo(t *testing.T) {
 	for _, earliest := range []bool{true, false} {
 		cfg := GroupConfig{

@@ -970,7 +970,7 @@ func (s *swapping) Batch() *lua.Batch {
 
 // A new rule set is put in force between batches: a batch evaluated while
 // it lands runs wholly under the set it began with, and the next batch
-// under the new one (README, Rules).
+// under the new one (docs/configuration.md, Rules).
 func TestRulesChangeBetweenBatches(t *testing.T) {
 	old := rule("r", alert.Count, 2, "customer_id")
 	changed := old

@@ -8,7 +8,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
-// where: as README's Rules section has it, parsed from YAML as a rules
+// where: as docs/configuration.md's Rules section has it, parsed from YAML as a rules
 // file gives it, against events as they arrive.
 func TestWhereMatches(t *testing.T) {
 	tests := []struct {

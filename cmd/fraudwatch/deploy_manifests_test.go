@@ -110,7 +110,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
 	}
 	if c.Resources.Requests["cpu"] != "500m" || c.Resources.Requests["memory"] != "128Mi" || c.Resources.Limits["memory"] != "256Mi" {
-		t.Errorf("resources %+v, want requests of 500m and 128Mi, a limit of 256Mi (README)", c.Resources)
+		t.Errorf("resources %+v, want requests of 500m and 128Mi, a limit of 256Mi (docs/operations.md)", c.Resources)
 	}
 	if !c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
 		!slices.Equal(c.SecurityContext.Capabilities.Drop, []string{"ALL"}) {

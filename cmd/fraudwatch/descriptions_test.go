@@ -9,8 +9,8 @@ import (
 
 // The rules fraudwatch ships write their thresholds as {threshold}, so
 // that an alert after a reload of a threshold does not contradict its
-// description (README, Rules). The ConfigMap's rules pass check without a
-// warning in TestKubernetesManifests.
+// description (docs/configuration.md, Rules). The ConfigMap's rules pass
+// check without a warning in TestKubernetesManifests.
 func TestShippedDescriptionsFollowTheirThresholds(t *testing.T) {
 	for _, path := range []string{deployDir + "/rules.yaml", "demo/rules.yaml"} {
 		rs, err := config.LoadRules(path)

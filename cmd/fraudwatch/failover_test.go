@@ -32,7 +32,7 @@ const failoverRules = `rules:
 // asynchronously, so what the dead master had acknowledged and not yet
 // passed on is lost: the test measures how much, and checks what must
 // hold all the same: nothing is counted twice, every order is processed,
-// the replicas are ready again. It prints the measurement README quotes.
+// the replicas are ready again. It prints the measurement docs/design.md quotes.
 func TestMasterFailoverUnderLoad(t *testing.T) {
 	if !redistest.Cluster() {
 		t.Skip("make test-cluster runs it: it kills a master of a Redis Cluster of its own")

@@ -202,8 +202,8 @@ not an event
 }
 
 // An address with a one-word userinfo, in each address key, is refused by
-// check and by run, which print the keys and never the credential (README,
-// Configuration).
+// check and by run, which print the keys and never the credential
+// (docs/configuration.md).
 func TestAddressCredentialsAreRefusedUnprinted(t *testing.T) {
 	const secret = "tok3nSECRET"
 	path := writeConfig(t, fmt.Sprintf(`kafka:

@@ -19,8 +19,8 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// The two groups every replica runs, as README's Configuration and
-// Delivery guarantees describe them.
+// The two groups every replica runs, as docs/configuration.md and
+// docs/design.md (Delivery guarantees) describe them.
 func TestGroupConfigs(t *testing.T) {
 	for _, start := range []string{"earliest", "latest"} {
 		t.Run(start, func(t *testing.T) {
@@ -78,8 +78,8 @@ func TestRedisClientDoesNotRetry(t *testing.T) {
 	}
 }
 
-// Every Redis setting reaches the client, single or cluster (README,
-// Configuration).
+// Every Redis setting reaches the client, single or cluster
+// (docs/configuration.md).
 func TestRedisClientCarriesEverySetting(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		t.Run(fmt.Sprint("cluster=", cluster), func(t *testing.T) {
@@ -136,8 +136,8 @@ func TestRedisClientCarriesEverySetting(t *testing.T) {
 }
 
 // Every kafka setting reaches both groups: client id, timings, TLS, SASL
-// with the mechanism named, and the event size bound (README,
-// Configuration).
+// with the mechanism named, and the event size bound
+// (docs/configuration.md).
 func TestGroupConfigsCarryEverySetting(t *testing.T) {
 	for _, tt := range []struct {
 		mechanism, name string

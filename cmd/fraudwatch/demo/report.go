@@ -16,7 +16,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-// The metrics the summary reads (README, Metrics and health).
+// The metrics the summary reads (docs/operations.md, Metrics and health).
 const (
 	metricConsumed   = "fraudwatch_events_consumed_total"
 	metricInvalid    = "fraudwatch_events_invalid_total"
