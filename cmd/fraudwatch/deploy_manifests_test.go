@@ -225,11 +225,11 @@ func TestKubernetesSecrets(t *testing.T) {
 	}
 }
 
-// The memory figures live in one place, docs/performance.md's Sizing, from
-// make bench:
-// the manifest's limit stays above the highest peak RSS there, and deploy/
-// and docs/operations.md's Deploy give no figure of their own, only the manifest's
-// request and limit.
+// fraudwatch's memory figures live in docs/performance.md: a run's peaks in
+// the table of The last run (make bench's own rows), the range over all runs
+// in Sizing's RSS row. The manifest's limit stays above the highest of them,
+// and deploy/ and docs/operations.md's Deploy give no figure of their own,
+// only the manifest's request and limit.
 func TestMemoryFigures(t *testing.T) {
 	_, list := loadKustomization(t, kubeBase)
 	res := baseDeployment(t, byKind(t, list)).Template.Spec.Containers[0].Resources
@@ -263,6 +263,17 @@ func TestMemoryFigures(t *testing.T) {
 	}
 	if limit <= peak {
 		t.Errorf("the Deployment's memory limit %d Mi is not above the peak RSS of %d MiB (docs/performance.md, Sizing)", limit, peak)
+	}
+	// The table's rows: fraudwatch's memory, the runs with more processes and
+	// the fraudwatch core's; (e)'s RSS is Kafka Streams', not fraudwatch's.
+	table := regexp.MustCompile(`peak RSS (\d+) MiB`).FindAllStringSubmatch(docSection(t, "docs/performance.md", "## The last run"), -1)
+	if len(table) == 0 {
+		t.Fatal("docs/performance.md's The last run gives no peak RSS in MiB")
+	}
+	for _, m := range table {
+		if v, _ := strconv.Atoi(m[1]); limit <= v {
+			t.Errorf("the Deployment's memory limit %d Mi is not above the peak RSS of %d MiB (docs/performance.md, The last run)", limit, v)
+		}
 	}
 
 	allowed := []string{strconv.Itoa(request) + " MiB", strconv.Itoa(limit) + " MiB"}
