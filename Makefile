@@ -55,7 +55,7 @@ test-compat:
 	if [ -n "$$failed" ]; then echo "make test-compat: FAILED against Kafka$$failed"; exit 1; fi; \
 	echo "make test-compat: passed against Kafka $(KAFKA_VERSIONS)"
 
-# make bench         the bench (bench/, docs/performance.md): one table, about 10 minutes
+# make bench         the bench (bench/, docs/performance.md, which says how long it takes): one table
 # make bench-smoke   the same over 20,000 events, as CI runs it so that it cannot rot; then a
 #                    short run with kfake, another rules file, a set latency rate and every
 #                    optional part skipped, so that those flags cannot rot either
