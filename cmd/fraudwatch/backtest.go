@@ -28,7 +28,7 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	other := fs.String("rules", "", "replay this rules file instead of the configuration's, or the rules a demo's recording carries")
 	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
 	format := fs.String("format", "text", "output: text or json")
-	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: 14 to 25 times slower here, the same report")
+	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: several times slower (docs/backtest.md, Speed), the same report")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
