@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// traceLatency prints one second of the latency run: the events' latency
+// and the batches' processing time (rules, scripts, hand-off) in it, the
+// events a batch held on average, the CPU Redis and fraudwatch used, and
+// how busy the whole machine was (Redis, fraudwatch, the broker and the
+// bench's producer share its cores), and the size of Redis's keyspace and
+// memory: a key table doubling (at each power of two keys) shows there.
+func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Duration) {
+	type sample struct {
+		at               time.Time
+		latency, batches histogram
+		redisCPU, fwCPU  float64
+		calls            float64
+		busy, all        float64 // the machine's CPU time
+	}
+	take := func() (s sample) {
+		s.at = time.Now()
+		s.latency, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
+		s.batches, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
+		if r, err := snapshotRedis(ctx, b.rdb); err == nil {
+			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
+		}
+		s.fwCPU = cpuOf(reps)
+		s.busy, s.all, _ = machineCPU()
+		return s
+	}
+	last := take()
+	return func(elapsed time.Duration) {
+		now := take()
+		secs := now.at.Sub(last.at).Seconds()
+		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
+		keys, _ := b.rdb.DBSize(ctx).Result()
+		mem, _ := usedMemory(ctx, b.rdb)
+		progress("latency trace: %3.0f s: p50 %s, p99 %s; batches p50 %s, p99 %s, %.1f events each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
+			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)),
+			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.calls-last.calls)/max(events, 1),
+			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), keys, mib(mem))
+		last = now
+	}
+}
+
+// count is how many observations a histogram gained between two scrapes.
+func count(before, after histogram) float64 {
+	n := len(after.counts)
+	if n == 0 || len(before.counts) != n {
+		return 0
+	}
+	return after.counts[n-1] - before.counts[n-1]
+}
