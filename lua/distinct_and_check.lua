@@ -227,6 +227,11 @@ end
 -- length, or a mark got one: they then outlive every window and mark of
 -- the bucket.
 if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
-  call('EXPIRE', KEYS[1], life)
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], life, 'NX')
+  end
 end
 return reply

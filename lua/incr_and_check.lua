@@ -184,6 +184,11 @@ end
 -- the field is new: they then outlive every window and mark of the bucket.
 -- A call that only adds to running windows leaves it as it is.
 if dirty and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
-  call('EXPIRE', KEYS[1], life)
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], life, 'NX')
+  end
 end
 return reply

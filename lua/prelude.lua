@@ -22,7 +22,9 @@
 -- change needs is inline in each script's loop, in a few lines each script
 -- repeats: a change counts when its offset is above the last one applied
 -- (or equal to the one this call applied, for an event's other windows);
--- at the end the field is written when the call applied an offset.
+-- at the end the field is written when the call applied an offset, and
+-- the hash's TTL lengthened (never shortened: the scripts share the hash)
+-- when the call gave a window or a mark its lifetime.
 local call, pcall, tonumber, match, sub, format = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format
 local KEYS, ARGV = KEYS, ARGV
 

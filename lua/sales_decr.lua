@@ -105,6 +105,11 @@ for i, ch in pairs(changed) do
   end
 end
 if dirty and call('HSET', KEYS[1], field, last_s) == 1 then
-  call('EXPIRE', KEYS[1], ARGV[2])
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], ARGV[2], 'GT') == 0 then
+    call('EXPIRE', KEYS[1], ARGV[2], 'NX')
+  end
 end
 return reply

@@ -29,10 +29,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"4b29d1f1dd239052344adeecdd21fce05392fa4d", incrAndCheck},
-	lua.SalesDecrName:        {"58d6418f53f0be86ec4076c0c686321d845dd4c0", salesDecr},
-	lua.SlideAndCheckName:    {"2ad2ba8b79bc7da7d6a6493a0dc42ffce00b7830", slideAndCheck},
-	lua.DistinctAndCheckName: {"4d48ccfa5842689b68b99d017cae493e6e5a22a4", distinctAndCheck},
+	lua.IncrAndCheckName:     {"ee28f9de3e79e140bb4d2826e7faf0e7533c6f8a", incrAndCheck},
+	lua.SalesDecrName:        {"2a9a086bd812e0891f67749aa1c9459d757d4cc5", salesDecr},
+	lua.SlideAndCheckName:    {"a47482abb29124e8f40177f72156f1ce3b2fd27e", slideAndCheck},
+	lua.DistinctAndCheckName: {"e13daca9b034ddba7c598bfc210ad3faa3d26b7b", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},
 }

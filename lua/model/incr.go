@@ -75,7 +75,9 @@ func (a *applied) decide(o float64) bool {
 }
 
 // write is the scripts' HSET of the field, when the call applied an
-// offset, and EXPIRE of the offsets when the field is new or refresh.
+// offset, and when the field is new or refresh the offsets' lifetime,
+// never shorter than the TTL they have: EXPIRE GT, then NX when GT
+// answers 0.
 func (a *applied) write(s *Store, life string, refresh bool) error {
 	if !a.dirty {
 		return nil
@@ -84,8 +86,8 @@ func (a *applied) write(s *Store, life string, refresh bool) error {
 	if err != nil {
 		return err
 	}
-	if added || refresh {
-		s.expire(a.key, duration(life))
+	if (added || refresh) && !s.expireGT(a.key, duration(life)) {
+		s.expireNX(a.key, duration(life))
 	}
 	return nil
 }
