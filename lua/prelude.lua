@@ -34,11 +34,16 @@ local DIGITS = '^[1-9]%d*$'
 
 -- applied reads the source's field of the offsets: the last offset applied
 -- here, as a number and as the digits to write back; none when the field
--- holds no offset.
+-- holds no offset. A value of another type under the key (written by
+-- another: no one else's data lives under our key kind) is no offsets,
+-- and goes, so that the call's HSET writes them anew: read with
+-- redis.call, it would fail the call, and the batch on every retry.
 local function applied(key, field)
-  local got = call('HGET', key, field)
-  if got and #got <= 15 and (got == '0' or match(got, DIGITS)) then
+  local got = pcall('HGET', key, field)
+  if type(got) == 'string' and #got <= 15 and (got == '0' or match(got, DIGITS)) then
     return tonumber(got), got
+  elseif type(got) == 'table' then
+    call('DEL', key)
   end
   return nil, nil
 end

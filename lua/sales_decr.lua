@@ -19,7 +19,8 @@
 --   {-1, -1}        its arguments are unusable, or its window's key holds
 --                   no integer; nothing written to it, and the others
 --                   still count
--- A single {-1, -1}: the call's own arguments are unusable.
+-- A single {-1, -1}: the call's own arguments are unusable. Offsets of
+-- another type (written by another) are none, and are replaced.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
 -- is known as incr_and_check knows an event, by its offset, in its own

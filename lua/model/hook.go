@@ -29,10 +29,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"ee28f9de3e79e140bb4d2826e7faf0e7533c6f8a", incrAndCheck},
-	lua.SalesDecrName:        {"2a9a086bd812e0891f67749aa1c9459d757d4cc5", salesDecr},
-	lua.SlideAndCheckName:    {"a47482abb29124e8f40177f72156f1ce3b2fd27e", slideAndCheck},
-	lua.DistinctAndCheckName: {"e13daca9b034ddba7c598bfc210ad3faa3d26b7b", distinctAndCheck},
+	lua.IncrAndCheckName:     {"c1935906ecf2fd818124ad0cfd922eab9b330fad", incrAndCheck},
+	lua.SalesDecrName:        {"335ecb04911ae97a092f903a1043837ab1d0737b", salesDecr},
+	lua.SlideAndCheckName:    {"1ca70754ba2511ee1b0e5a9a6d3d72d5b4831774", slideAndCheck},
+	lua.DistinctAndCheckName: {"75b9e4d24bc82f92bb3326e658493aa1ff1d785f", distinctAndCheck},
 	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
 	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},
 }
