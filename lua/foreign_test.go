@@ -203,3 +203,90 @@ func TestWindowsOfAnotherTypeAreUnusable(t *testing.T) {
 		}
 	}
 }
+
+// The alert scripts' keys of another type: none fails the alert's
+// delivery, which would fail on every retry. A record, a cooldown or a
+// bucket of another type is none and is replaced; silences are none; a
+// cooldown of another type is not the settling alert's; the parked alerts
+// of another type go.
+func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	keys, err := NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name  string
+		kinds []string
+		// run writes kind at a key of the script's under p (in one hash
+		// tag), calls it and checks its answer.
+		run func(t *testing.T, kind, p string)
+	}{
+		{"alert_claim, the delivery record", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":rec")
+			if claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute); err != nil || claim != ClaimSend {
+				t.Fatalf("claim = %v, %v; want ClaimSend", claim, err)
+			}
+			if got := rdb.Get(ctx, p+":rec").Val(); got != "pending" {
+				t.Fatalf("the record holds %q, want it replaced by pending", got)
+			}
+		}},
+		{"alert_claim, the cooldown", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":cd")
+			if claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute); err != nil || claim != ClaimSend {
+				t.Fatalf("claim = %v, %v; want ClaimSend", claim, err)
+			}
+			if got := rdb.Get(ctx, p+":cd").Val(); got != "a" {
+				t.Fatalf("the cooldown holds %q, want it replaced by the alert's id", got)
+			}
+		}},
+		{"alert_claim, the silences", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":s")
+			foreign(t, rdb, kind, p+":rs")
+			claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute, p+":s", p+":rs")
+			if err != nil || claim != ClaimSend {
+				t.Fatalf("claim = %v, %v; want ClaimSend: no silence", claim, err)
+			}
+		}},
+		{"alert_settle, the cooldown", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":cd")
+			before := rdb.Dump(ctx, p+":cd").Val()
+			if err := s.SettleAlert(ctx, p+":cd", p+":rec", "a", false); err != nil {
+				t.Fatal(err)
+			}
+			if rdb.Get(ctx, p+":rec").Val() != "failed" || rdb.Dump(ctx, p+":cd").Val() != before {
+				t.Fatal("want the record failed and the cooldown, not the alert's, left")
+			}
+		}},
+		{"alert_park, the parked alerts", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":parked")
+			if ok, err := s.Park(ctx, p+":parked", "a", []byte("{}"), 10, time.Hour); err != nil || !ok {
+				t.Fatalf("park = %v, %v; want parked", ok, err)
+			}
+			if got, err := s.Parked(ctx, p+":parked"); err != nil || len(got) != 1 || got["a"] != "{}" {
+				t.Fatalf("parked %v, %v; want the alert alone", got, err)
+			}
+		}},
+		{"alert_budget, a channel's and the overall bucket", []string{"a string", "a list"}, func(t *testing.T, kind, _ string) {
+			channel, all := keys.Budget("#" + kind)
+			foreign(t, rdb, kind, channel)
+			foreign(t, rdb, kind, all)
+			ok, _, err := s.TakeBudget(ctx, channel, all, Budget{Rate: 1, Burst: 2}, Budget{Rate: 1, Burst: 2})
+			if err != nil || !ok {
+				t.Fatalf("take = %v, %v; want a message from full buckets", ok, err)
+			}
+			for _, k := range []string{channel, all} {
+				if got := rdb.HGet(ctx, k, "t").Val(); got != "1" {
+					t.Fatalf("bucket %s holds %q tokens, want 1: replaced, one taken", k, got)
+				}
+			}
+		}},
+	} {
+		for _, kind := range tc.kinds {
+			t.Run(tc.name+", "+kind, func(t *testing.T) {
+				tc.run(t, kind, fmt.Sprint(prefix, ":{t}:", i, kind[2:]))
+			})
+		}
+	}
+}

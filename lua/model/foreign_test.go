@@ -163,3 +163,29 @@ func TestScriptsTakeKeysOfAnotherType(t *testing.T) {
 		})
 	}
 }
+
+// alert_claim and alert_settle with keys of another type: a record or a
+// cooldown is none, and replaced; silences are none; a settle leaves a
+// cooldown that is not its alert's.
+func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
+	p := newPair(t)
+	call := func(script string, want int64, keys []string, args ...string) {
+		t.Helper()
+		for i, k := range keys {
+			keys[i] = p.key(k)
+		}
+		if got := p.call(script, keys, args...); got != want {
+			t.Fatalf("%s %q: got %v, want %d", script, args, got, want)
+		}
+	}
+	foreign(p, "rec:a", "hash")
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:a"}, "a", "0", "600")
+	foreign(p, "cd", "zset")
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:b"}, "b", "60", "600")
+	call(lua.AlertClaimName, 0, []string{"cd", "rec:c"}, "c", "60", "600") // b holds it now
+	foreign(p, "s", "string")
+	foreign(p, "rs", "zset")
+	call(lua.AlertClaimName, 1, []string{"cd2", "rec:d", "s", "rs"}, "d", "60", "600")
+	foreign(p, "cd", "hash")
+	call(lua.AlertSettleName, 1, []string{"cd", "rec:b"}, "b", "failed", "600")
+}
