@@ -22,6 +22,11 @@
 -- Redeliveries of one alert (the alerts topic is at least once) all get the
 -- same decision, so a crossing is posted once and a suppressed one stays
 -- suppressed even after the cooldown that suppressed it has ended.
+--
+-- A key of another type (written by another) never fails the claim, which
+-- would fail the alert's delivery on every retry: read with redis.pcall, a
+-- record or cooldown of another type is none, and SET replaces it; silences
+-- of another type are none.
 -- Seconds: 0 or a positive integer without leading zeros (Redis refuses
 -- "05"), at most 10 digits, so that no SET ... EX can fail after another
 -- write.
@@ -36,7 +41,7 @@ if not (type(id) == 'string' and #id >= 1 and #id <= 256
   return -1
 end
 
-local state = redis.call('GET', KEYS[2])
+local state = redis.pcall('GET', KEYS[2])
 if state == 'sent' then
   return 2
 elseif state == 'failed' then
@@ -54,8 +59,8 @@ if #KEYS == 4 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   for k = 3, 4 do
-    local ends = redis.call('HVALS', KEYS[k])
-    for i = 1, #ends do
+    local ends = redis.pcall('HVALS', KEYS[k])
+    for i = 1, #ends do -- an error's table has no elements
       if (tonumber(ends[i]) or 0) > now then
         redis.call('SET', KEYS[2], 'silenced', 'EX', ARGV[3])
         return 4
@@ -65,8 +70,8 @@ if #KEYS == 4 then
 end
 
 if ARGV[2] ~= '0' then
-  local holder = redis.call('GET', KEYS[1])
-  if not holder then
+  local holder = redis.pcall('GET', KEYS[1])
+  if not holder or type(holder) == 'table' then
     redis.call('SET', KEYS[1], id, 'EX', ARGV[2])
   elseif holder ~= id then
     redis.call('SET', KEYS[2], 'suppressed', 'EX', ARGV[3])

@@ -10,7 +10,10 @@
 --          seconds (the parked alerts' lifetime)
 --
 -- Reply: 1 parked (an alert parked again is replaced); 0 the hash is full,
--- nothing written; -1 an argument is unusable, nothing written.
+-- nothing written; -1 an argument is unusable, nothing written. A value of
+-- another type at the key (written by another) holds no parked alert, and
+-- goes: with redis.call, every park would fail, and its alert stay on its
+-- partition for good.
 local id, data, cap, life = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 if not (#KEYS == 1 and type(id) == 'string' and #id >= 1 and #id <= 256
     and type(data) == 'string' and #data >= 1 and #data <= 65536
@@ -18,7 +21,12 @@ if not (#KEYS == 1 and type(id) == 'string' and #id >= 1 and #id <= 256
     and type(life) == 'string' and #life <= 10 and string.match(life, '^[1-9]%d*$')) then
   return -1
 end
-if redis.call('HEXISTS', KEYS[1], id) == 0 and redis.call('HLEN', KEYS[1]) >= cap then
+local parked = redis.pcall('HEXISTS', KEYS[1], id)
+if type(parked) == 'table' then
+  redis.call('DEL', KEYS[1])
+  parked = 0
+end
+if parked == 0 and redis.call('HLEN', KEYS[1]) >= cap then
   return 0
 end
 redis.call('HSET', KEYS[1], id, data)

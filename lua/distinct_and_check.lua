@@ -24,8 +24,11 @@
 -- took the count from below the threshold to at or above it (again for its
 -- redeliveries), {count, 0} otherwise, {count, 2} for a late order (sliding:
 -- older than the group's newest time minus length minus lateness; not
--- counted), {-1, -1} for unusable arguments (nothing written for it); a
--- single {-1, -1} when the call's own are.
+-- counted), {-1, -1} for unusable arguments, or a window whose hash or
+-- values hold another type (written by another; nothing written for it);
+-- a single {-1, -1} when the call's own are. Marks of another type are
+-- none, and a crossing replaces them; so are offsets of another type, and
+-- they are replaced. Such keys never fail the call.
 --
 -- A fixed window starts with its group's first order, as incr_and_check's
 -- do, and counts every distinct value until it ends. A sliding window's
@@ -104,15 +107,24 @@ for c = first_change, #ARGV, 5 do
       w = {key = KEYS[3 * i - 1], values = KEYS[3 * i], marks = KEYS[3 * i + 1],
         sliding = ARGV[a] == 'sliding', length = tonumber(ARGV[a + 1]), late = tonumber(ARGV[a + 2]),
         threshold = tonumber(ARGV[a + 3]), ttl = ARGV[a + 4]}
-      local got = call('HMGET', w.key, 't', src, 'r')
-      w.newest, w.new = tonumber(got[1]), not got[1]
-      if got[2] then
-        -- The old layout's last offset counted from this partition.
-        w.old = tonumber(got[2]) or -1
-      end
-      w.r = got[3] and true
-      if not w.sliding then
-        w.count = call('ZCARD', w.values)
+      -- A window whose hash or values hold another type is unusable: its
+      -- changes answer {-1, -1} (a change counted before, its mark), and
+      -- nothing is written to it. A sliding window's values are first
+      -- read by a change (ZSCORE, ZCOUNT), which finds it out then.
+      local got = pcall('HMGET', w.key, 't', src, 'r')
+      if got.err then
+        w.unusable = true
+      else
+        w.newest, w.new = tonumber(got[1]), not got[1]
+        if got[2] then
+          -- The old layout's last offset counted from this partition.
+          w.old = tonumber(got[2]) or -1
+        end
+        w.r = got[3] and true
+        if not w.sliding then
+          w.count = pcall('ZCARD', w.values)
+          w.unusable = type(w.count) == 'table'
+        end
       end
       windows[i] = w
     end
@@ -129,26 +141,34 @@ for c = first_change, #ARGV, 5 do
       fresh = false
     end
     local t = tonumber(ts)
-    local mark = not fresh and tonumber(call('HGET', w.marks, id))
+    -- Marks of another type are none.
+    local mark = not fresh and tonumber(pcall('HGET', w.marks, id))
     if mark then
       v, flag = mark, 1
+    elseif w.unusable then
+      v, flag = -1, -1
     elseif not fresh or (w.sliding and w.newest and t <= w.newest - w.length - w.late) then
       -- A redelivered or late order is answered the count of the window
       -- that ends at the group's newest time.
-      v = w.count
+      v, flag = w.count, fresh and 2 or 0
       if w.sliding then
-        v = w.newest and call('ZCOUNT', w.values, '(' .. format('%d', w.newest - w.length), '+inf') or 0
+        v = w.newest and pcall('ZCOUNT', w.values, '(' .. format('%d', w.newest - w.length), '+inf') or 0
+        if type(v) == 'table' then
+          w.unusable, v, flag = true, -1, -1
+        end
       end
-      flag = fresh and 2 or 0
     else
       local now, crossing
-      if w.sliding then
+      local seen = w.sliding and pcall('ZSCORE', w.values, value)
+      if type(seen) == 'table' then
+        w.unusable = true
+      elseif w.sliding then
         -- The value at t is the count of its own window, (t - length, t];
         -- an order out of order is also judged by the window ending at the
         -- newest time, and the larger of the two decides, so that an order
         -- whose own window catches up with a newer one that crossed
         -- already is no new crossing.
-        local seen = tonumber(call('ZSCORE', w.values, value))
+        seen = tonumber(seen)
         local from = t - w.length
         local inorder = not w.newest or t >= w.newest
         local own = call('ZCOUNT', w.values, '(' .. format('%d', from), inorder and '+inf' or format('%d', t))
@@ -173,23 +193,34 @@ for c = first_change, #ARGV, 5 do
         w.count = before + call('ZADD', w.values, format('%d', t), value)
         now, crossing = w.count, before < w.threshold and w.count >= w.threshold
       end
-      if not w.newest or t > w.newest then
-        -- A sliding window never ends while its group is active: passing a
-        -- multiple of its length renews the offsets, once a window length,
-        -- as a fixed rule's new windows do.
-        if w.sliding and w.newest and floor(t / w.length) > floor(w.newest / w.length) then
-          w.renew = true
-        end
-        w.newest = t
-      end
-      w.dirty = true
-      if crossing then
-        call('HSET', w.marks, id, format('%d', now))
-        call('EXPIRE', w.marks, ARGV[2])
-        refresh = true
-        v, flag = now, 1
+      if w.unusable then
+        v, flag = -1, -1
       else
-        v, flag = now, 0
+        if not w.newest or t > w.newest then
+          -- A sliding window never ends while its group is active: passing
+          -- a multiple of its length renews the offsets, once a window
+          -- length, as a fixed rule's new windows do.
+          if w.sliding and w.newest and floor(t / w.length) > floor(w.newest / w.length) then
+            w.renew = true
+          end
+          w.newest = t
+        end
+        w.dirty = true
+        v, flag = now, crossing and 1 or 0
+        if crossing then
+          -- Marks of another type are replaced: a crossing leaves its
+          -- mark. Any other error (out of memory) fails the call.
+          local marked = format('%d', now)
+          local set = pcall('HSET', w.marks, id, marked)
+          if type(set) == 'table' then
+            if sub(set.err, 1, 9) == 'WRONGTYPE' then
+              call('DEL', w.marks)
+            end
+            call('HSET', w.marks, id, marked)
+          end
+          call('EXPIRE', w.marks, ARGV[2])
+          refresh = true
+        end
       end
     end
   end
@@ -227,6 +258,11 @@ end
 -- length, or a mark got one: they then outlive every window and mark of
 -- the bucket.
 if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
-  call('EXPIRE', KEYS[1], life)
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], life, 'NX')
+  end
 end
 return reply

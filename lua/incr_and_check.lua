@@ -19,7 +19,9 @@
 -- otherwise, {-1, -1} when its arguments or its window are unusable: then it
 -- wrote nothing to the window, and the others still count. Call arguments
 -- that are unusable (keys, source, lifetime, counts) make the reply a single
--- {-1, -1}.
+-- {-1, -1}. A key of another type (written by another) never fails the
+-- call: a window's counter is unusable, as above; its marks are none, and
+-- a crossing replaces them; the offsets are none, and are replaced.
 --
 -- "Already counted?" is asked once per event, not per window: the caller
 -- sends a partition's events of one bucket in calls that cover increasing,
@@ -150,8 +152,19 @@ for c = first_change, #ARGV, 4 do
               v = TWO62
             end
             if first == 1 then
-              call('HSET', KEYS[2 * i + 1], id, exact or format('%d', v))
-              call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
+              -- Marks of another type (written by another) are replaced:
+              -- a crossing leaves its mark, or a redelivery would answer
+              -- 0 and its alert's hand-off could be lost. Any other error
+              -- (out of memory) fails the call.
+              local marks, marked = KEYS[2 * i + 1], exact or format('%d', v)
+              local set = pcall('HSET', marks, id, marked)
+              if type(set) == 'table' then
+                if sub(set.err, 1, 9) == 'WRONGTYPE' then
+                  call('DEL', marks)
+                end
+                call('HSET', marks, id, marked)
+              end
+              call('EXPIRE', marks, ARGV[2])
               refresh = true
             end
           end
@@ -162,8 +175,8 @@ for c = first_change, #ARGV, 4 do
       end
     else
       -- Applied before: its mark, or the counter as it is (-1 when the
-      -- window's key holds no string).
-      local mark = tonumber(call('HGET', KEYS[2 * i + 1], id))
+      -- window's key holds no string). Marks of another type are none.
+      local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], id))
       if mark then
         v, first = mark, 1
       else
@@ -184,6 +197,11 @@ end
 -- the field is new: they then outlive every window and mark of the bucket.
 -- A call that only adds to running windows leaves it as it is.
 if dirty and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
-  call('EXPIRE', KEYS[1], life)
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], life, 'NX')
+  end
 end
 return reply

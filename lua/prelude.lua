@@ -22,7 +22,9 @@
 -- change needs is inline in each script's loop, in a few lines each script
 -- repeats: a change counts when its offset is above the last one applied
 -- (or equal to the one this call applied, for an event's other windows);
--- at the end the field is written when the call applied an offset.
+-- at the end the field is written when the call applied an offset, and
+-- the hash's TTL lengthened (never shortened: the scripts share the hash)
+-- when the call gave a window or a mark its lifetime.
 local call, pcall, tonumber, match, sub, format = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format
 local KEYS, ARGV = KEYS, ARGV
 
@@ -32,11 +34,16 @@ local DIGITS = '^[1-9]%d*$'
 
 -- applied reads the source's field of the offsets: the last offset applied
 -- here, as a number and as the digits to write back; none when the field
--- holds no offset.
+-- holds no offset. A value of another type under the key (written by
+-- another: no one else's data lives under our key kind) is no offsets,
+-- and goes, so that the call's HSET writes them anew: read with
+-- redis.call, it would fail the call, and the batch on every retry.
 local function applied(key, field)
-  local got = call('HGET', key, field)
-  if got and #got <= 15 and (got == '0' or match(got, DIGITS)) then
+  local got = pcall('HGET', key, field)
+  if type(got) == 'string' and #got <= 15 and (got == '0' or match(got, DIGITS)) then
     return tonumber(got), got
+  elseif type(got) == 'table' then
+    call('DEL', key)
   end
   return nil, nil
 end

@@ -19,7 +19,8 @@
 --   {-1, -1}        its arguments are unusable, or its window's key holds
 --                   no integer; nothing written to it, and the others
 --                   still count
--- A single {-1, -1}: the call's own arguments are unusable.
+-- A single {-1, -1}: the call's own arguments are unusable. Offsets of
+-- another type (written by another) are none, and are replaced.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
 -- is known as incr_and_check knows an event, by its offset, in its own
@@ -105,6 +106,11 @@ for i, ch in pairs(changed) do
   end
 end
 if dirty and call('HSET', KEYS[1], field, last_s) == 1 then
-  call('EXPIRE', KEYS[1], ARGV[2])
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], ARGV[2], 'GT') == 0 then
+    call('EXPIRE', KEYS[1], ARGV[2], 'NX')
+  end
 end
 return reply

@@ -32,8 +32,11 @@
 --   {value, 2}   late: its bucket is older than the group's newest bucket
 --                minus span minus lateness; not counted, nothing written
 --   {value, 3}   a refund larger than what its window held, which is now 0
---   {-1, -1}     its arguments are unusable; nothing written for it
--- A single {-1, -1}: the call's own arguments are unusable.
+--   {-1, -1}     its arguments are unusable, or its window's key holds
+--                another type (written by another); nothing written for it
+-- A single {-1, -1}: the call's own arguments are unusable. Marks of
+-- another type are none, and a crossing replaces them; so are offsets of
+-- another type, and they are replaced. Such keys never fail the call.
 --
 -- An order out of order (an older bucket than the group's newest) is judged
 -- by every window it falls into: it crossed when the largest of them went
@@ -120,7 +123,13 @@ for c = first_change, #ARGV, 5 do
       local a = 4 * i
       w = {key = KEYS[2 * i], span = tonumber(ARGV[a]), late = tonumber(ARGV[a + 1]),
         threshold = tonumber(ARGV[a + 2]), ttl = ARGV[a + 3], b = {}, touched = {}, total = 0}
-      local got = call('HGETALL', w.key)
+      -- A window key of another type is unusable: its changes answer
+      -- {-1, -1} (a change counted before, its mark), and nothing is
+      -- written to it.
+      local got = pcall('HGETALL', w.key)
+      if got.err then
+        w.unusable, got = true, {}
+      end
       local b = w.b
       w.new = #got == 0
       for j = 1, #got, 2 do
@@ -161,13 +170,16 @@ for c = first_change, #ARGV, 5 do
     end
     local k = tonumber(ks)
     if not fresh then
-      -- Applied before: an order's mark, or the window's value.
-      local mark = not refund and tonumber(call('HGET', KEYS[2 * i + 1], id))
+      -- Applied before: an order's mark, or the window's value. Marks of
+      -- another type are none.
+      local mark = not refund and tonumber(pcall('HGET', KEYS[2 * i + 1], id))
       if mark then
         v, flag = mark, 1
-      else
+      elseif not w.unusable then
         v, flag = w.total, 0
       end
+    elseif w.unusable then
+      v, flag = -1, -1
     elseif refund and not w.newest then
       v, flag = 0, 0
     elseif w.newest and k <= w.newest - w.span - w.late then
@@ -248,8 +260,17 @@ for c = first_change, #ARGV, 5 do
         flag = (before < w.threshold and v >= w.threshold) and 1 or 0
         w.dirty = true
         if flag == 1 then
-          call('HSET', KEYS[2 * i + 1], id, format('%d', v))
-          call('EXPIRE', KEYS[2 * i + 1], ARGV[2])
+          -- Marks of another type are replaced: a crossing leaves its
+          -- mark. Any other error (out of memory) fails the call.
+          local marks, marked = KEYS[2 * i + 1], format('%d', v)
+          local set = pcall('HSET', marks, id, marked)
+          if type(set) == 'table' then
+            if sub(set.err, 1, 9) == 'WRONGTYPE' then
+              call('DEL', marks)
+            end
+            call('HSET', marks, id, marked)
+          end
+          call('EXPIRE', marks, ARGV[2])
           refresh = true
         end
       end
@@ -294,6 +315,11 @@ end
 -- or passes a multiple of its span (one that stays open never ends), or a
 -- mark got one: they then outlive every window and mark of the bucket.
 if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
-  call('EXPIRE', KEYS[1], life)
+  -- Never shorter: the scripts share the hash, and a call whose life is
+  -- short must not cut what a longer window's call gave it. GT counts no
+  -- TTL as infinite: a new hash gets its life from NX.
+  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], life, 'NX')
+  end
 end
 return reply

@@ -87,7 +87,12 @@ type counting interface {
 // when it is not nil.
 func newHarnessWith(t *testing.T, wrap func(*lua.Scripts) counting, rs ...rules.Rule) *harness {
 	t.Helper()
-	rdb := redistest.Client(t)
+	return newHarnessOn(t, redistest.Client(t), wrap, rs...)
+}
+
+// newHarnessOn is newHarnessWith on the Redis of rdb.
+func newHarnessOn(t *testing.T, rdb redis.UniversalClient, wrap func(*lua.Scripts) counting, rs ...rules.Rule) *harness {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	scripts, err := lua.New(lua.Config{}, rdb, reg)
 	if err != nil {
@@ -574,18 +579,22 @@ func TestEngineScriptErrors(t *testing.T) {
 		}
 		h.wantCounter("fine", alert.Count, 1, "cust-1")
 	})
-	t.Run("sales_decr meets a key of the wrong type", func(t *testing.T) {
-		h := newHarness(t, rule("amt", alert.Amount, 1000, "customer_id"))
-		key := h.keys.Offsets(h.keys.Group([]string{"cust-1"}))
-		if err := h.rdb.RPush(t.Context(), key, "x").Err(); err != nil {
-			t.Fatal(err)
+	t.Run("sales_decr meets a full Redis", func(t *testing.T) {
+		// A private Redis out of memory (maxmemory 1 byte, no eviction):
+		// it refuses the script's first write with OOM.
+		rdb := redistest.Connect(t, redistest.Start(t).Addr)
+		h := newHarnessOn(t, rdb, nil, rule("amt", alert.Amount, 1000, "customer_id"))
+		for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+			if err := rdb.ConfigSet(t.Context(), kv[0], kv[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		e := ev(t, event.Refund, "order_id", "o1")
 		h.place(e)
 		_, err := h.engine.Handle(t.Context(), []*event.Event{e})
 		var rerr redis.Error
-		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "WRONGTYPE") {
-			t.Fatalf("Handle = %v, want the Redis WRONGTYPE error", err)
+		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "OOM") {
+			t.Fatalf("Handle = %v, want the Redis OOM error", err)
 		}
 		if errors.Is(err, event.ErrUnprocessable) {
 			t.Fatal("a Redis error was marked unprocessable: it is worth retrying")

@@ -1,5 +1,7 @@
 package model
 
+import "errors"
+
 // seconds is alert_claim's seconds(s, zero).
 func seconds(s string, ok, zero bool) bool {
 	return ok && ((zero && s == "0") || positive(s, true, 10))
@@ -14,8 +16,9 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 		(len(keys) == 2 || len(keys) == 4)) {
 		return int64(-1), nil
 	}
+	// redis.pcall: keys of another type are none.
 	state, _, err := s.getString(keys[1])
-	if err != nil {
+	if err != nil && !errors.Is(err, errWrongType) {
 		return nil, err
 	}
 	switch state {
@@ -33,7 +36,7 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 		now := float64(s.base.Add(s.now).UnixMicro() / 1000)
 		for _, k := range keys[2:] {
 			h, err := s.hgetall(k)
-			if err != nil {
+			if err != nil && !errors.Is(err, errWrongType) {
 				return nil, err
 			}
 			for _, end := range h {
@@ -50,7 +53,7 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 	}
 	if cooldown != "0" {
 		holder, held, err := s.getString(keys[0])
-		if err != nil {
+		if err != nil && !errors.Is(err, errWrongType) {
 			return nil, err
 		}
 		if !held {
@@ -77,7 +80,7 @@ func alertSettle(s *Store, keys, args argv) (any, error) {
 	}
 	if outcome == "failed" {
 		holder, held, err := s.getString(keys[0])
-		if err != nil {
+		if err != nil && !errors.Is(err, errWrongType) {
 			return nil, err
 		}
 		if held && holder == id {

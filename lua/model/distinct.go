@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"strings"
 )
@@ -27,6 +28,11 @@ type distinctWindow struct {
 	// length: the script renews the offsets' lifetime.
 	renew bool
 	dirty bool
+	// unusable is a window whose hash or values hold another type
+	// (redis.pcall's error): its changes answer -1, -1 and nothing is
+	// written to it. A sliding window's values are found out by their
+	// first read, a change's.
+	unusable bool
 }
 
 // zcount is the script's count(w, from, to), to +Inf for its nil: the
@@ -56,6 +62,10 @@ func (w *distinctWindow) slide(s *Store, t float64, value string) (float64, bool
 	// ZSCORE's reply is the score written with %.17g, which tonumber reads
 	// back to the very double.
 	last, hasLast, err := s.zscore(w.values, value)
+	if errors.Is(err, errWrongType) {
+		w.unusable = true
+		return 0, false, nil
+	}
 	if err != nil {
 		return 0, false, err
 	}
@@ -182,21 +192,23 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 			if v, flag, err = w.again(s, id); err != nil {
 				return nil, err
 			}
+		case w.unusable:
+			v, flag = -1, -1
 		case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
-			if v, err = w.current(s); err != nil {
+			if v, flag, err = w.currentOr(s, 2); err != nil {
 				return nil, err
 			}
-			flag = 2
 		default:
 			var crossing bool
 			if v, crossing, err = w.count1(s, t, value); err != nil {
 				return nil, err
 			}
-			if crossing {
-				if err := s.hset(w.marks, id, format(v)); err != nil {
+			if w.unusable {
+				v, flag = -1, -1
+			} else if crossing {
+				if err := mark(s, w.marks, id, format(v), life); err != nil {
 					return nil, err
 				}
-				s.expire(w.marks, duration(life))
 				refresh = true
 				flag = 1
 			}
@@ -226,6 +238,10 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 // t, the source's old field and r, and a fixed window's ZCARD.
 func (w *distinctWindow) load(s *Store, src string) error {
 	h, err := s.hgetall(w.key)
+	if errors.Is(err, errWrongType) {
+		w.unusable = true
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -247,6 +263,10 @@ func (w *distinctWindow) load(s *Store, src string) error {
 	_, w.r = h["r"]
 	if !w.sliding {
 		c, err := s.zcard(w.values)
+		if errors.Is(err, errWrongType) {
+			w.unusable = true
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -261,8 +281,21 @@ func (w *distinctWindow) again(s *Store, id string) (float64, int64, error) {
 	if m, ok, err := markOf(s, w.marks, id); err != nil || ok {
 		return m, 1, err
 	}
+	return w.currentOr(s, 0)
+}
+
+// currentOr is current with flag, or -1, -1 when the window is unusable or
+// its values turn out to be (ZCOUNT's error).
+func (w *distinctWindow) currentOr(s *Store, flag int64) (float64, int64, error) {
+	if w.unusable {
+		return -1, -1, nil
+	}
 	c, err := w.current(s)
-	return c, 0, err
+	if errors.Is(err, errWrongType) {
+		w.unusable = true
+		return -1, -1, nil
+	}
+	return c, flag, err
 }
 
 // count1 is the script's count of an order not counted before: the count
@@ -272,7 +305,7 @@ func (w *distinctWindow) count1(s *Store, t float64, value string) (float64, boo
 	var crossing bool
 	var err error
 	if w.sliding {
-		if now, crossing, err = w.slide(s, t, value); err != nil {
+		if now, crossing, err = w.slide(s, t, value); err != nil || w.unusable {
 			return 0, false, err
 		}
 	} else {

@@ -29,12 +29,12 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"4b29d1f1dd239052344adeecdd21fce05392fa4d", incrAndCheck},
-	lua.SalesDecrName:        {"58d6418f53f0be86ec4076c0c686321d845dd4c0", salesDecr},
-	lua.SlideAndCheckName:    {"2ad2ba8b79bc7da7d6a6493a0dc42ffce00b7830", slideAndCheck},
-	lua.DistinctAndCheckName: {"4d48ccfa5842689b68b99d017cae493e6e5a22a4", distinctAndCheck},
-	lua.AlertClaimName:       {"0a62b4d10d7676aebffb447b6ef57c4a8168b2f3", alertClaim},
-	lua.AlertSettleName:      {"1a59a49aab0871cc08ed6bd5f1fef3762574550a", alertSettle},
+	lua.IncrAndCheckName:     {"c1935906ecf2fd818124ad0cfd922eab9b330fad", incrAndCheck},
+	lua.SalesDecrName:        {"335ecb04911ae97a092f903a1043837ab1d0737b", salesDecr},
+	lua.SlideAndCheckName:    {"1ca70754ba2511ee1b0e5a9a6d3d72d5b4831774", slideAndCheck},
+	lua.DistinctAndCheckName: {"75b9e4d24bc82f92bb3326e658493aa1ff1d785f", distinctAndCheck},
+	lua.AlertClaimName:       {"abccec6e9bf9170d47e30d179383f6a7e81cf6b8", alertClaim},
+	lua.AlertSettleName:      {"90e11745bd097435324f593cc653fc0601149695", alertSettle},
 }
 
 // scripts are the bodies the model has, by the SHA1s they follow. The other

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"strconv"
 )
 
@@ -11,32 +12,19 @@ const (
 	two62 = 4611686018427387904.0 // 2^62
 )
 
-// marks is a window's crossing marks: a hash of event id -> counter.
-type marks struct {
-	key   string
-	known bool // whether has is known (EXISTS asked)
-	has   bool
-}
-
-// crossed is the scripts' crossed(w, id): the counter id crossed at, when
-// it is marked.
-func (m *marks) crossed(s *Store, id string) (string, bool, error) {
-	if !m.known {
-		m.known, m.has = true, s.exists(m.key)
+// mark is the scripts' write of a crossing's mark: HSET marks id value
+// (marks of another type, redis.pcall's error, deleted and written anew),
+// then EXPIRE marks lifetime.
+func mark(s *Store, marks, id, value, lifetime string) error {
+	err := s.hset(marks, id, value)
+	if errors.Is(err, errWrongType) {
+		s.del(marks)
+		err = s.hset(marks, id, value)
 	}
-	if !m.has {
-		return "", false, nil
-	}
-	return s.hget(m.key, id)
-}
-
-// mark is HSET marks id counter, then EXPIRE marks lifetime.
-func (m *marks) mark(s *Store, id, counter, lifetime string) error {
-	if err := s.hset(m.key, id, counter); err != nil {
+	if err != nil {
 		return err
 	}
-	s.expire(m.key, duration(lifetime))
-	m.known, m.has = true, true
+	s.expire(marks, duration(lifetime))
 	return nil
 }
 
@@ -51,10 +39,15 @@ type applied struct {
 }
 
 // readApplied is the scripts' HGET of the source's field, parsed; a field
-// that does not parse is none.
+// that does not parse is none, and offsets of another type (redis.pcall's
+// error) are none and deleted.
 func readApplied(s *Store, key, field string) (*applied, error) {
 	a := &applied{key: key, field: field}
 	got, ok, err := s.hget(key, field)
+	if errors.Is(err, errWrongType) {
+		s.del(key)
+		return a, nil
+	}
 	if err != nil || !ok {
 		return a, err
 	}
@@ -75,7 +68,9 @@ func (a *applied) decide(o float64) bool {
 }
 
 // write is the scripts' HSET of the field, when the call applied an
-// offset, and EXPIRE of the offsets when the field is new or refresh.
+// offset, and when the field is new or refresh the offsets' lifetime,
+// never shorter than the TTL they have: EXPIRE GT, then NX when GT
+// answers 0.
 func (a *applied) write(s *Store, life string, refresh bool) error {
 	if !a.dirty {
 		return nil
@@ -84,8 +79,8 @@ func (a *applied) write(s *Store, life string, refresh bool) error {
 	if err != nil {
 		return err
 	}
-	if added || refresh {
-		s.expire(a.key, duration(life))
+	if (added || refresh) && !s.expireGT(a.key, duration(life)) {
+		s.expireNX(a.key, duration(life))
 	}
 	return nil
 }
@@ -213,8 +208,7 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 		if exact == "" {
 			exact = format(v)
 		}
-		m := marks{key: f.keys[2*i]}
-		if err := m.mark(f.s, id, exact, f.life); err != nil {
+		if err := mark(f.s, f.keys[2*i], id, exact, f.life); err != nil {
 			return 0, 0, err
 		}
 		f.refresh = true
@@ -232,14 +226,8 @@ func (f *fixedCall) arm(key, length string) {
 
 // again is the script's again(i, id): -1, -1 where it is nil.
 func (f *fixedCall) again(i int, id string) (float64, int64, error) {
-	mark, ok, err := f.s.hget(f.keys[2*i], id)
-	if err != nil {
-		return 0, 0, err
-	}
-	if m, isNum, err := tonumber(mark, ok); err != nil {
-		return 0, 0, err
-	} else if isNum {
-		return m, 1, nil
+	if m, ok, err := markOf(f.s, f.keys[2*i], id); err != nil || ok {
+		return m, 1, err
 	}
 	if _, known := f.values[i]; !known {
 		got, ok, err := f.s.getString(f.keys[2*i-1])

@@ -45,6 +45,9 @@ type slideWindow struct {
 	// script renews the offsets' lifetime.
 	renew bool
 	dirty bool
+	// unusable is a window key of another type (redis.pcall's error): its
+	// changes answer -1, -1 and nothing is written to it.
+	unusable bool
 }
 
 // luaMin is Lua 5.1's math.min of two: the first unless the second is
@@ -60,6 +63,10 @@ func luaMin(a, b float64) float64 {
 // change.
 func (w *slideWindow) load(s *Store, src string) error {
 	h, err := s.hgetall(w.key)
+	if errors.Is(err, errWrongType) {
+		w.unusable, w.isNew = true, true
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -361,14 +368,16 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 		k, _, _ := tonumber(bucket, true)
 		var value float64
 		var flag int64
-		if applied.decide(o) && !(w.hasOld && o <= w.old) {
+		fresh := applied.decide(o) && !(w.hasOld && o <= w.old)
+		if fresh && w.unusable {
+			value, flag = -1, -1
+		} else if fresh {
 			by, _, _ := tonumber(amount, true)
 			var marked bool
 			if value, flag, marked = w.apply(k, by, refund); marked {
-				if err := s.hset(w.marks, id, format(value)); err != nil {
+				if err := mark(s, w.marks, id, format(value), life); err != nil {
 					return nil, err
 				}
-				s.expire(w.marks, duration(life))
 				refresh = true
 			}
 		} else if value, flag, err = w.again(s, id, refund); err != nil {
@@ -418,20 +427,27 @@ func (w *slideWindow) apply(k, by float64, refund bool) (float64, int64, bool) {
 }
 
 // again is the script's answer to a change counted before: an order's
-// mark, or the window's value.
+// mark, or the window's value (-1, -1 when the window is unusable).
 func (w *slideWindow) again(s *Store, id string, refund bool) (float64, int64, error) {
 	if !refund {
 		if m, ok, err := markOf(s, w.marks, id); err != nil || ok {
 			return m, 1, err
 		}
 	}
+	if w.unusable {
+		return -1, -1, nil
+	}
 	return w.total, 0, nil
 }
 
-// markOf is the scripts' tonumber(HGET marks id) for a change counted
-// before: the value its crossing was marked with, when it holds a number.
+// markOf is the scripts' tonumber(redis.pcall('HGET', marks, id)) for a
+// change counted before: the value its crossing was marked with, when it
+// holds a number; marks of another type are none.
 func markOf(s *Store, marks, id string) (float64, bool, error) {
 	mark, ok, err := s.hget(marks, id)
+	if errors.Is(err, errWrongType) {
+		return 0, false, nil
+	}
 	if err != nil || !ok {
 		return 0, false, err
 	}

@@ -310,25 +310,6 @@ func TestSlideAndCheckForeignState(t *testing.T) {
 		slideSeed(p, p.key("w1:crossed"), c, "abc", d, "12")
 		slideStep{src: "q:1", changes: calls, want: []int64{12, 1, 22, 0, 22, 1}}.run(p)
 	})
-	t.Run("wrong types fail the call, keeping what it wrote", func(t *testing.T) {
-		p := newPair(t)
-		win := []slideWin{{"3", "2", "1", "600"}, slideStd}
-		if err := p.rdb.Set(t.Context(), p.key("w2:crossed"), "x", 600*time.Second).Err(); err != nil {
-			t.Fatal(err)
-		}
-		p.st.mu.Lock()
-		p.st.setEx(p.key("w2:crossed"), "x", 600*time.Second)
-		p.st.mu.Unlock()
-		slideStep{windows: win, changes: []slideCh{{"1", "1", a, "5", "1"}, {"2", "2", b, "5", "1"}}}.run(p)
-		slideStep{windows: win[:1], changes: []slideCh{{"1", "3", c, "5", "1"}}}.run(p)
-		if err := p.rdb.Set(t.Context(), p.key("w1"), "x", 600*time.Second).Err(); err != nil {
-			t.Fatal(err)
-		}
-		p.st.mu.Lock()
-		p.st.setEx(p.key("w1"), "x", 600*time.Second)
-		p.st.mu.Unlock()
-		slideStep{windows: win[:1], changes: []slideCh{{"1", "4", d, "5", "1"}}}.run(p)
-	})
 }
 
 // Where the script's answer follows an order the model does not know, the

@@ -328,6 +328,18 @@ func (s *Store) expireNX(key string, ttl time.Duration) bool {
 	return true
 }
 
+// expireGT is EXPIRE key ttl GT: a TTL for a key whose own ends sooner;
+// false when there is no key, it has no TTL (GT counts none as infinite),
+// or its own ends as late or later.
+func (s *Store) expireGT(key string, ttl time.Duration) bool {
+	e := s.get(key)
+	if e == nil || !e.ttl || after(s.now, ttl) <= e.due {
+		return false
+	}
+	s.setDue(key, e, ttl)
+	return true
+}
+
 // hsetField is HSET of one field: true when the field is new.
 func (s *Store) hsetField(key, field, value string) (bool, error) {
 	e, err := s.create(key, kindHash)
