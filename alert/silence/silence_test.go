@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -36,7 +37,7 @@ var ruleSet = []rules.Rule{
 type env struct {
 	store *silence.Store
 	eng   *rules.Engine
-	disp  *alert.Dispatcher
+	disp  *dispatch.Dispatcher
 	reg   *prometheus.Registry
 	sink  *sink
 	keys  lua.Keys
@@ -70,7 +71,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	notify := alert.NotifierFunc(func(context.Context, alert.Alert) error { e.sent.Add(1); return nil })
-	if e.disp, err = alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: prefix}, notify, scripts, nil, e.reg); err != nil {
+	if e.disp, err = dispatch.NewDispatcher(dispatch.DispatcherConfig{KeyPrefix: prefix}, notify, scripts, nil, e.reg); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -181,7 +182,7 @@ func TestSilences(t *testing.T) {
 func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.disp.SetRules(map[string]alert.RuleSettings{"burst": {Mode: alert.ModeAlert}, "pair": {Mode: alert.ModeAlert}})
+	e.disp.SetRules(map[string]dispatch.RuleSettings{"burst": {Mode: alert.ModeAlert}, "pair": {Mode: alert.ModeAlert}})
 	if _, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", Match: map[string]string{"customer_id": "c1"}, For: time.Hour, Reason: "known reseller"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	for _, r := range e.disp.Recent() {
 		outcomes[r.Rule] = r.Outcome
 	}
-	if outcomes["burst"] != alert.SuppressedSilenced || outcomes["pair"] != alert.OutcomeSent {
+	if outcomes["burst"] != dispatch.SuppressedSilenced || outcomes["pair"] != dispatch.OutcomeSent {
 		t.Errorf("recent outcomes %v, want burst silenced and pair sent", outcomes)
 	}
 }

@@ -1,9 +1,11 @@
-package alert
+package dispatch
 
 import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 type dispatcherMetrics struct {
@@ -73,7 +75,7 @@ func (m *dispatcherMetrics) track(rule string) {
 
 // settled records how an alert was settled, in the metrics and in the list
 // of recent alerts: the one place an outcome is counted.
-func (d *Dispatcher) settled(a *Alert, outcome string) {
+func (d *Dispatcher) settled(a *alert.Alert, outcome string) {
 	switch outcome {
 	case OutcomeSent:
 		d.m.sent.WithLabelValues(a.Rule).Inc()

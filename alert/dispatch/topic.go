@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // TopicConfig names the alerts topic and how to reach it.
@@ -26,28 +28,6 @@ func (c *TopicConfig) Validate() error {
 	}
 	return nil
 }
-
-// MaxMessageBytes is the largest alert message the writer sends (kafka-go's
-// default, just under the broker's default max.message.bytes). Package
-// rules bounds every field of an alert so that it stays far below it; a
-// topic whose own limit is set lower may still refuse one (TooLargeError).
-const MaxMessageBytes = 1 << 20
-
-// TooLargeError reports the alerts of a Publish that the alerts topic, or
-// the writer, refused for their size, each written alone: no retry can
-// write them. Every other alert of the call was written.
-type TooLargeError struct {
-	// Refused holds the indexes, among Publish's alerts, of those refused.
-	Refused []int
-	// Err is the refusal of the last of them.
-	Err error
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("alert: %d alerts too large for the alerts topic: %v", len(e.Refused), e.Err)
-}
-
-func (e *TooLargeError) Unwrap() error { return e.Err }
 
 // Topic writes alerts to the alerts topic. Publish returns once every
 // in-sync replica has the alert, so that the source event's offset may be
@@ -73,7 +53,7 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 		// Crossings from several partitions may share a batch; none waits
 		// long for company.
 		BatchTimeout: 2 * time.Millisecond,
-		BatchBytes:   MaxMessageBytes,
+		BatchBytes:   alert.MaxMessageBytes,
 	}
 	if cfg.Transport != nil {
 		w.Transport = cfg.Transport
@@ -84,7 +64,7 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 // Publish writes alerts and waits for all in-sync replicas to have every
 // one of them. Alerts refused for their size are reported in a
 // *TooLargeError, once every other alert is written.
-func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
+func (t *Topic) Publish(ctx context.Context, alerts ...alert.Alert) error {
 	msgs := make([]kafka.Message, len(alerts))
 	for i, a := range alerts {
 		value, err := json.Marshal(a)
@@ -104,7 +84,7 @@ func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
 	// its alerts together: only an alert refused on its own is too large.
 	// Those of a batch that was written are not written again.
 	written, _ := errors.AsType[kafka.WriteErrors](err)
-	tl := &TooLargeError{}
+	tl := &alert.TooLargeError{}
 	for i, m := range msgs {
 		if i < len(written) && written[i] == nil {
 			continue
@@ -155,16 +135,4 @@ func (t *Topic) Close() error {
 		}
 	})
 	return t.closeErr
-}
-
-// Decode reads an alert from an alerts-topic message value.
-func Decode(value []byte) (Alert, error) {
-	var a Alert
-	if err := json.Unmarshal(value, &a); err != nil {
-		return Alert{}, fmt.Errorf("alert: decode: %w", err)
-	}
-	if a.ID == "" || a.Rule == "" || a.CooldownKey == "" || a.RecordKey == "" {
-		return Alert{}, errors.New("alert: decode: id, rule, cooldown_key and record_key are required")
-	}
-	return a, nil
 }

@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"cmp"
@@ -10,12 +10,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // parkedAlert is an alert as the parked hash keeps it.
 type parkedAlert struct {
-	Alert
+	alert.Alert
 	// ParkedAt bounds how long it stays: no longer than its delivery
 	// record lives (Retention), past which posting it could post it twice.
 	ParkedAt time.Time `json:"parked_at"`
@@ -25,7 +26,7 @@ type parkedAlert struct {
 // for RetryParked; then the alert may be acknowledged. When MaxParked are
 // parked already, it is not: an error then keeps its message on its
 // partition, retried, as a Slack outage would.
-func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *slog.Logger) error {
+func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelError, log *slog.Logger) error {
 	data, err := json.Marshal(parkedAlert{Alert: a, ParkedAt: time.Now()})
 	if err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
@@ -103,8 +104,8 @@ type parkedGroup struct{ channel, rule string }
 
 // readParked sorts the parked alerts into groups, oldest first; gone are
 // those to forget: unreadable, or parked longer than their records live.
-func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][]Alert, gone []string) {
-	groups = map[parkedGroup][]Alert{}
+func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][]alert.Alert, gone []string) {
+	groups = map[parkedGroup][]alert.Alert{}
 	parkedAt := map[string]time.Time{}
 	for id, data := range all {
 		var p parkedAlert
@@ -125,7 +126,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 		groups[g] = append(groups[g], p.Alert)
 	}
 	for _, alerts := range groups {
-		slices.SortFunc(alerts, func(a, b Alert) int {
+		slices.SortFunc(alerts, func(a, b alert.Alert) int {
 			return cmp.Or(parkedAt[a.ID].Compare(parkedAt[b.ID]), cmp.Compare(a.ID, b.ID))
 		})
 	}
@@ -147,7 +148,7 @@ func (d *Dispatcher) setParked(waiting map[string]float64) {
 // retryParked tries one group of parked alerts once, and says how many of
 // them stay parked: those another replica is trying, and those whose one
 // message was not delivered.
-func (d *Dispatcher) retryParked(ctx context.Context, alerts []Alert) (still int, err error) {
+func (d *Dispatcher) retryParked(ctx context.Context, alerts []alert.Alert) (still int, err error) {
 	leases := make([]string, len(alerts))
 	for i, a := range alerts {
 		leases[i] = d.keys.ParkedLease(a.ID)
@@ -159,14 +160,14 @@ func (d *Dispatcher) retryParked(ctx context.Context, alerts []Alert) (still int
 		return len(alerts), fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	var mine, held []string
-	var send []Alert
+	var send []alert.Alert
 	for i, a := range alerts {
 		if !taken[i] {
 			still++
 			continue
 		}
 		held = append(held, leases[i])
-		claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, a.silences()...)
+		claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences(&a)...)
 		if err != nil {
 			d.release(ctx, held)
 			return len(alerts), fmt.Errorf("alert: claim parked %s: %w", a.ID, err)
@@ -198,19 +199,19 @@ func (d *Dispatcher) release(ctx context.Context, leases []string) {
 // retryOnce tries claimed parked alerts of one rule once, as one message
 // within the budget (a digest when there are several), and returns the ids
 // of those settled: sent, or given up.
-func (d *Dispatcher) retryOnce(ctx context.Context, alerts []Alert) (settled []string, err error) {
+func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settled []string, err error) {
 	if len(alerts) == 0 {
 		return nil, nil
 	}
 	a := alerts[0]
 	log := d.log.With("rule", a.Rule, "channel", a.Channel, "alerts", len(alerts))
 	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
-	if dg, ok := d.notifier.(Digester); ok {
+	if dg, ok := d.notifier.(alert.Digester); ok {
 		if ok, err := d.takeBudget(ctx, a.Channel, nil); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
 		if len(alerts) > 1 {
-			digest := Digest{Rule: a.Rule, Channel: a.Channel, Alerts: alerts, List: d.cfg.DigestSize}
+			digest := alert.Digest{Rule: a.Rule, Channel: a.Channel, Alerts: alerts, List: d.cfg.DigestSize}
 			notify = func(ctx context.Context) error { return dg.NotifyDigest(ctx, digest) }
 		}
 	} else if len(alerts) > 1 {

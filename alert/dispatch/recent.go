@@ -1,8 +1,18 @@
-package alert
+package dispatch
 
 import (
 	"sync"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+)
+
+// Reasons a crossing is not notified: the reason label of
+// fraudwatch_alerts_suppressed_total.
+const (
+	SuppressedCooldown = "cooldown" // another alert of the (rule, group) holds the cooldown
+	SuppressedShadow   = "shadow"   // the rule is in shadow mode
+	SuppressedSilenced = "silenced" // a silence of the rule or of its group ran (fraudwatch silence)
 )
 
 // Outcomes of an alert as Recent lists them.
@@ -21,7 +31,7 @@ type Settled struct {
 	ID        string
 	OrderID   string
 	GroupBy   []string
-	Metric    Metric
+	Metric    alert.Metric
 	Current   int64
 	Threshold int64
 	Currency  string
@@ -40,7 +50,7 @@ type recent struct {
 	n    int // alerts added in all
 }
 
-func (r *recent) add(a *Alert, outcome string) {
+func (r *recent) add(a *alert.Alert, outcome string) {
 	s := Settled{At: time.Now(), Rule: a.Rule, ID: a.ID, OrderID: a.OrderID, GroupBy: append([]string(nil), a.GroupBy...),
 		Metric: a.Metric, Current: a.Current, Threshold: a.Threshold, Currency: a.Currency, Outcome: outcome}
 	r.mu.Lock()

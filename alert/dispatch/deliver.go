@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -22,7 +23,7 @@ var ErrNotDelivered = errors.New("alert: not delivered yet")
 // for good, or parked; then Deliver returns nil and the alert may be
 // acknowledged. It returns an error, wrapping ErrNotDelivered when Slack
 // kept failing, when the alert must be delivered again later.
-func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
+func (d *Dispatcher) Deliver(ctx context.Context, a alert.Alert) error {
 	send, err := d.claim(ctx, a)
 	if err != nil || !send {
 		return err
@@ -33,14 +34,14 @@ func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
 // claim decides an alert (alert_claim): true when it is to be sent, now
 // its; false when it is settled (shadow, suppressed, silenced, sent or
 // given up before).
-func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
+func (d *Dispatcher) claim(ctx context.Context, a alert.Alert) (bool, error) {
 	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	if a.Shadow() {
 		d.settled(&a, SuppressedShadow)
 		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
 		return false, nil
 	}
-	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, a.silences()...)
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences(&a)...)
 	if err != nil {
 		return false, fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
@@ -61,7 +62,7 @@ func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
 
 // silences are the keys of the silences that stop the alert, when it
 // names them.
-func (a *Alert) silences() []string {
+func silences(a *alert.Alert) []string {
 	if a.SilenceKey == "" || a.RuleSilence == "" {
 		return nil
 	}
@@ -70,7 +71,7 @@ func (a *Alert) silences() []string {
 
 // send posts a claimed alert, retrying as RetryPolicy says, and settles
 // it.
-func (d *Dispatcher) send(ctx context.Context, a Alert) error {
+func (d *Dispatcher) send(ctx context.Context, a alert.Alert) error {
 	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
 	v, cause, err := d.attempts(ctx, log, a.Rule, d.cfg.MaxAttempts, func(ctx context.Context) error {
 		return d.notifier.Notify(ctx, a)
@@ -110,12 +111,12 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 		if ctx.Err() != nil {
 			return 0, nil, fmt.Errorf("alert: deliver: %w", ctx.Err())
 		}
-		if _, ok := errors.AsType[*ChannelError](err); ok {
+		if _, ok := errors.AsType[*alert.ChannelError](err); ok {
 			// Its channel is the problem, not Slack: the alerts of other
 			// channels behind it on this partition must not wait for it.
 			return channelRefused, err, nil
 		}
-		retry, wait := RetryPolicy(err)
+		retry, wait := alert.RetryPolicy(err)
 		if !retry {
 			return refusedForGood, err, nil
 		}
@@ -142,10 +143,10 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 // conclude settles the alerts one message carried by how its attempts
 // ended: sent (outcome says how: alone or in a digest), given up, or
 // parked.
-func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, cause error, outcome string, alerts ...Alert) error {
+func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, cause error, outcome string, alerts ...alert.Alert) error {
 	switch v {
 	case channelRefused:
-		ce, _ := errors.AsType[*ChannelError](cause)
+		ce, _ := errors.AsType[*alert.ChannelError](cause)
 		for _, a := range alerts {
 			if err := d.park(ctx, a, ce, log.With("alert_id", a.ID)); err != nil {
 				return err
@@ -181,7 +182,7 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 // sent would be posted again by a redelivery. So it does not give up when
 // ctx ends (a shutdown, a rebalance cutting work short, right after Slack
 // took the post) but keeps trying for a bounded while on its own.
-func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...Alert) error {
+func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...alert.Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -143,7 +144,7 @@ func (f *fakeSlack) token(t *testing.T) alert.Notifier {
 const okJSON = `{"ok":true,"channel":"C1","ts":"1.2"}`
 
 type testEnv struct {
-	d       *alert.Dispatcher
+	d       *dispatch.Dispatcher
 	reg     *prometheus.Registry
 	rdb     redis.UniversalClient
 	scripts *lua.Scripts
@@ -153,13 +154,13 @@ type testEnv struct {
 
 // testDispatcher returns a dispatcher with small backoffs, the real claim
 // scripts on a real Redis, and its own registry.
-func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) *testEnv {
+func testDispatcher(t *testing.T, n alert.Notifier, cfg dispatch.DispatcherConfig) *testEnv {
 	t.Helper()
 	return testDispatcherLogging(t, n, cfg, nil)
 }
 
 // testDispatcherLogging is testDispatcher with the dispatcher's logger.
-func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig, log *slog.Logger) *testEnv {
+func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg dispatch.DispatcherConfig, log *slog.Logger) *testEnv {
 	t.Helper()
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = 5 * time.Millisecond
@@ -186,7 +187,7 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherC
 		t.Fatal(err)
 	}
 	cfg.KeyPrefix = env.pfx
-	d, err := alert.NewDispatcher(cfg, n, scripts, log, env.reg)
+	d, err := dispatch.NewDispatcher(cfg, n, scripts, log, env.reg)
 	if err != nil {
 		t.Fatalf("NewDispatcher: %v", err)
 	}
@@ -201,12 +202,12 @@ const testFingerprint = "0badcafe"
 // settings, as HandleMessages requires.
 func (e *testEnv) knowRule() {
 	a := sampleAlert()
-	e.d.SetRules(map[string]alert.RuleSettings{a.Rule: settingsOf(a)})
+	e.d.SetRules(map[string]dispatch.RuleSettings{a.Rule: settingsOf(a)})
 }
 
 // settingsOf is the rule of an alert as the dispatcher takes it.
-func settingsOf(a alert.Alert) alert.RuleSettings {
-	return alert.RuleSettings{Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel, Description: a.Description,
+func settingsOf(a alert.Alert) dispatch.RuleSettings {
+	return dispatch.RuleSettings{Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel, Description: a.Description,
 		Severity: a.Severity, Threshold: a.Threshold, Fingerprint: testFingerprint, Metric: a.Metric,
 		GroupBy: []string{"card_fingerprint"}, Window: a.Window, WindowType: a.WindowType}
 }
@@ -262,8 +263,8 @@ func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *s
 	t.Helper()
 	sb := &scriptedBudget{Scripts: e.scripts, answers: answers}
 	e.reg = prometheus.NewRegistry()
-	cfg := alert.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
-	d, err := alert.NewDispatcher(cfg, n, sb, nil, e.reg)
+	cfg := dispatch.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
+	d, err := dispatch.NewDispatcher(cfg, n, sb, nil, e.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *s
 
 // handleOne handles one message of the alerts topic; nil means it may be
 // committed.
-func handleOne(ctx context.Context, d *alert.Dispatcher, msg kafka.Message) error {
+func handleOne(ctx context.Context, d *dispatch.Dispatcher, msg kafka.Message) error {
 	_, err := d.HandleMessages(ctx, []kafka.Message{msg})
 	return err
 }
@@ -405,10 +406,10 @@ func TestDispatcherDelivery(t *testing.T) {
 			if tt.token {
 				n = f.token(t)
 			}
-			env := testDispatcher(t, n, alert.DispatcherConfig{MaxAttempts: 4})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{MaxAttempts: 4})
 			a := env.alert("g1", "evt-1")
 			err := env.deliver(t, a)
-			if tt.wantErr != errors.Is(err, alert.ErrNotDelivered) || (!tt.wantErr && err != nil) {
+			if tt.wantErr != errors.Is(err, dispatch.ErrNotDelivered) || (!tt.wantErr && err != nil) {
 				t.Fatalf("Deliver = %v, want ErrNotDelivered: %v", err, tt.wantErr)
 			}
 			if got := f.requests(); got != tt.wantRequests {
@@ -451,10 +452,10 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxAttempts: 3})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MaxAttempts: 3})
 	a := env.alert("g1", "evt-1")
 	for range 3 { // Slack down for three whole calls
-		if err := env.deliver(t, a); !errors.Is(err, alert.ErrNotDelivered) {
+		if err := env.deliver(t, a); !errors.Is(err, dispatch.ErrNotDelivered) {
 			t.Fatalf("Deliver during the outage = %v, want ErrNotDelivered", err)
 		}
 	}
@@ -483,7 +484,7 @@ func TestDispatcherHonoursRetryAfter(t *testing.T) {
 	})
 	// The backoff is far below Retry-After: only Retry-After can explain
 	// a wait of a second.
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +511,7 @@ func TestDispatcherCapsRetryAfter(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxRetryAfter: 50 * time.Millisecond})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MaxRetryAfter: 50 * time.Millisecond})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +536,7 @@ func TestDispatcherCooldown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			first, second := env.alert("g1", "evt-first"), env.alert("g1", "evt-second")
 			first.Cooldown, second.Cooldown = tt.cooldown, tt.cooldown
 			for _, a := range []alert.Alert{first, second, second} { // the second one redelivered too
@@ -579,7 +580,7 @@ func TestDispatcherCooldown(t *testing.T) {
 
 func TestDispatcherShadow(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	a.Mode = alert.ModeShadow
 	if err := env.deliver(t, a); err != nil {
@@ -601,7 +602,7 @@ func TestDispatcherShadow(t *testing.T) {
 
 func TestDeliverHonoursContext(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{hang: true} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := env.d.Deliver(ctx, env.alert("g1", "evt-1")); !errors.Is(err, context.DeadlineExceeded) {
@@ -610,7 +611,7 @@ func TestDeliverHonoursContext(t *testing.T) {
 }
 
 func TestTrackExportsZeroSeries(t *testing.T) {
-	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), dispatch.DispatcherConfig{})
 	env.d.Track("quiet-rule")
 	for _, name := range []string{"fraudwatch_alerts_sent_total", "fraudwatch_alert_failures_total",
 		"fraudwatch_alerts_suppressed_total", "fraudwatch_alert_delivery_errors_total"} {
@@ -633,7 +634,7 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 		cancel() // the context ends just after Slack took the post
 		return err
 	})
-	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	if err := env.d.Deliver(ctx, a); err != nil {
 		t.Fatalf("Deliver = %v", err)
@@ -661,8 +662,8 @@ func TestHandleMessage(t *testing.T) {
 		{"a fresh alert is delivered", encode, fresh, 1, ""},
 		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1, ""},
 		// Its record may be gone: posting it could post it twice.
-		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, alert.DroppedStale},
-		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, alert.DroppedUnreadable},
+		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, dispatch.DroppedStale},
+		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, dispatch.DroppedUnreadable},
 		// The message's keys, id, mode, cooldown and channel are not
 		// trusted: the dispatcher builds them from the rule and group.
 		{"a message's keys are not used", func(a alert.Alert) []byte {
@@ -670,9 +671,9 @@ func TestHandleMessage(t *testing.T) {
 			a.Mode, a.Cooldown, a.Channel = alert.ModeShadow, 0, "#elsewhere"
 			return encode(a)
 		}, fresh, 1, ""},
-		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, alert.DroppedMalformed},
-		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, alert.DroppedMalformed},
-		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, alert.DroppedMalformed},
+		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
+		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
+		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
 		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
 			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
 			return encode(a)
@@ -680,16 +681,16 @@ func TestHandleMessage(t *testing.T) {
 		{"too much evidence is dropped", func(a alert.Alert) []byte {
 			a.Evidence = make([]alert.Evidence, 21)
 			return encode(a)
-		}, fresh, 0, alert.DroppedMalformed},
+		}, fresh, 0, dispatch.DroppedMalformed},
 		{"an evidence value too long is dropped", func(a alert.Alert) []byte {
 			a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Value: strings.Repeat("v", 1000)}}
 			return encode(a)
-		}, fresh, 0, alert.DroppedMalformed},
+		}, fresh, 0, dispatch.DroppedMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			env.knowRule()
 			dead := &fakeDeadLetters{}
 			env.d.SetDeadLetters(dead)
@@ -751,7 +752,7 @@ func (f *fakeDeadLetters) DeadLetter(_ context.Context, _ kafka.Message, why str
 // A message that cannot be dead-lettered is not dropped either: it comes
 // round again.
 func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
-	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), dispatch.DispatcherConfig{})
 	env.knowRule()
 	env.d.SetDeadLetters(&fakeDeadLetters{err: errors.New("kafka down")})
 	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: []byte(`{"id":`)}
@@ -768,7 +769,7 @@ func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
 // later; the rule's settings then apply.
 func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	env.knowRule()
 	a := env.alert("g1", "evt-1")
 	a.Rule = "new-rule"
@@ -776,7 +777,7 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	if err := handleOne(t.Context(), env.d, msg); err == nil {
 		t.Fatal("an alert of an unknown rule was settled at once")
 	}
-	env.d.SetRules(map[string]alert.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
 	if err := handleOne(t.Context(), env.d, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -792,7 +793,7 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 // which anyone who can write to the alerts topic could set.
 func TestMessagesChannelIsNotUsed(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{body: okJSON} })
-	env := testDispatcher(t, f.token(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.token(t), dispatch.DispatcherConfig{})
 	env.knowRule() // a rule without a channel of its own
 	a := env.alert("g1", "evt-1")
 	a.Channel = "#elsewhere"
@@ -817,8 +818,8 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 // MaxBackoff (docs/alerts.md: 0.5 s doubling to 30 s by default).
 func TestDeliveryBackoffDoubles(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{status: 503} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
-	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, alert.ErrNotDelivered) {
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
+	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, dispatch.ErrNotDelivered) {
 		t.Fatalf("Deliver = %v, want ErrNotDelivered", err)
 	}
 	f.mu.Lock()
@@ -849,10 +850,10 @@ func (refusingClaims) ClaimAlert(context.Context, string, string, string, time.D
 // contents.
 func TestRefusedClaimIsDropped(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	env.reg = prometheus.NewRegistry()
 	var logs bytes.Buffer // written by HandleMessage, read after it returns
-	d, err := alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts},
+	d, err := dispatch.NewDispatcher(dispatch.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts},
 		slog.New(slog.NewJSONHandler(&logs, nil)), env.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -870,7 +871,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	if n := f.requests(); n != 0 {
 		t.Errorf("%d posts, want none", n)
 	}
-	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedRefused); got != 1 {
+	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedRefused); got != 1 {
 		t.Errorf("dropped as refused: %v, want 1", got)
 	}
 	if len(dead.whys) != 1 || !strings.HasPrefix(dead.whys[0], "alert refused: ") {
@@ -878,7 +879,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	}
 	// Where it was, and never what the message holds.
 	line := logLine(t, logs.String(), "alert dropped")
-	if line["topic"] != "alerts" || line["partition"] != 1.0 || line["offset"] != 7.0 || line["reason"] != alert.DroppedRefused {
+	if line["topic"] != "alerts" || line["partition"] != 1.0 || line["offset"] != 7.0 || line["reason"] != dispatch.DroppedRefused {
 		t.Errorf("the dropped alert's log line %v, want topic alerts, partition 1, offset 7, reason refused", line)
 	}
 	if strings.Contains(logs.String(), "g1") {
@@ -890,7 +891,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	line = logLine(t, logs.String(), "alert dropped")
-	if line["topic"] != "alerts" || line["partition"] != 2.0 || line["offset"] != 9.0 || line["reason"] != alert.DroppedUnreadable {
+	if line["topic"] != "alerts" || line["partition"] != 2.0 || line["offset"] != 9.0 || line["reason"] != dispatch.DroppedUnreadable {
 		t.Errorf("the unreadable message's log line %v, want topic alerts, partition 2, offset 9, reason unreadable", line)
 	}
 }
@@ -966,8 +967,8 @@ func (n *channelNotifier) snapshot() []string {
 func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	n := &channelNotifier{gone: true}
 	var logs bytes.Buffer // read while no retry runs
-	env := testDispatcherLogging(t, n, alert.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
-	env.d.SetRules(map[string]alert.RuleSettings{
+	env := testDispatcherLogging(t, n, dispatch.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	env.d.SetRules(map[string]dispatch.RuleSettings{
 		"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"},
 		"r-ok":   {Mode: alert.ModeAlert, Channel: "#ok"},
 	})
@@ -998,9 +999,9 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	n.mu.Lock()
 	n.gone, n.second = false, make(chan struct{})
 	n.mu.Unlock()
-	other := testDispatcher(t, n, alert.DispatcherConfig{KeyPrefix: env.pfx})
+	other := testDispatcher(t, n, dispatch.DispatcherConfig{KeyPrefix: env.pfx})
 	var wg sync.WaitGroup
-	for _, d := range []*alert.Dispatcher{env.d, other.d} {
+	for _, d := range []*dispatch.Dispatcher{env.d, other.d} {
 		wg.Go(func() {
 			if err := d.RetryParked(t.Context()); err != nil {
 				t.Error(err)
@@ -1026,8 +1027,8 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 // channel is back, the parked alert is posted without anyone asking.
 func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
 	n := &channelNotifier{gone: true}
-	env := testDispatcher(t, n, alert.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
-	env.d.SetRules(map[string]alert.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r-gone"
 	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
@@ -1061,8 +1062,8 @@ func TestParkedDefaultChannel(t *testing.T) {
 	refuse := alert.NotifierFunc(func(context.Context, alert.Alert) error {
 		return &alert.ChannelError{Channel: "#fraud", Err: errors.New("slack: not_in_channel")}
 	})
-	env := testDispatcher(t, refuse, alert.DispatcherConfig{})
-	env.d.SetRules(map[string]alert.RuleSettings{"r": {Mode: alert.ModeAlert}})
+	env := testDispatcher(t, refuse, dispatch.DispatcherConfig{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r": {Mode: alert.ModeAlert}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r"
 	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
@@ -1101,7 +1102,7 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			// The first alert takes the budget's last message, the second
 			// finds it spent; then the budget allows the digest.
 			env.withBudget(t, f.webhook(t), true, false)
@@ -1156,7 +1157,7 @@ func TestRetriesTakeNoBudget(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	// Two messages, then none: a retry that took one would leave e2 past
 	// the budget, and e2 and e3 would go out as one digest.
 	budget := env.withBudget(t, f.webhook(t), true, true, false)
@@ -1218,15 +1219,15 @@ func TestDigestOutcomes(t *testing.T) {
 		wantPosted int    // digests tried
 		recent     string // the held alerts' outcome on the status page, if settled
 	}{
-		{"taken", nil, 3, 0, 0, 2, false, 1, alert.OutcomeDigested},
-		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, alert.OutcomeFailed},
+		{"taken", nil, 3, 0, 0, 2, false, 1, dispatch.OutcomeDigested},
+		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, dispatch.OutcomeFailed},
 		{"failing on", errors.New("slack: 503"), 1, 0, 0, 2, true, 4, ""},
-		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, alert.OutcomeParked},
+		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, dispatch.OutcomeParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &digestNotifier{digestErr: tt.err}
-			env := testDispatcher(t, n, alert.DispatcherConfig{})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 			env.withBudget(t, n, true, false)
 			var msgs []kafka.Message
 			var held []alert.Alert
@@ -1241,7 +1242,7 @@ func TestDigestOutcomes(t *testing.T) {
 			if committed != tt.committed || (err != nil) != tt.wantErr {
 				t.Fatalf("HandleMessages = %d, %v; want %d, error %v", committed, err, tt.committed, tt.wantErr)
 			}
-			if tt.wantErr && !errors.Is(err, alert.ErrNotDelivered) {
+			if tt.wantErr && !errors.Is(err, dispatch.ErrNotDelivered) {
 				t.Errorf("error %v, want ErrNotDelivered", err)
 			}
 			if n.singles != 1 || n.digests != tt.wantPosted {
@@ -1277,7 +1278,7 @@ func TestDigestOutcomes(t *testing.T) {
 // with the group's fields and never its values.
 func TestRecent(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	sent := env.alert("g1", "e1")
 	again := env.alert("g1", "e2") // the same group: its cooldown
 	shadow := env.alert("g2", "e3")
