@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/consumer"
 )
 
 // TopicConfig names the alerts topic and how to reach it.
@@ -77,7 +78,7 @@ func (t *Topic) Publish(ctx context.Context, alerts ...alert.Alert) error {
 	if err == nil {
 		return nil
 	}
-	if !tooLarge(err) {
+	if !consumer.TooLarge(err) {
 		return fmt.Errorf("alert: write %d alerts to %s: %w", len(alerts), t.w.Topic, err)
 	}
 	// A batch is refused whole, and may be refused for the size of all
@@ -90,7 +91,7 @@ func (t *Topic) Publish(ctx context.Context, alerts ...alert.Alert) error {
 			continue
 		}
 		if err := t.w.WriteMessages(ctx, m); err != nil {
-			if !tooLarge(err) {
+			if !consumer.TooLarge(err) {
 				return fmt.Errorf("alert: write an alert of rule %s to %s: %w", alerts[i].Rule, t.w.Topic, err)
 			}
 			tl.Refused = append(tl.Refused, i)
@@ -103,28 +104,6 @@ func (t *Topic) Publish(ctx context.Context, alerts ...alert.Alert) error {
 		return nil
 	}
 	return tl
-}
-
-// tooLarge reports whether a write failed because a message is too large:
-// refused by the writer (kafka.MessageTooLargeError, which unwraps to
-// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
-// which does not unwrap).
-func tooLarge(err error) bool {
-	size := func(err error) bool {
-		// RecordListTooLarge: the batch exceeds the topic's segment size.
-		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
-	}
-	if size(err) {
-		return true
-	}
-	if we, ok := errors.AsType[kafka.WriteErrors](err); ok {
-		for _, e := range we {
-			if e != nil && size(e) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Close flushes and closes the writer. It is idempotent.

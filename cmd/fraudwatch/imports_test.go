@@ -19,7 +19,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"consumer":           {"event"},
 		"rules":              {"alert", "event", "lua"},
 		"alert":              {},
-		"alert/dispatch":     {"alert", "lua"},
+		"alert/dispatch":     {"alert", "consumer", "lua"},
 		"alert/silence":      {"alert", "lua"},
 		"alert/slack":        {"alert"},
 		"config":             {"alert", "lua", "rules"},
