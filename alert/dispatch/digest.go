@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 )
@@ -71,31 +70,9 @@ func (d *Dispatcher) sendHeld(ctx context.Context, b *batch) error {
 		if _, err := d.takeBudget(ctx, alerts[0].Channel, b.generation); err != nil {
 			return err
 		}
-		if len(alerts) == 1 {
-			if err := d.send(ctx, alerts[0]); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.sendDigest(ctx, b.digests, d.cfg.MaxAttempts, alerts); err != nil {
+		if err := d.send(ctx, alerts...); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// sendDigest posts alerts of one rule as one digest, retried as a single
-// alert is, and settles every alert by the digest that carried it: sent,
-// given up with it, or parked with it when its channel is refused.
-func (d *Dispatcher) sendDigest(ctx context.Context, dg alert.Digester, maxAttempts int, alerts []alert.Alert) error {
-	rule := alerts[0].Rule
-	digest := alert.Digest{Rule: rule, Channel: alerts[0].Channel, Alerts: alerts, List: d.cfg.DigestSize}
-	log := d.log.With("rule", rule, "alerts", len(alerts))
-	v, cause, err := d.attempts(ctx, log, rule, maxAttempts, func(ctx context.Context) error {
-		return dg.NotifyDigest(ctx, digest)
-	})
-	if err != nil {
-		return fmt.Errorf("alert: digest of %s: %w", rule, err)
-	}
-	return d.conclude(ctx, log, v, cause, OutcomeDigested, alerts...)
 }

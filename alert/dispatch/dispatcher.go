@@ -204,7 +204,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	for name, r := range rs {
 		r.GroupBy = slices.Clone(r.GroupBy) // alerts get copies of it
 		rs[name] = r
-		d.Track(name)
+		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
 		d.m.parked.WithLabelValues(channelLabel(r.Channel))
@@ -212,10 +212,6 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)
 }
-
-// Track exports zero-valued series for a rule, so that dashboards and
-// rate() see it before its first alert.
-func (d *Dispatcher) Track(rule string) { d.m.track(rule) }
 
 // HandleMessages settles a batch of the alerts topic's messages, in order:
 // the dispatcher is the alerts group's handler. With a Digester, every

@@ -145,6 +145,7 @@ const okJSON = `{"ok":true,"channel":"C1","ts":"1.2"}`
 
 type testEnv struct {
 	d       *dispatch.Dispatcher
+	log     *slog.Logger // the dispatcher's; nil discards
 	reg     *prometheus.Registry
 	rdb     redis.UniversalClient
 	scripts *lua.Scripts
@@ -174,7 +175,11 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg dispatch.Dispatch
 	if cfg.AttemptTimeout == 0 {
 		cfg.AttemptTimeout = 10 * time.Second
 	}
-	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: cfg.KeyPrefix}
+	if cfg.ChannelBudget == (lua.Budget{}) && cfg.OverallBudget == (lua.Budget{}) {
+		// A budget no test meets unless it sets one (TestFloodKeepsToTheBudget).
+		cfg.ChannelBudget, cfg.OverallBudget = lua.Budget{Rate: 1000, Burst: 1000}, lua.Budget{Rate: 1000, Burst: 1000}
+	}
+	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: cfg.KeyPrefix, log: log}
 	if env.pfx == "" {
 		env.pfx = redistest.Prefix(t) // a replica of its own; a given prefix shares another's Redis state
 	}
@@ -264,7 +269,7 @@ func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *s
 	sb := &scriptedBudget{Scripts: e.scripts, answers: answers}
 	e.reg = prometheus.NewRegistry()
 	cfg := dispatch.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
-	d, err := dispatch.NewDispatcher(cfg, n, sb, nil, e.reg)
+	d, err := dispatch.NewDispatcher(cfg, n, sb, e.log, e.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,11 +319,15 @@ func (e *testEnv) alert(group, eventID string) alert.Alert {
 	return a
 }
 
+// deliver hands a to the dispatcher as the alerts topic does, its
+// crossing marked and its rule in force with a's settings; nil means the
+// message may be committed.
 func (e *testEnv) deliver(t *testing.T, a alert.Alert) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return e.d.Deliver(ctx, a)
+	e.d.SetRules(map[string]dispatch.RuleSettings{a.Rule: settingsOf(a)})
+	return handleOne(ctx, e.d, e.message(t, a, 1))
 }
 
 // metric reads one series from the registry; a missing series reads 0.
@@ -410,7 +419,7 @@ func TestDispatcherDelivery(t *testing.T) {
 			a := env.alert("g1", "evt-1")
 			err := env.deliver(t, a)
 			if tt.wantErr != errors.Is(err, dispatch.ErrNotDelivered) || (!tt.wantErr && err != nil) {
-				t.Fatalf("Deliver = %v, want ErrNotDelivered: %v", err, tt.wantErr)
+				t.Fatalf("HandleMessages = %v, want ErrNotDelivered: %v", err, tt.wantErr)
 			}
 			if got := f.requests(); got != tt.wantRequests {
 				t.Errorf("Slack got %d requests, want %d", got, tt.wantRequests)
@@ -424,8 +433,8 @@ func TestDispatcherDelivery(t *testing.T) {
 			if got := env.metric(t, "fraudwatch_alert_failures_total", "rule", a.Rule); got != tt.wantFailures {
 				t.Errorf("fraudwatch_alert_failures_total = %v, want %v", got, tt.wantFailures)
 			}
-			if got := env.series(t, "fraudwatch_alerts_suppressed_total"); got != 0 {
-				t.Errorf("%d suppressed series, want none", got)
+			if got := env.total(t, "fraudwatch_alerts_suppressed_total"); got != 0 {
+				t.Errorf("%v suppressed, want none", got)
 			}
 			if got := env.metric(t, "fraudwatch_alert_delivery_errors_total", "rule", a.Rule); got != tt.wantErrors {
 				t.Errorf("fraudwatch_alert_delivery_errors_total = %v, want %v", got, tt.wantErrors)
@@ -456,7 +465,7 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 	a := env.alert("g1", "evt-1")
 	for range 3 { // Slack down for three whole calls
 		if err := env.deliver(t, a); !errors.Is(err, dispatch.ErrNotDelivered) {
-			t.Fatalf("Deliver during the outage = %v, want ErrNotDelivered", err)
+			t.Fatalf("HandleMessages during the outage = %v, want ErrNotDelivered", err)
 		}
 	}
 	down.Lock()
@@ -464,7 +473,7 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 	down.Unlock()
 	for i := range 3 { // then the alert comes round again, three times
 		if err := env.deliver(t, a); err != nil {
-			t.Fatalf("Deliver %d after the outage = %v", i, err)
+			t.Fatalf("HandleMessages %d after the outage = %v", i, err)
 		}
 	}
 	if got := f.deliveredCount(); got != 1 {
@@ -592,27 +601,30 @@ func TestDispatcherShadow(t *testing.T) {
 	if got := env.metric(t, "fraudwatch_alerts_suppressed_total", "rule", a.Rule, "reason", "shadow"); got != 1 {
 		t.Errorf("suppressed{reason=shadow} = %v, want 1", got)
 	}
-	if got := env.series(t, "fraudwatch_alerts_suppressed_total"); got != 1 {
-		t.Errorf("%d suppressed series, want only the shadow one", got)
+	if got := env.total(t, "fraudwatch_alerts_suppressed_total"); got != 1 {
+		t.Errorf("%v suppressed, want only the shadow one", got)
 	}
 	if n := env.rdb.Exists(context.Background(), a.CooldownKey, a.RecordKey).Val(); n != 0 {
 		t.Error("a shadow alert took the cooldown or wrote a record")
 	}
 }
 
-func TestDeliverHonoursContext(t *testing.T) {
+func TestHandleMessagesHonoursContext(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{hang: true} })
 	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
+	env.knowRule()
+	msg := env.message(t, env.alert("g1", "evt-1"), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := env.d.Deliver(ctx, env.alert("g1", "evt-1")); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Deliver = %v, want the context's deadline", err)
+	if err := handleOne(ctx, env.d, msg); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("HandleMessages = %v, want the context's deadline", err)
 	}
 }
 
-func TestTrackExportsZeroSeries(t *testing.T) {
+// A rule in force has its series at 0 before its first alert.
+func TestSetRulesExportsZeroSeries(t *testing.T) {
 	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), dispatch.DispatcherConfig{})
-	env.d.Track("quiet-rule")
+	env.d.SetRules(map[string]dispatch.RuleSettings{"quiet-rule": {Mode: alert.ModeAlert}})
 	for _, name := range []string{"fraudwatch_alerts_sent_total", "fraudwatch_alert_failures_total",
 		"fraudwatch_alerts_suppressed_total", "fraudwatch_alert_delivery_errors_total"} {
 		if n := env.series(t, name); n == 0 {
@@ -635,9 +647,10 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 		return err
 	})
 	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
+	env.knowRule()
 	a := env.alert("g1", "evt-1")
-	if err := env.d.Deliver(ctx, a); err != nil {
-		t.Fatalf("Deliver = %v", err)
+	if err := handleOne(ctx, env.d, env.message(t, a, 1)); err != nil {
+		t.Fatalf("HandleMessages = %v", err)
 	}
 	if err := env.deliver(t, a); err != nil { // the redelivery
 		t.Fatal(err)
@@ -820,7 +833,7 @@ func TestDeliveryBackoffDoubles(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{status: 503} })
 	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, dispatch.ErrNotDelivered) {
-		t.Fatalf("Deliver = %v, want ErrNotDelivered", err)
+		t.Fatalf("HandleMessages = %v, want ErrNotDelivered", err)
 	}
 	f.mu.Lock()
 	arrivals := slices.Clone(f.arrivals)
@@ -899,14 +912,11 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 // logLine is the JSON log line of msg in logs, decoded.
 func logLine(t *testing.T, logs, msg string) map[string]any {
 	t.Helper()
-	for l := range strings.Lines(logs) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err == nil && m["msg"] == msg {
-			return m
-		}
+	lines := logLines(logs, msg)
+	if len(lines) == 0 {
+		t.Fatalf("no log line %q in:\n%s", msg, logs)
 	}
-	t.Fatalf("no log line %q in:\n%s", msg, logs)
-	return nil
+	return lines[0]
 }
 
 func encode(a alert.Alert) []byte {

@@ -7,22 +7,6 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 )
 
-// Reasons a crossing is not notified: the reason label of
-// fraudwatch_alerts_suppressed_total.
-const (
-	SuppressedCooldown = "cooldown" // another alert of the (rule, group) holds the cooldown
-	SuppressedShadow   = "shadow"   // the rule is in shadow mode
-	SuppressedSilenced = "silenced" // a silence of the rule or of its group ran (fraudwatch silence)
-)
-
-// Outcomes of an alert as Recent lists them.
-const (
-	OutcomeSent     = "sent"
-	OutcomeDigested = "digested" // sent, in a digest
-	OutcomeFailed   = "failed"   // refused for good
-	OutcomeParked   = "parked"   // its channel refused; retried later
-)
-
 // Settled is how this dispatcher settled one alert. It names the group's
 // fields but not their values, which are personal data.
 type Settled struct {

@@ -47,9 +47,7 @@ func (d *Dispatcher) drop(ctx context.Context, msg kafka.Message, reason string,
 			return fmt.Errorf("alert: dead-letter an alert (%s): %w", reason, werr)
 		}
 	}
-	d.m.dropped.WithLabelValues(reason).Inc()
-	d.log.Error("alert dropped", append([]any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-		"reason", reason, "err", err}, attrs...)...)
+	d.dropped(reason, append([]any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err}, attrs...)...)
 	return nil
 }
 
@@ -68,8 +66,7 @@ func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (alert.Alert
 	if age := time.Since(msg.Time); age > d.claims.Retention() {
 		// Its delivery record may have expired: sending it now could post
 		// it a second time, and days late it is news to nobody.
-		d.m.dropped.WithLabelValues(DroppedStale).Inc()
-		d.log.Warn("stale alert dropped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+		d.dropped(DroppedStale, "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
 			"age", age.Round(time.Second).String())
 		return alert.Alert{}, false, nil
 	}
