@@ -1271,15 +1271,7 @@ func TestDigestOutcomes(t *testing.T) {
 			if cooldowns != tt.cooldowns {
 				t.Errorf("%d of the digest's cooldowns held, want %d", cooldowns, tt.cooldowns)
 			}
-			outcomes := map[string]string{}
-			for _, r := range env.d.Recent() {
-				outcomes[r.ID] = r.Outcome
-			}
-			for _, a := range held {
-				if outcomes[a.ID] != tt.recent {
-					t.Errorf("%s listed as %q, want %q", a.ID, outcomes[a.ID], tt.recent)
-				}
-			}
+			env.wantListed(t, held, tt.recent)
 		})
 	}
 }

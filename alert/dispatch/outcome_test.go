@@ -29,6 +29,21 @@ func logLines(logs, msg string) []map[string]any {
 	return out
 }
 
+// wantListed wants each of alerts listed in Recent with outcome ("": not
+// listed).
+func (e *testEnv) wantListed(t *testing.T, alerts []alert.Alert, outcome string) {
+	t.Helper()
+	listed := map[string]string{}
+	for _, s := range e.d.Recent() {
+		listed[s.ID] = s.Outcome
+	}
+	for _, a := range alerts {
+		if listed[a.ID] != outcome {
+			t.Errorf("Recent lists %s as %q, want %q", a.ID, listed[a.ID], outcome)
+		}
+	}
+}
+
 // silence starts a silence of a's rule and group, as fraudwatch silence
 // does, for an hour.
 func (e *testEnv) silence(t *testing.T, a alert.Alert) {
@@ -112,15 +127,7 @@ func TestEveryOutcomeIsRecordedOnce(t *testing.T) {
 			if got := env.metric(t, tt.metric, tt.labels...); got != float64(len(settled)) {
 				t.Errorf("%s%v = %v, want %d", tt.metric, tt.labels, got, len(settled))
 			}
-			listed := map[string]string{}
-			for _, s := range env.d.Recent() {
-				listed[s.ID] = s.Outcome
-			}
-			for _, a := range settled {
-				if listed[a.ID] != tt.outcome {
-					t.Errorf("Recent lists %s as %q, want %q", a.ID, listed[a.ID], tt.outcome)
-				}
-			}
+			env.wantListed(t, settled, tt.outcome)
 			lines := logLines(logs.String(), tt.msg)
 			if len(lines) != 1 {
 				t.Fatalf("%d log lines %q, want 1 for the message that settled %d alerts:\n%s", len(lines), tt.msg, len(settled), logs.String())
