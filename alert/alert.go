@@ -1,11 +1,10 @@
-// Package alert turns threshold crossings into notifications. It holds the
-// alert model (Alert, with the Severity, Mode and Metric that rules pick),
-// the alerts topic that carries crossings durably from the rules to the
-// dispatchers (Topic, Decode), and the Dispatcher: it reads the topic back,
-// claims each alert in Redis (taking the cooldown of its (rule, group)),
-// delivers it through a Notifier (package alert/slack, the log, the demo's
-// console) and records the outcome, so that each alert is posted once
-// however often it is delivered.
+// Package alert is the vocabulary of alerts, which rules, config and the
+// delivery code share: the Alert a crossing becomes (with the Severity,
+// Mode, Metric and WindowType that rules pick), its form on the alerts
+// topic (Decode) and the bounds it keeps to (WithinBounds), how its
+// numbers and descriptions read (FormatValue, Describe), and what a
+// Notifier is. It imports nothing of Kafka, Redis or Slack: delivery is
+// package alert/dispatch, Slack is alert/slack.
 package alert
 
 import "time"
@@ -59,14 +58,6 @@ const (
 	// Sliding windows trail each event in event time: the window is the
 	// group's events of the last window before it.
 	Sliding WindowType = "sliding"
-)
-
-// Reasons a crossing is not notified: the reason label of
-// fraudwatch_alerts_suppressed_total.
-const (
-	SuppressedCooldown = "cooldown" // another alert of the (rule, group) holds the cooldown
-	SuppressedShadow   = "shadow"   // the rule is in shadow mode
-	SuppressedSilenced = "silenced" // a silence of the rule or of its group ran (fraudwatch silence)
 )
 
 // Alert is one first crossing of a rule's threshold by one group. Its JSON

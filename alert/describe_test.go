@@ -80,39 +80,3 @@ func TestLiteralThreshold(t *testing.T) {
 		}
 	}
 }
-
-// After a reload lowers a threshold, the next alert's description says the
-// new one, as its threshold field does, whatever the message says: the
-// dispatcher renders it from the rule in force.
-func TestDescriptionFollowsTheRuleInForce(t *testing.T) {
-	n := &captured{}
-	env := testDispatcher(t, n, alert.DispatcherConfig{})
-	rule := settingsOf(sampleAlert())
-	rule.Description = "{threshold} or more paid with one card within {window}"
-	env.d.SetRules(map[string]alert.RuleSettings{sampleAlert().Rule: rule})
-	before := env.alert("card-1", "evt-1")
-	before.Description = "KRW 1,000,000 or more paid with one card within 10m" // as the engine rendered it
-	if err := handleOne(t.Context(), env.d, env.message(t, before, 1)); err != nil {
-		t.Fatal(err)
-	}
-
-	rule.Threshold = 700_000 // the reload
-	env.d.SetRules(map[string]alert.RuleSettings{sampleAlert().Rule: rule})
-	after := env.alert("card-2", "evt-2")
-	after.Description = before.Description // crossed before the reload reached the engine
-	if err := handleOne(t.Context(), env.d, env.message(t, after, 2)); err != nil {
-		t.Fatal(err)
-	}
-	posts := n.posted()
-	if len(posts) != 2 {
-		t.Fatalf("posted %d alerts, want 2", len(posts))
-	}
-	for i, want := range []string{
-		"KRW 1,000,000 or more paid with one card within 10m",
-		"KRW 700,000 or more paid with one card within 10m",
-	} {
-		if posts[i].Description != want {
-			t.Errorf("alert %d says %q, want %q (threshold %d)", i+1, posts[i].Description, want, posts[i].Threshold)
-		}
-	}
-}

@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// Notifier delivers one alert. How the Dispatcher treats a failure is up to
-// the error (see RetryPolicy): by default it is retried.
+// Notifier delivers one alert: alert/slack's, the log's (alert/dispatch),
+// the demo's console. How the dispatcher treats a failure is up to the
+// error (see RetryPolicy): by default it is retried. The contract lives
+// here, not with the dispatcher, so that a notifier compiles against
+// neither Kafka nor the dispatcher.
 type Notifier interface {
 	Notify(ctx context.Context, a Alert) error
 }
@@ -17,6 +20,22 @@ type NotifierFunc func(ctx context.Context, a Alert) error
 
 // Notify calls f.
 func (f NotifierFunc) Notify(ctx context.Context, a Alert) error { return f(ctx, a) }
+
+// Digester is a Notifier that can also post many alerts of one rule as
+// one message: the dispatcher then keeps to the alert budgets, and merges
+// what is past them into digests.
+type Digester interface {
+	NotifyDigest(ctx context.Context, d Digest) error
+}
+
+// Digest is alerts of one rule that were past the budget: all of them
+// count, List of them are shown.
+type Digest struct {
+	Rule    string
+	Channel string
+	Alerts  []Alert
+	List    int
+}
 
 // Permanent marks err as a failure no retry can fix (a message the
 // receiver refuses as such): the alert is given up.

@@ -42,7 +42,7 @@ func formatMoney(minor int64, code string) string {
 	}
 	u, err := currency.ParseISO(code)
 	if err != nil || u == (currency.Unit{}) { // the zero Unit is XXX, "no currency"
-		return groupDigits(minor) + " minor units (unknown currency " + cut(code, 16) + ")"
+		return groupDigits(minor) + " minor units (unknown currency " + Cut(code, 16) + ")"
 	}
 	scale, _ := currency.Standard.Rounding(u)
 	neg, abs := minor < 0, uint64(minor)
@@ -90,8 +90,8 @@ func groupUint(v uint64) string {
 	return b.String()
 }
 
-// cut shortens s to at most n runes, marking a cut with "…".
-func cut(s string, n int) string {
+// Cut shortens s to at most n runes, marking a cut with "…".
+func Cut(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s

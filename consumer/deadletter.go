@@ -68,7 +68,7 @@ func (c *Consumer) DeadLetter(ctx context.Context, msg kafka.Message, why string
 	if err == nil {
 		return nil
 	}
-	if !tooLarge(err) {
+	if !TooLarge(err) {
 		return fmt.Errorf("consumer: write dead letter: %w", err)
 	}
 	// The key, headers and source still let an operator find the original.
@@ -81,7 +81,7 @@ func (c *Consumer) DeadLetter(ctx context.Context, msg kafka.Message, why string
 			"dead_letter_topic", c.cfg.DeadLetterTopic, "value_bytes", len(msg.Value))
 		return nil
 	}
-	if !tooLarge(err) {
+	if !TooLarge(err) {
 		return fmt.Errorf("consumer: write dead letter without its value: %w", err)
 	}
 	// A huge key or huge headers: what is left is fraudwatch's own
@@ -119,11 +119,12 @@ func clipHeader(b []byte, n int) []byte {
 	return append(slices.Clip(b[:cut]), "…"...)
 }
 
-// tooLarge reports whether a write failed because a message is too large:
-// refused by the writer (kafka.MessageTooLargeError, which unwraps to
-// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
-// which does not unwrap).
-func tooLarge(err error) bool {
+// TooLarge reports whether a write to Kafka failed because a message is
+// too large: refused by the writer (kafka.MessageTooLargeError, which
+// unwraps to kafka.MessageSizeTooLarge) or by the broker (inside
+// kafka.WriteErrors, which does not unwrap). The dead-letter writer and
+// the alerts topic's (alert/dispatch) both ask it.
+func TooLarge(err error) bool {
 	permanent := func(err error) bool {
 		// RecordListTooLarge: the batch exceeds the topic's segment size.
 		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)

@@ -297,8 +297,8 @@ func TestTooLarge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tooLarge(tt.err); got != tt.want {
-				t.Fatalf("tooLarge(%v) = %v, want %v", tt.err, got, tt.want)
+			if got := TooLarge(tt.err); got != tt.want {
+				t.Fatalf("TooLarge(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
 	}

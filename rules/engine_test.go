@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/internal/testkit"
@@ -863,7 +864,7 @@ func TestAlertsStayFarBelowTheTopicLimit(t *testing.T) {
 func TestEngineAlertRefusedForSizeMakesItsEventUnprocessable(t *testing.T) {
 	k := kafkatest.New(t)
 	name := k.Topic(t, "alerts", 1, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: "2048"})
-	topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
+	topic, err := dispatch.NewTopic(dispatch.TopicConfig{Brokers: k.Brokers, Topic: name})
 	if err != nil {
 		t.Fatal(err)
 	}

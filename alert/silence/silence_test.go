@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -36,7 +37,7 @@ var ruleSet = []rules.Rule{
 type env struct {
 	store *silence.Store
 	eng   *rules.Engine
-	disp  *alert.Dispatcher
+	disp  *dispatch.Dispatcher
 	reg   *prometheus.Registry
 	sink  *sink
 	keys  lua.Keys
@@ -70,10 +71,23 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	notify := alert.NotifierFunc(func(context.Context, alert.Alert) error { e.sent.Add(1); return nil })
-	if e.disp, err = alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: prefix}, notify, scripts, nil, e.reg); err != nil {
+	if e.disp, err = dispatch.NewDispatcher(dispatch.DispatcherConfig{KeyPrefix: prefix}, notify, scripts, nil, e.reg); err != nil {
 		t.Fatal(err)
 	}
+	e.disp.SetRules(map[string]dispatch.RuleSettings{"burst": {Mode: alert.ModeAlert}, "pair": {Mode: alert.ModeAlert}})
 	return e
+}
+
+// handle hands a to the dispatcher as the alerts topic does.
+func (e *env) handle(t *testing.T, a alert.Alert) {
+	t.Helper()
+	value, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.disp.HandleMessages(t.Context(), []kafka.Message{{Topic: "alerts", Value: value, Time: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // order makes one order cross both rules and delivers its alerts; it
@@ -93,9 +107,7 @@ func (e *env) order(t *testing.T, customer, email string) int64 {
 	}
 	before := e.sent.Load()
 	for _, a := range e.sink.alerts {
-		if err := e.disp.Deliver(t.Context(), a); err != nil {
-			t.Fatal(err)
-		}
+		e.handle(t, a)
 	}
 	return e.sent.Load() - before
 }
@@ -181,7 +193,6 @@ func TestSilences(t *testing.T) {
 func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.disp.SetRules(map[string]alert.RuleSettings{"burst": {Mode: alert.ModeAlert}, "pair": {Mode: alert.ModeAlert}})
 	if _, err := e.store.Add(ctx, testRules, silence.Spec{Rule: "burst", Match: map[string]string{"customer_id": "c1"}, For: time.Hour, Reason: "known reseller"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +206,7 @@ func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	}
 	for _, a := range e.sink.alerts {
 		a.SilenceKey, a.RuleSilence = "", ""
-		value, err := json.Marshal(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.disp.HandleMessages(ctx, []kafka.Message{{Topic: "alerts", Value: value, Time: time.Now()}}); err != nil {
-			t.Fatal(err)
-		}
+		e.handle(t, a)
 	}
 	if got := e.sent.Load(); len(e.sink.alerts) != 2 || got != 1 {
 		t.Errorf("%d alerts made, %d sent; want 2, and only pair's sent", len(e.sink.alerts), got)
@@ -214,7 +219,7 @@ func TestSilencesStopAlertsWrittenWithoutSilenceKeys(t *testing.T) {
 	for _, r := range e.disp.Recent() {
 		outcomes[r.Rule] = r.Outcome
 	}
-	if outcomes["burst"] != alert.SuppressedSilenced || outcomes["pair"] != alert.OutcomeSent {
+	if outcomes["burst"] != dispatch.SuppressedSilenced || outcomes["pair"] != dispatch.OutcomeSent {
 		t.Errorf("recent outcomes %v, want burst silenced and pair sent", outcomes)
 	}
 }

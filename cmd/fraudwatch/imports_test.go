@@ -7,17 +7,19 @@ import (
 	"testing"
 )
 
+const module = "github.com/fraudwatch/fraudwatch/"
+
 // Imports run one way (CONTRIBUTING.md): each package below cmd uses
 // only the packages listed here, and nothing outside cmd imports cmd. A
 // new package needs a line here, which is where its place is decided.
 func TestImportsRunOneWay(t *testing.T) {
-	const module = "github.com/fraudwatch/fraudwatch/"
 	allowed := map[string][]string{
 		"event":              {},
 		"lua":                {},
 		"consumer":           {"event"},
 		"rules":              {"alert", "event", "lua"},
-		"alert":              {"lua"},
+		"alert":              {},
+		"alert/dispatch":     {"alert", "consumer", "lua"},
 		"alert/silence":      {"alert", "lua"},
 		"alert/slack":        {"alert"},
 		"config":             {"alert", "lua", "rules"},
@@ -64,5 +66,28 @@ func TestImportsRunOneWay(t *testing.T) {
 	}
 	if seen < len(allowed) {
 		t.Fatalf("go list named %d of the module's packages, want at least %d:\n%s", seen, len(allowed), out)
+	}
+}
+
+// The rule engine and the configuration build on the alert vocabulary, not
+// on its delivery (CONTRIBUTING.md): neither Kafka, Slack nor the
+// dispatcher is among what they compile against, directly or not.
+func TestRulesDoNotBuildOnDelivery(t *testing.T) {
+	forbidden := []string{"github.com/segmentio/kafka-go", "github.com/slack-go/slack",
+		module + "alert/dispatch", module + "alert/slack", module + "consumer"}
+	for _, pkg := range []string{"rules", "config"} {
+		out, err := exec.Command("go", "list", "-deps", "../../"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, module+pkg) {
+			t.Fatalf("go list -deps %s does not name %s itself:\n%s", pkg, pkg, out)
+		}
+		for _, f := range forbidden {
+			if i := slices.IndexFunc(deps, func(d string) bool { return d == f || strings.HasPrefix(d, f+"/") }); i >= 0 {
+				t.Errorf("%s compiles against %s", pkg, deps[i])
+			}
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -46,7 +47,7 @@ type Options struct {
 	// log). The demo uses it to print alerts to the terminal.
 	Notifier alert.Notifier
 	// Dispatcher tunes alert delivery (tests shorten the backoff).
-	Dispatcher alert.DispatcherConfig
+	Dispatcher dispatch.DispatcherConfig
 	// Groups adjusts each of the two groups' settings after they are taken
 	// from the configuration (tests shorten heartbeats and commit
 	// intervals).
@@ -63,8 +64,8 @@ type App struct {
 	reg    *prometheus.Registry
 	rdb    redis.UniversalClient
 	lua    *lua.Scripts
-	topic  *alert.Topic
-	disp   *alert.Dispatcher
+	topic  *dispatch.Topic
+	disp   *dispatch.Dispatcher
 	eng    *rules.Engine
 	events *consumer.Consumer
 	alerts *consumer.Group
@@ -144,7 +145,7 @@ func (a *App) build(opts Options) error {
 		}
 	}
 	dcfg := dispatcherConfig(cfg, opts.Dispatcher)
-	if a.disp, err = alert.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
+	if a.disp, err = dispatch.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
 		return err
 	}
 	a.disp.SetRules(alertSettings(cfg.Rules))
@@ -160,7 +161,7 @@ func (a *App) build(opts Options) error {
 	if a.alerts, err = consumer.NewGroup(alerts, a.disp, log.With("component", "alerts"), a.reg); err != nil {
 		return err
 	}
-	if a.topic, err = alert.NewTopic(alert.TopicConfig{
+	if a.topic, err = dispatch.NewTopic(dispatch.TopicConfig{
 		Brokers:   cfg.Kafka.Brokers,
 		Topic:     cfg.Kafka.AlertsTopic,
 		Transport: events.Transport(),

@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
@@ -92,7 +93,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 func (p *pipeline) options() Options {
 	return Options{
 		Notifier:   p.notes,
-		Dispatcher: alert.DispatcherConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+		Dispatcher: dispatch.DispatcherConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		Groups: func(c *consumer.GroupConfig) {
 			c.CommitInterval = 50 * time.Millisecond
 			c.HeartbeatInterval = 200 * time.Millisecond

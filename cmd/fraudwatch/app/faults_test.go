@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -130,7 +131,7 @@ func TestSlackOutageLongerThanTheRetryBudget(t *testing.T) {
 	slack := newFlakySlack(t)
 	slack.set(http.StatusServiceUnavailable, "")
 	opts := p.withSlack(slack)
-	opts.Dispatcher = alert.DispatcherConfig{MaxAttempts: 2, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+	opts.Dispatcher = dispatch.DispatcherConfig{MaxAttempts: 2, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 	r := p.startWith(opts)
 	const customers = 4
 	for c := range customers {

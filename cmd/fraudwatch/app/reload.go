@@ -13,7 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -37,14 +37,14 @@ type ruleSetter interface {
 
 // alertRules takes the rules whose alerts the dispatcher delivers.
 type alertRules interface {
-	SetRules(map[string]alert.RuleSettings)
+	SetRules(map[string]dispatch.RuleSettings)
 }
 
 // alertSettings are the rules as the dispatcher takes them.
-func alertSettings(rs []rules.Rule) map[string]alert.RuleSettings {
-	m := make(map[string]alert.RuleSettings, len(rs))
+func alertSettings(rs []rules.Rule) map[string]dispatch.RuleSettings {
+	m := make(map[string]dispatch.RuleSettings, len(rs))
 	for _, r := range rs {
-		m[r.Name] = alert.RuleSettings{
+		m[r.Name] = dispatch.RuleSettings{
 			Mode: r.Mode, Cooldown: r.Cooldown, Channel: r.Channel,
 			Description: r.Description, Severity: r.Severity, Threshold: r.Threshold,
 			Fingerprint: r.Fingerprint(), Metric: r.Metric, Field: r.Field, GroupBy: r.GroupBy,

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -248,7 +248,7 @@ func (f setterFunc) SetRules([]rules.Rule) { f() }
 
 type alertSetterFunc func()
 
-func (f alertSetterFunc) SetRules(map[string]alert.RuleSettings) { f() }
+func (f alertSetterFunc) SetRules(map[string]dispatch.RuleSettings) { f() }
 
 // What each kind of rewrite of the rules file does: the result counted,
 // the version in force, and the one log line that says the outcome, with

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -32,7 +32,7 @@ func (s *statusSource) Rules() (string, []rules.Rule) {
 	return rules.Version(rs), rs
 }
 
-func (s *statusSource) Recent() []alert.Settled { return s.a.disp.Recent() }
+func (s *statusSource) Recent() []dispatch.Settled { return s.a.disp.Recent() }
 
 func (s *statusSource) Silences(ctx context.Context) ([]silence.Silence, error) {
 	return s.silences.List(ctx, time.Now())

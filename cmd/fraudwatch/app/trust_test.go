@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
@@ -64,8 +65,8 @@ func TestForgedAlertsPostNothing(t *testing.T) {
 		p.forged("fraud-1", []string{"innocent-bob"}, "evt-forged-1", now),
 		p.forged("fraud-1", []string{"fraud-1"}, "evt-forged-2", now))
 	waitFor(t, 20*time.Second, "both forged alerts dropped", func() bool {
-		return r.metric("fraudwatch_alerts_dropped_total", "reason", alert.DroppedMalformed) == 1 &&
-			r.metric("fraudwatch_alerts_dropped_total", "reason", alert.DroppedUnverified) == 1
+		return r.metric("fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedMalformed) == 1 &&
+			r.metric("fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedUnverified) == 1
 	})
 	if keys := p.keysOf(); len(keys) != 0 {
 		t.Errorf("forged alerts wrote to Redis: %v", keys)
@@ -125,7 +126,7 @@ func TestAFutureAlertOfAnUnknownRuleStallsNothing(t *testing.T) {
 	waitFor(t, 30*time.Second, "the real crossing posted", func() bool { return len(p.notes.list()) == 1 })
 	// Each partition's grace runs from its own first read.
 	waitFor(t, 30*time.Second, "both future alerts dropped", func() bool {
-		return r.metric("fraudwatch_alerts_dropped_total", "reason", alert.DroppedUnknownRule) == 2
+		return r.metric("fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedUnknownRule) == 2
 	})
 	waitFor(t, 20*time.Second, "the partitions flowing again", func() bool { return stalled() == 0 })
 }

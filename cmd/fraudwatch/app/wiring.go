@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
@@ -55,7 +56,7 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 		sc = slack.Config{Token: c.Token.Value(), Channel: c.Channel, APIURL: c.APIURL, Timeout: c.Timeout,
 			Buttons: c.InteractionsListen != ""}
 	default:
-		return alert.NewLogNotifier(log.With("component", "alert")), nil
+		return dispatch.NewLogNotifier(log.With("component", "alert")), nil
 	}
 	s, err := slack.New(sc)
 	if err != nil {
@@ -66,7 +67,7 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 
 // dispatcherConfig maps the slack section's budgets and digests, and the
 // key prefix, onto base (the dispatcher's timings).
-func dispatcherConfig(c *config.Config, base alert.DispatcherConfig) alert.DispatcherConfig {
+func dispatcherConfig(c *config.Config, base dispatch.DispatcherConfig) dispatch.DispatcherConfig {
 	base.KeyPrefix = c.Redis.KeyPrefix
 	base.ChannelBudget = lua.Budget{Rate: c.Slack.Rate, Burst: c.Slack.Burst}
 	base.OverallBudget = lua.Budget{Rate: c.Slack.OverallRate, Burst: c.Slack.OverallBurst}

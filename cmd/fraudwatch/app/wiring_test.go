@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go/sasl/plain"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -188,8 +188,8 @@ func TestDispatcherConfig(t *testing.T) {
 	c := config.Default()
 	c.Redis.KeyPrefix = "fwprod"
 	c.Slack.Rate, c.Slack.Burst, c.Slack.OverallRate, c.Slack.OverallBurst, c.Slack.DigestSize = 0.5, 2, 4, 8, 20
-	got := dispatcherConfig(&c, alert.DispatcherConfig{MaxAttempts: 7})
-	want := alert.DispatcherConfig{MaxAttempts: 7, KeyPrefix: "fwprod", ChannelBudget: lua.Budget{Rate: 0.5, Burst: 2},
+	got := dispatcherConfig(&c, dispatch.DispatcherConfig{MaxAttempts: 7})
+	want := dispatch.DispatcherConfig{MaxAttempts: 7, KeyPrefix: "fwprod", ChannelBudget: lua.Budget{Rate: 0.5, Burst: 2},
 		OverallBudget: lua.Budget{Rate: 4, Burst: 8}, DigestSize: 20}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dispatcher config\n%+v\nwant\n%+v", got, want)

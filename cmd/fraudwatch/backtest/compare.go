@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 )
 
 // Difference is what changing the rules does to the alerts sent: those
@@ -52,14 +52,14 @@ func Compare(old, new *Report) Difference {
 	d := Difference{Added: []Alert{}, Removed: []Alert{}, Moved: []Move{}}
 	olds := map[groupKey][]Alert{}
 	for _, a := range old.Alerts {
-		if a.Outcome == alert.OutcomeSent {
+		if a.Outcome == dispatch.OutcomeSent {
 			k := groupKey{a.Rule, a.Group}
 			olds[k] = append(olds[k], a)
 		}
 	}
 	paired := map[groupKey]int{}
 	for _, a := range new.Alerts {
-		if a.Outcome != alert.OutcomeSent {
+		if a.Outcome != dispatch.OutcomeSent {
 			continue
 		}
 		k := groupKey{a.Rule, a.Group}
@@ -75,7 +75,7 @@ func Compare(old, new *Report) Difference {
 	seen := map[groupKey]int{}
 	for _, a := range old.Alerts {
 		k := groupKey{a.Rule, a.Group}
-		if a.Outcome == alert.OutcomeSent {
+		if a.Outcome == dispatch.OutcomeSent {
 			if seen[k]++; seen[k] > paired[k] {
 				d.Removed = append(d.Removed, a)
 			}

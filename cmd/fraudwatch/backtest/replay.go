@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/model"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -261,14 +262,14 @@ func newServer(engine Engine, now time.Time) (*replayServer, error) {
 // notify, and an alert whose (rule, group) holds a cooldown is suppressed.
 func claim(ctx context.Context, s *lua.Scripts, a alert.Alert) (string, error) {
 	if a.Shadow() {
-		return alert.SuppressedShadow, nil
+		return dispatch.SuppressedShadow, nil
 	}
 	c, err := s.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown)
 	if err != nil {
 		return "", fmt.Errorf("backtest: claim alert: %w", err)
 	}
 	if c != lua.ClaimSend {
-		return alert.SuppressedCooldown, nil
+		return dispatch.SuppressedCooldown, nil
 	}
 	if err := s.SettleAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, true); err != nil {
 		return "", fmt.Errorf("backtest: settle alert: %w", err)

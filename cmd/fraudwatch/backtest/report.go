@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -70,11 +70,11 @@ func summarize(rs []rules.Rule, alerts []Alert) []Rule {
 		out[i].Crossings++
 		groups[i][a.Group]++
 		switch a.Outcome {
-		case alert.OutcomeSent:
+		case dispatch.OutcomeSent:
 			out[i].Sent++
-		case alert.SuppressedCooldown:
+		case dispatch.SuppressedCooldown:
 			out[i].Cooldown++
-		case alert.SuppressedShadow:
+		case dispatch.SuppressedShadow:
 			out[i].Shadow++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/event"
@@ -179,9 +180,9 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	shadow, cooldown := int64(0), int64(0)
 	for labels, v := range s[metricSuppressed] {
 		switch reason, _, _ := strings.Cut(labels, ","); reason {
-		case alert.SuppressedShadow:
+		case dispatch.SuppressedShadow:
 			shadow += int64(v)
-		case alert.SuppressedCooldown:
+		case dispatch.SuppressedCooldown:
 			cooldown += int64(v)
 		}
 	}
@@ -206,7 +207,7 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	for _, r := range cfg.Rules {
 		fmt.Fprintf(&b, "  %-*s  %9d  %7d  %6d  %8d\n", width, r.Name,
 			s.get(metricCrossings, r.Name), s.get(metricSent, r.Name),
-			s.get(metricSuppressed, alert.SuppressedShadow, r.Name), s.get(metricSuppressed, alert.SuppressedCooldown, r.Name))
+			s.get(metricSuppressed, dispatch.SuppressedShadow, r.Name), s.get(metricSuppressed, dispatch.SuppressedCooldown, r.Name))
 	}
 	b.WriteString("  crossings: first times a group reached the rule's threshold in a window;\n" +
 		"  shadow, cooldown: crossings not alerted, because the rule is in shadow mode or the group was alerted recently\n")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -29,7 +30,7 @@ type Source interface {
 	// Rules are the rules in force and their version (rules.Version).
 	Rules() (version string, rs []rules.Rule)
 	// Recent are the alerts this process settled last, newest first.
-	Recent() []alert.Settled
+	Recent() []dispatch.Settled
 	// Silences lists the silences that run.
 	Silences(ctx context.Context) ([]silence.Silence, error)
 	// Lag is the lag of each partition this process holds.
@@ -59,7 +60,7 @@ type view struct {
 	Now         time.Time
 	Version     string
 	Rules       []rules.Rule
-	Recent      []alert.Settled
+	Recent      []dispatch.Settled
 	Silences    []silence.Silence
 	SilencesErr string
 	Lag         []Lag

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -18,14 +19,14 @@ import (
 type fakeSource struct {
 	version  string
 	rules    []rules.Rule
-	recent   []alert.Settled
+	recent   []dispatch.Settled
 	silences []silence.Silence
 	err      error
 	lag      []Lag
 }
 
 func (f *fakeSource) Rules() (string, []rules.Rule) { return f.version, f.rules }
-func (f *fakeSource) Recent() []alert.Settled       { return f.recent }
+func (f *fakeSource) Recent() []dispatch.Settled    { return f.recent }
 func (f *fakeSource) Silences(context.Context) ([]silence.Silence, error) {
 	return f.silences, f.err
 }
@@ -43,11 +44,11 @@ func sample() *fakeSource {
 			{Name: "cards-per-customer", Metric: alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"}, WindowType: alert.Sliding,
 				Window: time.Hour, Threshold: 4, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true},
 		},
-		recent: []alert.Settled{
+		recent: []dispatch.Settled{
 			{At: at, Rule: "orders-per-customer", ID: "orders-per-customer/e3", OrderID: hostile, GroupBy: []string{"customer_id"},
-				Metric: alert.Count, Current: 3, Threshold: 3, Outcome: alert.OutcomeSent},
+				Metric: alert.Count, Current: 3, Threshold: 3, Outcome: dispatch.OutcomeSent},
 			{At: at.Add(-time.Minute), Rule: "amount", OrderID: "ord-9", GroupBy: []string{"card_fingerprint"},
-				Metric: alert.Amount, Current: 1_250_000, Threshold: 1_000_000, Currency: "KRW", Outcome: alert.SuppressedCooldown},
+				Metric: alert.Amount, Current: 1_250_000, Threshold: 1_000_000, Currency: "KRW", Outcome: dispatch.SuppressedCooldown},
 		},
 		silences: []silence.Silence{
 			{ID: "s1", Rule: "orders-per-customer", Match: map[string]string{"customer_id": "cust-secret-42"}, Reason: hostile, Author: "kim", Ends: at.Add(time.Hour)},

@@ -1,31 +1,16 @@
-package alert
+package dispatch
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
-
-// Digester is a Notifier that can also post many alerts of one rule as
-// one message: the dispatcher then keeps to the alert budgets, and merges
-// what is past them into digests.
-type Digester interface {
-	NotifyDigest(ctx context.Context, d Digest) error
-}
-
-// Digest is alerts of one rule that were past the budget: all of them
-// count, List of them are shown.
-type Digest struct {
-	Rule    string
-	Channel string
-	Alerts  []Alert
-	List    int
-}
 
 // batch is what one HandleMessages call holds back: the claimed alerts
 // past the budget, which wait for the end of the batch, and the channels
 // found past it, whose later alerts in the batch wait with them.
 type batch struct {
-	digests Digester // nil: the notifier sends no digests, and has no budget
+	digests alert.Digester // nil: the notifier sends no digests, and has no budget
 	held    []heldAlert
 	ids     map[string]bool
 	spent   map[string]bool
@@ -37,15 +22,15 @@ type batch struct {
 // in the batch.
 type heldAlert struct {
 	index int
-	alert Alert
+	alert alert.Alert
 }
 
-func newBatch(n Notifier) *batch {
-	dg, _ := n.(Digester)
+func newBatch(n alert.Notifier) *batch {
+	dg, _ := n.(alert.Digester)
 	return &batch{digests: dg, ids: map[string]bool{}, spent: map[string]bool{}}
 }
 
-func (b *batch) hold(i int, a Alert) {
+func (b *batch) hold(i int, a alert.Alert) {
 	b.held = append(b.held, heldAlert{index: i, alert: a})
 	b.ids[a.ID] = true
 }
@@ -73,7 +58,7 @@ func (d *Dispatcher) flush(ctx context.Context, b *batch, n int, err error) (int
 // partition meanwhile waits on it, and forms the next batch's digests.
 func (d *Dispatcher) sendHeld(ctx context.Context, b *batch) error {
 	var order []string
-	byRule := map[string][]Alert{}
+	byRule := map[string][]alert.Alert{}
 	for _, h := range b.held {
 		if byRule[h.alert.Rule] == nil {
 			order = append(order, h.alert.Rule)
@@ -85,31 +70,9 @@ func (d *Dispatcher) sendHeld(ctx context.Context, b *batch) error {
 		if _, err := d.takeBudget(ctx, alerts[0].Channel, b.generation); err != nil {
 			return err
 		}
-		if len(alerts) == 1 {
-			if err := d.send(ctx, alerts[0]); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := d.sendDigest(ctx, b.digests, d.cfg.MaxAttempts, alerts); err != nil {
+		if err := d.send(ctx, alerts...); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// sendDigest posts alerts of one rule as one digest, retried as a single
-// alert is, and settles every alert by the digest that carried it: sent,
-// given up with it, or parked with it when its channel is refused.
-func (d *Dispatcher) sendDigest(ctx context.Context, dg Digester, maxAttempts int, alerts []Alert) error {
-	rule := alerts[0].Rule
-	digest := Digest{Rule: rule, Channel: alerts[0].Channel, Alerts: alerts, List: d.cfg.DigestSize}
-	log := d.log.With("rule", rule, "alerts", len(alerts))
-	v, cause, err := d.attempts(ctx, log, rule, maxAttempts, func(ctx context.Context) error {
-		return dg.NotifyDigest(ctx, digest)
-	})
-	if err != nil {
-		return fmt.Errorf("alert: digest of %s: %w", rule, err)
-	}
-	return d.conclude(ctx, log, v, cause, OutcomeDigested, alerts...)
 }

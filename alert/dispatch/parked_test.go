@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -78,12 +79,12 @@ func parkMany(t *testing.T, env *testEnv, rule string, n int) []alert.Alert {
 // and a rule whose turn finds the budget spent waits for the next pass.
 func TestParkedRetriesKeepToTheBudget(t *testing.T) {
 	slack := &refusingSlack{slackLog: newSlackLog(), gone: true}
-	rules := map[string]alert.RuleSettings{
+	rules := map[string]dispatch.RuleSettings{
 		"r-a": {Mode: alert.ModeAlert, Channel: "#gone"},
 		"r-b": {Mode: alert.ModeAlert, Channel: "#gone"},
 	}
 	// One replica parks them, with a budget that refuses nothing...
-	parker := testDispatcher(t, slack, alert.DispatcherConfig{
+	parker := testDispatcher(t, slack, dispatch.DispatcherConfig{
 		ChannelBudget: lua.Budget{Rate: 1000, Burst: 1000},
 		OverallBudget: lua.Budget{Rate: 1000, Burst: 1000},
 	})
@@ -92,7 +93,7 @@ func TestParkedRetriesKeepToTheBudget(t *testing.T) {
 	b := parkMany(t, parker, "r-b", 3)
 	// ... another retries them with one message, then none for a long
 	// while: time enough for the test, never a refill within it.
-	env := testDispatcher(t, slack, alert.DispatcherConfig{
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{
 		KeyPrefix:     parker.pfx,
 		ChannelBudget: lua.Budget{Rate: 0.001, Burst: 1},
 		OverallBudget: lua.Budget{Rate: 100, Burst: 100},
@@ -127,15 +128,15 @@ func TestParkedRetriesKeepToTheBudget(t *testing.T) {
 // and nothing of it is lost.
 func TestParkedAlertsAreCapped(t *testing.T) {
 	slack := &refusingSlack{slackLog: newSlackLog(), gone: true}
-	env := testDispatcher(t, slack, alert.DispatcherConfig{MaxParked: 2,
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{MaxParked: 2,
 		ChannelBudget: lua.Budget{Rate: 1000, Burst: 1000}, OverallBudget: lua.Budget{Rate: 1000, Burst: 1000}})
-	env.d.SetRules(map[string]alert.RuleSettings{"r-a": {Mode: alert.ModeAlert, Channel: "#gone"}})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-a": {Mode: alert.ModeAlert, Channel: "#gone"}})
 	parkMany(t, env, "r-a", 2)
 	third := env.alert("g-third", "e-third")
 	third.Rule = "r-a"
 	msgs := []kafka.Message{env.message(t, third, 2)}
 	done, err := env.d.HandleMessages(t.Context(), msgs)
-	if done != 0 || !errors.Is(err, alert.ErrNotDelivered) {
+	if done != 0 || !errors.Is(err, dispatch.ErrNotDelivered) {
 		t.Fatalf("HandleMessages = %d, %v; want 0 and ErrNotDelivered: the third stays on its partition", done, err)
 	}
 	if got := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); got != 2 {
@@ -159,8 +160,8 @@ func TestParkedAlertsAreCapped(t *testing.T) {
 // posting it might post it twice, and it is dropped as stale.
 func TestParkedAlertsExpire(t *testing.T) {
 	slack := &refusingSlack{slackLog: newSlackLog()}
-	env := testDispatcher(t, slack, alert.DispatcherConfig{})
-	env.d.SetRules(map[string]alert.RuleSettings{"r-a": {Mode: alert.ModeAlert, Channel: "#gone"}})
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-a": {Mode: alert.ModeAlert, Channel: "#gone"}})
 	old, recent := env.alert("g-old", "e-old"), env.alert("g-new", "e-new")
 	for _, p := range []struct {
 		a  alert.Alert
@@ -191,7 +192,7 @@ func TestParkedAlertsExpire(t *testing.T) {
 	if got := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); got != 0 {
 		t.Errorf("%d still parked, want none", got)
 	}
-	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedStale); got != 1 {
+	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedStale); got != 1 {
 		t.Errorf("dropped{stale} = %v, want 1", got)
 	}
 }

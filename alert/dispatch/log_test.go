@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 )
 
 func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
@@ -30,7 +31,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 	for _, a := range []alert.Alert{count, amount, distinct} {
 		t.Run(string(a.Metric), func(t *testing.T) {
 			var buf bytes.Buffer
-			n := alert.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
+			n := dispatch.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
 			if err := n.Notify(context.Background(), a); err != nil {
 				t.Fatalf("Notify: %v", err)
 			}
@@ -80,7 +81,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 // Through the dispatcher, as the service runs without Slack.
 func TestLogNotifierThroughDispatcher(t *testing.T) {
 	var buf bytes.Buffer
-	env := testDispatcher(t, alert.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil))), alert.DispatcherConfig{})
+	env := testDispatcher(t, dispatch.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil))), dispatch.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	if err := env.deliver(t, a); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/consumer"
 )
 
 // TopicConfig names the alerts topic and how to reach it.
@@ -26,28 +29,6 @@ func (c *TopicConfig) Validate() error {
 	}
 	return nil
 }
-
-// MaxMessageBytes is the largest alert message the writer sends (kafka-go's
-// default, just under the broker's default max.message.bytes). Package
-// rules bounds every field of an alert so that it stays far below it; a
-// topic whose own limit is set lower may still refuse one (TooLargeError).
-const MaxMessageBytes = 1 << 20
-
-// TooLargeError reports the alerts of a Publish that the alerts topic, or
-// the writer, refused for their size, each written alone: no retry can
-// write them. Every other alert of the call was written.
-type TooLargeError struct {
-	// Refused holds the indexes, among Publish's alerts, of those refused.
-	Refused []int
-	// Err is the refusal of the last of them.
-	Err error
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("alert: %d alerts too large for the alerts topic: %v", len(e.Refused), e.Err)
-}
-
-func (e *TooLargeError) Unwrap() error { return e.Err }
 
 // Topic writes alerts to the alerts topic. Publish returns once every
 // in-sync replica has the alert, so that the source event's offset may be
@@ -73,7 +54,7 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 		// Crossings from several partitions may share a batch; none waits
 		// long for company.
 		BatchTimeout: 2 * time.Millisecond,
-		BatchBytes:   MaxMessageBytes,
+		BatchBytes:   alert.MaxMessageBytes,
 	}
 	if cfg.Transport != nil {
 		w.Transport = cfg.Transport
@@ -84,7 +65,7 @@ func NewTopic(cfg TopicConfig) (*Topic, error) {
 // Publish writes alerts and waits for all in-sync replicas to have every
 // one of them. Alerts refused for their size are reported in a
 // *TooLargeError, once every other alert is written.
-func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
+func (t *Topic) Publish(ctx context.Context, alerts ...alert.Alert) error {
 	msgs := make([]kafka.Message, len(alerts))
 	for i, a := range alerts {
 		value, err := json.Marshal(a)
@@ -97,20 +78,20 @@ func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
 	if err == nil {
 		return nil
 	}
-	if !tooLarge(err) {
+	if !consumer.TooLarge(err) {
 		return fmt.Errorf("alert: write %d alerts to %s: %w", len(alerts), t.w.Topic, err)
 	}
 	// A batch is refused whole, and may be refused for the size of all
 	// its alerts together: only an alert refused on its own is too large.
 	// Those of a batch that was written are not written again.
 	written, _ := errors.AsType[kafka.WriteErrors](err)
-	tl := &TooLargeError{}
+	tl := &alert.TooLargeError{}
 	for i, m := range msgs {
 		if i < len(written) && written[i] == nil {
 			continue
 		}
 		if err := t.w.WriteMessages(ctx, m); err != nil {
-			if !tooLarge(err) {
+			if !consumer.TooLarge(err) {
 				return fmt.Errorf("alert: write an alert of rule %s to %s: %w", alerts[i].Rule, t.w.Topic, err)
 			}
 			tl.Refused = append(tl.Refused, i)
@@ -125,28 +106,6 @@ func (t *Topic) Publish(ctx context.Context, alerts ...Alert) error {
 	return tl
 }
 
-// tooLarge reports whether a write failed because a message is too large:
-// refused by the writer (kafka.MessageTooLargeError, which unwraps to
-// kafka.MessageSizeTooLarge) or by the broker (inside kafka.WriteErrors,
-// which does not unwrap).
-func tooLarge(err error) bool {
-	size := func(err error) bool {
-		// RecordListTooLarge: the batch exceeds the topic's segment size.
-		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
-	}
-	if size(err) {
-		return true
-	}
-	if we, ok := errors.AsType[kafka.WriteErrors](err); ok {
-		for _, e := range we {
-			if e != nil && size(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Close flushes and closes the writer. It is idempotent.
 func (t *Topic) Close() error {
 	t.closeOnce.Do(func() {
@@ -155,16 +114,4 @@ func (t *Topic) Close() error {
 		}
 	})
 	return t.closeErr
-}
-
-// Decode reads an alert from an alerts-topic message value.
-func Decode(value []byte) (Alert, error) {
-	var a Alert
-	if err := json.Unmarshal(value, &a); err != nil {
-		return Alert{}, fmt.Errorf("alert: decode: %w", err)
-	}
-	if a.ID == "" || a.Rule == "" || a.CooldownKey == "" || a.RecordKey == "" {
-		return Alert{}, errors.New("alert: decode: id, rule, cooldown_key and record_key are required")
-	}
-	return a, nil
 }

@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -68,7 +69,7 @@ func (p *partitionLoop) add(m kafka.Message) {
 	}
 }
 
-func (p *partitionLoop) run(ctx context.Context, t *testing.T, d *alert.Dispatcher) {
+func (p *partitionLoop) run(ctx context.Context, t *testing.T, d *dispatch.Dispatcher) {
 	for {
 		p.mu.Lock()
 		batch := slices.Clone(p.queue[:min(len(p.queue), 500)])
@@ -111,7 +112,7 @@ func TestFloodKeepsToTheBudget(t *testing.T) {
 	budget := lua.Budget{Rate: 1, Burst: 3} // the defaults: docs/alerts.md's figures
 	overall := lua.Budget{Rate: 5, Burst: 15}
 	slack := newSlackLog()
-	env := testDispatcher(t, slack, alert.DispatcherConfig{ChannelBudget: budget, OverallBudget: overall})
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{ChannelBudget: budget, OverallBudget: overall})
 	env.knowRule()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -176,7 +177,7 @@ func TestAWaitForTheBudgetEndsWithTheGeneration(t *testing.T) {
 	slack := newSlackLog()
 	// One message an hour: without the generation's end the wait would
 	// outlast the test.
-	env := testDispatcher(t, slack, alert.DispatcherConfig{
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{
 		ChannelBudget: lua.Budget{Rate: 1.0 / 3600, Burst: 1}, OverallBudget: lua.Budget{Rate: 1.0 / 3600, Burst: 1}})
 	env.knowRule()
 	var batch []kafka.Message
@@ -213,7 +214,7 @@ func TestAWaitForTheBudgetEndsWithTheGeneration(t *testing.T) {
 		t.Fatalf("HandleMessagesIn = %d, %v; want 1 done and an error", r.n, r.err)
 	}
 	// The next owner, its budget refilled, sends the held two.
-	next := testDispatcher(t, slack, alert.DispatcherConfig{KeyPrefix: env.pfx,
+	next := testDispatcher(t, slack, dispatch.DispatcherConfig{KeyPrefix: env.pfx,
 		ChannelBudget: lua.Budget{Rate: 100, Burst: 100}, OverallBudget: lua.Budget{Rate: 100, Burst: 100}})
 	next.knowRule()
 	if n, err := next.d.HandleMessages(t.Context(), batch[r.n:]); err != nil || n != 2 {

@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
@@ -143,7 +144,8 @@ func (f *fakeSlack) token(t *testing.T) alert.Notifier {
 const okJSON = `{"ok":true,"channel":"C1","ts":"1.2"}`
 
 type testEnv struct {
-	d       *alert.Dispatcher
+	d       *dispatch.Dispatcher
+	log     *slog.Logger // the dispatcher's; nil discards
 	reg     *prometheus.Registry
 	rdb     redis.UniversalClient
 	scripts *lua.Scripts
@@ -153,13 +155,13 @@ type testEnv struct {
 
 // testDispatcher returns a dispatcher with small backoffs, the real claim
 // scripts on a real Redis, and its own registry.
-func testDispatcher(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig) *testEnv {
+func testDispatcher(t *testing.T, n alert.Notifier, cfg dispatch.DispatcherConfig) *testEnv {
 	t.Helper()
 	return testDispatcherLogging(t, n, cfg, nil)
 }
 
 // testDispatcherLogging is testDispatcher with the dispatcher's logger.
-func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherConfig, log *slog.Logger) *testEnv {
+func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg dispatch.DispatcherConfig, log *slog.Logger) *testEnv {
 	t.Helper()
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = 5 * time.Millisecond
@@ -173,7 +175,11 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherC
 	if cfg.AttemptTimeout == 0 {
 		cfg.AttemptTimeout = 10 * time.Second
 	}
-	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: cfg.KeyPrefix}
+	if cfg.ChannelBudget == (lua.Budget{}) && cfg.OverallBudget == (lua.Budget{}) {
+		// A budget no test meets unless it sets one (TestFloodKeepsToTheBudget).
+		cfg.ChannelBudget, cfg.OverallBudget = lua.Budget{Rate: 1000, Burst: 1000}, lua.Budget{Rate: 1000, Burst: 1000}
+	}
+	env := &testEnv{reg: prometheus.NewRegistry(), rdb: redistest.Client(t), pfx: cfg.KeyPrefix, log: log}
 	if env.pfx == "" {
 		env.pfx = redistest.Prefix(t) // a replica of its own; a given prefix shares another's Redis state
 	}
@@ -186,7 +192,7 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg alert.DispatcherC
 		t.Fatal(err)
 	}
 	cfg.KeyPrefix = env.pfx
-	d, err := alert.NewDispatcher(cfg, n, scripts, log, env.reg)
+	d, err := dispatch.NewDispatcher(cfg, n, scripts, log, env.reg)
 	if err != nil {
 		t.Fatalf("NewDispatcher: %v", err)
 	}
@@ -201,12 +207,12 @@ const testFingerprint = "0badcafe"
 // settings, as HandleMessages requires.
 func (e *testEnv) knowRule() {
 	a := sampleAlert()
-	e.d.SetRules(map[string]alert.RuleSettings{a.Rule: settingsOf(a)})
+	e.d.SetRules(map[string]dispatch.RuleSettings{a.Rule: settingsOf(a)})
 }
 
 // settingsOf is the rule of an alert as the dispatcher takes it.
-func settingsOf(a alert.Alert) alert.RuleSettings {
-	return alert.RuleSettings{Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel, Description: a.Description,
+func settingsOf(a alert.Alert) dispatch.RuleSettings {
+	return dispatch.RuleSettings{Mode: a.Mode, Cooldown: a.Cooldown, Channel: a.Channel, Description: a.Description,
 		Severity: a.Severity, Threshold: a.Threshold, Fingerprint: testFingerprint, Metric: a.Metric,
 		GroupBy: []string{"card_fingerprint"}, Window: a.Window, WindowType: a.WindowType}
 }
@@ -262,8 +268,8 @@ func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *s
 	t.Helper()
 	sb := &scriptedBudget{Scripts: e.scripts, answers: answers}
 	e.reg = prometheus.NewRegistry()
-	cfg := alert.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
-	d, err := alert.NewDispatcher(cfg, n, sb, nil, e.reg)
+	cfg := dispatch.DispatcherConfig{KeyPrefix: e.pfx, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4}
+	d, err := dispatch.NewDispatcher(cfg, n, sb, e.log, e.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +280,7 @@ func (e *testEnv) withBudget(t *testing.T, n alert.Notifier, answers ...bool) *s
 
 // handleOne handles one message of the alerts topic; nil means it may be
 // committed.
-func handleOne(ctx context.Context, d *alert.Dispatcher, msg kafka.Message) error {
+func handleOne(ctx context.Context, d *dispatch.Dispatcher, msg kafka.Message) error {
 	_, err := d.HandleMessages(ctx, []kafka.Message{msg})
 	return err
 }
@@ -313,11 +319,15 @@ func (e *testEnv) alert(group, eventID string) alert.Alert {
 	return a
 }
 
+// deliver hands a to the dispatcher as the alerts topic does, its
+// crossing marked and its rule in force with a's settings; nil means the
+// message may be committed.
 func (e *testEnv) deliver(t *testing.T, a alert.Alert) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return e.d.Deliver(ctx, a)
+	e.d.SetRules(map[string]dispatch.RuleSettings{a.Rule: settingsOf(a)})
+	return handleOne(ctx, e.d, e.message(t, a, 1))
 }
 
 // metric reads one series from the registry; a missing series reads 0.
@@ -405,11 +415,11 @@ func TestDispatcherDelivery(t *testing.T) {
 			if tt.token {
 				n = f.token(t)
 			}
-			env := testDispatcher(t, n, alert.DispatcherConfig{MaxAttempts: 4})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{MaxAttempts: 4})
 			a := env.alert("g1", "evt-1")
 			err := env.deliver(t, a)
-			if tt.wantErr != errors.Is(err, alert.ErrNotDelivered) || (!tt.wantErr && err != nil) {
-				t.Fatalf("Deliver = %v, want ErrNotDelivered: %v", err, tt.wantErr)
+			if tt.wantErr != errors.Is(err, dispatch.ErrNotDelivered) || (!tt.wantErr && err != nil) {
+				t.Fatalf("HandleMessages = %v, want ErrNotDelivered: %v", err, tt.wantErr)
 			}
 			if got := f.requests(); got != tt.wantRequests {
 				t.Errorf("Slack got %d requests, want %d", got, tt.wantRequests)
@@ -423,8 +433,8 @@ func TestDispatcherDelivery(t *testing.T) {
 			if got := env.metric(t, "fraudwatch_alert_failures_total", "rule", a.Rule); got != tt.wantFailures {
 				t.Errorf("fraudwatch_alert_failures_total = %v, want %v", got, tt.wantFailures)
 			}
-			if got := env.series(t, "fraudwatch_alerts_suppressed_total"); got != 0 {
-				t.Errorf("%d suppressed series, want none", got)
+			if got := env.total(t, "fraudwatch_alerts_suppressed_total"); got != 0 {
+				t.Errorf("%v suppressed, want none", got)
 			}
 			if got := env.metric(t, "fraudwatch_alert_delivery_errors_total", "rule", a.Rule); got != tt.wantErrors {
 				t.Errorf("fraudwatch_alert_delivery_errors_total = %v, want %v", got, tt.wantErrors)
@@ -451,11 +461,11 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxAttempts: 3})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MaxAttempts: 3})
 	a := env.alert("g1", "evt-1")
 	for range 3 { // Slack down for three whole calls
-		if err := env.deliver(t, a); !errors.Is(err, alert.ErrNotDelivered) {
-			t.Fatalf("Deliver during the outage = %v, want ErrNotDelivered", err)
+		if err := env.deliver(t, a); !errors.Is(err, dispatch.ErrNotDelivered) {
+			t.Fatalf("HandleMessages during the outage = %v, want ErrNotDelivered", err)
 		}
 	}
 	down.Lock()
@@ -463,7 +473,7 @@ func TestDeliveredOnceHoweverOftenRedelivered(t *testing.T) {
 	down.Unlock()
 	for i := range 3 { // then the alert comes round again, three times
 		if err := env.deliver(t, a); err != nil {
-			t.Fatalf("Deliver %d after the outage = %v", i, err)
+			t.Fatalf("HandleMessages %d after the outage = %v", i, err)
 		}
 	}
 	if got := f.deliveredCount(); got != 1 {
@@ -483,7 +493,7 @@ func TestDispatcherHonoursRetryAfter(t *testing.T) {
 	})
 	// The backoff is far below Retry-After: only Retry-After can explain
 	// a wait of a second.
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +520,7 @@ func TestDispatcherCapsRetryAfter(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MaxRetryAfter: 50 * time.Millisecond})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MaxRetryAfter: 50 * time.Millisecond})
 	if err := env.deliver(t, env.alert("g1", "evt-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +545,7 @@ func TestDispatcherCooldown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			first, second := env.alert("g1", "evt-first"), env.alert("g1", "evt-second")
 			first.Cooldown, second.Cooldown = tt.cooldown, tt.cooldown
 			for _, a := range []alert.Alert{first, second, second} { // the second one redelivered too
@@ -579,7 +589,7 @@ func TestDispatcherCooldown(t *testing.T) {
 
 func TestDispatcherShadow(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	a := env.alert("g1", "evt-1")
 	a.Mode = alert.ModeShadow
 	if err := env.deliver(t, a); err != nil {
@@ -591,27 +601,30 @@ func TestDispatcherShadow(t *testing.T) {
 	if got := env.metric(t, "fraudwatch_alerts_suppressed_total", "rule", a.Rule, "reason", "shadow"); got != 1 {
 		t.Errorf("suppressed{reason=shadow} = %v, want 1", got)
 	}
-	if got := env.series(t, "fraudwatch_alerts_suppressed_total"); got != 1 {
-		t.Errorf("%d suppressed series, want only the shadow one", got)
+	if got := env.total(t, "fraudwatch_alerts_suppressed_total"); got != 1 {
+		t.Errorf("%v suppressed, want only the shadow one", got)
 	}
 	if n := env.rdb.Exists(context.Background(), a.CooldownKey, a.RecordKey).Val(); n != 0 {
 		t.Error("a shadow alert took the cooldown or wrote a record")
 	}
 }
 
-func TestDeliverHonoursContext(t *testing.T) {
+func TestHandleMessagesHonoursContext(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{hang: true} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
+	env.knowRule()
+	msg := env.message(t, env.alert("g1", "evt-1"), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := env.d.Deliver(ctx, env.alert("g1", "evt-1")); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Deliver = %v, want the context's deadline", err)
+	if err := handleOne(ctx, env.d, msg); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("HandleMessages = %v, want the context's deadline", err)
 	}
 }
 
-func TestTrackExportsZeroSeries(t *testing.T) {
-	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
-	env.d.Track("quiet-rule")
+// A rule in force has its series at 0 before its first alert.
+func TestSetRulesExportsZeroSeries(t *testing.T) {
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), dispatch.DispatcherConfig{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"quiet-rule": {Mode: alert.ModeAlert}})
 	for _, name := range []string{"fraudwatch_alerts_sent_total", "fraudwatch_alert_failures_total",
 		"fraudwatch_alerts_suppressed_total", "fraudwatch_alert_delivery_errors_total"} {
 		if n := env.series(t, name); n == 0 {
@@ -633,10 +646,11 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 		cancel() // the context ends just after Slack took the post
 		return err
 	})
-	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
+	env.knowRule()
 	a := env.alert("g1", "evt-1")
-	if err := env.d.Deliver(ctx, a); err != nil {
-		t.Fatalf("Deliver = %v", err)
+	if err := handleOne(ctx, env.d, env.message(t, a, 1)); err != nil {
+		t.Fatalf("HandleMessages = %v", err)
 	}
 	if err := env.deliver(t, a); err != nil { // the redelivery
 		t.Fatal(err)
@@ -661,8 +675,8 @@ func TestHandleMessage(t *testing.T) {
 		{"a fresh alert is delivered", encode, fresh, 1, ""},
 		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1, ""},
 		// Its record may be gone: posting it could post it twice.
-		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, alert.DroppedStale},
-		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, alert.DroppedUnreadable},
+		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, dispatch.DroppedStale},
+		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, dispatch.DroppedUnreadable},
 		// The message's keys, id, mode, cooldown and channel are not
 		// trusted: the dispatcher builds them from the rule and group.
 		{"a message's keys are not used", func(a alert.Alert) []byte {
@@ -670,9 +684,9 @@ func TestHandleMessage(t *testing.T) {
 			a.Mode, a.Cooldown, a.Channel = alert.ModeShadow, 0, "#elsewhere"
 			return encode(a)
 		}, fresh, 1, ""},
-		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, alert.DroppedMalformed},
-		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, alert.DroppedMalformed},
-		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, alert.DroppedMalformed},
+		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
+		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
+		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
 		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
 			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
 			return encode(a)
@@ -680,16 +694,16 @@ func TestHandleMessage(t *testing.T) {
 		{"too much evidence is dropped", func(a alert.Alert) []byte {
 			a.Evidence = make([]alert.Evidence, 21)
 			return encode(a)
-		}, fresh, 0, alert.DroppedMalformed},
+		}, fresh, 0, dispatch.DroppedMalformed},
 		{"an evidence value too long is dropped", func(a alert.Alert) []byte {
 			a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Value: strings.Repeat("v", 1000)}}
 			return encode(a)
-		}, fresh, 0, alert.DroppedMalformed},
+		}, fresh, 0, dispatch.DroppedMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			env.knowRule()
 			dead := &fakeDeadLetters{}
 			env.d.SetDeadLetters(dead)
@@ -751,7 +765,7 @@ func (f *fakeDeadLetters) DeadLetter(_ context.Context, _ kafka.Message, why str
 // A message that cannot be dead-lettered is not dropped either: it comes
 // round again.
 func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
-	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), alert.DispatcherConfig{})
+	env := testDispatcher(t, alert.NotifierFunc(func(context.Context, alert.Alert) error { return nil }), dispatch.DispatcherConfig{})
 	env.knowRule()
 	env.d.SetDeadLetters(&fakeDeadLetters{err: errors.New("kafka down")})
 	msg := kafka.Message{Topic: "alerts", Time: time.Now(), Value: []byte(`{"id":`)}
@@ -768,7 +782,7 @@ func TestHandleMessageKeepsWhatItCannotDeadLetter(t *testing.T) {
 // later; the rule's settings then apply.
 func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	env.knowRule()
 	a := env.alert("g1", "evt-1")
 	a.Rule = "new-rule"
@@ -776,7 +790,7 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 	if err := handleOne(t.Context(), env.d, msg); err == nil {
 		t.Fatal("an alert of an unknown rule was settled at once")
 	}
-	env.d.SetRules(map[string]alert.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"new-rule": {Mode: alert.ModeShadow}})
 	if err := handleOne(t.Context(), env.d, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -792,7 +806,7 @@ func TestHandleMessageWaitsForANewRule(t *testing.T) {
 // which anyone who can write to the alerts topic could set.
 func TestMessagesChannelIsNotUsed(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{body: okJSON} })
-	env := testDispatcher(t, f.token(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.token(t), dispatch.DispatcherConfig{})
 	env.knowRule() // a rule without a channel of its own
 	a := env.alert("g1", "evt-1")
 	a.Channel = "#elsewhere"
@@ -817,9 +831,9 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 // MaxBackoff (docs/alerts.md: 0.5 s doubling to 30 s by default).
 func TestDeliveryBackoffDoubles(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{status: 503} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
-	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, alert.ErrNotDelivered) {
-		t.Fatalf("Deliver = %v, want ErrNotDelivered", err)
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond, MaxAttempts: 5})
+	if err := env.deliver(t, env.alert("g1", "evt-1")); !errors.Is(err, dispatch.ErrNotDelivered) {
+		t.Fatalf("HandleMessages = %v, want ErrNotDelivered", err)
 	}
 	f.mu.Lock()
 	arrivals := slices.Clone(f.arrivals)
@@ -849,10 +863,10 @@ func (refusingClaims) ClaimAlert(context.Context, string, string, string, time.D
 // contents.
 func TestRefusedClaimIsDropped(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	env.reg = prometheus.NewRegistry()
 	var logs bytes.Buffer // written by HandleMessage, read after it returns
-	d, err := alert.NewDispatcher(alert.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts},
+	d, err := dispatch.NewDispatcher(dispatch.DispatcherConfig{KeyPrefix: env.pfx}, f.webhook(t), refusingClaims{env.scripts},
 		slog.New(slog.NewJSONHandler(&logs, nil)), env.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -870,7 +884,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	if n := f.requests(); n != 0 {
 		t.Errorf("%d posts, want none", n)
 	}
-	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedRefused); got != 1 {
+	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedRefused); got != 1 {
 		t.Errorf("dropped as refused: %v, want 1", got)
 	}
 	if len(dead.whys) != 1 || !strings.HasPrefix(dead.whys[0], "alert refused: ") {
@@ -878,7 +892,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 	}
 	// Where it was, and never what the message holds.
 	line := logLine(t, logs.String(), "alert dropped")
-	if line["topic"] != "alerts" || line["partition"] != 1.0 || line["offset"] != 7.0 || line["reason"] != alert.DroppedRefused {
+	if line["topic"] != "alerts" || line["partition"] != 1.0 || line["offset"] != 7.0 || line["reason"] != dispatch.DroppedRefused {
 		t.Errorf("the dropped alert's log line %v, want topic alerts, partition 1, offset 7, reason refused", line)
 	}
 	if strings.Contains(logs.String(), "g1") {
@@ -890,7 +904,7 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	line = logLine(t, logs.String(), "alert dropped")
-	if line["topic"] != "alerts" || line["partition"] != 2.0 || line["offset"] != 9.0 || line["reason"] != alert.DroppedUnreadable {
+	if line["topic"] != "alerts" || line["partition"] != 2.0 || line["offset"] != 9.0 || line["reason"] != dispatch.DroppedUnreadable {
 		t.Errorf("the unreadable message's log line %v, want topic alerts, partition 2, offset 9, reason unreadable", line)
 	}
 }
@@ -898,14 +912,11 @@ func TestRefusedClaimIsDropped(t *testing.T) {
 // logLine is the JSON log line of msg in logs, decoded.
 func logLine(t *testing.T, logs, msg string) map[string]any {
 	t.Helper()
-	for l := range strings.Lines(logs) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err == nil && m["msg"] == msg {
-			return m
-		}
+	lines := logLines(logs, msg)
+	if len(lines) == 0 {
+		t.Fatalf("no log line %q in:\n%s", msg, logs)
 	}
-	t.Fatalf("no log line %q in:\n%s", msg, logs)
-	return nil
+	return lines[0]
 }
 
 func encode(a alert.Alert) []byte {
@@ -966,8 +977,8 @@ func (n *channelNotifier) snapshot() []string {
 func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	n := &channelNotifier{gone: true}
 	var logs bytes.Buffer // read while no retry runs
-	env := testDispatcherLogging(t, n, alert.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
-	env.d.SetRules(map[string]alert.RuleSettings{
+	env := testDispatcherLogging(t, n, dispatch.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	env.d.SetRules(map[string]dispatch.RuleSettings{
 		"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"},
 		"r-ok":   {Mode: alert.ModeAlert, Channel: "#ok"},
 	})
@@ -998,9 +1009,9 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 	n.mu.Lock()
 	n.gone, n.second = false, make(chan struct{})
 	n.mu.Unlock()
-	other := testDispatcher(t, n, alert.DispatcherConfig{KeyPrefix: env.pfx})
+	other := testDispatcher(t, n, dispatch.DispatcherConfig{KeyPrefix: env.pfx})
 	var wg sync.WaitGroup
-	for _, d := range []*alert.Dispatcher{env.d, other.d} {
+	for _, d := range []*dispatch.Dispatcher{env.d, other.d} {
 		wg.Go(func() {
 			if err := d.RetryParked(t.Context()); err != nil {
 				t.Error(err)
@@ -1026,8 +1037,8 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 // channel is back, the parked alert is posted without anyone asking.
 func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
 	n := &channelNotifier{gone: true}
-	env := testDispatcher(t, n, alert.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
-	env.d.SetRules(map[string]alert.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r-gone"
 	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
@@ -1061,8 +1072,8 @@ func TestParkedDefaultChannel(t *testing.T) {
 	refuse := alert.NotifierFunc(func(context.Context, alert.Alert) error {
 		return &alert.ChannelError{Channel: "#fraud", Err: errors.New("slack: not_in_channel")}
 	})
-	env := testDispatcher(t, refuse, alert.DispatcherConfig{})
-	env.d.SetRules(map[string]alert.RuleSettings{"r": {Mode: alert.ModeAlert}})
+	env := testDispatcher(t, refuse, dispatch.DispatcherConfig{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r": {Mode: alert.ModeAlert}})
 	a := env.alert("g1", "e1")
 	a.Rule = "r"
 	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
@@ -1101,7 +1112,7 @@ func TestABatchPostsAnAlertOnceHoweverOftenItCarriesIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeSlack(t, func(int) reply { return reply{} })
-			env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+			env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 			// The first alert takes the budget's last message, the second
 			// finds it spent; then the budget allows the digest.
 			env.withBudget(t, f.webhook(t), true, false)
@@ -1156,7 +1167,7 @@ func TestRetriesTakeNoBudget(t *testing.T) {
 		}
 		return reply{}
 	})
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	// Two messages, then none: a retry that took one would leave e2 past
 	// the budget, and e2 and e3 would go out as one digest.
 	budget := env.withBudget(t, f.webhook(t), true, true, false)
@@ -1218,15 +1229,15 @@ func TestDigestOutcomes(t *testing.T) {
 		wantPosted int    // digests tried
 		recent     string // the held alerts' outcome on the status page, if settled
 	}{
-		{"taken", nil, 3, 0, 0, 2, false, 1, alert.OutcomeDigested},
-		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, alert.OutcomeFailed},
+		{"taken", nil, 3, 0, 0, 2, false, 1, dispatch.OutcomeDigested},
+		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, dispatch.OutcomeFailed},
 		{"failing on", errors.New("slack: 503"), 1, 0, 0, 2, true, 4, ""},
-		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, alert.OutcomeParked},
+		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, dispatch.OutcomeParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &digestNotifier{digestErr: tt.err}
-			env := testDispatcher(t, n, alert.DispatcherConfig{})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 			env.withBudget(t, n, true, false)
 			var msgs []kafka.Message
 			var held []alert.Alert
@@ -1241,7 +1252,7 @@ func TestDigestOutcomes(t *testing.T) {
 			if committed != tt.committed || (err != nil) != tt.wantErr {
 				t.Fatalf("HandleMessages = %d, %v; want %d, error %v", committed, err, tt.committed, tt.wantErr)
 			}
-			if tt.wantErr && !errors.Is(err, alert.ErrNotDelivered) {
+			if tt.wantErr && !errors.Is(err, dispatch.ErrNotDelivered) {
 				t.Errorf("error %v, want ErrNotDelivered", err)
 			}
 			if n.singles != 1 || n.digests != tt.wantPosted {
@@ -1260,15 +1271,7 @@ func TestDigestOutcomes(t *testing.T) {
 			if cooldowns != tt.cooldowns {
 				t.Errorf("%d of the digest's cooldowns held, want %d", cooldowns, tt.cooldowns)
 			}
-			outcomes := map[string]string{}
-			for _, r := range env.d.Recent() {
-				outcomes[r.ID] = r.Outcome
-			}
-			for _, a := range held {
-				if outcomes[a.ID] != tt.recent {
-					t.Errorf("%s listed as %q, want %q", a.ID, outcomes[a.ID], tt.recent)
-				}
-			}
+			env.wantListed(t, held, tt.recent)
 		})
 	}
 }
@@ -1277,7 +1280,7 @@ func TestDigestOutcomes(t *testing.T) {
 // with the group's fields and never its values.
 func TestRecent(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
-	env := testDispatcher(t, f.webhook(t), alert.DispatcherConfig{})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
 	sent := env.alert("g1", "e1")
 	again := env.alert("g1", "e2") // the same group: its cooldown
 	shadow := env.alert("g2", "e3")

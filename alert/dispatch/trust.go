@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -46,9 +47,7 @@ func (d *Dispatcher) drop(ctx context.Context, msg kafka.Message, reason string,
 			return fmt.Errorf("alert: dead-letter an alert (%s): %w", reason, werr)
 		}
 	}
-	d.m.dropped.WithLabelValues(reason).Inc()
-	d.log.Error("alert dropped", append([]any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
-		"reason", reason, "err", err}, attrs...)...)
+	d.dropped(reason, append([]any{"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err}, attrs...)...)
 	return nil
 }
 
@@ -57,20 +56,19 @@ func (d *Dispatcher) drop(ctx context.Context, msg kafka.Message, reason string,
 // topic) or stale. Nothing in the message is trusted: the crossing it names
 // must be one Redis decided (its mark), and the rule in force supplies
 // everything the rule decides.
-func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (Alert, bool, error) {
-	a, err := Decode(msg.Value)
+func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (alert.Alert, bool, error) {
+	a, err := alert.Decode(msg.Value)
 	if err != nil {
 		// Only fraudwatch writes this topic; a message it cannot read is
 		// a bug or a foreign writer, and no retry will make it readable.
-		return Alert{}, false, d.drop(ctx, msg, DroppedUnreadable, errors.New("alert: not an alert's JSON"))
+		return alert.Alert{}, false, d.drop(ctx, msg, DroppedUnreadable, errors.New("alert: not an alert's JSON"))
 	}
 	if age := time.Since(msg.Time); age > d.claims.Retention() {
 		// Its delivery record may have expired: sending it now could post
 		// it a second time, and days late it is news to nobody.
-		d.m.dropped.WithLabelValues(DroppedStale).Inc()
-		d.log.Warn("stale alert dropped", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
+		d.dropped(DroppedStale, "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset,
 			"age", age.Round(time.Second).String())
-		return Alert{}, false, nil
+		return alert.Alert{}, false, nil
 	}
 	a, marks, reason, err := d.trust(a)
 	switch {
@@ -78,18 +76,18 @@ func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (Alert, bool
 		// Timed from when this process first read the message, never from
 		// its timestamp, which its producer chose.
 		if waited := d.seen.waited(msg); waited < d.cfg.UnknownRuleGrace {
-			return Alert{}, false, fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, d.cfg.UnknownRuleGrace)
+			return alert.Alert{}, false, fmt.Errorf("alert: %w (retried for %v: this replica may not have reloaded its rules yet)", err, d.cfg.UnknownRuleGrace)
 		}
-		return Alert{}, false, d.drop(ctx, msg, reason, err)
+		return alert.Alert{}, false, d.drop(ctx, msg, reason, err)
 	case err != nil:
-		return Alert{}, false, d.drop(ctx, msg, reason, err)
+		return alert.Alert{}, false, d.drop(ctx, msg, reason, err)
 	}
 	value, ok, err := d.claims.Crossed(ctx, marks, lua.IDOf(a.EventID))
 	if err != nil {
-		return Alert{}, false, fmt.Errorf("alert: check the crossing of %s: %w", a.ID, err)
+		return alert.Alert{}, false, fmt.Errorf("alert: check the crossing of %s: %w", a.ID, err)
 	}
 	if !ok {
-		return Alert{}, false, d.drop(ctx, msg, DroppedUnverified,
+		return alert.Alert{}, false, d.drop(ctx, msg, DroppedUnverified,
 			errors.New("alert: Redis holds no crossing of its rule and group by its event"), "rule", a.Rule)
 	}
 	a.Current = value // the window's value as the script decided it
@@ -103,27 +101,27 @@ func (d *Dispatcher) accept(ctx context.Context, msg kafka.Message) (Alert, bool
 // and every Redis key are built here from the rule, group and event id.
 // It returns the key of the crossing marks to check, or why the message is
 // dropped (a Dropped* reason).
-func (d *Dispatcher) trust(a Alert) (_ Alert, marks, reason string, err error) {
+func (d *Dispatcher) trust(a alert.Alert) (_ alert.Alert, marks, reason string, err error) {
 	if err := a.WithinBounds(); err != nil {
-		return Alert{}, "", DroppedMalformed, err
+		return alert.Alert{}, "", DroppedMalformed, err
 	}
 	rs, ok := (*d.rules.Load())[a.Rule]
 	if !ok {
 		rs, ok = d.removed.lookup(a.Rule, d.cfg.UnknownRuleGrace, time.Now())
 	}
 	if !ok {
-		return Alert{}, "", DroppedUnknownRule, fmt.Errorf("alert: rule %s is not in force", a.Rule)
+		return alert.Alert{}, "", DroppedUnknownRule, fmt.Errorf("alert: rule %s is not in force", a.Rule)
 	}
 	g, err := d.groupOf(&a)
 	if err != nil {
-		return Alert{}, "", DroppedMalformed, err
+		return alert.Alert{}, "", DroppedMalformed, err
 	}
 	if a.Definition == "" {
 		a.Definition = rs.Fingerprint
 	}
 	if a.Definition == rs.Fingerprint {
 		if len(rs.GroupBy) != len(a.GroupValues) {
-			return Alert{}, "", DroppedMalformed, fmt.Errorf("alert: %d group values for the rule's %d fields", len(a.GroupValues), len(rs.GroupBy))
+			return alert.Alert{}, "", DroppedMalformed, fmt.Errorf("alert: %d group values for the rule's %d fields", len(a.GroupValues), len(rs.GroupBy))
 		}
 		a.Metric, a.Field, a.GroupBy, a.Window, a.WindowType = rs.Metric, rs.Field, slices.Clone(rs.GroupBy), rs.Window, rs.WindowType
 	}
@@ -133,7 +131,7 @@ func (d *Dispatcher) trust(a Alert) (_ Alert, marks, reason string, err error) {
 	a.Mode, a.Cooldown, a.Channel = rs.Mode, rs.Cooldown, rs.Channel
 	a.Severity, a.Threshold = rs.Severity, rs.Threshold
 	// Rendered from what the alert shows, so that it agrees with it.
-	a.Description = cut(Describe(rs.Description, &a), 1024)
+	a.Description = alert.Cut(alert.Describe(rs.Description, &a), 1024)
 	a.ID = a.Rule + "/" + a.EventID
 	a.CooldownKey = d.keys.Cooldown(g, a.Rule)
 	a.RecordKey = d.keys.AlertRecord(g, a.Rule, a.EventID)
@@ -144,7 +142,7 @@ func (d *Dispatcher) trust(a Alert) (_ Alert, marks, reason string, err error) {
 
 // groupOf is the group an alert names, which must be the one its values
 // make: the keys use the group, the post shows the values.
-func (d *Dispatcher) groupOf(a *Alert) (lua.Group, error) {
+func (d *Dispatcher) groupOf(a *alert.Alert) (lua.Group, error) {
 	byValues := d.keys.Group(a.GroupValues)
 	if a.Group == "" {
 		// Written before alerts named their group: its values name it.
@@ -165,69 +163,6 @@ func (d *Dispatcher) groupOf(a *Alert) (lua.Group, error) {
 		return g, nil
 	}
 	return lua.Group{}, errors.New("alert: its group values do not make its group")
-}
-
-// MaxGroupFields bounds a rule's group_by, and so an alert's group: the
-// configuration refuses more (rules.MaxGroupBy).
-const MaxGroupFields = 64
-
-// Bounds of an alert read from the topic. fraudwatch's own alerts stay
-// far within them (rules.Engine clips what it writes).
-const (
-	maxIDBytes      = 128 // an event id (event.MaxIDBytes)
-	maxValueBytes   = 1024 + len("…")
-	maxTextBytes    = 1024 + len("…")
-	maxFieldBytes   = 256 + len("…")
-	maxRuleBytes    = 64
-	maxCurrencyByte = 16 + len("…")
-	// An evidence entry's order id and value (rules clips them to 128).
-	maxEvidenceBytes = 128 + len("…")
-)
-
-// WithinBounds tells whether every field of a is within the bounds the
-// dispatcher holds an alert read from the topic to; fraudwatch's own
-// alerts always are.
-func (a Alert) WithinBounds() error {
-	switch {
-	case a.Rule == "" || len(a.Rule) > maxRuleBytes || strings.ContainsAny(a.Rule, ":{} ."):
-		return fmt.Errorf("alert: rule name of %d bytes", len(a.Rule))
-	case a.EventID == "" || len(a.EventID) > maxIDBytes:
-		return fmt.Errorf("alert: event id of %d bytes", len(a.EventID))
-	case len(a.GroupValues) == 0 || len(a.GroupValues) > MaxGroupFields || len(a.GroupBy) != len(a.GroupValues):
-		return fmt.Errorf("alert: %d group values for %d fields", len(a.GroupValues), len(a.GroupBy))
-	case len(a.OrderID) > maxTextBytes || len(a.Description) > maxTextBytes || len(a.Currency) > maxCurrencyByte || len(a.Field) > maxFieldBytes:
-		return errors.New("alert: a text field too long")
-	case a.Definition != "" && !isFingerprint(a.Definition):
-		return errors.New("alert: a definition that is not 8 hex digits")
-	case !slices.Contains([]Metric{Count, Amount, Distinct}, a.Metric) || !slices.Contains([]WindowType{"", Fixed, Sliding}, a.WindowType) || a.Window < 0:
-		return errors.New("alert: an unknown metric, window type or window")
-	}
-	for i := range a.GroupValues {
-		if len(a.GroupValues[i]) > maxValueBytes || len(a.GroupBy[i]) > maxFieldBytes {
-			return fmt.Errorf("alert: group field %d too long", i)
-		}
-	}
-	if len(a.Evidence) > MaxEvidence {
-		return fmt.Errorf("alert: %d orders of evidence", len(a.Evidence))
-	}
-	for i, e := range a.Evidence {
-		if len(e.OrderID) > maxEvidenceBytes || len(e.EventID) > maxIDBytes || len(e.Value) > maxEvidenceBytes {
-			return fmt.Errorf("alert: evidence %d too long", i)
-		}
-	}
-	return nil
-}
-
-func isFingerprint(s string) bool {
-	if len(s) != 8 {
-		return false
-	}
-	for i := range len(s) {
-		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // firstSeen remembers when this process first read the message at the

@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
@@ -44,21 +45,21 @@ func TestOnlyCrossingsRedisDecidedArePosted(t *testing.T) {
 		dropped string // "" when it is posted
 	}{
 		{"the crossing as the engine wrote it", func(*alert.Alert) {}, ""},
-		{"an event that never crossed", func(a *alert.Alert) { a.EventID, a.ID = "evt-never", a.Rule+"/evt-never" }, alert.DroppedUnverified},
-		{"another group's values over the group that crossed", func(a *alert.Alert) { a.GroupValues = []string{"innocent-bob"} }, alert.DroppedMalformed},
+		{"an event that never crossed", func(a *alert.Alert) { a.EventID, a.ID = "evt-never", a.Rule+"/evt-never" }, dispatch.DroppedUnverified},
+		{"another group's values over the group that crossed", func(a *alert.Alert) { a.GroupValues = []string{"innocent-bob"} }, dispatch.DroppedMalformed},
 		{"the values of a group that never crossed", func(a *alert.Alert) {
 			a.GroupValues = []string{"innocent-bob"}
 			a.Group = "innocent-bob"
-		}, alert.DroppedUnverified},
-		{"another definition of the rule", func(a *alert.Alert) { a.Definition = "0000ffff" }, alert.DroppedUnverified},
-		{"a definition no rule has", func(a *alert.Alert) { a.Definition = "../x" }, alert.DroppedMalformed},
-		{"a rule name with a dot", func(a *alert.Alert) { a.Rule += ".0badcafe" }, alert.DroppedMalformed},
-		{"an unknown metric", func(a *alert.Alert) { a.Metric = "ratio" }, alert.DroppedMalformed},
+		}, dispatch.DroppedUnverified},
+		{"another definition of the rule", func(a *alert.Alert) { a.Definition = "0000ffff" }, dispatch.DroppedUnverified},
+		{"a definition no rule has", func(a *alert.Alert) { a.Definition = "../x" }, dispatch.DroppedMalformed},
+		{"a rule name with a dot", func(a *alert.Alert) { a.Rule += ".0badcafe" }, dispatch.DroppedMalformed},
+		{"an unknown metric", func(a *alert.Alert) { a.Metric = "ratio" }, dispatch.DroppedMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &captured{}
-			env := testDispatcher(t, n, alert.DispatcherConfig{})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 			env.knowRule()
 			dead := &fakeDeadLetters{}
 			env.d.SetDeadLetters(dead)
@@ -129,7 +130,7 @@ func equalSets(a, b []string) bool {
 // another severity, metric, window or threshold.
 func TestTheRuleAndTheMarkDecideWhatAnAlertSays(t *testing.T) {
 	n := &captured{}
-	env := testDispatcher(t, n, alert.DispatcherConfig{})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 	env.knowRule()
 	real := env.alert("fraud-1", "evt-1")
 	env.cross(t, real)
@@ -166,7 +167,7 @@ func TestUnknownRuleGraceRunsFromFirstRead(t *testing.T) {
 	} {
 		t.Run(ts.name, func(t *testing.T) {
 			const grace = 300 * time.Millisecond
-			env := testDispatcher(t, &captured{}, alert.DispatcherConfig{UnknownRuleGrace: grace})
+			env := testDispatcher(t, &captured{}, dispatch.DispatcherConfig{UnknownRuleGrace: grace})
 			env.knowRule()
 			a := env.alert("g1", "evt-1")
 			a.Rule = "not-yet"
@@ -186,7 +187,7 @@ func TestUnknownRuleGraceRunsFromFirstRead(t *testing.T) {
 			if waited := time.Since(first); waited < grace {
 				t.Errorf("dropped after %v, before the grace of %v", waited, grace)
 			}
-			if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", alert.DroppedUnknownRule); got != 1 {
+			if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedUnknownRule); got != 1 {
 				t.Errorf("dropped{unknown_rule} = %v, want 1", got)
 			}
 		})
@@ -204,18 +205,18 @@ func TestARemovedRuleIsDeliveredForTheGrace(t *testing.T) {
 		reloads   func(env *testEnv)
 		delivered bool
 	}{
-		{"removed a moment ago", func(env *testEnv) { env.d.SetRules(map[string]alert.RuleSettings{}) }, true},
+		{"removed a moment ago", func(env *testEnv) { env.d.SetRules(map[string]dispatch.RuleSettings{}) }, true},
 		{"removed, back, removed again", func(env *testEnv) {
-			env.d.SetRules(map[string]alert.RuleSettings{})
+			env.d.SetRules(map[string]dispatch.RuleSettings{})
 			env.knowRule()
-			env.d.SetRules(map[string]alert.RuleSettings{})
+			env.d.SetRules(map[string]dispatch.RuleSettings{})
 		}, true},
-		{"never in force", func(env *testEnv) { env.d.SetRules(map[string]alert.RuleSettings{"other": {}}) }, false},
+		{"never in force", func(env *testEnv) { env.d.SetRules(map[string]dispatch.RuleSettings{"other": {}}) }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &captured{}
-			env := testDispatcher(t, n, alert.DispatcherConfig{UnknownRuleGrace: grace})
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{UnknownRuleGrace: grace})
 			if tt.delivered {
 				env.knowRule()
 			}
@@ -244,11 +245,11 @@ func TestARemovedRuleIsDeliveredForTheGrace(t *testing.T) {
 func TestARemovedRuleIsForgottenAfterTheGrace(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	n := &captured{}
-	env := testDispatcher(t, n, alert.DispatcherConfig{UnknownRuleGrace: grace})
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{UnknownRuleGrace: grace})
 	env.knowRule()
 	a := env.alert("fraud-1", "evt-1")
 	env.cross(t, a)
-	env.d.SetRules(map[string]alert.RuleSettings{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{})
 	removed := time.Now()
 	// The first read after the grace since the removal.
 	for time.Since(removed) <= grace {
@@ -259,5 +260,41 @@ func TestARemovedRuleIsForgottenAfterTheGrace(t *testing.T) {
 	}
 	if len(n.posted()) != 0 {
 		t.Fatalf("posted %+v", n.posted())
+	}
+}
+
+// After a reload lowers a threshold, the next alert's description says the
+// new one, as its threshold field does, whatever the message says: the
+// dispatcher renders it from the rule in force.
+func TestDescriptionFollowsTheRuleInForce(t *testing.T) {
+	n := &captured{}
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
+	rule := settingsOf(sampleAlert())
+	rule.Description = "{threshold} or more paid with one card within {window}"
+	env.d.SetRules(map[string]dispatch.RuleSettings{sampleAlert().Rule: rule})
+	before := env.alert("card-1", "evt-1")
+	before.Description = "KRW 1,000,000 or more paid with one card within 10m" // as the engine rendered it
+	if err := handleOne(t.Context(), env.d, env.message(t, before, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	rule.Threshold = 700_000 // the reload
+	env.d.SetRules(map[string]dispatch.RuleSettings{sampleAlert().Rule: rule})
+	after := env.alert("card-2", "evt-2")
+	after.Description = before.Description // crossed before the reload reached the engine
+	if err := handleOne(t.Context(), env.d, env.message(t, after, 2)); err != nil {
+		t.Fatal(err)
+	}
+	posts := n.posted()
+	if len(posts) != 2 {
+		t.Fatalf("posted %d alerts, want 2", len(posts))
+	}
+	for i, want := range []string{
+		"KRW 1,000,000 or more paid with one card within 10m",
+		"KRW 700,000 or more paid with one card within 10m",
+	} {
+		if posts[i].Description != want {
+			t.Errorf("alert %d says %q, want %q (threshold %d)", i+1, posts[i].Description, want, posts[i].Threshold)
+		}
 	}
 }

@@ -1,4 +1,12 @@
-package alert
+// Package dispatch delivers alerts. It holds the alerts topic that carries
+// crossings durably from the rules to the dispatchers (Topic), and the
+// Dispatcher: it reads the topic back, trusts nothing in a message it has
+// not checked against the rule in force and the crossing Redis decided,
+// claims each alert in Redis (taking the cooldown of its (rule, group)),
+// delivers it through an alert.Notifier (package alert/slack, the log, the
+// demo's console) and records the outcome, so that each alert is posted
+// once however often it is delivered.
+package dispatch
 
 import (
 	"context"
@@ -10,10 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -107,23 +115,23 @@ func (c *DispatcherConfig) Validate() error {
 // never from an alert's message: whether it notifies, its cooldown and
 // channel, and everything an alert shows of its rule.
 type RuleSettings struct {
-	Mode     Mode
+	Mode     alert.Mode
 	Cooldown time.Duration
 	Channel  string
 
 	Description string
-	Severity    Severity
+	Severity    alert.Severity
 	Threshold   int64
 	// Fingerprint names the rule's definition (rules.Rule.Fingerprint):
 	// Metric, Field, GroupBy, Window and WindowType are its, and an alert
 	// that crossed under another definition (before a reload) keeps its
 	// own.
 	Fingerprint string
-	Metric      Metric
+	Metric      alert.Metric
 	Field       string
 	GroupBy     []string
 	Window      time.Duration
-	WindowType  WindowType
+	WindowType  alert.WindowType
 }
 
 // claims is what the dispatcher needs from Redis: the crossing marks the
@@ -150,7 +158,7 @@ type claims interface {
 // It is safe for concurrent use.
 type Dispatcher struct {
 	cfg      DispatcherConfig
-	notifier Notifier
+	notifier alert.Notifier
 	claims   claims
 	keys     lua.Keys
 	rules    atomic.Pointer[map[string]RuleSettings]
@@ -164,7 +172,7 @@ type Dispatcher struct {
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
 // alerts with c.
-func NewDispatcher(cfg DispatcherConfig, n Notifier, c claims, log *slog.Logger, reg prometheus.Registerer) (*Dispatcher, error) {
+func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.Logger, reg prometheus.Registerer) (*Dispatcher, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -196,7 +204,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	for name, r := range rs {
 		r.GroupBy = slices.Clone(r.GroupBy) // alerts get copies of it
 		rs[name] = r
-		d.Track(name)
+		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
 		d.m.parked.WithLabelValues(channelLabel(r.Channel))
@@ -204,10 +212,6 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)
 }
-
-// Track exports zero-valued series for a rule, so that dashboards and
-// rate() see it before its first alert.
-func (d *Dispatcher) Track(rule string) { d.m.track(rule) }
 
 // HandleMessages settles a batch of the alerts topic's messages, in order:
 // the dispatcher is the alerts group's handler. With a Digester, every

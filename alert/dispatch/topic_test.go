@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"encoding/json"
@@ -14,13 +14,14 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 )
 
 func TestTopicRoundTrip(t *testing.T) {
 	k := kafkatest.New(t)
 	name := k.Topic(t, "alerts", 2)
-	topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
+	topic, err := dispatch.NewTopic(dispatch.TopicConfig{Brokers: k.Brokers, Topic: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,21 +85,6 @@ func TestTopicFieldNames(t *testing.T) {
 	}
 }
 
-func TestDecodeRejectsWhatItCannotDeliver(t *testing.T) {
-	for _, in := range []string{
-		``, `not json`, `[]`, `{}`,
-		`{"rule":"r","cooldown_key":"c","record_key":"k"}`, // no id
-		`{"id":"r/e","cooldown_key":"c","record_key":"k"}`, // no rule
-		`{"id":"r/e","rule":"r","record_key":"k"}`,         // no cooldown key
-		`{"id":"r/e","rule":"r","cooldown_key":"c"}`,       // no record key
-		`{"id":"r/e","rule":"r","cooldown_key":"c","record_key":"k","current":"many"}`,
-	} {
-		if _, err := alert.Decode([]byte(in)); err == nil {
-			t.Errorf("Decode(%q) accepted it", in)
-		}
-	}
-}
-
 // An alert the alerts topic (or the writer) refuses for its size is
 // reported as such, by its index, once the others are written: retrying it
 // would hold its partition for ever. Alerts that fit alone but not
@@ -131,7 +117,7 @@ func TestPublishReportsAlertsTooLargeForTheTopic(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			k := kafkatest.New(t)
 			name := k.Topic(t, "alerts", 1, kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(topicMax)})
-			topic, err := alert.NewTopic(alert.TopicConfig{Brokers: k.Brokers, Topic: name})
+			topic, err := dispatch.NewTopic(dispatch.TopicConfig{Brokers: k.Brokers, Topic: name})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,10 @@
-package alert
+package dispatch
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // NewLogNotifier returns a Notifier that writes each alert as one WARN
@@ -12,11 +14,11 @@ import (
 // The record names the group_by fields but never their values: those are
 // personal data (emails, phones, IPs) and logs are kept and shipped far
 // more widely than a Slack channel.
-func NewLogNotifier(log *slog.Logger) Notifier {
+func NewLogNotifier(log *slog.Logger) alert.Notifier {
 	if log == nil {
 		log = slog.Default()
 	}
-	return NotifierFunc(func(ctx context.Context, a Alert) error {
+	return alert.NotifierFunc(func(ctx context.Context, a alert.Alert) error {
 		attrs := []slog.Attr{
 			slog.String("rule", a.Rule),
 			slog.String("severity", string(a.Severity)),

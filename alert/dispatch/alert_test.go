@@ -1,4 +1,4 @@
-package alert_test
+package dispatch_test
 
 import (
 	"time"

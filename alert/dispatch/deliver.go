@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -16,69 +17,82 @@ import (
 // delivers it again later.
 var ErrNotDelivered = errors.New("alert: not delivered yet")
 
-// Deliver settles one alert, outside any budget and without checking its
-// crossing mark (HandleMessages does both): it is sent, suppressed
-// (cooldown, shadow or silence), recognised as sent before, given up on
-// for good, or parked; then Deliver returns nil and the alert may be
-// acknowledged. It returns an error, wrapping ErrNotDelivered when Slack
-// kept failing, when the alert must be delivered again later.
-func (d *Dispatcher) Deliver(ctx context.Context, a Alert) error {
-	send, err := d.claim(ctx, a)
-	if err != nil || !send {
-		return err
-	}
-	return d.send(ctx, a)
-}
-
-// claim decides an alert (alert_claim): true when it is to be sent, now
-// its; false when it is settled (shadow, suppressed, silenced, sent or
-// given up before).
-func (d *Dispatcher) claim(ctx context.Context, a Alert) (bool, error) {
-	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
+// claim decides an alert (alert_claim) and records the decision: true
+// when it is to be sent, now its; false when it is settled (shadow,
+// suppressed, silenced, sent or given up before). Every alert passes here
+// before it is sent, whether read from the topic or parked.
+func (d *Dispatcher) claim(ctx context.Context, a alert.Alert) (bool, error) {
 	if a.Shadow() {
-		d.settled(&a, SuppressedShadow)
-		log.Info("shadow rule crossed its threshold; not notifying", "current", a.Current, "threshold", a.Threshold)
+		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)
 		return false, nil
 	}
-	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, a.silences()...)
+	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences(&a)...)
 	if err != nil {
 		return false, fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
-	switch claim {
-	case lua.ClaimSuppressed:
-		d.settled(&a, SuppressedCooldown)
-		log.Info("alert suppressed: the cooldown is held by an earlier alert")
-	case lua.ClaimSilenced:
-		d.settled(&a, SuppressedSilenced)
-		log.Info("alert silenced: a silence of its rule or group runs")
-	case lua.ClaimSent:
-		log.Info("alert already delivered; not posting it again")
-	case lua.ClaimFailed:
-		log.Info("alert given up on before; not retrying it")
+	if outcome, settled := claimOutcomes[claim]; settled {
+		d.record(outcome, []alert.Alert{a})
 	}
 	return claim == lua.ClaimSend, nil
 }
 
+// claimOutcomes are the claims that settle an alert, as record names them.
+var claimOutcomes = map[lua.Claim]string{
+	lua.ClaimSuppressed: SuppressedCooldown,
+	lua.ClaimSilenced:   SuppressedSilenced,
+	lua.ClaimSent:       sentBefore,
+	lua.ClaimFailed:     failedBefore,
+}
+
 // silences are the keys of the silences that stop the alert, when it
 // names them.
-func (a *Alert) silences() []string {
+func silences(a *alert.Alert) []string {
 	if a.SilenceKey == "" || a.RuleSilence == "" {
 		return nil
 	}
 	return []string{a.SilenceKey, a.RuleSilence}
 }
 
-// send posts a claimed alert, retrying as RetryPolicy says, and settles
-// it.
-func (d *Dispatcher) send(ctx context.Context, a Alert) error {
-	log := d.log.With("rule", a.Rule, "alert_id", a.ID)
-	v, cause, err := d.attempts(ctx, log, a.Rule, d.cfg.MaxAttempts, func(ctx context.Context) error {
-		return d.notifier.Notify(ctx, a)
-	})
+// send posts claimed alerts of one rule as one message and settles them
+// by how it ended: the path from claim to settle of every alert read from
+// the topic. An error means the message is not delivered yet.
+func (d *Dispatcher) send(ctx context.Context, alerts ...alert.Alert) error {
+	v, cause, err := d.post(ctx, d.cfg.MaxAttempts, alerts)
 	if err != nil {
-		return fmt.Errorf("alert: %s: %w", a.ID, err)
+		return err
 	}
-	return d.conclude(ctx, log, v, cause, OutcomeSent, a)
+	return d.conclude(ctx, v, cause, alerts)
+}
+
+// post sends claimed alerts of one rule as one message, a digest when
+// there are several, retrying as RetryPolicy says up to maxAttempts times.
+// An error means the message is not delivered yet; otherwise the verdict
+// says how the attempts ended, and cause is the notifier's refusal.
+func (d *Dispatcher) post(ctx context.Context, maxAttempts int, alerts []alert.Alert) (v verdict, cause, err error) {
+	a := alerts[0]
+	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
+	if len(alerts) > 1 {
+		dg, ok := d.notifier.(alert.Digester)
+		if !ok {
+			return 0, nil, fmt.Errorf("alert: %d alerts of %s in one message, but the notifier sends no digests", len(alerts), a.Rule)
+		}
+		digest := alert.Digest{Rule: a.Rule, Channel: a.Channel, Alerts: alerts, List: d.cfg.DigestSize}
+		notify = func(ctx context.Context) error { return dg.NotifyDigest(ctx, digest) }
+	}
+	v, cause, err = d.attempts(ctx, d.log.With(messageAttrs(alerts)...), a.Rule, maxAttempts, notify)
+	if err != nil {
+		return 0, nil, fmt.Errorf("alert: %s: %w", messageName(alerts), err)
+	}
+	return v, cause, nil
+}
+
+// messageName names a message in an error: its alert, or its rule's
+// digest.
+func messageName(alerts []alert.Alert) string {
+	if len(alerts) == 1 {
+		return alerts[0].ID
+	}
+	return "digest of " + alerts[0].Rule
 }
 
 // verdict is how the attempts at one message ended, when they ended it.
@@ -110,12 +124,12 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 		if ctx.Err() != nil {
 			return 0, nil, fmt.Errorf("alert: deliver: %w", ctx.Err())
 		}
-		if _, ok := errors.AsType[*ChannelError](err); ok {
+		if _, ok := errors.AsType[*alert.ChannelError](err); ok {
 			// Its channel is the problem, not Slack: the alerts of other
 			// channels behind it on this partition must not wait for it.
 			return channelRefused, err, nil
 		}
-		retry, wait := RetryPolicy(err)
+		retry, wait := alert.RetryPolicy(err)
 		if !retry {
 			return refusedForGood, err, nil
 		}
@@ -140,14 +154,14 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 }
 
 // conclude settles the alerts one message carried by how its attempts
-// ended: sent (outcome says how: alone or in a digest), given up, or
-// parked.
-func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, cause error, outcome string, alerts ...Alert) error {
+// ended: sent (alone, or digested when several), given up, or parked.
+// attrs add to the outcome's log line.
+func (d *Dispatcher) conclude(ctx context.Context, v verdict, cause error, alerts []alert.Alert, attrs ...any) error {
 	switch v {
 	case channelRefused:
-		ce, _ := errors.AsType[*ChannelError](cause)
+		ce, _ := errors.AsType[*alert.ChannelError](cause)
 		for _, a := range alerts {
-			if err := d.park(ctx, a, ce, log.With("alert_id", a.ID)); err != nil {
+			if err := d.park(ctx, a, ce); err != nil {
 				return err
 			}
 		}
@@ -156,23 +170,17 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 		if err := d.settle(ctx, false, alerts...); err != nil {
 			return err
 		}
-		for _, a := range alerts {
-			d.settled(&a, OutcomeFailed)
-		}
-		log.Error("alert refused for good; given up, cooldown released", "err", cause)
+		d.record(OutcomeFailed, alerts, append(attrs, "err", cause)...)
 		return nil
 	}
 	if err := d.settle(ctx, true, alerts...); err != nil {
 		return err
 	}
-	for _, a := range alerts {
-		d.settled(&a, outcome)
+	outcome := OutcomeSent
+	if len(alerts) > 1 {
+		outcome = OutcomeDigested
 	}
-	if outcome == OutcomeDigested {
-		log.Info("alerts past the budget sent as one digest")
-	} else {
-		log.Info("alert sent")
-	}
+	d.record(outcome, alerts, attrs...)
 	return nil
 }
 
@@ -181,7 +189,7 @@ func (d *Dispatcher) conclude(ctx context.Context, log *slog.Logger, v verdict, 
 // sent would be posted again by a redelivery. So it does not give up when
 // ctx ends (a shutdown, a rebalance cutting work short, right after Slack
 // took the post) but keeps trying for a bounded while on its own.
-func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...Alert) error {
+func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...alert.Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}

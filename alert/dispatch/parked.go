@@ -1,31 +1,30 @@
-package alert
+package dispatch
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // parkedAlert is an alert as the parked hash keeps it.
 type parkedAlert struct {
-	Alert
+	alert.Alert
 	// ParkedAt bounds how long it stays: no longer than its delivery
 	// record lives (Retention), past which posting it could post it twice.
 	ParkedAt time.Time `json:"parked_at"`
 }
 
 // park keeps a claimed alert whose channel the notifier refuses in Redis,
-// for RetryParked; then the alert may be acknowledged. When MaxParked are
+// for retryParked; then the alert may be acknowledged. When MaxParked are
 // parked already, it is not: an error then keeps its message on its
 // partition, retried, as a Slack outage would.
-func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *slog.Logger) error {
+func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelError) error {
 	data, err := json.Marshal(parkedAlert{Alert: a, ParkedAt: time.Now()})
 	if err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
@@ -35,19 +34,17 @@ func (d *Dispatcher) park(ctx context.Context, a Alert, ce *ChannelError, log *s
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
 	if !ok {
-		log.Error("alert not parked: as many alerts as max parked wait already; it stays on its partition",
-			"channel", ce.Channel, "max_parked", d.cfg.MaxParked)
+		d.log.Error("alert not parked: as many alerts as max parked wait already; it stays on its partition",
+			"rule", a.Rule, "alert_id", a.ID, "channel", ce.Channel, "max_parked", d.cfg.MaxParked)
 		return fmt.Errorf("%w: %s: its channel is refused, and %d alerts are parked already", ErrNotDelivered, a.ID, d.cfg.MaxParked)
 	}
-	// The rule's channel, as RetryParked counts it; the log names the
-	// channel Slack refused, the default's own name included.
-	d.settled(&a, OutcomeParked)
-	log.Warn("alert parked: slack refuses its channel; other channels' alerts go on, and it is retried",
-		"channel", ce.Channel, "err", ce.Err)
+	// The gauge counts the rule's channel, as retryParked does; the log
+	// names the channel Slack refused, the default's own name included.
+	d.record(OutcomeParked, []alert.Alert{a}, "channel", ce.Channel, "err", ce.Err)
 	return nil
 }
 
-// RetryParkedEvery runs RetryParked every ParkedRetry until ctx ends.
+// RetryParkedEvery runs retryParked every ParkedRetry until ctx ends.
 func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
 	t := time.NewTicker(d.cfg.ParkedRetry)
 	defer t.Stop()
@@ -56,20 +53,20 @@ func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := d.RetryParked(ctx); err != nil && ctx.Err() == nil {
+			if err := d.retryParked(ctx); err != nil && ctx.Err() == nil {
 				d.log.Warn("retrying parked alerts", "err", err)
 			}
 		}
 	}
 }
 
-// RetryParked tries the parked alerts once more: each rule's that no other
+// retryParked tries the parked alerts once more: each rule's that no other
 // replica is trying, as one message within the alert budget (a digest when
 // there are several), which is posted, or stays parked while its channel
 // is refused; alerts settled meanwhile, and those parked longer than their
 // delivery records live, are forgotten. It also sets
 // fraudwatch_alerts_parked from what is parked.
-func (d *Dispatcher) RetryParked(ctx context.Context) error {
+func (d *Dispatcher) retryParked(ctx context.Context) error {
 	all, err := d.claims.Parked(ctx, d.keys.Parked())
 	if err != nil {
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
@@ -88,7 +85,7 @@ func (d *Dispatcher) RetryParked(ctx context.Context) error {
 	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b parkedGroup) int {
 		return cmp.Or(cmp.Compare(a.channel, b.channel), cmp.Compare(a.rule, b.rule))
 	}) {
-		still, err := d.retryParked(ctx, groups[g])
+		still, err := d.retryGroup(ctx, groups[g])
 		waiting[channelLabel(g.channel)] -= float64(len(groups[g]) - still)
 		if err != nil {
 			return err
@@ -103,8 +100,8 @@ type parkedGroup struct{ channel, rule string }
 
 // readParked sorts the parked alerts into groups, oldest first; gone are
 // those to forget: unreadable, or parked longer than their records live.
-func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][]Alert, gone []string) {
-	groups = map[parkedGroup][]Alert{}
+func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][]alert.Alert, gone []string) {
+	groups = map[parkedGroup][]alert.Alert{}
 	parkedAt := map[string]time.Time{}
 	for id, data := range all {
 		var p parkedAlert
@@ -115,8 +112,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 		}
 		at := cmp.Or(p.ParkedAt, p.At) // parked before parked_at was kept
 		if age := time.Since(at); age > d.claims.Retention() {
-			d.m.dropped.WithLabelValues(DroppedStale).Inc()
-			d.log.Warn("stale parked alert dropped", "rule", p.Rule, "alert_id", p.ID, "age", age.Round(time.Second).String())
+			d.dropped(DroppedStale, "rule", p.Rule, "alert_id", p.ID, "parked", true, "age", age.Round(time.Second).String())
 			gone = append(gone, id)
 			continue
 		}
@@ -125,7 +121,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 		groups[g] = append(groups[g], p.Alert)
 	}
 	for _, alerts := range groups {
-		slices.SortFunc(alerts, func(a, b Alert) int {
+		slices.SortFunc(alerts, func(a, b alert.Alert) int {
 			return cmp.Or(parkedAt[a.ID].Compare(parkedAt[b.ID]), cmp.Compare(a.ID, b.ID))
 		})
 	}
@@ -144,10 +140,10 @@ func (d *Dispatcher) setParked(waiting map[string]float64) {
 	}
 }
 
-// retryParked tries one group of parked alerts once, and says how many of
+// retryGroup tries one group of parked alerts once, and says how many of
 // them stay parked: those another replica is trying, and those whose one
 // message was not delivered.
-func (d *Dispatcher) retryParked(ctx context.Context, alerts []Alert) (still int, err error) {
+func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (still int, err error) {
 	leases := make([]string, len(alerts))
 	for i, a := range alerts {
 		leases[i] = d.keys.ParkedLease(a.ID)
@@ -159,19 +155,19 @@ func (d *Dispatcher) retryParked(ctx context.Context, alerts []Alert) (still int
 		return len(alerts), fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	var mine, held []string
-	var send []Alert
+	var send []alert.Alert
 	for i, a := range alerts {
 		if !taken[i] {
 			still++
 			continue
 		}
 		held = append(held, leases[i])
-		claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, a.silences()...)
+		ok, err := d.claim(ctx, a)
 		if err != nil {
 			d.release(ctx, held)
-			return len(alerts), fmt.Errorf("alert: claim parked %s: %w", a.ID, err)
+			return len(alerts), fmt.Errorf("alert: parked: %w", err)
 		}
-		if claim == lua.ClaimSend {
+		if ok {
 			send = append(send, a)
 		} else {
 			mine = append(mine, a.ID) // settled meanwhile (a redelivery, a silence, the cooldown)
@@ -198,38 +194,26 @@ func (d *Dispatcher) release(ctx context.Context, leases []string) {
 // retryOnce tries claimed parked alerts of one rule once, as one message
 // within the budget (a digest when there are several), and returns the ids
 // of those settled: sent, or given up.
-func (d *Dispatcher) retryOnce(ctx context.Context, alerts []Alert) (settled []string, err error) {
+func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settled []string, err error) {
 	if len(alerts) == 0 {
 		return nil, nil
 	}
-	a := alerts[0]
-	log := d.log.With("rule", a.Rule, "channel", a.Channel, "alerts", len(alerts))
-	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
-	if dg, ok := d.notifier.(Digester); ok {
-		if ok, err := d.takeBudget(ctx, a.Channel, nil); err != nil || !ok {
+	if _, ok := d.notifier.(alert.Digester); ok {
+		if ok, err := d.takeBudget(ctx, alerts[0].Channel, nil); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
-		if len(alerts) > 1 {
-			digest := Digest{Rule: a.Rule, Channel: a.Channel, Alerts: alerts, List: d.cfg.DigestSize}
-			notify = func(ctx context.Context) error { return dg.NotifyDigest(ctx, digest) }
-		}
-	} else if len(alerts) > 1 {
+	} else {
 		alerts = alerts[:1] // without digests, one alert a try
 	}
-	v, cause, err := d.attempts(ctx, log, a.Rule, 1, notify)
+	v, cause, err := d.post(ctx, 1, alerts)
 	if err != nil || v == channelRefused {
 		return nil, nil // stays parked, for the next pass
 	}
-	outcome := OutcomeSent
-	if len(alerts) > 1 {
-		outcome = OutcomeDigested
-	}
-	if err := d.conclude(ctx, log, v, cause, outcome, alerts...); err != nil {
+	if err := d.conclude(ctx, v, cause, alerts, "parked", true); err != nil {
 		return nil, err
 	}
 	for _, a := range alerts {
 		settled = append(settled, a.ID)
 	}
-	log.Info("parked alerts delivered", "outcome", map[verdict]string{delivered: "sent", refusedForGood: "failed"}[v])
 	return settled, nil
 }

@@ -1,16 +1,10 @@
-package alert
+package dispatch
 
 import (
 	"sync"
 	"time"
-)
 
-// Outcomes of an alert as Recent lists them.
-const (
-	OutcomeSent     = "sent"
-	OutcomeDigested = "digested" // sent, in a digest
-	OutcomeFailed   = "failed"   // refused for good
-	OutcomeParked   = "parked"   // its channel refused; retried later
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // Settled is how this dispatcher settled one alert. It names the group's
@@ -21,7 +15,7 @@ type Settled struct {
 	ID        string
 	OrderID   string
 	GroupBy   []string
-	Metric    Metric
+	Metric    alert.Metric
 	Current   int64
 	Threshold int64
 	Currency  string
@@ -40,7 +34,7 @@ type recent struct {
 	n    int // alerts added in all
 }
 
-func (r *recent) add(a *Alert, outcome string) {
+func (r *recent) add(a *alert.Alert, outcome string) {
 	s := Settled{At: time.Now(), Rule: a.Rule, ID: a.ID, OrderID: a.OrderID, GroupBy: append([]string(nil), a.GroupBy...),
 		Metric: a.Metric, Current: a.Current, Threshold: a.Threshold, Currency: a.Currency, Outcome: outcome}
 	r.mu.Lock()

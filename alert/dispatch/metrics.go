@@ -1,4 +1,4 @@
-package alert
+package dispatch
 
 import (
 	"fmt"
@@ -69,25 +69,6 @@ func (m *dispatcherMetrics) track(rule string) {
 	for _, reason := range []string{SuppressedCooldown, SuppressedShadow, SuppressedSilenced} {
 		m.suppressed.WithLabelValues(rule, reason)
 	}
-}
-
-// settled records how an alert was settled, in the metrics and in the list
-// of recent alerts: the one place an outcome is counted.
-func (d *Dispatcher) settled(a *Alert, outcome string) {
-	switch outcome {
-	case OutcomeSent:
-		d.m.sent.WithLabelValues(a.Rule).Inc()
-	case OutcomeDigested:
-		d.m.sent.WithLabelValues(a.Rule).Inc()
-		d.m.digested.WithLabelValues(a.Rule).Inc()
-	case OutcomeFailed:
-		d.m.failures.WithLabelValues(a.Rule).Inc()
-	case OutcomeParked:
-		d.m.parked.WithLabelValues(channelLabel(a.Channel)).Inc()
-	case SuppressedCooldown, SuppressedShadow, SuppressedSilenced:
-		d.m.suppressed.WithLabelValues(a.Rule, outcome).Inc()
-	}
-	d.recent.add(a, outcome)
 }
 
 // channelLabel names a channel in the parked gauge; "" is the notifier's
