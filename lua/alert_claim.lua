@@ -12,7 +12,8 @@
 --
 -- Reply:
 --   1   send it: the cooldown is this alert's (taken now, or by an earlier
---       attempt at this same alert, which may have crashed before sending)
+--       attempt at this same alert, which may have crashed before sending);
+--       its record reads pending until alert_settle records the outcome
 --   0   suppressed: another alert holds the cooldown
 --   4   silenced: a silence of the rule or of its group runs now
 --   2   already sent: acknowledge it, do not post again

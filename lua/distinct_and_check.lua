@@ -18,7 +18,9 @@
 --             how long it lives, seconds (fixed: from its first event;
 --             sliding: after its last change)
 -- then        per change: window index (1..n), offset, event id (8 bytes),
---             event time (milliseconds since 1970), value (1 to 64 bytes)
+--             event time (milliseconds since 1970), value (1 to 64 bytes;
+--             the engine sends the first 8 bytes of the field's SHA-256,
+--             lua.ValueOf, so that a long value costs 8 bytes)
 --
 -- Reply: two integers per change, in order: {count, 1} for the order that
 -- took the count from below the threshold to at or above it (again for its

@@ -8,8 +8,8 @@
 -- partition's run of events for the bucket, and the calls of a bucket and
 -- partition cover increasing, disjoint runs of offsets, so the field is read
 -- once and written once a call. A producer's retry (the same event at a
--- later offset) is the consumer's to catch, before any script (README,
--- Delivery guarantees).
+-- later offset) is the consumer's to catch, before any script
+-- (docs/design.md, Delivery guarantees).
 --
 -- The scripts are straight-line code; no function is made on a path a
 -- change commonly takes, only applied here (once a call) and the exact

@@ -29,11 +29,11 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"c1935906ecf2fd818124ad0cfd922eab9b330fad", incrAndCheck},
-	lua.SalesDecrName:        {"335ecb04911ae97a092f903a1043837ab1d0737b", salesDecr},
-	lua.SlideAndCheckName:    {"1ca70754ba2511ee1b0e5a9a6d3d72d5b4831774", slideAndCheck},
-	lua.DistinctAndCheckName: {"75b9e4d24bc82f92bb3326e658493aa1ff1d785f", distinctAndCheck},
-	lua.AlertClaimName:       {"abccec6e9bf9170d47e30d179383f6a7e81cf6b8", alertClaim},
+	lua.IncrAndCheckName:     {"ae3c8409a272f5f122d6fdea09b6b75f52d37a09", incrAndCheck},
+	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
+	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
+	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},
+	lua.AlertClaimName:       {"4373fb0305d8b31d6f5e3c5c0613820aec313b10", alertClaim},
 	lua.AlertSettleName:      {"90e11745bd097435324f593cc653fc0601149695", alertSettle},
 }
 
