@@ -68,10 +68,7 @@ func (b *Batch) Len() int { return len(b.calls) }
 // call's Source, Windows and Changes must not change until Exec returns:
 // the batch sends them from where they are.
 func (b *Batch) Count(c *Count) error {
-	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
-		return err
-	}
-	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
 	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
@@ -95,10 +92,7 @@ func (b *Batch) Count(c *Count) error {
 // Refund adds a sales_decr call; its Results are set by Exec. Like
 // Count's, its fields must not change until Exec returns.
 func (b *Batch) Refund(r *Refund) error {
-	if err := checkCall(r.Source, r.Windows, len(r.Changes), false); err != nil {
-		return err
-	}
-	if err := checkOffsets(r.Offsets, r.Windows); err != nil {
+	if err := checkCall(r.Source, r.Offsets, r.Windows, len(r.Changes), false); err != nil {
 		return err
 	}
 	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2+4*len(r.Changes), 1)
@@ -121,10 +115,7 @@ func (b *Batch) Refund(r *Refund) error {
 // Slide adds a slide_and_check call; its Results are set by Exec. Like
 // Count's, its fields must not change until Exec returns.
 func (b *Batch) Slide(c *Slide) error {
-	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
-		return err
-	}
-	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
 	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
@@ -167,10 +158,7 @@ func (b *Batch) Slide(c *Slide) error {
 // Distinct adds a distinct_and_check call; its Results are set by Exec.
 // Like Count's, its fields must not change until Exec returns.
 func (b *Batch) Distinct(c *Distinct) error {
-	if err := checkCall(c.Source, c.Windows, len(c.Changes), true); err != nil {
-		return err
-	}
-	if err := checkOffsets(c.Offsets, c.Windows); err != nil {
+	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
 	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
@@ -210,10 +198,11 @@ func (b *Batch) Distinct(c *Distinct) error {
 	return nil
 }
 
-// checkCall refuses a call the scripts would, and one whose keys do not
-// share one hash tag: on Redis Cluster it would touch two slots, and the
-// batch orders its calls by tag.
-func checkCall(source string, windows []Window, changes int, marks bool) error {
+// checkCall refuses a call the scripts would, and one whose keys (the
+// bucket's offsets, its windows and their marks) do not share one hash
+// tag: on Redis Cluster it would touch two slots, and the batch orders its
+// calls by tag.
+func checkCall(source, offsets string, windows []Window, changes int, marks bool) error {
 	switch {
 	case source == "" || len(source) > 32:
 		return errors.New("lua: a call's source must be 1 to 32 bytes")
@@ -223,19 +212,13 @@ func checkCall(source string, windows []Window, changes int, marks bool) error {
 		return fmt.Errorf("lua: a call has 1 to %d changes", MaxChanges)
 	}
 	tag := hashTag(windows[0].Key)
+	if offsets == "" || hashTag(offsets) != tag {
+		return errors.New("lua: a call's offsets key must share its windows' hash tag")
+	}
 	for _, w := range windows {
 		if hashTag(w.Key) != tag || (marks && hashTag(w.Marks) != tag) {
 			return fmt.Errorf("lua: the keys of a call must share one hash tag")
 		}
-	}
-	return nil
-}
-
-// checkOffsets refuses a bucket's offsets key outside its windows' hash
-// tag.
-func checkOffsets(offsets string, windows []Window) error {
-	if offsets == "" || hashTag(offsets) != hashTag(windows[0].Key) {
-		return errors.New("lua: a call's offsets key must share its windows' hash tag")
 	}
 	return nil
 }
