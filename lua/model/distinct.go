@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"math"
-	"strings"
 )
 
 // distinctWindow is distinct_and_check's state of one window.
@@ -102,54 +101,30 @@ func (w *distinctWindow) slide(s *Store, t float64, value string) (float64, bool
 	return after, before < w.threshold && after >= w.threshold, nil
 }
 
+// distinctLayout is distinct_and_check's call: a window's keys are its
+// hash, values and marks, its arguments its kind, length, lateness,
+// threshold and lifetime.
+var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
+
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
-	const maxWindows, maxChanges, maxThreshold = 64, 512, 10000
-	src, srcOK := args.at(1)
-	life, lifeOK := args.at(2)
-	nArg, nOK := args.at(3)
-	if !(srcOK && len(src) >= 1 && len(src) <= 32 && strings.Contains(src, ":") && positive(life, lifeOK, 10) &&
-		positive(nArg, nOK, 2)) {
-		return refused(), nil
-	}
-	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 3*n+1 {
-		return refused(), nil
-	}
-	first := 4 + 5*n
-	rest := len(args) - first + 1
-	if rest < 5 || rest%5 != 0 || rest/5 > maxChanges {
-		return refused(), nil
-	}
-	if err := distinctKeys(keys); err != nil {
-		return nil, err
-	}
-	usable := make([]bool, n+1)
-	offsetsLife := life
-	for i := 1; i <= n; i++ {
-		a := 5*i - 1
+	const maxThreshold = 10000
+	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) {
 		kind, kok := args.at(a)
 		length, lok := args.at(a + 1)
 		late, lateOK := args.at(a + 2)
 		threshold, tok := args.at(a + 3)
 		ttl, ttlOK := args.at(a + 4)
-		usable[i] = kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
+		return kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
 			natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
-			positive(ttl, ttlOK, 10)
-		if usable[i] && duration(ttl) > duration(offsetsLife) {
-			offsetsLife = ttl
-		}
+			positive(ttl, ttlOK, 10), ttl
+	})
+	if err != nil || c == nil {
+		return refusal(err)
 	}
-	applied, err := readApplied(s, keys[0], "d:"+src)
-	if err != nil {
-		return nil, err
-	}
+	src, n := c.src, c.n
 
-	windows := make([]*distinctWindow, n+1)
-	window := func(i int) (*distinctWindow, error) {
-		if w := windows[i]; w != nil {
-			return w, nil
-		}
+	windows := newLoaded(n, func(i int) (*distinctWindow, error) {
 		a := 5*i - 1
 		kind, _ := args.at(a)
 		ttl, _ := args.at(a + 4)
@@ -161,30 +136,23 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		if err := w.load(s, src); err != nil {
 			return nil, err
 		}
-		windows[i] = w
 		return w, nil
-	}
+	})
 
-	refresh := false
-	reply := make([]int64, 0, 2*(rest/5))
-	for a := first; a <= len(args); a += 5 {
-		iArg, iok := args.at(a)
-		off, offOK := args.at(a + 1)
-		id, idOK := args.at(a + 2)
+	for a := c.first; a <= len(args); a += 5 {
+		i, o, id, ok := c.change(args, a)
 		ts, tsOK := args.at(a + 3)
 		value, valueOK := args.at(a + 4)
-		if !(positive(iArg, iok, 2) && smallInt(iArg) <= n && usable[smallInt(iArg)] && natural(off, offOK, 15) &&
-			idOK && len(id) == 8 && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
-			reply = append(reply, -1, -1)
+		if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
+			c.answer(-1, -1)
 			continue
 		}
-		w, err := window(smallInt(iArg))
+		w, err := windows.at(i)
 		if err != nil {
 			return nil, err
 		}
-		o, _, _ := tonumber(off, true)
 		t, _, _ := tonumber(ts, true)
-		fresh := applied.decide(o) && !(w.hasOld && o <= w.old)
+		fresh := c.applied.decide(o) && !(w.hasOld && o <= w.old)
 		var v float64
 		var flag int64
 		switch {
@@ -206,19 +174,18 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 			if w.unusable {
 				v, flag = -1, -1
 			} else if crossing {
-				if err := mark(s, w.marks, id, format(v), life); err != nil {
+				if err := c.mark(s, w.marks, id, format(v)); err != nil {
 					return nil, err
 				}
-				refresh = true
 				flag = 1
 			}
 		}
-		reply = append(reply, integer(v), flag)
+		c.answer(v, flag)
 	}
 
 	// The script's pairs(windows) runs in no set order; with distinct keys
 	// each window writes only its own, so any order leaves the same.
-	for _, w := range windows {
+	for _, w := range windows.got {
 		if w == nil || !w.dirty {
 			continue
 		}
@@ -226,12 +193,9 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		refresh = refresh || started
+		c.refresh = c.refresh || started
 	}
-	if err := applied.write(s, offsetsLife, refresh); err != nil {
-		return nil, err
-	}
-	return reply, nil
+	return c.finish(s)
 }
 
 // load reads the window as the script does at its first change: HMGET of
