@@ -108,94 +108,119 @@ var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 6
 
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
-	const maxThreshold = 10000
-	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) {
-		kind, kok := args.at(a)
-		length, lok := args.at(a + 1)
-		late, lateOK := args.at(a + 2)
-		threshold, tok := args.at(a + 3)
-		ttl, ttlOK := args.at(a + 4)
-		return kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
-			natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
-			positive(ttl, ttlOK, 10), ttl
-	})
+	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) { return distinctUsable(args, a) })
 	if err != nil || c == nil {
 		return refusal(err)
 	}
-	src, n := c.src, c.n
-
-	windows := newLoaded(n, func(i int) (*distinctWindow, error) {
-		a := 5*i - 1
-		kind, _ := args.at(a)
-		ttl, _ := args.at(a + 4)
-		w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
-		// Checked usable: digit strings that tonumber reads exactly.
-		w.length, _, _ = tonumber(args.at(a + 1))
-		w.late, _, _ = tonumber(args.at(a + 2))
-		w.threshold, _, _ = tonumber(args.at(a + 3))
-		if err := w.load(s, src); err != nil {
-			return nil, err
-		}
-		return w, nil
-	})
-
+	d := &distinctCall{counting: c, s: s, args: args}
+	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) { return loadDistinct(s, keys, args, i, c.src) })
 	for a := c.first; a <= len(args); a += 5 {
-		i, o, id, ok := c.change(args, a)
-		ts, tsOK := args.at(a + 3)
-		value, valueOK := args.at(a + 4)
-		if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
-			c.answer(-1, -1)
-			continue
-		}
-		w, err := windows.at(i)
-		if err != nil {
+		if err := d.step(a); err != nil {
 			return nil, err
 		}
-		t, _, _ := tonumber(ts, true)
-		fresh := c.applied.decide(o) && !(w.hasOld && o <= w.old)
-		var v float64
-		var flag int64
-		switch {
-		case !fresh:
-			if v, flag, err = w.again(s, id); err != nil {
-				return nil, err
-			}
-		case w.unusable:
-			v, flag = -1, -1
-		case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
-			if v, flag, err = w.currentOr(s, 2); err != nil {
-				return nil, err
-			}
-		default:
-			var crossing bool
-			if v, crossing, err = w.count1(s, t, value); err != nil {
-				return nil, err
-			}
-			if w.unusable {
-				v, flag = -1, -1
-			} else if crossing {
-				if err := c.mark(s, w.marks, id, format(v)); err != nil {
-					return nil, err
-				}
-				flag = 1
-			}
-		}
-		c.answer(v, flag)
 	}
-
 	// The script's pairs(windows) runs in no set order; with distinct keys
 	// each window writes only its own, so any order leaves the same.
-	for _, w := range windows.got {
+	for _, w := range d.windows.got {
 		if w == nil || !w.dirty {
 			continue
 		}
-		started, err := w.save(s, src)
+		started, err := w.save(s, c.src)
 		if err != nil {
 			return nil, err
 		}
 		c.refresh = c.refresh || started
 	}
 	return c.finish(s)
+}
+
+// distinctUsable is the prologue's check of the window at ARGV[a], and
+// its lifetime.
+func distinctUsable(args argv, a int) (bool, string) {
+	const maxThreshold = 10000
+	kind, kok := args.at(a)
+	length, lok := args.at(a + 1)
+	late, lateOK := args.at(a + 2)
+	threshold, tok := args.at(a + 3)
+	ttl, ttlOK := args.at(a + 4)
+	return kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
+		natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
+		positive(ttl, ttlOK, 10), ttl
+}
+
+// loadDistinct is the script's window(i): the window's arguments, which
+// the prologue found usable, and its state in Redis.
+func loadDistinct(s *Store, keys, args argv, i int, src string) (*distinctWindow, error) {
+	a := 5*i - 1
+	kind, _ := args.at(a)
+	ttl, _ := args.at(a + 4)
+	w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
+	// Checked usable: digit strings that tonumber reads exactly.
+	w.length, _, _ = tonumber(args.at(a + 1))
+	w.late, _, _ = tonumber(args.at(a + 2))
+	w.threshold, _, _ = tonumber(args.at(a + 3))
+	if err := w.load(s, src); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// distinctCall is a call of distinct_and_check past its prologue.
+type distinctCall struct {
+	*counting
+	s       *Store
+	args    argv
+	windows *loaded[distinctWindow]
+}
+
+// step is the script's work on the change at ARGV[a]: its checks, then
+// its answer.
+func (d *distinctCall) step(a int) error {
+	i, o, id, ok := d.change(d.args, a)
+	ts, tsOK := d.args.at(a + 3)
+	value, valueOK := d.args.at(a + 4)
+	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
+		d.answer(-1, -1)
+		return nil
+	}
+	w, err := d.windows.at(i)
+	if err != nil {
+		return err
+	}
+	t, _, _ := tonumber(ts, true)
+	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
+	v, flag, err := d.outcome(w, fresh, t, id, value)
+	if err != nil {
+		return err
+	}
+	d.answer(v, flag)
+	return nil
+}
+
+// outcome is a checked change's value and flag: again for one counted
+// before, 2 for one too late, else counted (and marked when it crossed).
+func (d *distinctCall) outcome(w *distinctWindow, fresh bool, t float64, id, value string) (float64, int64, error) {
+	switch {
+	case !fresh:
+		return w.again(d.s, id)
+	case w.unusable:
+		return -1, -1, nil
+	case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
+		return w.currentOr(d.s, 2)
+	}
+	v, crossing, err := w.count1(d.s, t, value)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case w.unusable:
+		return -1, -1, nil
+	case !crossing:
+		return v, 0, nil
+	}
+	if err := d.mark(d.s, w.marks, id, format(v)); err != nil {
+		return 0, 0, err
+	}
+	return v, 1, nil
 }
 
 // load reads the window as the script does at its first change: HMGET of
