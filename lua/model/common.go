@@ -65,7 +65,9 @@ var errNoKey = errors.New("ERR Lua redis lib command arguments must be strings o
 // that field written and the offsets' lifetime lengthened (finish). Each
 // script's own part is its windows and its changes.
 type counting struct {
-	src, life string // ARGV[1] and ARGV[2], checked
+	s          *Store
+	keys, args argv
+	src, life  string // ARGV[1] and ARGV[2], checked
 	// offsetsLife is how long the offsets are to live: life, or the
 	// longest lifetime of a usable window past it.
 	offsetsLife string
@@ -114,24 +116,25 @@ func (l layout) open(s *Store, keys, args argv, field string, window func(a int)
 	if rest < l.changeArgs || rest%l.changeArgs != 0 || rest/l.changeArgs > l.maxChanges {
 		return nil, nil
 	}
-	c := &counting{src: src, life: life, offsetsLife: life, n: n, first: first, usable: make([]bool, n+1)}
+	c := &counting{s: s, keys: keys, args: args, src: src, life: life, offsetsLife: life, n: n, first: first,
+		usable: make([]bool, n+1)}
 	for i := 1; i <= n; i++ {
 		var ttl string
 		if c.usable[i], ttl = window(4 + l.argsPer*(i-1)); c.usable[i] && duration(ttl) > duration(c.offsetsLife) {
 			c.offsetsLife = ttl
 		}
 	}
-	return c, c.start(s, keys, field+src, rest/l.changeArgs)
+	return c, c.start(field+src, rest/l.changeArgs)
 }
 
 // start refuses a call that names a key twice, reads the offsets' field
 // and makes room for the reply's pair a change.
-func (c *counting) start(s *Store, keys argv, field string, changes int) error {
-	if err := distinctKeys(keys); err != nil {
+func (c *counting) start(field string, changes int) error {
+	if err := distinctKeys(c.keys); err != nil {
 		return err
 	}
 	var err error
-	c.applied, err = readApplied(s, keys[0], field)
+	c.applied, err = readApplied(c.s, c.keys[0], field)
 	c.reply = make([]int64, 0, 2*changes)
 	return err
 }
@@ -161,10 +164,10 @@ func (c *counting) window(idx string, ok bool) int {
 // change reads what every change starts with, ARGV[a] on: its window, a
 // usable one, its offset and its order's id; ok is false when one does
 // not pass, and the change is answered -1, -1.
-func (c *counting) change(args argv, a int) (i int, o float64, id string, ok bool) {
-	i = c.window(args.at(a))
-	off, offOK := args.at(a + 1)
-	id, idOK := args.at(a + 2)
+func (c *counting) change(a int) (i int, o float64, id string, ok bool) {
+	i = c.window(c.args.at(a))
+	off, offOK := c.args.at(a + 1)
+	id, idOK := c.args.at(a + 2)
 	if i < 1 || !natural(off, offOK, 15) || !idOK || len(id) != 8 {
 		return 0, 0, "", false
 	}
@@ -177,15 +180,15 @@ func (c *counting) answer(v float64, flag int64) { c.reply = append(c.reply, int
 
 // mark is the scripts' mark of a crossing, which gives the offsets their
 // lifetime again.
-func (c *counting) mark(s *Store, marks, id, value string) error {
+func (c *counting) mark(marks, id, value string) error {
 	c.refresh = true
-	return mark(s, marks, id, value, c.life)
+	return mark(c.s, marks, id, value, c.life)
 }
 
 // finish is the end of every counting call: the offsets' field written
 // and their lifetime lengthened (applied.write); its reply.
-func (c *counting) finish(s *Store) (any, error) {
-	if err := c.applied.write(s, c.offsetsLife, c.refresh); err != nil {
+func (c *counting) finish() (any, error) {
+	if err := c.applied.write(c.s, c.offsetsLife, c.refresh); err != nil {
 		return nil, err
 	}
 	return c.reply, nil

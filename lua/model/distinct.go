@@ -112,7 +112,7 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 	if err != nil || c == nil {
 		return refusal(err)
 	}
-	d := &distinctCall{counting: c, s: s, args: args}
+	d := &distinctCall{counting: c}
 	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) { return loadDistinct(s, keys, args, i, c.src) })
 	for a := c.first; a <= len(args); a += 5 {
 		if err := d.step(a); err != nil {
@@ -131,7 +131,7 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 		}
 		c.refresh = c.refresh || started
 	}
-	return c.finish(s)
+	return c.finish()
 }
 
 // distinctUsable is the prologue's check of the window at ARGV[a], and
@@ -168,15 +168,13 @@ func loadDistinct(s *Store, keys, args argv, i int, src string) (*distinctWindow
 // distinctCall is a call of distinct_and_check past its prologue.
 type distinctCall struct {
 	*counting
-	s       *Store
-	args    argv
 	windows *loaded[distinctWindow]
 }
 
 // step is the script's work on the change at ARGV[a]: its checks, then
 // its answer.
 func (d *distinctCall) step(a int) error {
-	i, o, id, ok := d.change(d.args, a)
+	i, o, id, ok := d.change(a)
 	ts, tsOK := d.args.at(a + 3)
 	value, valueOK := d.args.at(a + 4)
 	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
@@ -217,7 +215,7 @@ func (d *distinctCall) outcome(w *distinctWindow, fresh bool, t float64, id, val
 	case !crossing:
 		return v, 0, nil
 	}
-	if err := d.mark(d.s, w.marks, id, format(v)); err != nil {
+	if err := d.mark(w.marks, id, format(v)); err != nil {
 		return 0, 0, err
 	}
 	return v, 1, nil

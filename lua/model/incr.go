@@ -25,9 +25,9 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 	if err != nil || c == nil {
 		return refusal(err)
 	}
-	f := &fixedCall{counting: c, s: s, keys: keys, args: args, values: map[int]float64{}}
+	f := &fixedCall{counting: c, values: map[int]float64{}}
 	for at := c.first; at <= len(args); at += 4 {
-		i, o, id, ok := c.change(args, at)
+		i, o, id, ok := c.change(at)
 		inc, incOK := args.at(at + 3)
 		if !(ok && incOK && (inc == "1" || positive(inc, true, 18))) {
 			c.answer(-1, -1)
@@ -45,15 +45,12 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		}
 		c.answer(v, crossed)
 	}
-	return c.finish(s)
+	return c.finish()
 }
 
 // fixedCall is incr_and_check's state of its windows.
 type fixedCall struct {
 	*counting
-	s      *Store
-	keys   argv
-	args   argv
 	values map[int]float64
 }
 
@@ -99,7 +96,7 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 		if exact == "" {
 			exact = format(v)
 		}
-		if err := f.mark(f.s, f.keys[2*i], id, exact); err != nil {
+		if err := f.mark(f.keys[2*i], id, exact); err != nil {
 			return 0, 0, err
 		}
 	}

@@ -19,8 +19,8 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		return refused(), nil
 	}
 	// Every window is usable; a refund's offsets live the call's lifetime.
-	c := &counting{src: src, life: life, offsetsLife: life, n: n, first: 3}
-	if err := c.start(s, keys, "r:"+src, rest/4); err != nil {
+	c := &counting{s: s, keys: keys, args: args, src: src, life: life, offsetsLife: life, n: n, first: 3}
+	if err := c.start("r:"+src, rest/4); err != nil {
 		return nil, err
 	}
 	windows := newLoaded(n, func(i int) (*refundWindow, error) {
@@ -35,7 +35,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 	})
 
 	for at := c.first; at <= len(args); at += 4 {
-		i, o, _, ok := c.change(args, at)
+		i, o, _, ok := c.change(at)
 		amount, amountOK := args.at(at + 3)
 		if !(ok && positive(amount, amountOK, 18)) {
 			c.answer(-1, -1)
@@ -68,7 +68,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 			s.setKeepTTL(w.key, format(w.v))
 		}
 	}
-	return c.finish(s)
+	return c.finish()
 }
 
 // subtract is the script's subtract(w, amount); ok is false where DECRBY

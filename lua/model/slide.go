@@ -292,7 +292,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 	if err != nil || c == nil {
 		return refusal(err)
 	}
-	d := &slideCall{counting: c, s: s, args: args}
+	d := &slideCall{counting: c}
 	d.windows = newLoaded(c.n, func(i int) (*slideWindow, error) { return loadSlide(s, keys, args, i, c.src) })
 	for a := c.first; a <= len(args); a += 5 {
 		if err := d.step(a); err != nil {
@@ -307,7 +307,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 			c.refresh = c.refresh || w.isNew || w.renew
 		}
 	}
-	return c.finish(s)
+	return c.finish()
 }
 
 // slideUsable is the prologue's check of the window at ARGV[a], and its
@@ -342,15 +342,13 @@ func loadSlide(s *Store, keys, args argv, i int, src string) (*slideWindow, erro
 // slideCall is a call of slide_and_check past its prologue.
 type slideCall struct {
 	*counting
-	s       *Store
-	args    argv
 	windows *loaded[slideWindow]
 }
 
 // step is the script's work on the change at ARGV[a]: its checks, then
 // its answer. An amount with a '-' is a refund.
 func (d *slideCall) step(a int) error {
-	i, o, id, ok := d.change(d.args, a)
+	i, o, id, ok := d.change(a)
 	bucket, bucketOK := d.args.at(a + 3)
 	amount, amountOK := d.args.at(a + 4)
 	refund := amountOK && strings.HasPrefix(amount, "-")
@@ -375,7 +373,7 @@ func (d *slideCall) step(a int) error {
 		by, _, _ := tonumber(amount, true)
 		var marked bool
 		if value, flag, marked = w.apply(k, by, refund); marked {
-			if err := d.mark(d.s, w.marks, id, format(value)); err != nil {
+			if err := d.mark(w.marks, id, format(value)); err != nil {
 				return err
 			}
 		}
