@@ -280,14 +280,3 @@ func Text(name string) (string, bool) {
 	}[name]
 	return text, ok
 }
-
-// Hashes maps each script's name to the SHA1 that EVALSHA calls it by, for
-// whatever answers the scripts' calls other than Redis (a backtest's model
-// of them).
-func Hashes() map[string]string {
-	m := make(map[string]string, len(all))
-	for _, sc := range all {
-		m[sc.name] = sc.script.Hash()
-	}
-	return m
-}

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"math"
-	"strings"
 )
 
 // distinctWindow is distinct_and_check's state of one window.
@@ -102,136 +101,124 @@ func (w *distinctWindow) slide(s *Store, t float64, value string) (float64, bool
 	return after, before < w.threshold && after >= w.threshold, nil
 }
 
+// distinctLayout is distinct_and_check's call: a window's keys are its
+// hash, values and marks, its arguments its kind, length, lateness,
+// threshold and lifetime.
+var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
+
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
-	const maxWindows, maxChanges, maxThreshold = 64, 512, 10000
-	src, srcOK := args.at(1)
-	life, lifeOK := args.at(2)
-	nArg, nOK := args.at(3)
-	if !(srcOK && len(src) >= 1 && len(src) <= 32 && strings.Contains(src, ":") && positive(life, lifeOK, 10) &&
-		positive(nArg, nOK, 2)) {
-		return refused(), nil
+	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) { return distinctUsable(args, a) })
+	if err != nil || c == nil {
+		return refusal(err)
 	}
-	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 3*n+1 {
-		return refused(), nil
-	}
-	first := 4 + 5*n
-	rest := len(args) - first + 1
-	if rest < 5 || rest%5 != 0 || rest/5 > maxChanges {
-		return refused(), nil
-	}
-	if err := distinctKeys(keys); err != nil {
-		return nil, err
-	}
-	usable := make([]bool, n+1)
-	offsetsLife := life
-	for i := 1; i <= n; i++ {
-		a := 5*i - 1
-		kind, kok := args.at(a)
-		length, lok := args.at(a + 1)
-		late, lateOK := args.at(a + 2)
-		threshold, tok := args.at(a + 3)
-		ttl, ttlOK := args.at(a + 4)
-		usable[i] = kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
-			natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
-			positive(ttl, ttlOK, 10)
-		if usable[i] && duration(ttl) > duration(offsetsLife) {
-			offsetsLife = ttl
-		}
-	}
-	applied, err := readApplied(s, keys[0], "d:"+src)
-	if err != nil {
-		return nil, err
-	}
-
-	windows := make([]*distinctWindow, n+1)
-	window := func(i int) (*distinctWindow, error) {
-		if w := windows[i]; w != nil {
-			return w, nil
-		}
-		a := 5*i - 1
-		kind, _ := args.at(a)
-		ttl, _ := args.at(a + 4)
-		w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
-		// Checked usable: digit strings that tonumber reads exactly.
-		w.length, _, _ = tonumber(args.at(a + 1))
-		w.late, _, _ = tonumber(args.at(a + 2))
-		w.threshold, _, _ = tonumber(args.at(a + 3))
-		if err := w.load(s, src); err != nil {
+	d := &distinctCall{counting: c}
+	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) { return loadDistinct(s, keys, args, i, c.src) })
+	for a := c.first; a <= len(args); a += 5 {
+		if err := d.step(a); err != nil {
 			return nil, err
 		}
-		windows[i] = w
-		return w, nil
 	}
-
-	refresh := false
-	reply := make([]int64, 0, 2*(rest/5))
-	for a := first; a <= len(args); a += 5 {
-		iArg, iok := args.at(a)
-		off, offOK := args.at(a + 1)
-		id, idOK := args.at(a + 2)
-		ts, tsOK := args.at(a + 3)
-		value, valueOK := args.at(a + 4)
-		if !(positive(iArg, iok, 2) && smallInt(iArg) <= n && usable[smallInt(iArg)] && natural(off, offOK, 15) &&
-			idOK && len(id) == 8 && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
-			reply = append(reply, -1, -1)
-			continue
-		}
-		w, err := window(smallInt(iArg))
-		if err != nil {
-			return nil, err
-		}
-		o, _, _ := tonumber(off, true)
-		t, _, _ := tonumber(ts, true)
-		fresh := applied.decide(o) && !(w.hasOld && o <= w.old)
-		var v float64
-		var flag int64
-		switch {
-		case !fresh:
-			if v, flag, err = w.again(s, id); err != nil {
-				return nil, err
-			}
-		case w.unusable:
-			v, flag = -1, -1
-		case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
-			if v, flag, err = w.currentOr(s, 2); err != nil {
-				return nil, err
-			}
-		default:
-			var crossing bool
-			if v, crossing, err = w.count1(s, t, value); err != nil {
-				return nil, err
-			}
-			if w.unusable {
-				v, flag = -1, -1
-			} else if crossing {
-				if err := mark(s, w.marks, id, format(v), life); err != nil {
-					return nil, err
-				}
-				refresh = true
-				flag = 1
-			}
-		}
-		reply = append(reply, integer(v), flag)
-	}
-
 	// The script's pairs(windows) runs in no set order; with distinct keys
 	// each window writes only its own, so any order leaves the same.
-	for _, w := range windows {
+	for _, w := range d.windows.got {
 		if w == nil || !w.dirty {
 			continue
 		}
-		started, err := w.save(s, src)
+		started, err := w.save(s, c.src)
 		if err != nil {
 			return nil, err
 		}
-		refresh = refresh || started
+		c.refresh = c.refresh || started
 	}
-	if err := applied.write(s, offsetsLife, refresh); err != nil {
+	return c.finish()
+}
+
+// distinctUsable is the prologue's check of the window at ARGV[a], and
+// its lifetime.
+func distinctUsable(args argv, a int) (bool, string) {
+	const maxThreshold = 10000
+	kind, kok := args.at(a)
+	length, lok := args.at(a + 1)
+	late, lateOK := args.at(a + 2)
+	threshold, tok := args.at(a + 3)
+	ttl, ttlOK := args.at(a + 4)
+	return kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
+		natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
+		positive(ttl, ttlOK, 10), ttl
+}
+
+// loadDistinct is the script's window(i): the window's arguments, which
+// the prologue found usable, and its state in Redis.
+func loadDistinct(s *Store, keys, args argv, i int, src string) (*distinctWindow, error) {
+	a := 5*i - 1
+	kind, _ := args.at(a)
+	ttl, _ := args.at(a + 4)
+	w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
+	// Checked usable: digit strings that tonumber reads exactly.
+	w.length, _, _ = tonumber(args.at(a + 1))
+	w.late, _, _ = tonumber(args.at(a + 2))
+	w.threshold, _, _ = tonumber(args.at(a + 3))
+	if err := w.load(s, src); err != nil {
 		return nil, err
 	}
-	return reply, nil
+	return w, nil
+}
+
+// distinctCall is a call of distinct_and_check past its prologue.
+type distinctCall struct {
+	*counting
+	windows *loaded[distinctWindow]
+}
+
+// step is the script's work on the change at ARGV[a]: its checks, then
+// its answer.
+func (d *distinctCall) step(a int) error {
+	i, o, id, ok := d.change(a)
+	ts, tsOK := d.args.at(a + 3)
+	value, valueOK := d.args.at(a + 4)
+	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
+		d.answer(-1, -1)
+		return nil
+	}
+	w, err := d.windows.at(i)
+	if err != nil {
+		return err
+	}
+	t, _, _ := tonumber(ts, true)
+	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
+	v, flag, err := d.outcome(w, fresh, t, id, value)
+	if err != nil {
+		return err
+	}
+	d.answer(v, flag)
+	return nil
+}
+
+// outcome is a checked change's value and flag: again for one counted
+// before, 2 for one too late, else counted (and marked when it crossed).
+func (d *distinctCall) outcome(w *distinctWindow, fresh bool, t float64, id, value string) (float64, int64, error) {
+	switch {
+	case !fresh:
+		return w.again(d.s, id)
+	case w.unusable:
+		return -1, -1, nil
+	case w.sliding && w.hasNewest && t <= w.newest-w.length-w.late:
+		return w.currentOr(d.s, 2)
+	}
+	v, crossing, err := w.count1(d.s, t, value)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case w.unusable:
+		return -1, -1, nil
+	case !crossing:
+		return v, 0, nil
+	}
+	if err := d.mark(w.marks, id, format(v)); err != nil {
+		return 0, 0, err
+	}
+	return v, 1, nil
 }
 
 // load reads the window as the script does at its first change: HMGET of

@@ -57,7 +57,7 @@ func (p *pair) call(name string, keys []string, args ...string) any {
 	for _, k := range keys {
 		p.used[k] = true
 	}
-	sha := lua.Hashes()[name]
+	sha := textSHA(p.t, name)
 	anyArgs := make([]any, len(args))
 	for i, a := range args {
 		anyArgs[i] = a

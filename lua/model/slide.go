@@ -282,122 +282,106 @@ func (w *slideWindow) save(s *Store, src string) error {
 	return nil
 }
 
+// slideLayout is slide_and_check's call: a window's keys are its hash and
+// marks, its arguments its span, lateness, threshold and lifetime.
+var slideLayout = layout{keysPer: 2, argsPer: 4, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
+
 // slideAndCheck is slide_and_check.lua.
 func slideAndCheck(s *Store, keys, args argv) (any, error) {
-	const maxWindows, maxChanges, maxSpan, maxLate = 64, 512, 1000, 4000
-	src, srcOK := args.at(1)
-	life, lifeOK := args.at(2)
-	nArg, nOK := args.at(3)
-	if !(srcOK && len(src) >= 1 && len(src) <= 32 && strings.Contains(src, ":") && positive(life, lifeOK, 10) &&
-		positive(nArg, nOK, 2)) {
-		return refused(), nil
+	c, err := slideLayout.open(s, keys, args, "s:", func(a int) (bool, string) { return slideUsable(args, a) })
+	if err != nil || c == nil {
+		return refusal(err)
 	}
-	n := smallInt(nArg)
-	if n > maxWindows || len(keys) != 2*n+1 {
-		return refused(), nil
-	}
-	first := 4 + 4*n
-	rest := len(args) - first + 1
-	if rest < 5 || rest%5 != 0 || rest/5 > maxChanges {
-		return refused(), nil
-	}
-	if err := distinctKeys(keys); err != nil {
-		return nil, err
-	}
-	usable := make([]bool, n+1)
-	offsetsLife := life
-	for i := 1; i <= n; i++ {
-		a := 4 * i
-		span, sok := args.at(a)
-		late, lok := args.at(a + 1)
-		threshold, tok := args.at(a + 2)
-		ttl, ttlOK := args.at(a + 3)
-		usable[i] = positive(span, sok, 4) && smallInt(span) <= maxSpan && natural(late, lok, 4) &&
-			smallInt(late) <= maxLate && positive(threshold, tok, 18) && positive(ttl, ttlOK, 10)
-		if usable[i] && duration(ttl) > duration(offsetsLife) {
-			offsetsLife = ttl
-		}
-	}
-	applied, err := readApplied(s, keys[0], "s:"+src)
-	if err != nil {
-		return nil, err
-	}
-
-	windows := make([]*slideWindow, n+1)
-	window := func(i int) (*slideWindow, error) {
-		if w := windows[i]; w != nil {
-			return w, nil
-		}
-		a := 4 * i
-		span, _ := args.at(a)
-		late, _ := args.at(a + 1)
-		ttl, _ := args.at(a + 3)
-		w := &slideWindow{key: keys[2*i-1], marks: keys[2*i], span: float64(smallInt(span)),
-			late: float64(smallInt(late)), ttl: ttl}
-		// Checked usable: at most 18 digits, which tonumber rounds as Lua.
-		w.threshold, _, _ = tonumber(args.at(a + 2))
-		if err := w.load(s, src); err != nil {
+	d := &slideCall{counting: c}
+	d.windows = newLoaded(c.n, func(i int) (*slideWindow, error) { return loadSlide(s, keys, args, i, c.src) })
+	for a := c.first; a <= len(args); a += 5 {
+		if err := d.step(a); err != nil {
 			return nil, err
 		}
-		windows[i] = w
-		return w, nil
 	}
-
-	refresh := false
-	reply := make([]int64, 0, 2*(rest/5))
-	for a := first; a <= len(args); a += 5 {
-		iArg, iok := args.at(a)
-		off, offOK := args.at(a + 1)
-		id, idOK := args.at(a + 2)
-		bucket, bucketOK := args.at(a + 3)
-		amount, amountOK := args.at(a + 4)
-		refund := amountOK && strings.HasPrefix(amount, "-")
-		if refund {
-			amount = amount[1:]
-		}
-		if !(positive(iArg, iok, 2) && smallInt(iArg) <= n && usable[smallInt(iArg)] && natural(off, offOK, 15) &&
-			idOK && len(id) == 8 && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
-			reply = append(reply, -1, -1)
-			continue
-		}
-		w, err := window(smallInt(iArg))
-		if err != nil {
-			return nil, err
-		}
-		o, _, _ := tonumber(off, true)
-		k, _, _ := tonumber(bucket, true)
-		var value float64
-		var flag int64
-		fresh := applied.decide(o) && !(w.hasOld && o <= w.old)
-		if fresh && w.unusable {
-			value, flag = -1, -1
-		} else if fresh {
-			by, _, _ := tonumber(amount, true)
-			var marked bool
-			if value, flag, marked = w.apply(k, by, refund); marked {
-				if err := mark(s, w.marks, id, format(value), life); err != nil {
-					return nil, err
-				}
-				refresh = true
-			}
-		} else if value, flag, err = w.again(s, id, refund); err != nil {
-			return nil, err
-		}
-		reply = append(reply, integer(value), flag)
-	}
-
-	for _, w := range windows {
+	for _, w := range d.windows.got {
 		if w != nil && w.dirty {
-			if err := w.save(s, src); err != nil {
+			if err := w.save(s, c.src); err != nil {
 				return nil, err
 			}
-			refresh = refresh || w.isNew || w.renew
+			c.refresh = c.refresh || w.isNew || w.renew
 		}
 	}
-	if err := applied.write(s, offsetsLife, refresh); err != nil {
+	return c.finish()
+}
+
+// slideUsable is the prologue's check of the window at ARGV[a], and its
+// lifetime.
+func slideUsable(args argv, a int) (bool, string) {
+	const maxSpan, maxLate = 1000, 4000
+	span, sok := args.at(a)
+	late, lok := args.at(a + 1)
+	threshold, tok := args.at(a + 2)
+	ttl, ttlOK := args.at(a + 3)
+	return positive(span, sok, 4) && smallInt(span) <= maxSpan && natural(late, lok, 4) &&
+		smallInt(late) <= maxLate && positive(threshold, tok, 18) && positive(ttl, ttlOK, 10), ttl
+}
+
+// loadSlide is the script's window(i): the window's arguments, which the
+// prologue found usable, and its hash.
+func loadSlide(s *Store, keys, args argv, i int, src string) (*slideWindow, error) {
+	a := 4 * i
+	span, _ := args.at(a)
+	late, _ := args.at(a + 1)
+	ttl, _ := args.at(a + 3)
+	w := &slideWindow{key: keys[2*i-1], marks: keys[2*i], span: float64(smallInt(span)),
+		late: float64(smallInt(late)), ttl: ttl}
+	// Checked usable: at most 18 digits, which tonumber rounds as Lua.
+	w.threshold, _, _ = tonumber(args.at(a + 2))
+	if err := w.load(s, src); err != nil {
 		return nil, err
 	}
-	return reply, nil
+	return w, nil
+}
+
+// slideCall is a call of slide_and_check past its prologue.
+type slideCall struct {
+	*counting
+	windows *loaded[slideWindow]
+}
+
+// step is the script's work on the change at ARGV[a]: its checks, then
+// its answer. An amount with a '-' is a refund.
+func (d *slideCall) step(a int) error {
+	i, o, id, ok := d.change(a)
+	bucket, bucketOK := d.args.at(a + 3)
+	amount, amountOK := d.args.at(a + 4)
+	refund := amountOK && strings.HasPrefix(amount, "-")
+	if refund {
+		amount = amount[1:]
+	}
+	if !(ok && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
+		d.answer(-1, -1)
+		return nil
+	}
+	w, err := d.windows.at(i)
+	if err != nil {
+		return err
+	}
+	k, _, _ := tonumber(bucket, true)
+	var value float64
+	var flag int64
+	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
+	if fresh && w.unusable {
+		value, flag = -1, -1
+	} else if fresh {
+		by, _, _ := tonumber(amount, true)
+		var marked bool
+		if value, flag, marked = w.apply(k, by, refund); marked {
+			if err := d.mark(w.marks, id, format(value)); err != nil {
+				return err
+			}
+		}
+	} else if value, flag, err = w.again(d.s, id, refund); err != nil {
+		return err
+	}
+	d.answer(value, flag)
+	return nil
 }
 
 // apply is what the script does with a change not counted before: its
@@ -438,19 +422,4 @@ func (w *slideWindow) again(s *Store, id string, refund bool) (float64, int64, e
 		return -1, -1, nil
 	}
 	return w.total, 0, nil
-}
-
-// markOf is the scripts' tonumber(redis.pcall('HGET', marks, id)) for a
-// change counted before: the value its crossing was marked with, when it
-// holds a number; marks of another type are none.
-func markOf(s *Store, marks, id string) (float64, bool, error) {
-	mark, ok, err := s.hget(marks, id)
-	if errors.Is(err, errWrongType) {
-		return 0, false, nil
-	}
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	m, isNum, err := tonumber(mark, true)
-	return m, isNum && err == nil, err
 }

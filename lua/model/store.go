@@ -13,7 +13,6 @@
 package model
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -37,7 +36,7 @@ type Store struct {
 	// due time, pushed again when it comes up if the key was re-armed
 	// since): a sliding window re-arms its TTL on every call, and one
 	// entry a call would grow the heap with the events.
-	due dueQueue
+	due DueKeys
 }
 
 // entry is one key's value: exactly one of str, hash and zset is in use.
@@ -77,19 +76,24 @@ func (s *Store) SetTime(now time.Time) {
 		return
 	}
 	s.now = at
-	for len(s.due) > 0 && s.due[0].at <= at {
-		d := heap.Pop(&s.due).(dueKey)
-		e := d.e
-		if s.keys[d.key] != e || !e.inQueue || e.queued != d.at {
-			continue // replaced, removed, or queued again earlier
+	for {
+		d, ok := s.due.PopDue(at)
+		if !ok {
+			return
+		}
+		// The key's own entry, when it has one: a key replaced since holds
+		// its own, queued at its own time.
+		e := s.keys[d.Key]
+		if e == nil || !e.inQueue || e.queued != d.At {
+			continue // removed, or queued again earlier
 		}
 		e.inQueue = false
 		switch {
 		case !e.ttl:
 		case e.due <= at:
-			delete(s.keys, d.key)
+			delete(s.keys, d.Key)
 		default:
-			s.queue(d.key, e)
+			s.queue(d.Key, e)
 		}
 	}
 }
@@ -182,7 +186,7 @@ func (s *Store) setDue(key string, e *entry, ttl time.Duration) {
 
 func (s *Store) queue(key string, e *entry) {
 	e.queued, e.inQueue = e.due, true
-	heap.Push(&s.due, dueKey{at: e.due, key: key, e: e})
+	s.due.Push(e.due, key)
 }
 
 // ttl is TTL: -2 without a key, -1 without a TTL, else the seconds left,
@@ -295,26 +299,6 @@ func (s *Store) hincrby(key, field string, by int64) (int64, error) {
 	v += by
 	e.hash[field] = fmt.Sprint(v)
 	return v, nil
-}
-
-type dueKey struct {
-	at  time.Duration
-	key string
-	e   *entry
-}
-
-// dueQueue is a heap of keys, the first due first.
-type dueQueue []dueKey
-
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueKey)) }
-func (q *dueQueue) Pop() any {
-	old := *q
-	d := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return d
 }
 
 // expireNX is EXPIRE key ttl NX: a TTL for a key that has none; false when

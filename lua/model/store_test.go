@@ -1,6 +1,9 @@
 package model
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,8 +69,8 @@ func TestStoreDropsKeysDueAtAStep(t *testing.T) {
 		t.Errorf("at a minute the store holds %d keys, want b, r and long", len(s.keys))
 	}
 	s.SetTime(t0.Add(90 * time.Second))
-	if len(s.keys) != 1 || len(s.due) != 1 {
-		t.Errorf("at 90 s: %d keys, %d queued; want long alone", len(s.keys), len(s.due))
+	if len(s.keys) != 1 || s.due.Len() != 1 {
+		t.Errorf("at 90 s: %d keys, %d queued; want long alone", len(s.keys), s.due.Len())
 	}
 }
 
@@ -75,11 +78,39 @@ func TestStoreDropsKeysDueAtAStep(t *testing.T) {
 // changed script needs its body changed to match, its tests run, and its
 // hash in followed updated.
 func TestModelFollowsTheScripts(t *testing.T) {
-	hashes := lua.Hashes()
 	for name, f := range followed {
-		if hashes[name] != f.sha {
+		if got := textSHA(t, name); got != f.sha {
 			t.Errorf("script %s has changed (SHA1 %s; the model follows %s): change its body in lua/model to match, then its hash in followed",
-				name, hashes[name], f.sha)
+				name, got, f.sha)
 		}
+	}
+}
+
+// textSHA is the SHA1 that EVALSHA calls script name by: that of its text
+// as Redis runs it.
+func textSHA(t testing.TB, name string) string {
+	t.Helper()
+	text, ok := lua.Text(name)
+	if !ok {
+		t.Fatalf("no script %s", name)
+	}
+	sum := sha1.Sum([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
+// The heap of due keys under a replay's load: each step sets one key of
+// 4,096 again with a TTL of 1 to 300 s, and every 8 steps the clock moves a
+// second, dropping the keys due by then.
+func BenchmarkStoreExpiry(b *testing.B) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := New(t0)
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.setEx(keys[i%len(keys)], "x", time.Duration(1+i%300)*time.Second)
+		s.SetTime(t0.Add(time.Duration(i/8) * time.Second))
 	}
 }

@@ -1,7 +1,6 @@
 package backtest
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"sync"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+
+	"github.com/fraudwatch/fraudwatch/lua/model"
 )
 
 // expiry runs a replay server's clock. miniredis keeps TTLs as time left
@@ -35,7 +36,7 @@ type expiry struct {
 	// When keys are due, as time after base: a time.Time is three times
 	// the size, and a replay holds one for each TTL it sets.
 	due   map[string]time.Duration
-	queue dueQueue
+	queue model.DueKeys
 }
 
 // unset is the TTL of every key whose expiry is kept in due: longer than
@@ -100,7 +101,7 @@ func (e *expiry) settle() {
 		default:
 			at := e.after(e.now, ttl)
 			e.due[k] = at
-			heap.Push(&e.queue, dueKey{at: at, key: k})
+			e.queue.Push(at, k)
 			e.mr.SetTTL(k, unset)
 		}
 	}
@@ -114,12 +115,12 @@ func (e *expiry) advance(now time.Time) {
 	e.settle()
 	e.now = now
 	e.mr.SetTime(now)
-	for until := e.after(now, 0); len(e.queue) > 0 && e.queue[0].at <= until; {
-		d := heap.Pop(&e.queue).(dueKey)
+	until := e.after(now, 0)
+	for d, ok := e.queue.PopDue(until); ok; d, ok = e.queue.PopDue(until) {
 		// A key set again since has a later entry, or none.
-		if at, ok := e.due[d.key]; ok && at == d.at {
-			delete(e.due, d.key)
-			e.mr.Del(d.key)
+		if at, queued := e.due[d.Key]; queued && at == d.At {
+			delete(e.due, d.Key)
+			e.mr.Del(d.Key)
 		}
 	}
 }
@@ -132,23 +133,4 @@ func (e *expiry) after(t time.Time, ttl time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return d + ttl
-}
-
-type dueKey struct {
-	at  time.Duration
-	key string
-}
-
-// dueQueue is a heap of keys, the first due first.
-type dueQueue []dueKey
-
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueKey)) }
-func (q *dueQueue) Pop() any {
-	old := *q
-	d := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return d
 }
