@@ -100,13 +100,13 @@ func Cut(s string, n int) string {
 }
 
 // Printable returns s as it may be shown on one line, in Slack or on a
-// terminal, without changing how what follows it reads: control characters
-// (a newline, a tab, ESC and BEL of a terminal's escape sequences) and
-// line and paragraph separators (U+2028, U+2029) become spaces; format
-// characters (Unicode Cf: bidi overrides and isolates, so that U+202E
-// cannot make "gpj.exe" read "exe.jpg", marks, zero-width joiners) are
-// dropped, invisible as they are. Every rune of the result is one of s's
-// or a space, so callers that measure or escape it may do so rune by rune.
+// terminal, without changing how what follows it reads. Control
+// characters (newline, tab, a terminal's ESC and BEL) and the line and
+// paragraph separators U+2028 and U+2029 become spaces. Format characters
+// (Unicode Cf: bidi overrides and isolates, marks, zero-width joiners) are
+// dropped, so that U+202E cannot make "gpj.exe" read "exe.jpg". Every rune
+// of the result is one of s's or a space, so callers may measure or
+// escape it rune by rune.
 func Printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {

@@ -1,11 +1,10 @@
-// Package dispatch delivers alerts. It holds the alerts topic that carries
-// crossings durably from the rules to the dispatchers (Topic), and the
-// Dispatcher: it reads the topic back, trusts nothing in a message it has
-// not checked against the rule in force and the crossing Redis decided,
-// claims each alert in Redis (taking the cooldown of its (rule, group)),
-// delivers it through an alert.Notifier (package alert/slack, the log, the
-// demo's console) and records the outcome, so that each alert is posted
-// once however often it is delivered.
+// Package dispatch delivers alerts, each posted once however often it is
+// delivered. Topic carries crossings durably from the rules to the
+// dispatchers. The Dispatcher reads the topic back and trusts nothing it
+// has not checked against the rule in force and the crossing Redis
+// decided. It claims each alert in Redis (taking the cooldown of its rule
+// and group), sends it through an alert.Notifier (alert/slack, the log,
+// the demo's console) and records the outcome.
 package dispatch
 
 import (
