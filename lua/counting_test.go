@@ -251,6 +251,7 @@ func TestWindowTTL(t *testing.T) {
 }
 
 func TestWindowEnds(t *testing.T) {
+	t.Parallel() // a second waiting for the window to end
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Second, 2)
 	if got := count(t, s, []Window{w}, ev{"0:t", 0, "e0", 1}, ev{"0:t", 1, "e1", 1}); !got[1].First {
@@ -349,6 +350,7 @@ func TestScriptsKnowEventsByOffset(t *testing.T) {
 // is empty or was opened by events of other partitions. The bucket's
 // offsets live as long as the marks.
 func TestACrossingIsRememberedPastItsWindow(t *testing.T) {
+	t.Parallel() // a second waiting for the window to end
 	s, rdb, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Second, 2)
 	count(t, s, []Window{w}, ev{"0:t", 0, "a", 1}, ev{"0:t", 1, "b", 1})

@@ -25,6 +25,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -1034,35 +1035,45 @@ func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
 }
 
 // RetryParkedEvery tries the parked alerts every ParkedRetry: once the
-// channel is back, the parked alert is posted without anyone asking.
+// channel is back, the parked alert is posted without anyone asking, once.
 func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
 	n := &channelNotifier{gone: true}
 	env := testDispatcher(t, n, dispatch.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
-	env.d.SetRules(map[string]dispatch.RuleSettings{"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"}})
-	a := env.alert("g1", "e1")
-	a.Rule = "r-gone"
-	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
-		t.Fatalf("HandleMessages = %d, %v", done, err)
+	gone := dispatch.RuleSettings{Mode: alert.ModeAlert, Channel: "#gone"}
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-gone": gone, "r-later": gone})
+	park := func(rule, event string, offset int64) {
+		t.Helper()
+		a := env.alert("g1", event)
+		a.Rule = rule
+		if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, offset)}); err != nil || done != 1 {
+			t.Fatalf("HandleMessages = %d, %v", done, err)
+		}
 	}
+	setGone := func(v bool) {
+		n.mu.Lock()
+		n.gone = v
+		n.mu.Unlock()
+	}
+	park("r-gone", "e1", 0)
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})
 	go func() { env.d.RetryParkedEvery(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	n.mu.Lock()
-	n.gone = false
-	n.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(n.snapshot()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	setGone(false)
+	testkit.WaitFor(t, 10*time.Second, "the parked alert posted", func() bool { return len(n.snapshot()) > 0 })
+	// Posted, it is not tried again. A second alert parked now is posted by
+	// a later pass, which tries r-gone's alerts first (passes go by rule):
+	// a retry of e1 would be posted before it.
+	setGone(true)
+	park("r-later", "e2", 1)
+	setGone(false)
+	testkit.WaitFor(t, 10*time.Second, "the second parked alert posted", func() bool { return len(n.snapshot()) > 1 })
+	if got := n.snapshot(); !slices.Equal(got, []string{"r-gone e1", "r-later e2"}) {
+		t.Fatalf("posts %v, want each parked alert once", got)
 	}
-	for env.rdb.HLen(t.Context(), env.keys.Parked()).Val() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Unparked, it is not tried again: a few more rounds post nothing.
-	time.Sleep(5 * 20 * time.Millisecond)
-	if got := n.snapshot(); len(got) != 1 || got[0] != "r-gone e1" {
-		t.Fatalf("posts %v, want the parked alert, once", got)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the posted alerts unparked", func() bool {
+		return env.rdb.HLen(t.Context(), env.keys.Parked()).Val() == 0
+	})
 }
 
 // An alert of a rule without a channel of its own goes to slack.channel;

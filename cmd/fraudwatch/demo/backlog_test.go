@@ -44,6 +44,7 @@ func (s *countingSink) Publish(_ context.Context, alerts ...alert.Alert) error {
 // sliding windows raise nothing, while as fixed windows, which run on
 // processing time, they see the 15 minutes as one.
 func TestBacklogReplay(t *testing.T) {
+	t.Parallel() // its own key prefix; runs while the demo runs wait
 	fixed, err := config.ParseRules(builtinRules, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)

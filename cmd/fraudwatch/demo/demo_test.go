@@ -54,6 +54,7 @@ func number(t *testing.T, out string, re string) int {
 }
 
 func TestRunCatchesFraud(t *testing.T) {
+	t.Parallel() // 20 s of the demo, mostly waiting: run alongside
 	// Long enough for the second card spike of a cycle (from 15 s, its
 	// third order by 17.8 s at the latest), after the rules' reload
 	// halfway.
@@ -179,6 +180,7 @@ var alertFields = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  ALERT\s+\S+\s+([a-z0-
 // With a configuration, its rules and its Slack section are used; its Kafka
 // and Redis are not (they point nowhere here).
 func TestRunWithConfig(t *testing.T) {
+	t.Parallel() // 6 s of the demo, mostly waiting
 	var posts atomic.Int32
 	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -478,6 +480,7 @@ func TestIsTerminal(t *testing.T) {
 // miniredis only ages keys through FastForward: without driveClock, windows
 // and cooldowns would never end.
 func TestDriveClockExpiresKeys(t *testing.T) {
+	t.Parallel() // a second waiting for a TTL
 	mr, err := miniredis.Run()
 	if err != nil {
 		t.Fatal(err)
