@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 )
 
 // fraudwatchRun is one measured run of the real binary: processes
@@ -65,33 +67,11 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o644); err != nil {
 		return "", err
 	}
-	cfg := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-redis:
-  addrs: [%s]
-  cluster: %t
-  key_prefix: %q
-metrics:
-  listen: %q
-rules_file: rules.yaml
-`, strings.Join(r.brokers, ","), r.group, r.orders, r.refunds, r.orders+".dlq", r.orders+".alerts", quoted(r.redis), r.cluster, r.prefix, metrics)
+	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
+		DeadLetter: r.orders + ".dlq", Alerts: r.orders + ".alerts", RedisAddrs: r.redis, Cluster: r.cluster,
+		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML()
 	path := filepath.Join(dir, "fraudwatch.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
-}
-
-// quoted is a YAML flow list's items.
-func quoted(items []string) string {
-	q := make([]string, len(items))
-	for i, it := range items {
-		q[i] = strconv.Quote(it)
-	}
-	return strings.Join(q, ", ")
 }
 
 // replica is one running fraudwatch process.

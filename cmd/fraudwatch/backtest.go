@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
@@ -18,7 +16,7 @@ import (
 )
 
 func cmdBacktest(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML): its rules are replayed")

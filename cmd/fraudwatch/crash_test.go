@@ -220,21 +220,20 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	// On a Redis Cluster (make test-cluster) the test has one of its own,
 	// whose slots it moves between masters while the orders are counted.
-	redisSection := redisAddrs(t)
+	redisAddrs := redistest.Addrs(t)
 	var cluster *redistest.ClusterServers
 	if redistest.Cluster() {
 		cluster = redistest.StartCluster(t)
-		addrs, _ := json.Marshal(cluster.Addrs)
-		redisSection = fmt.Sprintf("addrs: %s\n  cluster: true", addrs)
+		redisAddrs = cluster.Addrs
 	}
 	group := kafkatest.Group(t, "fw")
 
 	configs, metrics := make([]string, 2), make([]string, 2)
 	for i := range configs {
 		metrics[i] = freeAddr(t)
-		configs[i] = replicaConfig(t, faultRun{broker: k.Brokers[0], group: group, orders: orders, refunds: refunds, dlq: dlq,
-			alerts: alertsTopic, redis: redisSection, prefix: prefix, hook: srv.URL + "/hook", metrics: metrics[i],
-			slack: "digest_size: 100"}, crashRules)
+		configs[i] = replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: group, Orders: orders, Refunds: refunds,
+			DeadLetter: dlq, Alerts: alertsTopic, RedisAddrs: redisAddrs, Cluster: redistest.Cluster(), Prefix: prefix,
+			Webhook: srv.URL + "/hook", Metrics: metrics[i], Slack: []string{"digest_size: 100"}}, crashRules)
 	}
 	var everyReplica []*replica // the killed ones too, for their logs
 	start := func(i int) *replica {
@@ -602,42 +601,15 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		len(world.orders), len(world.refunds), len(world.alerts), slack.digests)
 }
 
-// faultRun is what a replica process of the fault tests is configured
-// with: its topics, group, Redis section (redisAddrs), key prefix, Slack
-// webhook and more Slack settings, and metrics listener.
-type faultRun struct {
-	broker, group, orders, refunds, dlq, alerts string
-	redis, prefix, hook, slack, metrics         string
-}
-
-// replicaConfig writes the configuration of a fault test's replica: its
-// group settles fast (heartbeats, session and rebalance timeouts, commits),
-// so that kills and rejoins take seconds.
-func replicaConfig(t *testing.T, f faultRun, rules string) string {
+// replicaConfig writes the configuration p of a fault test's replica,
+// whose group settles fast (heartbeats, session and rebalance timeouts,
+// commits), so that kills and rejoins take seconds.
+func replicaConfig(t *testing.T, p testkit.Process, rules string) string {
 	t.Helper()
-	return writeConfig(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-  heartbeat_interval: 200ms
-  session_timeout: 6s
-  rebalance_timeout: 10s
-  commit_interval: 200ms
-redis:
-  %s
-  key_prefix: %q
-slack:
-  webhook_url: %q
-  %s
-metrics:
-  listen: %q
-shutdown_timeout: 20s
-rules_file: rules.yaml
-`, f.broker, f.group, f.orders, f.refunds, f.dlq, f.alerts, f.redis, f.prefix, f.hook, f.slack, f.metrics), rules)
+	p.Kafka = append(p.Kafka, "heartbeat_interval: 200ms", "session_timeout: 6s", "rebalance_timeout: 10s",
+		"commit_interval: 200ms")
+	p.Shutdown, p.Rules = "20s", "rules.yaml"
+	return writeConfig(t, p.YAML(), rules)
 }
 
 func tail(b interface{ String() string }) string {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/demo"
 	"github.com/fraudwatch/fraudwatch/config"
@@ -51,7 +49,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		defer recFile.Close()
 		rec = bufio.NewWriter(recFile)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	if *duration > 0 {
 		var cancel context.CancelFunc

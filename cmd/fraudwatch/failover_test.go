@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,7 +48,6 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
 	prefix := redistest.Prefix(t)
-	addrs, _ := json.Marshal(cluster.Addrs)
 	group := kafkatest.Group(t, "fw")
 
 	const customers, perCustomer = 300, 100
@@ -69,9 +67,10 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 		metrics = append(metrics, m)
 		// No alert budget to speak of: every alert is posted alone, and
 		// counted.
-		cfg := replicaConfig(t, faultRun{broker: k.Brokers[0], group: group, orders: orders, refunds: refunds, dlq: dlq,
-			alerts: alerts, redis: fmt.Sprintf("addrs: %s\n  cluster: true", addrs), prefix: prefix, hook: srv.URL + "/hook",
-			metrics: m, slack: "rate: 1000\n  burst: 1000\n  overall_rate: 1000\n  overall_burst: 1000"}, failoverRules)
+		cfg := replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: group, Orders: orders, Refunds: refunds,
+			DeadLetter: dlq, Alerts: alerts, RedisAddrs: cluster.Addrs, Cluster: true, Prefix: prefix,
+			Webhook: srv.URL + "/hook", Metrics: m,
+			Slack: []string{"rate: 1000", "burst: 1000", "overall_rate: 1000", "overall_burst: 1000"}}, failoverRules)
 		cmd := command("run", "--config", cfg, "--log-format", "text")
 		r := &replica{cmd: cmd, logs: &testkit.Buffer{}, done: make(chan error, 1)}
 		cmd.Stdout, cmd.Stderr = r.logs, r.logs

@@ -30,7 +30,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"internal/testkit":   {},
 		"scripts/kafkaready": {},
 		"scripts":            {},
-		"bench":              {"lua", "lua/redistest", "lua/seedbench"},
+		"bench":              {"internal/testkit", "lua", "lua/redistest", "lua/seedbench"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
 	if err != nil {

@@ -9,13 +9,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/fraudwatch/fraudwatch/config"
 )
@@ -142,6 +145,7 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 	return 0, true
 }
 
+// loadConfig loads the --config of command name, or says why it cannot.
 func loadConfig(name, path string, stderr io.Writer) (*config.Config, bool) {
 	if path == "" {
 		fmt.Fprintf(stderr, "fraudwatch %s: --config is required\n", name)
@@ -153,6 +157,12 @@ func loadConfig(name, path string, stderr io.Writer) (*config.Config, bool) {
 		return nil, false
 	}
 	return cfg, true
+}
+
+// interruptible is a command's context: done at SIGINT or SIGTERM, so
+// that a command stops where it is and says so.
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
 // plural is "1 order", "2 orders".

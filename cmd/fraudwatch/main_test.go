@@ -41,14 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// redisAddrs is the redis section's addresses and mode for the test Redis,
-// or Cluster (redistest): "addrs: [...]\n  cluster: ...".
-func redisAddrs(t *testing.T) string {
-	t.Helper()
-	addrs, _ := json.Marshal(redistest.Addrs(t))
-	return fmt.Sprintf("addrs: %s\n  cluster: %v", addrs, redistest.Cluster())
-}
-
 func command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
@@ -470,31 +462,15 @@ var waitFor = testkit.WaitFor
 // processConfig writes the configuration of a fraudwatch run as a process:
 // orders (made by the caller) and fresh refunds, dead-letter and alerts
 // topics on k, a fresh group, the test's Redis, the Slack webhook hookURL,
-// metrics on metrics; kafka holds more of the kafka section.
-func processConfig(t *testing.T, k *kafkatest.Cluster, orders, hookURL, metrics, kafka, shutdown string) string {
+// metrics on metrics; kafka holds more lines of the kafka section.
+func processConfig(t *testing.T, k *kafkatest.Cluster, orders, hookURL, metrics string, kafka []string, shutdown string) string {
 	t.Helper()
-	refunds, dlq, alerts := k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
-	return writeConfig(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group_id: %q
-  orders_topic: %q
-  refunds_topic: %q
-  dead_letter_topic: %q
-  alerts_topic: %q
-  start_offset: earliest
-  heartbeat_interval: 200ms
-  session_timeout: 6s
-%sredis:
-  %s
-  key_prefix: %q
-slack:
-  webhook_url: %q
-metrics:
-  listen: %q
-shutdown_timeout: %s
-rules_file: rules.yaml
-`, k.Brokers[0], kafkatest.Group(t, "fw"), orders, refunds, dlq, alerts, kafka, redisAddrs(t), redistest.Prefix(t),
-		hookURL, metrics, shutdown), testRules)
+	p := testkit.Process{Brokers: k.Brokers[:1], Group: kafkatest.Group(t, "fw"), Orders: orders,
+		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: k.Topic(t, "alerts", 2),
+		Kafka:      append([]string{"heartbeat_interval: 200ms", "session_timeout: 6s"}, kafka...),
+		RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: redistest.Prefix(t),
+		Webhook: hookURL, Metrics: metrics, Shutdown: shutdown, Rules: "rules.yaml"}
+	return writeConfig(t, p.YAML(), testRules)
 }
 
 // TestSIGTERMDrainsCommitsAndExitsZero runs the real command as a process:
@@ -509,7 +485,7 @@ func TestSIGTERMDrainsCommitsAndExitsZero(t *testing.T) {
 	defer srv.Close()
 	metrics := freeAddr(t)
 	// commit_interval is an hour: only the shutdown commit records progress.
-	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "  commit_interval: 1h\n", "15s")
+	path := processConfig(t, k, orders, srv.URL+"/hook", metrics, []string{"commit_interval: 1h"}, "15s")
 
 	start := func() (*exec.Cmd, *bytes.Buffer) {
 		cmd := command("run", "--config", path, "--log-format", "text")
@@ -592,8 +568,8 @@ func TestRunExitsOneWhenItCannotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	path := writeConfig(t, fmt.Sprintf("kafka:\n  brokers: [127.0.0.1:1]\nredis:\n  %s\nmetrics:\n  listen: %q\nrules_file: rules.yaml\n",
-		redisAddrs(t), taken.Addr().String()), testRules)
+	path := writeConfig(t, testkit.Process{Brokers: []string{"127.0.0.1:1"}, RedisAddrs: redistest.Addrs(t),
+		Cluster: redistest.Cluster(), Metrics: taken.Addr().String(), Rules: "rules.yaml"}.YAML(), testRules)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"run", "--config", path}, &stdout, &stderr); code != 1 {
 		t.Fatalf("exit code %d, want 1\n%s", code, stderr.String())
@@ -699,7 +675,7 @@ func TestSecondSignalEndsTheProcessAtOnce(t *testing.T) {
 			defer srv.Close()
 			defer close(release) // before Close, which waits for the handler
 			metrics := freeAddr(t)
-			path := processConfig(t, k, orders, srv.URL+"/hook", metrics, "", "60s")
+			path := processConfig(t, k, orders, srv.URL+"/hook", metrics, nil, "60s")
 			cmd, logs := startRun(t, path)
 			order := func(id string) []byte {
 				return fmt.Appendf(nil, `{"event_id":%q,"order_id":"o-%s","customer_id":"c","amount":1000}`, id, id)
@@ -746,7 +722,7 @@ func TestShutdownOverrunExitsOne(t *testing.T) {
 	})
 	metrics := freeAddr(t)
 	const shutdown = 3 * time.Second
-	path := processConfig(t, k, orders, "http://127.0.0.1:1/hook", metrics, "", shutdown.String())
+	path := processConfig(t, k, orders, "http://127.0.0.1:1/hook", metrics, nil, shutdown.String())
 	cmd, logs := startRun(t, path)
 	select {
 	case <-joining:

@@ -17,7 +17,7 @@ import (
 
 func cmdRun(args []string, stderr io.Writer) int {
 	// First of all, so that a SIGTERM during start-up is a clean stop too.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert/silence"
@@ -64,7 +61,7 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	rdb, err := app.NewRedis(cfg.Redis)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
@@ -15,8 +16,8 @@ import (
 // The silence commands, as an operator types them, against a real Redis.
 func TestSilenceCommands(t *testing.T) {
 	prefix := redistest.Prefix(t)
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  %s\n  key_prefix: %q\nrules_file: rules.yaml\n",
-		redisAddrs(t), prefix), testRules)
+	cfg := writeConfig(t, testkit.Process{RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: prefix,
+		Rules: "rules.yaml"}.YAML(), testRules)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
@@ -71,8 +72,8 @@ func TestSilenceCommands(t *testing.T) {
 // neither the group's key nor its value, and is not listed.
 func TestSilenceAddRefusedLeavesNoTrace(t *testing.T) {
 	prefix := redistest.Prefix(t)
-	cfg := writeConfig(t, fmt.Sprintf("redis:\n  %s\n  key_prefix: %q\nrules_file: rules.yaml\n",
-		redisAddrs(t), prefix), testRules)
+	cfg := writeConfig(t, testkit.Process{RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: prefix,
+		Rules: "rules.yaml"}.YAML(), testRules)
 	keys, err := lua.NewKeys(prefix)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package testkit holds the helpers the tests of several packages share,
-// one copy of each: waiting on a condition and a log buffer that one
-// goroutine writes while a test reads it. Tests only.
+// one copy of each: waiting on a condition, a log buffer that one
+// goroutine writes while a test reads it, and the configuration of a
+// fraudwatch process. For tests and the bench, never the service.
 package testkit
 
 import (

@@ -1,0 +1,81 @@
+package testkit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Process is the configuration of a fraudwatch process that a test or the
+// bench starts: one template, so that a config key renamed in config/ is
+// renamed here once. Empty fields are left out and take their defaults.
+type Process struct {
+	Brokers                                    []string
+	Group, Orders, Refunds, DeadLetter, Alerts string
+	Kafka                                      []string // more lines of the kafka section, "key: value"
+	RedisAddrs                                 []string
+	Cluster                                    bool
+	Prefix                                     string
+	Webhook                                    string   // the Slack webhook; empty: no slack section
+	Slack                                      []string // more lines of the slack section
+	Metrics                                    string   // the metrics listener
+	Shutdown                                   string   // shutdown_timeout, a duration
+	Rules                                      string   // rules_file, relative to the config's directory
+}
+
+// YAML is p as a configuration file.
+func (p Process) YAML() string {
+	var b strings.Builder
+	b.WriteString("kafka:\n")
+	if len(p.Brokers) > 0 {
+		line(&b, "brokers", "["+quoted(p.Brokers)+"]")
+	}
+	for _, kv := range [][2]string{{"group_id", p.Group}, {"orders_topic", p.Orders}, {"refunds_topic", p.Refunds},
+		{"dead_letter_topic", p.DeadLetter}, {"alerts_topic", p.Alerts}} {
+		if kv[1] != "" {
+			line(&b, kv[0], strconv.Quote(kv[1]))
+		}
+	}
+	line(&b, "start_offset", "earliest")
+	more(&b, p.Kafka)
+	b.WriteString("redis:\n")
+	line(&b, "addrs", "["+quoted(p.RedisAddrs)+"]")
+	line(&b, "cluster", strconv.FormatBool(p.Cluster))
+	if p.Prefix != "" {
+		line(&b, "key_prefix", strconv.Quote(p.Prefix))
+	}
+	if p.Webhook != "" {
+		b.WriteString("slack:\n")
+		line(&b, "webhook_url", strconv.Quote(p.Webhook))
+		more(&b, p.Slack)
+	}
+	if p.Metrics != "" {
+		fmt.Fprintf(&b, "metrics:\n  listen: %q\n", p.Metrics)
+	}
+	if p.Shutdown != "" {
+		fmt.Fprintf(&b, "shutdown_timeout: %s\n", p.Shutdown)
+	}
+	if p.Rules != "" {
+		fmt.Fprintf(&b, "rules_file: %q\n", p.Rules)
+	}
+	return b.String()
+}
+
+func line(b *strings.Builder, key, value string) {
+	fmt.Fprintf(b, "  %s: %s\n", key, value)
+}
+
+func more(b *strings.Builder, lines []string) {
+	for _, l := range lines {
+		fmt.Fprintf(b, "  %s\n", l)
+	}
+}
+
+// quoted is a YAML flow list's items.
+func quoted(items []string) string {
+	q := make([]string, len(items))
+	for i, it := range items {
+		q[i] = strconv.Quote(it)
+	}
+	return strings.Join(q, ", ")
+}

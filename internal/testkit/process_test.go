@@ -1,0 +1,49 @@
+package testkit
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/config"
+)
+
+// A Process's YAML loads as the configuration it names: a key renamed in
+// config/ fails here, not in a crash test's replica that never starts.
+func TestProcessYAMLLoads(t *testing.T) {
+	p := Process{
+		Brokers: []string{"127.0.0.1:9092", "127.0.0.1:9093"}, Group: "g",
+		Orders: "o", Refunds: "r", DeadLetter: "d", Alerts: "a",
+		Kafka:      []string{"heartbeat_interval: 200ms"},
+		RedisAddrs: []string{"127.0.0.1:7000"}, Cluster: true, Prefix: "p",
+		Webhook: "http://127.0.0.1:1/hook", Slack: []string{"digest_size: 7"},
+		Metrics: "127.0.0.1:0", Shutdown: "20s", Rules: "rules.yaml",
+	}
+	dir := t.TempDir()
+	rules := "rules:\n  - {name: r, metric: count, group_by: [ip], window: 1m, threshold: 3}\n"
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fraudwatch.yaml")
+	if err := os.WriteFile(path, []byte(p.YAML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.YAML())
+	}
+	k, r := c.Kafka, c.Redis
+	got := []any{k.Brokers, k.GroupID, k.OrdersTopic, k.RefundsTopic, k.DeadLetterTopic, k.AlertsTopic, k.StartOffset,
+		k.HeartbeatInterval, r.Addrs, r.Cluster, r.KeyPrefix, string(c.Slack.WebhookURL), c.Slack.DigestSize,
+		c.Metrics.Listen, c.ShutdownTimeout, len(c.Rules)}
+	want := []any{p.Brokers, "g", "o", "r", "d", "a", "earliest",
+		200 * time.Millisecond, p.RedisAddrs, true, "p", p.Webhook, 7,
+		"127.0.0.1:0", 20 * time.Second, 1}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("field %d: got %#v, want %#v", i, got[i], want[i])
+		}
+	}
+}
