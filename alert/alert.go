@@ -1,10 +1,14 @@
-// Package alert is the vocabulary of alerts, which rules, config and the
-// delivery code share: the Alert a crossing becomes (with the Severity,
-// Mode, Metric and WindowType that rules pick), its form on the alerts
-// topic (Decode) and the bounds it keeps to (WithinBounds), how its
-// numbers and descriptions read (FormatValue, Describe), and what a
-// Notifier is. It imports nothing of Kafka, Redis or Slack: delivery is
-// package alert/dispatch, Slack is alert/slack.
+// Package alert is the vocabulary of alerts that rules, config and the
+// delivery code share:
+//
+//   - The Alert a crossing becomes, with the Severity, Mode, Metric and
+//     WindowType that rules pick.
+//   - Its form on the alerts topic (Decode) and its bounds (WithinBounds).
+//   - How its numbers and descriptions read (FormatValue, Describe).
+//   - What a Notifier is.
+//
+// It imports nothing of Kafka, Redis or Slack: delivery is package
+// alert/dispatch, Slack is alert/slack.
 package alert
 
 import "time"

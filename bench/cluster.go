@@ -93,9 +93,9 @@ func plural(n int, suffix string) string {
 }
 
 // waitCost measures what waiting for a replica would cost (WAIT, which
-// fraudwatch does not send): the seed-style script's ceiling on a master
-// with a replica, in pipelines of 256 calls as a batch of (b) sends, with
-// and without a WAIT for the replica at the end of each pipeline.
+// fraudwatch does not send). It runs the seed-style script's ceiling on a
+// master with a replica, in pipelines of 256 calls as a batch of (b) sends,
+// with and without a WAIT for the replica at the end of each pipeline.
 func (b *bench) waitCost(ctx context.Context, master *redis.Client) error {
 	const conns, depth = 4, 256
 	seed := redis.NewScript(seedbench.Script())

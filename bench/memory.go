@@ -31,13 +31,13 @@ func flushSync(ctx context.Context, rdb *redis.Client) error {
 	return rdb.Do(ctx, "FLUSHALL", "SYNC").Err()
 }
 
-// countersOnly is what the same counts take as the simplest store would
-// keep them: one plain counter with the window's TTL for each of
-// fraudwatch's windows (keys of kind f and w under prefix in rdb's database), no
-// records. It writes them into plain, a client of another database of the
-// same Redis, measures, and removes them at once: deleting them from
-// fraudwatch's own database would leave Redis resizing its key table, and
-// freeing them in the background would leave it busy, for seconds of the
+// countersOnly is what the same counts take in the simplest store: one
+// plain counter with the window's TTL for each of fraudwatch's windows
+// (keys of kind f and w under prefix in rdb's database), and no records.
+// It writes them into plain, a client of another database of the same
+// Redis, measures, and removes them at once. Deleting them from
+// fraudwatch's database would leave Redis resizing its key table, and
+// freeing them in the background would keep it busy, for seconds of the
 // latency measured next.
 func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) (bytes int64, windows int, err error) {
 	before, err := usedMemory(ctx, rdb)

@@ -23,16 +23,15 @@ var nodeDir = filepath.Join("bench", "node")
 
 // nodeConsumer runs contender (d), the case study's stack: a Node.js
 // consumer on kafkajs's eachMessage and ioredis's defineCommand, as the
-// typical Korean e-commerce write-up of this problem builds it
-// (bench/node/consumer.js). Its Redis work is exactly (c)'s: the same
-// seed-style scripts, handed over in its environment, with the same keys,
-// rules and thresholds, one awaited call per rule. What differs from (c) is the stack
-// and its defaults, kept as such a write-up keeps them: one partition at a
-// time and autoCommit, which commits once per fetched batch where (c)
-// commits every message. So fraudwatch is compared with what gets deployed,
-// not only with a Go consumer written for the bench. It processes the first
-// n events of topics in group and reports its rate from the first message
-// to the nth.
+// typical Korean e-commerce write-up builds it (bench/node/consumer.js).
+// Its Redis work is exactly (c)'s: the same seed-style scripts (handed over
+// in its environment), keys, rules and thresholds, one awaited call per
+// rule. Only the stack and its defaults differ, kept as such a write-up
+// keeps them: one partition at a time, and autoCommit once per fetched
+// batch where (c) commits every message. So fraudwatch is compared with
+// what gets deployed, not only with a Go consumer written for the bench.
+// It processes the first n events of topics in group and reports its rate
+// from the first message to the n-th.
 func nodeConsumer(ctx context.Context, brokers []string, redisAddr, group, prefix string, topics []string, n int) (float64, error) {
 	if _, err := exec.LookPath("node"); err != nil {
 		return 0, fmt.Errorf("node consumer: Node.js is needed for contender (d) and there is no node on PATH: %w", err)

@@ -76,10 +76,10 @@ func (b *bench) sideBySideRun(ctx context.Context, windows int) (seedbench.Resul
 	}
 }
 
-// perChange says what (b)'s scripts cost Redis per window change, from the
-// profile's µs per event and the four rules' evaluations, a window change
-// each (an order changes 4 windows, a refund 1), and how that compares with the
-// seed-style script's µs a call side by side: the issue 26 target is 1.0
+// perChange says what (b)'s scripts cost Redis per window change: the
+// profile's µs per event over the four rules' evaluations, a window change
+// each (an order changes 4 windows, a refund 1). It compares that with the
+// seed-style script's µs a call side by side; the issue 26 target is 1.0
 // or less. With -rules the changes per event are not known, and it says
 // nothing.
 func (b *bench) perChange(p redisProfile, evaluations int) string {

@@ -45,10 +45,13 @@ const eventsPerCustomer = 10
 // one, and as many as in (b)'s.
 var groupDensities = []int{1, eventsPerCustomer}
 
-// sizingRuns measures, on workloads of their own: the Redis memory per
-// group of each kind of rule (one rule at a time, with customers sending
-// one event, and as many as (b)'s do), and what one partition carries (the
-// four rules, the orders and refunds topics with one partition each).
+// sizingRuns measures, on workloads of their own:
+//
+//   - The Redis memory per group of each kind of rule, one rule at a time,
+//     with customers sending one event and as many as (b)'s do.
+//   - What one partition carries: the four rules, the orders and refunds
+//     topics with one partition each.
+//
 // Then it derives the per-core rates of (b) and the cluster rows.
 func (b *bench) sizingRuns(ctx context.Context) error {
 	n := min(b.o.sizingEvents, b.o.events)

@@ -25,14 +25,14 @@ const (
 )
 
 // kafkaStreams runs contender (e): the same four rules as a Kafka Streams
-// application (bench/streams), which is what a Kafka shop would write
-// instead of fraudwatch: windowed aggregations in RocksDB stores with
+// application (bench/streams), what a Kafka shop would write instead of
+// fraudwatch. It has windowed aggregations in RocksDB stores with
 // changelogs, the per-card and per-IP rules behind repartition topics,
-// exactly_once_v2, two stream threads, first crossings to an output topic.
-// It reads topics from the start under the fresh application.id appID and
-// reports its rate from its first input record to the n-th having gone
-// through all four rules, and its peak RSS. The jar is built with Maven when
-// it is missing or older than its sources.
+// exactly_once_v2, two stream threads, and first crossings to an output
+// topic. It reads topics from the start under the fresh application.id
+// appID. It reports its peak RSS, and its rate from its first input record
+// until the n-th has gone through all four rules. The jar is built with
+// Maven when it is missing or older than its sources.
 func kafkaStreams(ctx context.Context, brokers []string, topics []string, appID string, n int) (perSec float64, rss int64, err error) {
 	java, err := exec.LookPath("java")
 	if err != nil {

@@ -5,12 +5,15 @@ import (
 	"time"
 )
 
-// traceLatency prints one second of the latency run: the events' latency
-// and the batches' processing time (rules, scripts, hand-off) in it, the
-// events a batch held on average, the CPU Redis and fraudwatch used, and
-// how busy the whole machine was (Redis, fraudwatch, the broker and the
-// bench's producer share its cores), and the size of Redis's keyspace and
-// memory: a key table doubling (at each power of two keys) shows there.
+// traceLatency prints one second of the latency run:
+//
+//   - The events' latency and the batches' processing time (rules,
+//     scripts, hand-off), and the events a batch held on average.
+//   - The CPU Redis and fraudwatch used, and how busy the whole machine
+//     was (Redis, fraudwatch, the broker and the bench's producer share
+//     its cores).
+//   - The size of Redis's keyspace and memory, where a key table doubling
+//     (at each power of two keys) shows.
 func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Duration) {
 	type sample struct {
 		at               time.Time

@@ -1,19 +1,16 @@
-// Package config is the one home of fraudwatch's settings and of the
-// reading of its rules (docs/configuration.md): their types,
-// their defaults (Default, and a rule's optional fields) and their checks
-// (Validate, ParseRules), with messages that name the file, the rule, the
-// key and the environment variable that set it. Components take the
-// values it checked: none of them defaults or checks a setting again (a
-// component's Validate only notices a value left unset, or one it cannot
-// use at all).
+// Package config is the one home of fraudwatch's settings and rules
+// (docs/configuration.md): their types, defaults (Default, a rule's
+// optional fields) and checks (Validate, ParseRules). Messages name the
+// file, rule, key and environment variable at fault. Components take the
+// checked values and never default or check a setting again; a
+// component's Validate only notices a value unset or unusable.
 //
-// Both files are read the one strict way of strict.go. Load reads the
-// configuration, overlays the environment with viper and loads the rules
-// file: every key can be overridden as FRAUDWATCH_ + the upper-cased dotted
-// path with _ for . (kafka.tls.enabled → FRAUDWATCH_KAFKA_TLS_ENABLED);
-// lists take comma-separated values. An empty environment variable counts
-// as unset. Relative paths, in the file or the environment, are resolved
-// against the directory of the config file.
+// Load reads the configuration and the rules file the strict way of
+// strict.go, and overlays the environment with viper. Every key can be set
+// as FRAUDWATCH_ + its upper-cased dotted path, _ for . (kafka.tls.enabled:
+// FRAUDWATCH_KAFKA_TLS_ENABLED); lists are comma-separated, and an empty
+// variable counts as unset. Relative paths resolve against the config
+// file's directory.
 package config
 
 import (

@@ -17,19 +17,16 @@ import (
 // This file is the one strict way fraudwatch reads its YAML files, the
 // configuration and the rules:
 //
-//   - every key must name a field, exactly (the configuration's keys are
-//     first read as viper reads them: see viperKeys); an unknown key is an
-//     error, with a hint when it is a near miss ("windw: did you mean
-//     window?");
-//   - no value changes type on its way in: a bare 60 is not a duration, "3"
-//     is not a number, 1.5 is not an integer (hooks accept other forms where
-//     a caller allows them, such as the strings of the environment);
-//   - every problem is a *FieldError naming the file, the rule when there is
-//     one, and the key, and never quoting a value it was not given to quote.
+//   - Every key must name a field exactly, the configuration's as viper
+//     reads them (viperKeys). An unknown key is an error, with a hint for
+//     a near miss ("windw: did you mean window?").
+//   - No value changes type on its way in: a bare 60 is no duration, "3"
+//     no number, 1.5 no integer. A caller's hooks may allow other forms,
+//     such as environment strings.
+//   - Every problem is a *FieldError naming the file, any rule and the key.
+//     It never quotes a value it was not given to quote.
 //
-// parseYAML reads a document; unknownKeys and decodeStrict check it against
-// a struct whose fields carry mapstructure tags. The checks of the values
-// themselves report FieldErrors too.
+// parseYAML reads a document; unknownKeys and decodeStrict check it.
 
 // FieldError names the file, the rule and the key at fault, and the
 // environment variable when the value came from one.

@@ -10,14 +10,13 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
-// Summary is the one line `fraudwatch check` prints for a valid config:
+// Summary is the one line `fraudwatch check` prints for a valid config.
+// It holds no secret. Sliding windows, distinct metrics and where: filters
+// add their counts only when there are some, "(3 alert, 1 shadow, 0
+// disabled; 1 sliding, 2 distinct, 1 with where)", so a rules file without
+// them keeps its line. RuleTable has the rules one by one. For example:
 //
-//	config.yaml: ok: 4 rules (3 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq; redis 1 address; alerts to slack webhook
-//
-// Rules with a sliding window, a distinct metric or a where: filter add
-// their counts, "(3 alert, 1 shadow, 0 disabled; 1 sliding, 2 distinct, 1
-// with where)", so that the line of a rules file without them stays as it
-// was. RuleTable has the rules one by one. It holds no secret.
+//	config.yaml: ok: 4 rules (3 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to slack webhook
 func (c *Config) Summary() string {
 	var alerting, shadow, disabled, sliding, distinct, filtered int
 	for _, r := range c.Rules {
@@ -98,16 +97,15 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// RuleTable lists the rules one a line, under a header, in their file's
-// order: the detail Summary's counts leave out, for an operator checking
-// what each rule will see:
+// RuleTable lists the rules one a line, under a header, in file order. It
+// gives the detail Summary's counts leave out, for an operator checking
+// what each rule will see. A where: list longer than a few values shows
+// its first ones and how many more there are. It holds no secret: rules
+// have none. For example:
 //
 //	RULE                    STATE  SEVERITY  METRIC                     GROUP BY     WINDOW                    THRESHOLD  COOLDOWN  WHERE
 //	orders-per-customer-1m  alert  warning   count                      customer_id  fixed 1m                  3          1m        -
 //	cards-per-customer-10m  alert  high      distinct card_fingerprint  customer_id  sliding 10m, lateness 1m  4          10m       currency in KRW|USD; payment_method in card
-//
-// A where: list longer than a few values shows its first ones and how many
-// more there are. It holds no secret: rules have none.
 func (c *Config) RuleTable() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -41,11 +41,11 @@ const deadLetterHeaderRoom = 64 << 10
 const maxErrorHeader = 1024
 
 // deadLetter writes the original key, value and headers to the dead-letter
-// topic, adding why and where from. What the dead-letter topic (or the
-// writer) refuses as too large is written again smaller: first without the
-// value, then without the key and the original headers too, each dropped
-// part's size in a header, since no retry could make it fit and an invalid
-// event must never stop its partition.
+// topic, adding why and where from. If the topic (or the writer) refuses
+// that as too large, it writes again smaller, putting each dropped part's
+// size in a header: first without the value, then also without the key and
+// the original headers. No retry could make it fit, and an invalid event
+// must never stop its partition.
 func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, why *event.InvalidError) error {
 	return c.DeadLetter(ctx, msg, why.Error())
 }

@@ -3,19 +3,16 @@ package consumer
 import "hash/maphash"
 
 // Retries catches a producer's retries in one partition: a second record of
-// an event (same event_id) at a later offset, written by a producer that
-// retried without idempotence. It remembers the event ids, as 64-bit
-// hashes, of the records of the partition's last Window offsets, each at
-// the offset it was last seen at: a record is a retry when its id was seen
-// at an earlier offset among them.
+// an event (same event_id) at a later offset, from a producer that retried
+// without idempotence. It remembers the ids (64-bit hashes) of the records
+// at the partition's last Window offsets. A record is a retry when its id
+// was seen at an earlier offset among them.
 //
-// Records are taken in two steps, so that an attempt at a batch that fails
-// and is made again with the same offsets finds what it found the first
-// time: Seen checks a record and holds it pending; Commit keeps the
-// pending records, Discard forgets them. A record at or below the last
-// offset kept is one seen again (a redelivery), never a retry: the
-// scripts' offsets recognise those. Not safe for concurrent use: one
-// partition's loop owns it.
+// Seen checks a record and holds it pending; Commit keeps the pending
+// records, Discard forgets them, so a failed batch tried again finds what
+// it found the first time. A record at or below the last offset kept is a
+// redelivery, never a retry: the scripts' offsets catch those. Not safe for
+// concurrent use: one partition's loop owns it.
 type Retries struct {
 	window int64
 	seed   maphash.Seed

@@ -10,12 +10,11 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// An event is one JSON object, read member by member with jsontext: it
-// checks the syntax as encoding/json does, but hands out each value as the
-// span of the message it came from, where decoding into a map of
-// json.RawMessage made and copied one value per member (a third of the
-// hot path's allocations). jsontext is the tokenizer of encoding/json/v2,
-// here until that leaves GOEXPERIMENT.
+// An event is one JSON object, read member by member with jsontext. It
+// checks the syntax as encoding/json does, but hands out each value as a
+// span of the message. Decoding into a map of json.RawMessage copied one
+// value per member: a third of the hot path's allocations. jsontext is the
+// tokenizer of encoding/json/v2, here until that leaves GOEXPERIMENT.
 
 // scanner is a decoder with its reader, reused across messages.
 type scanner struct {

@@ -6,11 +6,10 @@ import (
 )
 
 // Batch sends counting calls to Redis pipelined: a round trip for many
-// calls. Calls of the same bucket go in later pipelines, in the order they
-// were added, so that a bucket's changes always arrive in their
-// partition's order: a bucket skips an offset at or below the last one it
-// applied, and a later call applied before an earlier one that failed
-// would make the earlier one look applied.
+// calls. A bucket's second call goes in a later pipeline, so a bucket's
+// changes arrive in their partition's order. This matters because a bucket
+// skips an offset at or below the last one it applied: a later call applied
+// before an earlier one that failed would make the earlier look applied.
 type Batch struct {
 	s     *Scripts
 	calls []batchCall

@@ -8,26 +8,18 @@ import (
 	"strings"
 )
 
-// Keys derives the Redis keys of the rules' groups. Groups are spread over
-// Buckets hash tags by a hash of their values; every key of a group is in
-// its bucket's slot, so that one script call can count a batch's events
-// into the windows of every group of one bucket, and no call ever touches
-// two slots (Redis Cluster):
+// Keys derives the Redis keys of the rules' groups. A hash of a group's
+// values picks its bucket, one of Buckets hash tags, which all its keys
+// carry. So one script call can count a batch's events into every window
+// of one bucket without touching two slots (Redis Cluster). A key reads
+// prefix, bucket, kind, rule, group:
+// fw:{3F}:f:orders-per-customer-1m.5c0e19aa:cust-42 (docs/design.md, Keys).
 //
-//	fw:{3F}:f:orders-per-customer-1m.5c0e19aa:cust-42   a fixed window's counter
-//	fw:{3F}:w:orders-per-customer-1m.5c0e19aa:cust-42   a sliding window's buckets, or a distinct window's newest time
-//	fw:{3F}:o                                           the bucket's offsets: per source and script, the last offset applied
-//	fw:{3F}:d:cards-per-customer-1h.81f3a0c2:cust-42    a distinct window's values
-//	fw:{3F}:x:orders-per-customer-1m.5c0e19aa:cust-42   the events that crossed its threshold
-//	fw:{3F}:c:orders-per-customer-1m:cust-42            the id of the alert that holds the cooldown
-//	fw:{3F}:a:orders-per-customer-1m:cust-42:…          one alert's delivery record
-//
-// Windows, values and marks take the rule's state name (rules.Rule.State:
-// its name and the fingerprint of its definition), cooldowns and records
-// its name. A key reads kind, rule, group: rule names hold no ':' (package
-// config checks them) and the group is the last part (or the last but the
-// record's hash, which holds no ':' either), so no two (kind, rule, group)
-// share a key.
+// Windows, values, marks and evidence take the rule's state name
+// (rules.Rule.State), so a changed rule starts fresh windows. Cooldowns,
+// silences and delivery records take the name alone. Rule names hold no ':'
+// (package config checks them) and the group comes last (but for a record's
+// hash, which holds none), so no two (kind, rule, group) share a key.
 type Keys struct {
 	prefix  string
 	buckets uint32
@@ -306,17 +298,15 @@ const maxPlainGroup = 200
 // encodeGroup turns group_by values into a string that can sit inside a
 // hash tag and that no other tuple of values produces:
 //
-//   - each value is percent-escaped, keeping only [A-Za-z0-9] and -._@+, so
-//     no encoded value contains '{', '}', ':', '%'-ambiguity or white space;
-//   - values are joined with ':', which escaped values never contain, so
-//     ["a:b","c"] and ["a","b:c"] stay apart (a%3Ab:c vs a:b%3Ac);
-//   - an encoding longer than maxPlainGroup is replaced by '~' and the
-//     SHA-256 of the encoding. '~' never appears in an escaped value, so a
-//     hashed group cannot equal a plain one, and two tuples share a hashed
-//     group only if SHA-256 collides;
-//   - a single empty value, which would make an empty tag (and Redis hashes
-//     the whole key when "{}" is empty), is a lone '%', which escaping
-//     never produces.
+//   - Each value is percent-escaped, keeping only [A-Za-z0-9] and -._@+.
+//     No escaped value holds '{', '}', ':' or white space.
+//   - Values are joined with ':', so ["a:b","c"] and ["a","b:c"] stay apart
+//     (a%3Ab:c vs a:b%3Ac).
+//   - An encoding longer than maxPlainGroup becomes '~' and its SHA-256.
+//     Escaping never makes '~', so a hashed group cannot equal a plain one;
+//     two tuples share a hashed group only if SHA-256 collides.
+//   - A single empty value is a lone '%', which escaping never makes. An
+//     empty "{}" tag would make Redis hash the whole key.
 func encodeGroup(values []string) string {
 	if len(values) == 1 && plain(values[0]) {
 		return values[0] // the common case, with nothing to escape
@@ -385,7 +375,7 @@ func IDOf(eventID string) EventID {
 }
 
 // ValueOf returns what a distinct window keeps of a value: the first 8
-// bytes of its SHA-256, so that a 10 KB value costs 8 bytes, and two values
-// count as one only if their hashes collide (about one pair in 2^32 among
-// 2^32 values; a window holds at most 10,001).
+// bytes of its SHA-256, so a 10 KB value costs 8 bytes. Two values count as
+// one only if their hashes collide: about one pair in 2^32 among 2^32
+// values, and a window holds at most 10,001.
 func ValueOf(value string) EventID { return IDOf(value) }

@@ -121,13 +121,15 @@ type scripter interface {
 // Config tunes the scripts. Zero values take the defaults.
 type Config struct {
 	// Retention is how long the records that outlive a window live
-	// (default 7 days): the marks of the events that crossed a threshold,
-	// so that a redelivery of one is answered "crossed first" again and
-	// hands its alert off once more, and alerts' delivery records, which
-	// answer every later copy of an alert. One lifetime for both: a
-	// crossing mark that outlived its alert's record would let a late
+	// (default 7 days). One lifetime serves both kinds:
+	//
+	//   - The marks of the events that crossed a threshold. A redelivery is
+	//     answered "crossed first" again and hands its alert off again.
+	//   - Alerts' delivery records, which answer every later copy of an alert.
+	//
+	// A crossing mark that outlived its alert's record would let a late
 	// redelivery post the alert twice. The dispatcher skips alerts older
-	// than it (Retention).
+	// than Retention.
 	Retention time.Duration
 }
 

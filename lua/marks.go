@@ -9,12 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Crossed reads the mark a counting script wrote, in the same atomic call
-// that decided it, for the event id that crossed a threshold: the window's
-// value at the crossing, and true; false when Redis never decided that this
-// event crossed under marksKey (Keys.Marks), or the mark is not one the
-// scripts write (a number). So an alert read back from the alerts topic
-// can be told from one Redis never decided.
+// Crossed reads the mark a counting script wrote for the event id that
+// crossed a threshold, in the same atomic call that decided the crossing.
+// It returns the window's value at the crossing and true. It returns false
+// when Redis never decided that this event crossed under marksKey
+// (Keys.Marks), or when the mark is not a number the scripts write. So an
+// alert read back from the alerts topic can be told from one Redis never
+// decided.
 func (s *Scripts) Crossed(ctx context.Context, marksKey string, id EventID) (int64, bool, error) {
 	pipe := s.rdb.Pipeline()
 	cmd := pipe.HGet(ctx, marksKey, string(id[:]))

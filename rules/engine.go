@@ -68,10 +68,10 @@ type active struct {
 	kind  kind
 }
 
-// MaxFuture is how far ahead of the engine's clock an event's time may be:
-// an event from further ahead (a skewed clock) is counted at the time it is
-// processed, since one far in the future would otherwise move its group's
-// sliding windows ahead and make every later event late.
+// MaxFuture is how far ahead of the engine's clock an event's time may be.
+// An event from further ahead (a skewed clock) is counted at the time it is
+// processed: otherwise it would move its group's sliding windows ahead and
+// make every later event late.
 const MaxFuture = time.Minute
 
 // NewEngine returns an engine evaluating rs.
@@ -144,17 +144,20 @@ func (e *Engine) SetRules(rs []Rule) {
 }
 
 // Handle evaluates a batch of events, each read from its partition in
-// order. Its script calls go to Redis pipelined: per partition, bucket of
-// groups (package lua's Keys) and script, one call (a fixed rule's orders
-// and refunds take turns, a call per run); then evidence, then first
-// crossings to the sink.
+// order: one pipelined script call per partition, bucket (lua.Keys) and
+// script (a fixed rule's orders and refunds take turns, a call per run),
+// then evidence, then first crossings to the sink.
 //
-// Handle returns nil once every matching rule has run for every event and
-// every first crossing is handed off; unprocessable then lists the events,
-// by their index in evs, that a script refused (it will refuse them again:
-// no retry counts them), wrapping event.ErrUnprocessable. An error means the
-// batch is to be retried as a whole: some of it may have been counted,
-// which the scripts make harmless.
+// A nil error means every rule ran for every event and each first crossing
+// was handed off, but for the events in unprocessable (by index in evs,
+// wrapping event.ErrUnprocessable), which no retry mends:
+//
+//   - A script refused them.
+//   - Over lua.MaxWindows fixed rules count them in one bucket.
+//   - The alerts topic refused their alert as too large.
+//
+// An error means: retry the whole batch. The scripts make recounting what
+// was counted before the error harmless.
 func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable map[int]error, err error) {
 	p := e.plan(*e.rules.Load(), evs)
 	if len(p.calls) == 0 {

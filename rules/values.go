@@ -7,14 +7,14 @@ import (
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
-// Bounds of an alert's text, in bytes before JSON escaping (which at
-// worst multiplies them by 6, \u0001 for a control byte): the alert
-// travels through a Kafka topic and into Slack, where a 10 KB address
-// helps nobody, and however its event and rule are written it stays far
-// below the alerts topic's message limit (alert.MaxMessageBytes). Its ID
-// and EventID are not cut, since they name the crossing: event.Decode
-// bounds event ids (event.MaxIDBytes), config.ParseRules rule names, and
-// package lua the keys.
+// Bounds of an alert's text, in bytes before JSON escaping (at worst 6
+// times as long: \u0001 for a control byte). The alert travels through a
+// Kafka topic into Slack, where a 10 KB address helps nobody; bounded, it
+// stays far below the alerts topic's message limit (alert.MaxMessageBytes).
+//
+// ID and EventID are not cut, since they name the crossing. Others bound
+// them: event.Decode the event ids (event.MaxIDBytes), config.ParseRules
+// the rule names, package lua the keys.
 const (
 	// maxDisplayValue bounds each group value, and maxGroupValues all of
 	// them together (a rule with many group_by fields gets less of each).

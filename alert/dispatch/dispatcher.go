@@ -58,10 +58,10 @@ type DispatcherConfig struct {
 	DigestSize    int
 	// UnknownRuleGrace is how long an alert of a rule the dispatcher does
 	// not know is retried before it is dropped (default a minute), from
-	// when this process first read it: replicas reload a changed rules
-	// file within a second of each other, and an alert of a rule just
-	// added may reach one that has not yet. A rule a reload removes is
-	// delivered as long, under its last settings.
+	// when this process first read it. Replicas reload a changed rules file
+	// within a second of each other, so an alert of a rule just added may
+	// reach one that has not yet. A rule a reload removes is delivered as
+	// long, under its last settings.
 	UnknownRuleGrace time.Duration
 }
 
@@ -149,12 +149,12 @@ type claims interface {
 	Release(ctx context.Context, keys ...string) error
 }
 
-// Dispatcher delivers alerts through a Notifier, once each: it checks that
+// Dispatcher delivers alerts through a Notifier, once each. It checks that
 // Redis decided each crossing, claims the alert in Redis (taking the
 // (rule, group)'s cooldown), sends it within the alert budget, and records
-// the outcome, so that an alert delivered again (the alerts topic is at
-// least once) is neither posted twice nor suppressed by its own cooldown.
-// It is safe for concurrent use.
+// the outcome. The alerts topic is at least once: the record keeps an
+// alert delivered again from being posted twice or suppressed by its own
+// cooldown. It is safe for concurrent use.
 type Dispatcher struct {
 	cfg      DispatcherConfig
 	notifier alert.Notifier

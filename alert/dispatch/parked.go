@@ -60,11 +60,11 @@ func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
 	}
 }
 
-// retryParked tries the parked alerts once more: each rule's that no other
-// replica is trying, as one message within the alert budget (a digest when
-// there are several), which is posted, or stays parked while its channel
-// is refused; alerts settled meanwhile, and those parked longer than their
-// delivery records live, are forgotten. It also sets
+// retryParked tries the parked alerts once more. Each rule's alerts that no
+// other replica is trying go as one message within the alert budget (a
+// digest when there are several); they are posted, or stay parked while
+// their channel is refused. Alerts settled meanwhile, and those parked
+// longer than their delivery records live, are forgotten. It also sets
 // fraudwatch_alerts_parked from what is parked.
 func (d *Dispatcher) retryParked(ctx context.Context) error {
 	all, err := d.claims.Parked(ctx, d.keys.Parked())

@@ -1,16 +1,16 @@
-// Package app wires fraudwatch together. Two consumer groups run in every
-// process:
+// Package app wires fraudwatch together. Tests and the demo start and stop
+// an App in-process; cmd/fraudwatch only adds flags and signals. An HTTP
+// server exposes metrics and health.
+//
+// Two consumer groups run in every process, as drawn below. An event's
+// offset is committed once its counters are updated and its crossings are
+// in the alerts topic. An alert's offset is committed once it is settled:
+// sent, suppressed, or refused for good.
 //
 //	orders, refunds ─▶ events group ─▶ rules engine ─▶ Redis scripts
 //	                                        │ first crossings (acks=all)
 //	                                        ▼
 //	                                   alerts topic ─▶ alerts group ─▶ dispatcher ─▶ Slack
-//
-// An event's offset is committed once its counters are updated and its
-// crossings are in the alerts topic; an alert's offset once it is settled
-// (sent, suppressed, or refused for good). An HTTP server exposes metrics
-// and health. Tests and the demo start and stop an App in-process;
-// cmd/fraudwatch only adds flags and signals.
 package app
 
 import (

@@ -103,11 +103,14 @@ func wantedTopics(k config.Kafka, replication int) []wantedTopic {
 }
 
 // CreateTopics creates the configured topics that do not exist yet, with
-// c's partitions and replication factor, and prints one line for each
-// topic: created, exists (with at least the partitions asked for: left as
-// it is) or refused (fewer partitions: it does not add any, since that
-// moves keys between partitions). A refusal returns ErrTopicRefused, after
-// the other topics are created.
+// c's partitions and replication factor. It prints one line a topic:
+//
+//   - created;
+//   - exists: it has at least the partitions asked for, and is left as is;
+//   - refused: it has fewer. No partitions are added, since that would move
+//     keys between partitions.
+//
+// A refusal returns ErrTopicRefused, after the other topics are created.
 func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {

@@ -1,10 +1,13 @@
-// Package backtest replays recorded events through the rules and the calls
-// production's engine makes to its scripts, answered inside this process
-// (never by the production Redis; the rules shared among several answerers)
-// by the scripts' Go model (lua/model) or, for Lua, by the Lua scripts
-// themselves in miniredis, in event-time order, and reports what the rules
-// would have done: crossings, alerts after cooldowns, the groups that
-// crossed most, and the alert list. It is what `fraudwatch backtest` runs.
+// Package backtest replays recorded events, in event-time order, through
+// the rules and the script calls production's engine makes. It reports what
+// the rules would have done: crossings, alerts after cooldowns, the groups
+// that crossed most, and the alert list. It is what `fraudwatch backtest`
+// runs.
+//
+// The calls are answered inside this process, never by the production
+// Redis, with the rules shared out among several in-process servers. The
+// scripts' Go model (lua/model) answers them, or, for Lua, the Lua scripts
+// themselves in miniredis.
 package backtest
 
 import (
@@ -150,17 +153,18 @@ func (r *reader) done() *Events {
 	return &r.evs
 }
 
-// Read reads JSON-lines events, one event a line with its "type" as
-// `fraudwatch produce` takes them, and puts them in event-time order. An
-// event's time is its occurred_at; one without takes the time of the line
-// before it. Blank lines are skipped; other lines that are not valid events
-// are counted by reason, and a line longer than maxBytes (the consumer's
-// kafka.max_event_bytes) is oversized, as its message would be, without
-// being kept whole. Rules lines (RulesType) go to RuleSets; one that is
-// not usable, or not later than the one before, fails the read. A line
-// whose event_id a line at most the default kafka.retry_window before had
-// is a producer's retry, counted in Retried and not replayed, as the
-// consumer takes it with line numbers for offsets.
+// Read reads JSON-lines events, one a line with its "type", as
+// `fraudwatch produce` takes them, and puts them in event-time order:
+//
+//   - An event's time is its occurred_at, else the line before's.
+//   - Blank lines are skipped; other invalid lines are counted by reason.
+//   - A line longer than maxBytes (kafka.max_event_bytes) is oversized, as
+//     its message would be, and is not kept whole.
+//   - Rules lines (RulesType) go to RuleSets. One that is unusable, or not
+//     later than the one before, fails the read.
+//   - A line whose event_id a line at most kafka.retry_window (default)
+//     before had is a producer's retry: counted in Retried, not replayed,
+//     as the consumer would with line numbers for offsets.
 func Read(in io.Reader, maxBytes int) (*Events, error) {
 	return readEvents(in, maxBytes, config.Default().Kafka.RetryWindow)
 }

@@ -12,18 +12,16 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua/model"
 )
 
-// expiry runs a replay server's clock. miniredis keeps TTLs as time left
-// and moves them only with FastForward, which visits and sorts every key
-// it holds: a replay stepping its clock each second of event time took
-// time in proportion to its span times the keys alive in its windows.
-// expiry keeps when each key is due instead, in a heap, and at each step
-// deletes just the keys FastForward would have deleted there.
+// expiry runs a replay server's clock. miniredis moves TTLs only with
+// FastForward, which visits and sorts every key, so a clock stepped each
+// second cost the span times the keys alive. expiry keeps due times in a
+// heap instead, and at each step deletes just the keys FastForward would.
 //
-// A key whose due time expiry keeps is given the TTL unset, which no
-// command sets (it is not whole milliseconds). A command that may change a
-// TTL (set, re-arm or remove one, delete or empty a key) has its arguments
-// noted as it runs, and after the batch each is looked at again: a TTL
-// other than unset was just set; none means no TTL, or no key.
+// A key whose due time expiry keeps has the TTL unset, which no command
+// sets. Commands that may change a TTL (set, re-arm or remove one, delete
+// or empty a key) have their arguments noted as they run. After the batch
+// each is looked at again: a TTL other than unset was just set; none
+// means no TTL, or no key.
 type expiry struct {
 	mr   *miniredis.Miniredis
 	base time.Time // the clock's first time

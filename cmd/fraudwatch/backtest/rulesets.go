@@ -16,9 +16,9 @@ import (
 )
 
 // RulesType is the "type" of a line that carries rules rather than an
-// event: `fraudwatch demo --record` writes one when it starts and one when
-// it reloads its rules, so that a backtest of the recording runs under the
-// rules the demo ran under, each from the point it took effect.
+// event. `fraudwatch demo --record` writes one when it starts and one at
+// each rules reload. So a backtest of the recording runs under the rules
+// the demo ran under, each from the point it took effect.
 const RulesType = "rules"
 
 // RuleSet is a set of rules in force from At: for the events whose time is

@@ -1,10 +1,11 @@
 // Package status serves fraudwatch's read-only status page: the rules in
 // force and their version, the alerts this process settled last, the
-// silences that run, and the lag of the partitions it holds. The page is
-// rendered on the server with html/template (every value escaped), has no
-// script, and names the fields of a group but never their values, which
-// are personal data: it is served on the metrics listener, where a
-// scraper is not expected to see an email or a card.
+// silences that run, and the lag of the partitions it holds.
+//
+// The page is rendered on the server with html/template (every value
+// escaped) and has no script. It names a group's fields but never their
+// values, which are personal data: it is served on the metrics listener,
+// where a scraper is not expected to see an email or a card.
 package status
 
 import (
