@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -229,5 +230,39 @@ func TestAWaitForTheBudgetEndsWithTheGeneration(t *testing.T) {
 		if carried[a.ID] != 1 {
 			t.Errorf("alert %s carried by %d messages, want 1", a.ID, carried[a.ID])
 		}
+	}
+}
+
+// An alert takes one message from the budget when it is to be sent; the
+// retries of that delivery take none, so a failed first attempt does not
+// push the next alert past the budget.
+func TestRetriesTakeNoBudget(t *testing.T) {
+	f := newFakeSlack(t, func(n int) reply {
+		if n == 0 {
+			return reply{status: http.StatusServiceUnavailable}
+		}
+		return reply{}
+	})
+	env := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
+	// Two messages, then none: a retry that took one would leave e2 past
+	// the budget, and e2 and e3 would go out as one digest.
+	budget := env.withBudget(t, f.webhook(t), true, true, false)
+	var msgs []kafka.Message
+	for i, id := range []string{"e1", "e2", "e3"} {
+		msgs = append(msgs, env.message(t, env.alert("g-"+id, id), int64(i)))
+	}
+	if n, err := env.d.HandleMessages(t.Context(), msgs); err != nil || n != len(msgs) {
+		t.Fatalf("HandleMessages = %d, %v; want %d, nil", n, err, len(msgs))
+	}
+	// e1 after a 503, e2 alone, e3 alone once the budget allowed it.
+	if got := f.deliveredCount(); got != 3 {
+		t.Errorf("Slack took %d posts, want 3: the first alert, retried, the second, and the third", got)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_digested_total", "rule", sampleAlert().Rule); got != 0 {
+		t.Errorf("digested_total = %v, want 0", got)
+	}
+	// e1, e2, e3 refused, and e3 once the budget allowed it.
+	if budget.calls != 4 {
+		t.Errorf("the budget was asked %d times, want 4", budget.calls)
 	}
 }

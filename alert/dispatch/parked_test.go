@@ -1,10 +1,13 @@
 package dispatch_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -194,5 +198,180 @@ func TestParkedAlertsExpire(t *testing.T) {
 	}
 	if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedStale); got != 1 {
 		t.Errorf("dropped{stale} = %v, want 1", got)
+	}
+}
+
+// channelNotifier refuses the channel "#gone" while gone is set, and
+// records what it posts.
+type channelNotifier struct {
+	mu    sync.Mutex
+	gone  bool
+	posts []string
+	// second, when set, is closed by a second post to "#gone": the first
+	// waits for it a while, so that two replicas posting one parked alert
+	// at once would both post.
+	second chan struct{}
+	calls  int
+}
+
+func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) error {
+	n.mu.Lock()
+	if n.gone && a.Channel == "#gone" {
+		n.mu.Unlock()
+		return &alert.ChannelError{Channel: a.Channel, Err: errors.New("slack: channel_not_found")}
+	}
+	if n.second != nil && a.Channel == "#gone" {
+		n.calls++
+		if n.calls == 2 {
+			close(n.second)
+		} else {
+			n.mu.Unlock()
+			select {
+			case <-n.second:
+			case <-time.After(300 * time.Millisecond):
+			}
+			n.mu.Lock()
+		}
+	}
+	defer n.mu.Unlock()
+	n.posts = append(n.posts, a.Rule+" "+a.EventID)
+	return nil
+}
+
+func (n *channelNotifier) snapshot() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.posts...)
+}
+
+// A rule whose channel Slack refuses parks its own alerts; the alerts of
+// other rules behind it on the same partition go on. Retried once the
+// channel is back, a parked alert is posted once, whichever replica
+// retries it.
+func TestChannelRefusalParksOnlyItsAlerts(t *testing.T) {
+	n := &channelNotifier{gone: true}
+	var logs bytes.Buffer // read while no retry runs
+	env := testDispatcherLogging(t, n, dispatch.DispatcherConfig{}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	env.d.SetRules(map[string]dispatch.RuleSettings{
+		"r-gone": {Mode: alert.ModeAlert, Channel: "#gone"},
+		"r-ok":   {Mode: alert.ModeAlert, Channel: "#ok"},
+	})
+	gone, ok := env.alert("g1", "e1"), env.alert("g2", "e2")
+	gone.Rule, ok.Rule = "r-gone", "r-ok"
+	msgs := []kafka.Message{env.message(t, gone, 0), env.message(t, ok, 1)}
+	done, err := env.d.HandleMessages(t.Context(), msgs)
+	if err != nil || done != 2 {
+		t.Fatalf("HandleMessages = %d, %v; want both acknowledged", done, err)
+	}
+	if got := n.snapshot(); len(got) != 1 || got[0] != "r-ok e2" {
+		t.Fatalf("posts %v, want the other channel's alert", got)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#gone"); got != 1 {
+		t.Errorf("parked{#gone} = %v, want 1", got)
+	}
+	if line := logLine(t, logs.String(), "alert parked: slack refuses its channel; other channels' alerts go on, and it is retried"); line["channel"] != "#gone" {
+		t.Errorf("the parked alert's log line %v, want it to name #gone", line)
+	}
+	if err := env.d.RetryParked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.snapshot(); len(got) != 1 {
+		t.Fatalf("posts %v while the channel is still refused", got)
+	}
+
+	// The channel is back; two replicas retry at once.
+	n.mu.Lock()
+	n.gone, n.second = false, make(chan struct{})
+	n.mu.Unlock()
+	other := testDispatcher(t, n, dispatch.DispatcherConfig{KeyPrefix: env.pfx})
+	var wg sync.WaitGroup
+	for _, d := range []*dispatch.Dispatcher{env.d, other.d} {
+		wg.Go(func() {
+			if err := d.RetryParked(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := n.snapshot(); len(got) != 2 || got[1] != "r-gone e1" {
+		t.Fatalf("posts %v, want the parked alert once", got)
+	}
+	if err := env.d.RetryParked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#gone"); got != 0 {
+		t.Errorf("parked{#gone} = %v after delivery", got)
+	}
+	if left := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); left != 0 {
+		t.Errorf("%d alerts still parked", left)
+	}
+}
+
+// RetryParkedEvery tries the parked alerts every ParkedRetry: once the
+// channel is back, the parked alert is posted without anyone asking, once.
+func TestParkedAlertsAreRetriedEveryParkedRetry(t *testing.T) {
+	n := &channelNotifier{gone: true}
+	env := testDispatcher(t, n, dispatch.DispatcherConfig{ParkedRetry: 20 * time.Millisecond})
+	gone := dispatch.RuleSettings{Mode: alert.ModeAlert, Channel: "#gone"}
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-gone": gone, "r-later": gone})
+	park := func(rule, event string, offset int64) {
+		t.Helper()
+		a := env.alert("g1", event)
+		a.Rule = rule
+		if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, offset)}); err != nil || done != 1 {
+			t.Fatalf("HandleMessages = %d, %v", done, err)
+		}
+	}
+	setGone := func(v bool) {
+		n.mu.Lock()
+		n.gone = v
+		n.mu.Unlock()
+	}
+	park("r-gone", "e1", 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { env.d.RetryParkedEvery(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	setGone(false)
+	testkit.WaitFor(t, 10*time.Second, "the parked alert posted", func() bool { return len(n.snapshot()) > 0 })
+	// Posted, it is not tried again. A second alert parked now is posted by
+	// a later pass, which tries r-gone's alerts first (passes go by rule):
+	// a retry of e1 would be posted before it.
+	setGone(true)
+	park("r-later", "e2", 1)
+	setGone(false)
+	testkit.WaitFor(t, 10*time.Second, "the second parked alert posted", func() bool { return len(n.snapshot()) > 1 })
+	if got := n.snapshot(); !slices.Equal(got, []string{"r-gone e1", "r-later e2"}) {
+		t.Fatalf("posts %v, want each parked alert once", got)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the posted alerts unparked", func() bool {
+		return env.rdb.HLen(t.Context(), env.keys.Parked()).Val() == 0
+	})
+}
+
+// An alert of a rule without a channel of its own goes to slack.channel;
+// parked, it counts under "(default)" from the start, as RetryParked and
+// the zero series count it, whatever channel Slack's refusal names.
+func TestParkedDefaultChannel(t *testing.T) {
+	refuse := alert.NotifierFunc(func(context.Context, alert.Alert) error {
+		return &alert.ChannelError{Channel: "#fraud", Err: errors.New("slack: not_in_channel")}
+	})
+	env := testDispatcher(t, refuse, dispatch.DispatcherConfig{})
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r": {Mode: alert.ModeAlert}})
+	a := env.alert("g1", "e1")
+	a.Rule = "r"
+	if done, err := env.d.HandleMessages(t.Context(), []kafka.Message{env.message(t, a, 0)}); err != nil || done != 1 {
+		t.Fatalf("HandleMessages = %d, %v; want it parked and acknowledged", done, err)
+	}
+	for _, when := range []string{"parked", "retried"} {
+		if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "(default)"); got != 1 {
+			t.Errorf("%s: parked{(default)} = %v, want 1", when, got)
+		}
+		if got := env.metric(t, "fraudwatch_alerts_parked", "channel", "#fraud"); got != 0 {
+			t.Errorf("%s: parked{#fraud} = %v, want no such series", when, got)
+		}
+		if err := env.d.RetryParked(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

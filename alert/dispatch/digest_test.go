@@ -1,0 +1,98 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+)
+
+// digestNotifier posts single alerts, and answers digests with digestErr.
+type digestNotifier struct {
+	mu        sync.Mutex
+	digestErr error
+	singles   int
+	digests   int
+}
+
+func (n *digestNotifier) Notify(context.Context, alert.Alert) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.singles++
+	return nil
+}
+
+func (n *digestNotifier) NotifyDigest(context.Context, alert.Digest) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.digests++
+	return n.digestErr
+}
+
+// What becomes of the alerts of a digest Slack does not take
+// (docs/alerts.md, Floods): refused for good, they are settled failed and their cooldowns
+// given back; failing on, their messages stay uncommitted to come round
+// again; refused for their channel, they are parked.
+func TestDigestOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		committed  int     // messages HandleMessages lets commit, of 3
+		failures   float64 // fraudwatch_alert_failures_total
+		parked     int64   // alerts parked in Redis
+		cooldowns  int64   // the held alerts' cooldown keys still held
+		wantErr    bool
+		wantPosted int    // digests tried
+		recent     string // the held alerts' outcome on the status page, if settled
+	}{
+		{"taken", nil, 3, 0, 0, 2, false, 1, dispatch.OutcomeDigested},
+		{"refused for good", alert.Permanent(errors.New("slack: invalid_blocks")), 3, 2, 0, 0, false, 1, dispatch.OutcomeFailed},
+		{"failing on", errors.New("slack: 503"), 1, 0, 0, 2, true, 4, ""},
+		{"its channel refused", &alert.ChannelError{Channel: "#gone", Err: errors.New("slack: is_archived")}, 3, 0, 2, 2, false, 1, dispatch.OutcomeParked},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &digestNotifier{digestErr: tt.err}
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{})
+			env.withBudget(t, n, true, false)
+			var msgs []kafka.Message
+			var held []alert.Alert
+			for i, id := range []string{"e1", "e2", "e3"} {
+				a := env.alert("g-"+id, id)
+				if i > 0 {
+					held = append(held, a)
+				}
+				msgs = append(msgs, env.message(t, a, int64(i)))
+			}
+			committed, err := env.d.HandleMessages(t.Context(), msgs)
+			if committed != tt.committed || (err != nil) != tt.wantErr {
+				t.Fatalf("HandleMessages = %d, %v; want %d, error %v", committed, err, tt.committed, tt.wantErr)
+			}
+			if tt.wantErr && !errors.Is(err, dispatch.ErrNotDelivered) {
+				t.Errorf("error %v, want ErrNotDelivered", err)
+			}
+			if n.singles != 1 || n.digests != tt.wantPosted {
+				t.Errorf("%d single posts, %d digests tried; want 1 and %d", n.singles, n.digests, tt.wantPosted)
+			}
+			if got := env.total(t, "fraudwatch_alert_failures_total"); got != tt.failures {
+				t.Errorf("failures = %v, want %v", got, tt.failures)
+			}
+			if got := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); got != tt.parked {
+				t.Errorf("%d alerts parked, want %d", got, tt.parked)
+			}
+			var cooldowns int64
+			for _, a := range held {
+				cooldowns += env.rdb.Exists(t.Context(), a.CooldownKey).Val()
+			}
+			if cooldowns != tt.cooldowns {
+				t.Errorf("%d of the digest's cooldowns held, want %d", cooldowns, tt.cooldowns)
+			}
+			env.wantListed(t, held, tt.recent)
+		})
+	}
+}
