@@ -1,0 +1,97 @@
+package lua
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+func newScripts(t *testing.T) (*Scripts, redis.UniversalClient, string) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	s, err := New(Config{}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb, redistest.Prefix(t)
+}
+
+// testWindow is a window under the test's prefix. Its keys are in the
+// prefix's hash tag, or in {t} when it has none: a call's keys share one.
+func testWindow(prefix, name string, length time.Duration, threshold int64) Window {
+	if !strings.Contains(prefix, "{") {
+		prefix += ":{t}"
+	}
+	return Window{Key: prefix + ":" + name, Marks: prefix + ":" + name + ":crossed", Length: length, Threshold: threshold}
+}
+
+// offsetsOf is the bucket's offsets key of a test's window: beside it, in
+// its hash tag.
+func offsetsOf(w Window) string { return w.Key[:strings.LastIndexByte(w.Key, ':')] + ":o" }
+
+// ev is one event of a test: its partition's source, offset and id.
+type ev struct {
+	src    string
+	offset int64
+	id     string
+	amount int64
+}
+
+// count runs one incr_and_check call of the events into the windows (each
+// event into each window) and returns the results, event by event.
+func count(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
+	t.Helper()
+	res, err := tryCount(t.Context(), s, windows, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]Counted, error) {
+	c := &Count{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	for _, e := range evs {
+		for w := range windows {
+			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
+		}
+	}
+	b := s.Batch()
+	if err := b.Count(c); err != nil {
+		return nil, err
+	}
+	return c.Results, b.Exec(ctx)
+}
+
+// refund runs one sales_decr call of the refunds against the windows.
+func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Refunded {
+	t.Helper()
+	r := &Refund{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	for _, e := range evs {
+		for w := range windows {
+			r.Changes = append(r.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
+		}
+	}
+	b := s.Batch()
+	if err := b.Refund(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return r.Results
+}
+
+func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
+	t.Helper()
+	n, err := rdb.Get(t.Context(), w.Key).Int64()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return n
+}
