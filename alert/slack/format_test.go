@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 )
 
 // textObject is one Block Kit text object of a formatted message.
@@ -133,27 +134,8 @@ func next(s string, i int) int {
 	return i + 1 + j
 }
 
-func sampleAlert() alert.Alert {
-	return alert.Alert{
-		Rule:        "amount-per-card-10m",
-		Description: "More than 1,000,000 won paid by one card within 10 minutes",
-		Severity:    "critical",
-		Mode:        "alert",
-		Metric:      "amount",
-		GroupBy:     []string{"card_fingerprint", "email"},
-		GroupValues: []string{"fp_9f8e7d", "kim@example.com"},
-		Current:     1_250_000,
-		Threshold:   1_000_000,
-		Currency:    "KRW",
-		Window:      10 * time.Minute,
-		Cooldown:    30 * time.Minute,
-		CooldownKey: "fw:{amount-per-card-10m:x}:cooldown",
-		OrderID:     "ord-77",
-		EventID:     "evt-991",
-		// 14:05:06 in Seoul: the message must say 05:05:06Z.
-		At: time.Date(2025, 3, 4, 14, 5, 6, 0, time.FixedZone("KST", 9*3600)),
-	}
-}
+// sampleAlert is testkit.SampleAlert, under the name these tests call it by.
+var sampleAlert = testkit.SampleAlert
 
 func TestFormatNamesEverything(t *testing.T) {
 	count := sampleAlert()

@@ -27,7 +27,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"lua/model":          {"lua"},
 		"lua/seedbench":      {"lua"},
 		"consumer/kafkatest": {},
-		"internal/testkit":   {},
+		"internal/testkit":   {"alert"},
 		"scripts/kafkaready": {},
 		"scripts":            {},
 		"bench":              {"internal/testkit", "lua", "lua/redistest", "lua/seedbench"},

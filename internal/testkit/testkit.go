@@ -1,7 +1,8 @@
 // Package testkit holds the helpers the tests of several packages share,
 // one copy of each: waiting on a condition, a log buffer that one
-// goroutine writes while a test reads it, and the configuration of a
-// fraudwatch process. For tests and the bench, never the service.
+// goroutine writes while a test reads it, the configuration of a
+// fraudwatch process, and a sample alert. For tests and the bench, never
+// the service.
 package testkit
 
 import (
