@@ -8,7 +8,9 @@ import (
 
 // Process is the configuration of a fraudwatch process that a test or the
 // bench starts: one template, so that a config key renamed in config/ is
-// renamed here once. Empty fields are left out and take their defaults.
+// renamed here once. Empty fields are left out and take their defaults;
+// the group always starts at the earliest offset, so a test's events
+// produced before the process joins are read.
 type Process struct {
 	Brokers                                    []string
 	Group, Orders, Refunds, DeadLetter, Alerts string
@@ -38,9 +40,15 @@ func (p Process) YAML() string {
 	}
 	line(&b, "start_offset", "earliest")
 	more(&b, p.Kafka)
-	b.WriteString("redis:\n")
-	line(&b, "addrs", "["+quoted(p.RedisAddrs)+"]")
-	line(&b, "cluster", strconv.FormatBool(p.Cluster))
+	if len(p.RedisAddrs) > 0 || p.Cluster || p.Prefix != "" {
+		b.WriteString("redis:\n")
+	}
+	if len(p.RedisAddrs) > 0 {
+		line(&b, "addrs", "["+quoted(p.RedisAddrs)+"]")
+	}
+	if p.Cluster {
+		line(&b, "cluster", "true")
+	}
 	if p.Prefix != "" {
 		line(&b, "key_prefix", strconv.Quote(p.Prefix))
 	}
