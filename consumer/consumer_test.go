@@ -289,6 +289,13 @@ func headerValue(m kafka.Message, key string) string {
 // it returns, until t ends.
 func runLogging(t *testing.T, cfg Config) *testkit.Buffer {
 	t.Helper()
+	logs, _ := runLoggingConsumer(t, cfg)
+	return logs
+}
+
+// runLoggingConsumer is runLogging, and returns the consumer too.
+func runLoggingConsumer(t *testing.T, cfg Config) (*testkit.Buffer, *Consumer) {
+	t.Helper()
 	logs := &testkit.Buffer{}
 	c, err := New(cfg, newRecorder(), slog.New(slog.NewJSONHandler(logs, nil)), prometheus.NewRegistry())
 	if err != nil {
@@ -298,7 +305,7 @@ func runLogging(t *testing.T, cfg Config) *testkit.Buffer {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; _ = c.Close() })
-	return logs
+	return logs, c
 }
 
 // A dead letter is logged with its topic, partition, offset and reason,

@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -119,29 +117,28 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 		defer mem.released(topic, p.ID)
 		from = g.readBackFrom(ctx, log, topic, p.ID, start, mem.readBack())
 	}
-	r := g.reader(topic, p.ID, log)
+	r := g.newPartitionReader(ctx, topic, p.ID, from, log)
 	defer r.Close()
-	if err := r.SetOffset(from); err != nil {
-		log.Error("setting the reader offset failed", "offset", from, "err", err)
-		return
-	}
 	g.held.assign(topic, p.ID, start)
 	log.Debug("consuming partition", "offset", start, "read_back_from", from)
 	batch := make([]kafka.Message, 0, g.cfg.BatchSize)
 	for {
+		var at chunk
 		var err error
-		if batch, err = g.fetch(ctx, r, batch[:0]); err != nil {
-			if ctx.Err() == nil {
-				log.Warn("fetch failed; rejoining", "err", err)
-			}
-			return
+		if batch, at, err = r.next(ctx, batch[:0], g.cfg.BatchSize, g.cfg.BatchLinger); err != nil {
+			return // the generation ended
 		}
 		// Records before the start offset are read back to be remembered,
 		// never handled: they were handled before.
 		if batch = recall(mem, batch, start); len(batch) == 0 {
+			// Only markers, aborted records or records read back: past
+			// the start offset, the partition moves on all the same.
+			if at.next > start {
+				g.passed(topic, p.ID, at)
+			}
 			continue
 		}
-		switch out, left := g.process(ctx, batch); out {
+		switch out, left := g.process(ctx, batch, at); out {
 		case aborted:
 			// A rebalance cutting work short while running is routine (the
 			// next owner redelivers); during shutdown it makes Run fail.
@@ -155,49 +152,11 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 	}
 }
 
-// reader reads one partition of topic.
-func (g *generation) reader(topic string, partition int, log *slog.Logger) *kafka.Reader {
-	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:   g.cfg.Brokers,
-		Topic:     topic,
-		Partition: partition,
-		Dialer:    g.dialer,
-		MinBytes:  1,
-		MaxBytes:  g.cfg.MaxMessageBytes,
-		// Under load, fetches sometimes waited their whole MaxWait though
-		// messages had arrived (a 500ms MaxWait was a 500ms p999 latency
-		// in make bench): a short one bounds that, for an empty fetch of an
-		// idle partition every 100ms.
-		MaxWait:        100 * time.Millisecond,
-		QueueCapacity:  g.cfg.BatchSize,
-		ReadBackoffMin: 100 * time.Millisecond,
-		ReadBackoffMax: time.Second,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
-		}),
-	})
-}
-
-// fetch waits for a message, then takes those that follow it as long as
-// they come at once, up to BatchSize, or until BatchLinger has passed.
-func (g *generation) fetch(ctx context.Context, r *kafka.Reader, batch []kafka.Message) ([]kafka.Message, error) {
-	msg, err := r.FetchMessage(ctx)
-	if err != nil {
-		return batch, err
-	}
-	batch = append(batch, msg)
-	linger, cancel := context.WithTimeout(ctx, g.cfg.BatchLinger)
-	defer cancel()
-	for len(batch) < g.cfg.BatchSize {
-		// A fetch the linger ends leaves its message to the next one:
-		// kafka-go keeps it queued.
-		msg, err := r.FetchMessage(linger)
-		if err != nil {
-			break
-		}
-		batch = append(batch, msg)
-	}
-	return batch, nil
+// passed marks the partition handled up to at.next.
+func (g *generation) passed(topic string, partition int, at chunk) {
+	g.offsets.mark(topic, partition, at.next)
+	g.held.advance(topic, partition, at.next, at.hw)
+	g.stalled.flowing(topic, partition)
 }
 
 // startOffset is where a partition's loop starts: the committed offset,
@@ -255,10 +214,11 @@ func (g *generation) handle(ctx context.Context, msgs []kafka.Message) (int, err
 }
 
 // process hands a batch over until all of it is handled, marking each
-// message's offset once it is done; or gives up on the rest uncommitted
+// message's offset once it is done (and at, where the partition stands
+// after the batch, once all of it is); or gives up on the rest uncommitted
 // when work is aborted, or when an attempt failed and the generation (ctx)
 // has ended.
-func (g *generation) process(ctx context.Context, msgs []kafka.Message) (out outcome, left int) {
+func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk) (out outcome, left int) {
 	backoff := g.cfg.RetryMin
 	for {
 		started := time.Now()
@@ -268,9 +228,11 @@ func (g *generation) process(ctx context.Context, msgs []kafka.Message) (out out
 		}
 		if n > 0 {
 			last := msgs[n-1]
-			g.offsets.mark(last.Topic, last.Partition, last.Offset+1)
-			g.held.advance(last.Topic, last.Partition, last.Offset+1, last.HighWaterMark)
-			g.stalled.flowing(last.Topic, last.Partition)
+			done := chunk{next: last.Offset + 1, hw: last.HighWaterMark}
+			if n == len(msgs) {
+				done = at // past what the fetch skipped after the last one too
+			}
+			g.passed(last.Topic, last.Partition, done)
 			msgs = msgs[n:]
 		}
 		if err != nil && len(msgs) > 0 {

@@ -63,8 +63,13 @@ type GroupConfig struct {
 	HeartbeatInterval time.Duration
 	RebalanceTimeout  time.Duration
 
-	// MaxMessageBytes sizes fetches (default 4 MiB).
+	// MaxMessageBytes sizes fetches (default 4 MiB); FetchMaxWait is how
+	// long the broker may hold a fetch while a partition has nothing new
+	// (default 500ms, Kafka's own default): an answer comes as soon as a
+	// record does, and the wait costs nothing at a rebalance or shutdown,
+	// which abandon the fetch.
 	MaxMessageBytes int
+	FetchMaxWait    time.Duration
 	// BatchSize bounds the messages of a partition handed over at once
 	// (default 500); BatchLinger is how long a batch waits for more once it
 	// has one (default 2ms), so that low traffic is not held back.
@@ -86,6 +91,9 @@ type GroupConfig struct {
 func (c *GroupConfig) setDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = 500 * time.Millisecond
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500
@@ -126,8 +134,8 @@ func (c *GroupConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is not set", s.name))
 		}
 	}
-	if c.MaxMessageBytes < 1 || c.BatchSize < 1 || c.BatchLinger < 0 {
-		errs = append(errs, errors.New("max message bytes and batch size must be positive, batch linger not negative"))
+	if c.MaxMessageBytes < 1 || c.BatchSize < 1 || c.BatchLinger < 0 || c.FetchMaxWait < time.Millisecond {
+		errs = append(errs, errors.New("max message bytes, batch size and fetch max wait (at least 1ms) must be positive, batch linger not negative"))
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, errors.New("retry backoff must satisfy 0 < min <= max"))
@@ -159,6 +167,10 @@ type Group struct {
 
 	dialer *kafka.Dialer
 	client *kafka.Client
+	// transport carries the partition readers' fetches; its metadata
+	// (partition leaders) covers the group's topics only.
+	transport *kafka.Transport
+	fetch     *fetchMetrics
 
 	ready  atomic.Bool
 	status atomic.Pointer[string] // why not ready, for /readyz
@@ -187,6 +199,15 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
+	fetch, err := newFetchMetrics(reg, cfg.Topics)
+	if err != nil {
+		return nil, err
+	}
+	transport := cfg.Transport()
+	transport.MetadataTopics = cfg.Topics
+	// A moved partition leader is found within this (kafka-go's default
+	// is 6 s); meanwhile fetches fail and are retried.
+	transport.MetadataTTL = 3 * time.Second
 	return &Group{
 		cfg:     cfg,
 		handler: h,
@@ -200,7 +221,9 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 			TLS:           cfg.TLS,
 			SASLMechanism: cfg.SASL,
 		},
-		client: &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport(), Timeout: 10 * time.Second},
+		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: cfg.Transport(), Timeout: 10 * time.Second},
+		transport: transport,
+		fetch:     fetch,
 	}, nil
 }
 
@@ -252,6 +275,7 @@ func (c *Group) setStatus(s string) { c.status.Store(&s) }
 // leaves the group. It returns nil after a clean shutdown.
 func (c *Group) Run(ctx context.Context) error {
 	defer c.setStatus("stopped")
+	defer c.transport.CloseIdleConnections()
 	if err := c.waitForTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // shut down while waiting: nothing was consumed

@@ -69,8 +69,11 @@ func (c *Group) resolveOffset(ctx context.Context, topic string, partition int, 
 	if rel == kafka.FirstOffset {
 		req = kafka.FirstOffsetOf(partition)
 	}
+	// Read committed, the last offset is the last stable one: a new group
+	// starting there does not skip an open transaction's records.
 	resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{topic: {req}},
+		Topics:         map[string][]kafka.OffsetRequest{topic: {req}},
+		IsolationLevel: kafka.ReadCommitted,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("consumer: list offsets: %w", err)

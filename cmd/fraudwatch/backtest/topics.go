@@ -1,16 +1,14 @@
 package backtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/event"
 )
 
@@ -53,12 +51,13 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 	for _, p := range md.Topics[0].Partitions {
 		reqs = append(reqs, kafka.TimeOffsetOf(p.ID, from), kafka.LastOffsetOf(p.ID))
 	}
-	offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	// Read committed, a partition ends at its last stable offset: an open
+	// transaction's records are not replayed.
+	offs, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs},
+		IsolationLevel: kafka.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("backtest: offsets of %s: %w", topic, err)
 	}
-	// value is each record's, which r copies.
-	var value bytes.Buffer
 	for _, po := range offs.Topics[topic] {
 		if po.Error != nil {
 			return fmt.Errorf("backtest: offsets of %s/%d: %w", topic, po.Partition, po.Error)
@@ -73,44 +72,39 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 			start = end
 		}
 		r.partition()
-		for off := start; off < end; {
-			res, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: po.Partition, Offset: off,
-				MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
-			if err != nil {
-				return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
-			}
-			if res.Error != nil {
-				return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, res.Error)
-			}
-			read := 0
-			for off < end {
-				rec, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, off, err)
-				}
-				off = rec.Offset + 1
-				read++
-				if rec.Time.Before(from) {
-					// A broker may answer with its batch's first offset.
-					continue
-				}
-				value.Reset()
-				if rec.Value != nil {
-					if _, err := value.ReadFrom(rec.Value); err != nil {
-						return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, po.Partition, rec.Offset, err)
-					}
-				}
-				r.add(value.Bytes(), typ, rec.Offset, rec.Time)
-			}
-			if read == 0 {
-				// What is left are transactions' markers, which a fetch
-				// never returns.
+		if err := readPartition(ctx, c, r, topic, po.Partition, typ, start, end, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readPartition adds to r the committed records of one partition from
+// start to end (read committed, as run reads them: no record of an
+// aborted transaction).
+func readPartition(ctx context.Context, c *kafka.Client, r *reader, topic string, partition int, typ event.Type, start, end int64, from time.Time) error {
+	transport := c.Transport
+	if transport == nil {
+		transport = kafka.DefaultTransport
+	}
+	for off := start; off < end; {
+		f, err := consumer.FetchCommitted(ctx, transport, c.Addr, consumer.FetchRequest{
+			Topic: topic, Partition: partition, Offset: off, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
+		if err != nil {
+			return fmt.Errorf("backtest: read %s/%d at %d: %w", topic, partition, off, err)
+		}
+		for _, m := range f.Messages {
+			if m.Offset >= end {
 				break
 			}
+			if !m.Time.Before(from) { // a broker may answer with its batch's first offset
+				r.add(m.Value, typ, m.Offset, m.Time)
+			}
 		}
+		if f.Next <= off {
+			break // nothing more below end is committed
+		}
+		off = f.Next
 	}
 	return nil
 }

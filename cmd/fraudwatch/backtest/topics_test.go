@@ -70,3 +70,36 @@ func TestFromTopics(t *testing.T) {
 		}
 	}
 }
+
+// --from-topic replays what run counts: the orders of an aborted
+// transaction are not among them, nor the transactions' markers.
+func TestFromTopicsReadsCommitted(t *testing.T) {
+	k := kafkatest.New(t)
+	cfg := config.Default()
+	cfg.Kafka.Brokers = k.Brokers
+	cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic = k.Topic(t, "orders", 1), k.Topic(t, "refunds", 1)
+	orders := func(prefix string, n int) [][]byte {
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = fmt.Appendf(nil, `{"event_id":"%s%d","order_id":"o","customer_id":"c","amount":1}`, prefix, i)
+		}
+		return out
+	}
+	p := k.TxnProducer(t, cfg.Kafka.OrdersTopic, 0, "gzip")
+	p.Transaction(false, orders("aborted-", 9)...)
+	p.Transaction(true, orders("committed-", 2)...)
+	evs, err := FromTopics(t.Context(), cfg.Kafka, &kafka.Transport{}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range decodeAll(t, evs) {
+		got = append(got, ev.EventID)
+	}
+	if want := []string{"committed-0", "committed-1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if len(evs.Invalid) != 0 {
+		t.Errorf("invalid %v, want none: markers are not events", evs.Invalid)
+	}
+}
