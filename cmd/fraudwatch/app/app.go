@@ -72,6 +72,8 @@ type App struct {
 	rules  *reloader
 	hup    <-chan os.Signal
 
+	receiver string // where alerts go: receiverKind
+
 	listener net.Listener
 	server   *http.Server
 	ia       *interactions // nil without Slack buttons
@@ -139,6 +141,10 @@ func (a *App) build(opts Options) error {
 		return err
 	}
 	notifier := opts.Notifier
+	a.receiver = receiverKind(cfg.Slack, notifier != nil)
+	if err := registerReceiver(a.reg, a.receiver); err != nil {
+		return err
+	}
 	if notifier == nil {
 		if notifier, err = NewNotifier(cfg.Slack, log); err != nil {
 			return err
@@ -233,7 +239,11 @@ func (a *App) run(parent context.Context) error {
 	}()
 	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
 		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic,
-		"alerts_topic", a.cfg.Kafka.AlertsTopic)
+		"alerts_topic", a.cfg.Kafka.AlertsTopic, "alerts_to", a.receiver)
+	if a.receiver == "log" {
+		a.log.Warn("alerts go to this process's log only: no Slack webhook or token is set "+
+			"(slack.webhook_url, slack.token, or their FRAUDWATCH_SLACK_ environment variables)", "alerts_to", a.receiver)
+	}
 	if a.ia != nil {
 		go a.ia.serve(func(err error) { stop(err) })
 		a.log.Info("slack interactions listening", "addr", a.InteractionsAddr())
