@@ -270,6 +270,11 @@ func (a *App) run(parent context.Context) error {
 	if a.cfg.RulesFile != "" {
 		wg.Go(func() { a.rules.watch(ctx, a.hup) })
 	}
+	wg.Go(func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		checkTopicSettings(cctx, a.cfg.Kafka, a.log)
+	})
 	wg.Go(func() { a.disp.RetryParkedEvery(ctx) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })

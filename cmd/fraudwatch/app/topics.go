@@ -74,6 +74,11 @@ func (c TopicsConfig) Validate() error {
 type wantedTopic struct {
 	name, key string // key: the configuration key naming it
 	settings  []kafka.ConfigEntry
+	// holds says what its messages are, for the reasons of a refusal;
+	// minRetention is the shortest retention that keeps its promises (0:
+	// any).
+	holds        string
+	minRetention time.Duration
 }
 
 // wantedTopics lists the configured topics, the refunds topic once when it
@@ -82,10 +87,12 @@ type wantedTopic struct {
 func wantedTopics(k config.Kafka, replication int) []wantedTopic {
 	retention := strconv.FormatInt(alertsRetention.Milliseconds(), 10)
 	ts := []wantedTopic{
-		{name: k.OrdersTopic, key: "orders_topic"},
-		{name: k.RefundsTopic, key: "refunds_topic"},
-		{name: k.DeadLetterTopic, key: "dead_letter_topic", settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
-		{name: k.AlertsTopic, key: "alerts_topic", settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
+		{name: k.OrdersTopic, key: "orders_topic", holds: "events not yet counted"},
+		{name: k.RefundsTopic, key: "refunds_topic", holds: "events not yet counted"},
+		{name: k.DeadLetterTopic, key: "dead_letter_topic", holds: "dead letters",
+			settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
+		{name: k.AlertsTopic, key: "alerts_topic", holds: "alerts not yet posted", minRetention: alertsRetention,
+			settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
 	}
 	if k.RefundsTopic == k.OrdersTopic {
 		ts = append(ts[:1], ts[2:]...)
@@ -154,12 +161,18 @@ func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
 		return fmt.Errorf("replication factor %d needs at least %d brokers, and the cluster has %d: "+
 			"give --replication-factor %d at most", c.ReplicationFactor, c.ReplicationFactor, len(md.Brokers), len(md.Brokers))
 	}
+	// Before creating: the topics created are fraudwatch's own, with safe
+	// settings.
+	unsafe, err := unsafeSettings(ctx, client, wanted, func(name string) bool { _, ok := have[name]; return ok })
+	if err != nil {
+		return err
+	}
 	if len(create) > 0 && !c.DryRun {
 		if err := createAndWait(ctx, client, create, c, have); err != nil {
 			return err
 		}
 	}
-	return report(c, wanted, have)
+	return report(c, wanted, have, unsafe)
 }
 
 // createAndWait creates the topics and waits until their partitions have
@@ -223,8 +236,8 @@ func topicsReady(ctx context.Context, client *kafka.Client, create []wantedTopic
 
 // report prints one line a topic (not in have: created, or to be created
 // in a dry run) and returns ErrTopicRefused if a topic has fewer
-// partitions than asked for.
-func report(c TopicsConfig, wanted []wantedTopic, have map[string]int) error {
+// partitions than asked for, or settings that break a promise (unsafe).
+func report(c TopicsConfig, wanted []wantedTopic, have map[string]int, unsafe map[string][]string) error {
 	var refused []string
 	for _, w := range wanted {
 		n, exists := have[w.name]
@@ -237,17 +250,22 @@ func report(c TopicsConfig, wanted []wantedTopic, have map[string]int) error {
 				w.name, w.key, verb, c.Partitions, c.ReplicationFactor, settingsText(w.settings))
 			continue
 		}
-		if n >= c.Partitions {
+		var why []string
+		if n < c.Partitions {
+			why = append(why, fmt.Sprintf("it has %d partitions, fewer than the %d asked for; "+
+				"fraudwatch does not add partitions, since that moves keys between partitions "+
+				"(give --partitions %d to accept it, or add them yourself)", n, c.Partitions, n))
+		}
+		why = append(why, unsafe[w.name]...)
+		if len(why) == 0 {
 			fmt.Fprintf(c.Out, "%s (%s): exists, %d partitions; left as it is\n", w.name, w.key, n)
 			continue
 		}
 		refused = append(refused, w.name)
-		fmt.Fprintf(c.Out, "%s (%s): refused: it has %d partitions, fewer than the %d asked for; "+
-			"fraudwatch does not add partitions, since that moves keys between partitions "+
-			"(give --partitions %d to accept it, or add them yourself)\n", w.name, w.key, n, c.Partitions, n)
+		fmt.Fprintf(c.Out, "%s (%s): refused: %s\n", w.name, w.key, strings.Join(why, "; "))
 	}
 	if len(refused) > 0 {
-		return fmt.Errorf("%w: %s with fewer than %d partitions", ErrTopicRefused, strings.Join(refused, ", "), c.Partitions)
+		return fmt.Errorf("%w: %s (see above; fraudwatch changes no setting of a topic that exists)", ErrTopicRefused, strings.Join(refused, ", "))
 	}
 	return nil
 }

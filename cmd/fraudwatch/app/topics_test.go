@@ -241,3 +241,67 @@ func TestTopicsConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// An existing topic whose settings break a promise is refused, naming the
+// setting and what it breaks, and left as it is; safe settings pass.
+func TestTopicsRefuseSettingsThatBreakPromises(t *testing.T) {
+	k := kafkatest.New(t)
+	cases := []struct {
+		name     string
+		topic    func(config.Kafka) string
+		settings map[string]string
+		want     string // "" when the topic passes
+	}{
+		{"alerts compacted", func(k config.Kafka) string { return k.AlertsTopic },
+			map[string]string{"cleanup.policy": "compact"}, "cleanup.policy=compact keeps only each key's latest message and so drops alerts not yet posted; set cleanup.policy=delete"},
+		{"alerts kept a minute", func(k config.Kafka) string { return k.AlertsTopic },
+			map[string]string{"retention.ms": "60000"}, "retention.ms=60000 (1m0s) deletes alerts not yet posted a Slack outage holds back longer than that; set retention.ms=604800000 (168h0m0s) or more"},
+		{"alerts compacted and deleted", func(k config.Kafka) string { return k.AlertsTopic },
+			map[string]string{"cleanup.policy": "compact,delete"}, "cleanup.policy=compact,delete keeps only each key's latest message"},
+		{"orders compacted", func(k config.Kafka) string { return k.OrdersTopic },
+			map[string]string{"cleanup.policy": "compact"}, "drops events not yet counted"},
+		{"dead letters compacted", func(k config.Kafka) string { return k.DeadLetterTopic },
+			map[string]string{"cleanup.policy": "compact"}, "drops dead letters"},
+		{"alerts kept for ever", func(k config.Kafka) string { return k.AlertsTopic },
+			map[string]string{"retention.ms": "-1"}, ""},
+		{"alerts kept 8 days", func(k config.Kafka) string { return k.AlertsTopic },
+			map[string]string{"retention.ms": "691200000"}, ""},
+		{"orders kept a minute", func(k config.Kafka) string { return k.OrdersTopic },
+			map[string]string{"retention.ms": "60000"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := topicsKafka(t, k.Brokers)
+			name := tc.topic(kc)
+			var entries []kafka.ConfigEntry
+			for key, v := range tc.settings {
+				entries = append(entries, kafka.ConfigEntry{ConfigName: key, ConfigValue: v})
+			}
+			if err := k.CreateTopic(t.Context(), name, 6, entries...); err != nil {
+				t.Fatal(err)
+			}
+			out, err := createTopics(t, kc, TopicsConfig{ReplicationFactor: 1})
+			if tc.want == "" {
+				if err != nil || strings.Contains(out, "refused") {
+					t.Fatalf("err %v, want none\n%s", err, out)
+				}
+				return
+			}
+			line := name + " (" + map[string]string{kc.AlertsTopic: "alerts_topic", kc.OrdersTopic: "orders_topic",
+				kc.DeadLetterTopic: "dead_letter_topic"}[name] + "): refused: "
+			if !errors.Is(err, ErrTopicRefused) || !strings.Contains(out, line) || !strings.Contains(out, tc.want) {
+				t.Fatalf("err %v, want ErrTopicRefused and %q, %q in\n%s", err, line, tc.want, out)
+			}
+			// The other topics are created all the same; this one is left
+			// as it is.
+			if got := strings.Count(out, ": created,"); got != 3 {
+				t.Errorf("created %d topics, want the 3 others:\n%s", got, out)
+			}
+			for key, v := range tc.settings {
+				if got := settingsOf(t, k.Brokers, name, key)[key]; got != v {
+					t.Errorf("%s = %q after the refusal, want it left at %q", key, got, v)
+				}
+			}
+		})
+	}
+}
