@@ -114,11 +114,19 @@ for c = first_change, #ARGV, 4 do
         first = 0
         if v == by or v >= t then
           -- A window gets its length when it reads -1, which only a new
-          -- window or one something made persistent can: the latter is
-          -- caught when it reaches its threshold. A running TTL is never
-          -- reset, so a steady trickle cannot keep a window open for ever.
+          -- window or one something made persistent can (a restore, a
+          -- migration, PERSIST). The latter is caught when it reaches its
+          -- threshold, and its counts are of unknown age: it starts again
+          -- with this change alone, so that no alert counts changes older
+          -- than the window. A running TTL is never reset, so a steady
+          -- trickle cannot keep a window open for ever.
           if call('TTL', key) == -1 then
-            call('EXPIRE', key, ARGV[2 + 2 * i])
+            if v ~= by then
+              call('SET', key, inc, 'EX', ARGV[2 + 2 * i])
+              v = by
+            else
+              call('EXPIRE', key, ARGV[2 + 2 * i])
+            end
             refresh = true
           end
           if v >= t then

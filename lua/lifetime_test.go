@@ -24,21 +24,35 @@ func TestWindowTTL(t *testing.T) {
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl > 10*time.Second {
 		t.Fatalf("a later event extended the window to %v", ttl)
 	}
-	// A window that lost its TTL gets its length again when it reaches
-	// its threshold: it is not asked before, which saves a TTL a change.
+	// A window that lost its TTL (a restore, a migration, PERSIST) holds
+	// counts of unknown age. It is not asked below its threshold, which
+	// saves a TTL a change; at its threshold it starts again with that
+	// change alone, with its length, so that it never alerts on counts
+	// older than its window.
 	rdb.Persist(ctx, w.Key)
 	count(t, s, []Window{w}, ev{"0:t", 2, "e2", 1})
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl != -1 {
 		t.Fatalf("TTL = %v below the threshold, want none yet", ttl)
 	}
-	rdb.IncrBy(ctx, w.Key, 96)
-	count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1})
+	rdb.IncrBy(ctx, w.Key, 96) // 99, one below the threshold
+	if got := count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1}); got[0].First || got[0].Current != 1 {
+		t.Fatalf("%+v at the threshold of a window without a TTL, want it started again at 1, not crossed", got)
+	}
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl <= 29*time.Second {
 		t.Fatalf("TTL = %v at the threshold, want the window set again", ttl)
 	}
+	// A change that alone reaches the threshold crosses in the window it
+	// starts again.
+	rdb.Persist(ctx, w.Key)
+	if got := count(t, s, []Window{w}, ev{"0:t", 4, "e4", 150}); !got[0].First || got[0].Current != 150 {
+		t.Fatalf("%+v, want the change of 150 to cross the window it starts again", got)
+	}
+	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl <= 29*time.Second {
+		t.Fatalf("TTL = %v, want the window's length", ttl)
+	}
 	// A redelivery writes nothing, so it cannot arm a window either.
 	rdb.Persist(ctx, w.Key)
-	count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1})
+	count(t, s, []Window{w}, ev{"0:t", 4, "e4", 150})
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl != -1 {
 		t.Fatalf("TTL = %v after a redelivery, want it untouched", ttl)
 	}

@@ -29,7 +29,7 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"ae3c8409a272f5f122d6fdea09b6b75f52d37a09", incrAndCheck},
+	lua.IncrAndCheckName:     {"a34a36d125f3676e928e629e39924977e6b55eb6", incrAndCheck},
 	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
 	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
 	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},

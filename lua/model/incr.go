@@ -71,10 +71,14 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 	}
 	t, _, _ := tonumber(threshold, true)
 	first, exact := int64(0), ""
+	if v >= t && v != byF && f.s.ttlSeconds(key) == -1 {
+		// Persistent: counts of unknown age; the window starts again with
+		// this change alone (SET key inc EX length).
+		f.s.setEx(key, inc, duration(length))
+		f.refresh = true
+		n, v = by, byF
+	}
 	if v >= t {
-		if v != byF {
-			f.arm(key, length)
-		}
 		if v < two53 {
 			if v-byF < t {
 				first = 1
