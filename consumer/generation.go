@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -105,10 +106,9 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 	g.stalled.hold(topic, p.ID)
 	defer g.stalled.release(topic, p.ID)
 
-	start, err := g.startOffset(ctx, topic, p)
+	start, err := g.startOffset(ctx, topic, p, log)
 	if err != nil {
-		log.Warn("resolving start offset failed; rejoining", "err", err)
-		return
+		return // the generation ended
 	}
 	mem, _ := g.handler.(partitionMemory)
 	from := start
@@ -162,18 +162,34 @@ func (g *generation) passed(topic string, partition int, at chunk) {
 // startOffset is where a partition's loop starts: the committed offset,
 // or for a new group the earliest or latest one, resolved and committed at
 // once, so that events arriving before this group's first commit are not
-// skipped if the partition moves to another member meanwhile.
-func (g *generation) startOffset(ctx context.Context, topic string, p kafka.PartitionAssignment) (int64, error) {
+// skipped if the partition moves to another member meanwhile. Resolving
+// is retried until the generation ends: a partition given up here would
+// sit unread until the next rebalance. Topics just created answer "not
+// leader" for a moment, which is no news (DEBUG); a failure that lasts is
+// a WARN.
+func (g *generation) startOffset(ctx context.Context, topic string, p kafka.PartitionAssignment, log *slog.Logger) (int64, error) {
 	if p.Offset >= 0 {
 		return p.Offset, nil
 	}
-	abs, err := g.resolveOffset(ctx, topic, p.ID, p.Offset)
-	if err != nil {
-		return 0, err
+	for failures := 1; ; failures++ {
+		abs, err := g.resolveOffset(ctx, topic, p.ID, p.Offset)
+		if err == nil {
+			g.offsets.mark(topic, p.ID, abs)
+			g.commit()
+			return abs, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if failures%persistentFailures == 0 {
+			log.Warn("resolving the start offset keeps failing; retrying", "failures", failures, "err", err)
+		} else {
+			log.Debug("resolving the start offset failed; retrying", "err", err)
+		}
+		if !sleep(ctx, fetchBackoff(failures)) {
+			return 0, ctx.Err()
+		}
 	}
-	g.offsets.mark(topic, p.ID, abs)
-	g.commit()
-	return abs, nil
 }
 
 // lagLoop updates the lag of the held partitions every LagInterval, until

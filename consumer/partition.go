@@ -116,7 +116,7 @@ func (r *partitionReader) failed(ctx context.Context, offset int64, err error, f
 	if reason == "offset_out_of_range" {
 		return r.outOfRange(ctx, offset)
 	}
-	if failures == persistentFailures || failures > persistentFailures && failures%persistentFailures == 0 {
+	if failures%persistentFailures == 0 {
 		r.log.Warn("fetching the partition keeps failing; retrying", "offset", offset, "failures", failures, "reason", reason, "err", err)
 	} else {
 		r.log.Debug("fetch failed; retrying", "offset", offset, "reason", reason, "err", err)

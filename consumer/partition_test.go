@@ -63,3 +63,76 @@ func TestSlowFetchAnswersAreNotTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestAnIdleMemberStaysQuiet is the issue's idle run: a member holding 12
+// partitions with nothing to read for a minute (on the real broker
+// scripts/test.sh starts; 10 s on kfake) logs no WARN and counts no failed
+// fetch, and its readers are alive at the end: an order then is handled.
+// kafka-go's Reader logged about 50 i/o timeouts a minute here.
+func TestAnIdleMemberStaysQuiet(t *testing.T) {
+	t.Parallel() // a minute of waiting
+	e := newEnv(t, 6)
+	idle := 10 * time.Second
+	if e.cluster.Real {
+		idle = time.Minute
+	}
+	logs, c := runLoggingConsumer(t, e.config())
+	waitFor(t, 30*time.Second, "the assignment", c.Ready)
+	time.Sleep(idle) // the idle minute is what is tested
+	e.cluster.ProduceTo(t, e.orders, 5, order("e1", "c1", 100))
+	waitFor(t, 30*time.Second, "the order handled", func() bool { return committed(t, e, e.orders, 5) == 1 })
+	for _, topic := range []string{e.orders, e.refunds} {
+		for _, reason := range fetchReasons {
+			if n := testutil.ToFloat64(c.fetch.errs.WithLabelValues(topic, reason)); n != 0 {
+				t.Errorf("fetch errors{topic=%s,reason=%s} = %v, want 0", topic, reason, n)
+			}
+		}
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("logged %s", line)
+		}
+	}
+}
+
+// A new group's start offset that the broker cannot answer yet (a topic
+// just created answers "not leader" for a moment) is asked again, not
+// given up: a partition given up there sat unread until the next
+// rebalance, after a WARN per partition.
+func TestAStartOffsetIsAskedAgain(t *testing.T) {
+	e := fakeEnv(t, 1)
+	var refused atomic.Int64
+	fake := e.cluster.Fake()
+	fake.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ListOffsetsRequest)
+		if len(r.Topics) != 1 || r.Topics[0].Topic != e.orders || refused.Load() >= 3 {
+			return nil, nil, false
+		}
+		fake.KeepControl()
+		refused.Add(1)
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	logs, _ := runLoggingConsumer(t, e.config())
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c1", 100))
+	waitFor(t, 30*time.Second, "the order handled", func() bool { return committed(t, e, e.orders, 0) == 1 })
+	if refused.Load() < 3 {
+		t.Fatalf("the broker refused %d start offsets, want 3", refused.Load())
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("logged %s", line)
+		}
+	}
+}
