@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -84,9 +86,13 @@ func (w FieldWarning) String() string {
 // enabled.
 func FieldWarnings(file string, rs []rules.Rule, declared []string) []FieldWarning {
 	known := append(slices.Clone(event.Fields), declared...)
+	isKnown := make(map[string]bool, len(known))
+	for _, f := range known {
+		isKnown[f] = true
+	}
 	var out []FieldWarning
 	warn := func(r *rules.Rule, key, field, effect string) {
-		if !slices.Contains(known, field) {
+		if !isKnown[field] {
 			out = append(out, FieldWarning{File: file, Rule: r.Name, Key: key, Field: field,
 				Suggestion: suggestField(field, known), effect: effect})
 		}
@@ -104,7 +110,11 @@ func FieldWarnings(file string, rs []rules.Rule, declared []string) []FieldWarni
 			if c.In == nil && c.GTE == nil && c.GT == nil && c.LTE == nil && c.LT == nil {
 				effect = "every event lacking it meets the condition, so it filters nothing out"
 			}
-			warn(r, "where."+c.Field, c.Field, effect)
+			key := "where." + c.Field
+			if strings.ContainsFunc(c.Field, func(r rune) bool { return !unicode.IsPrint(r) }) {
+				key = "where." + strconv.Quote(c.Field) // a line break in it would forge a line of check's
+			}
+			warn(r, key, c.Field, effect)
 		}
 	}
 	return out
@@ -130,13 +140,14 @@ func suggestField(name string, known []string) string {
 			return unicode.ToLower(r)
 		}, s)
 	}
+	folded := fold(name)
 	for _, k := range known {
-		if fold(k) == fold(name) {
+		if fold(k) == folded {
 			return k
 		}
 	}
 	bound := 2
-	switch n := len([]rune(name)); {
+	switch n := utf8.RuneCountInString(name); {
 	case n <= 2:
 		return ""
 	case n <= 5:
@@ -144,6 +155,11 @@ func suggestField(name string, known []string) string {
 	}
 	best, bestD := "", bound+1
 	for _, k := range known {
+		// Lengths further apart than the bound are further apart in edits:
+		// a long name costs no distance to compute.
+		if abs(utf8.RuneCountInString(k)-utf8.RuneCountInString(name)) > bound {
+			continue
+		}
 		if d := typoDistance(name, k); d < bestD {
 			best, bestD = k, d
 		}
@@ -176,3 +192,5 @@ func typoDistance(a, b string) int {
 	}
 	return prev[len(y)]
 }
+
+func abs(n int) int { return max(n, -n) }

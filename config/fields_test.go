@@ -60,6 +60,11 @@ func TestFieldWarnings(t *testing.T) {
 				{"orders-per-customer-1m", "group_by[1]", "device_idxx", "device_id"},
 				{"orders-per-customer-1m", "group_by[2]", "shiping_adres", ""},
 			}},
+		// A line break in a where: field would forge a line of check's.
+		{name: "a where: field of control characters", yaml: oneRule(`where: {"cust\nwarning: x": [a]}`),
+			want: []warning{{"orders-per-customer-1m", `where."cust\nwarning: x"`, "cust\nwarning: x", ""}}},
+		{name: "a long name", yaml: oneRule("group_by: [" + strings.Repeat("customer_id", 1000) + "]"),
+			want: []warning{{"orders-per-customer-1m", "group_by[0]", strings.Repeat("customer_id", 1000), ""}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
