@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fraudwatch/fraudwatch/config"
 )
 
 // check warns of a field a rule names that no documented event carries
@@ -56,5 +58,19 @@ func TestCheckWarnsOfUnknownFields(t *testing.T) {
 				t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// The rules fraudwatch ships name only fields of the schema: they warn of
+// none.
+func TestShippedRulesNameKnownFields(t *testing.T) {
+	for _, path := range []string{deployDir + "/rules.yaml", "demo/rules.yaml"} {
+		s, err := config.LoadRuleSet(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range config.FieldWarnings(path, s.Rules, s.EventFields) {
+			t.Error(w)
+		}
 	}
 }
