@@ -44,8 +44,10 @@ type Config struct {
 
 	// File is the absolute path the config was loaded from, "" for Default.
 	File string `mapstructure:"-"`
-	// Rules are the rules of RulesFile, loaded by Load.
-	Rules []rules.Rule `mapstructure:"-"`
+	// Rules are the rules of RulesFile, loaded by Load, and EventFields
+	// the fields it declares (event_fields).
+	Rules       []rules.Rule `mapstructure:"-"`
+	EventFields []string     `mapstructure:"-"`
 
 	// name is the file as the user named it, for messages.
 	name string

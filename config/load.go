@@ -44,7 +44,9 @@ func Load(path string) (*Config, error) {
 	var rerr error
 	if c.RulesFile != "" {
 		// rules errors already name the file, the rule and the field.
-		c.Rules, rerr = LoadRules(c.RulesFile)
+		var s RuleSet
+		s, rerr = LoadRuleSet(c.RulesFile)
+		c.Rules, c.EventFields = s.Rules, s.EventFields
 	}
 	if rerr != nil {
 		// Report the settings' problems too, but not "no rules" on top of

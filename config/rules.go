@@ -16,36 +16,59 @@ import (
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
+// RuleSet is what a rules file holds (docs/configuration.md, Rules).
+type RuleSet struct {
+	Rules []rules.Rule
+	// EventFields are the fields beyond the schema that the deployment's
+	// events carry (event_fields): rules name them without a warning.
+	EventFields []string
+}
+
 // LoadRules reads a rules file (docs/configuration.md, Rules), checks every rule and
 // applies the defaults of its optional fields.
 func LoadRules(path string) ([]rules.Rule, error) {
+	s, err := LoadRuleSet(path)
+	return s.Rules, err
+}
+
+// LoadRuleSet is LoadRules with the file's event_fields.
+func LoadRuleSet(path string) (RuleSet, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
+		return RuleSet{}, fmt.Errorf("rules: %w", err)
 	}
-	return ParseRules(data, path)
+	return ParseRuleSet(data, path)
 }
 
 // ParseRules reads and checks rules from YAML; file names the source in
 // errors, which are *FieldErrors naming the rule and the field. Every
 // problem found is reported, not just the first.
 func ParseRules(data []byte, file string) ([]rules.Rule, error) {
+	s, err := ParseRuleSet(data, file)
+	return s.Rules, err
+}
+
+// ParseRuleSet is ParseRules with the file's event_fields.
+func ParseRuleSet(data []byte, file string) (RuleSet, error) {
 	doc, err := parseYAML(data, file)
 	if err != nil {
-		return nil, err
+		return RuleSet{}, err
 	}
 	top, ok := doc.(map[string]any)
 	if doc != nil && !ok {
-		return nil, &FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
+		return RuleSet{}, &FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
 	}
 	var layout struct {
-		Rules any `mapstructure:"rules"`
+		Rules       any `mapstructure:"rules"`
+		EventFields any `mapstructure:"event_fields"`
 	}
 	errs := unknownKeys(top, &layout, decodeOptions{File: file})
+	fields, ferrs := eventFields(top["event_fields"], file)
+	errs = append(errs, ferrs...)
 	list, ok := top["rules"].([]any)
 	if !ok {
 		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
-		return nil, errors.Join(errs...)
+		return RuleSet{}, errors.Join(errs...)
 	}
 	if len(list) == 0 {
 		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "no rules defined"})
@@ -67,9 +90,9 @@ func ParseRules(data []byte, file string) ([]rules.Rule, error) {
 		out = append(out, r)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return RuleSet{}, err
 	}
-	return out, nil
+	return RuleSet{Rules: out, EventFields: fields}, nil
 }
 
 // Names are what keys, metric labels and alerts call a rule: short, and

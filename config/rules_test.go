@@ -533,9 +533,17 @@ func TestParseRulesReportsEveryErrorOfNewKeys(t *testing.T) {
 }
 
 func TestLoadRulesFeatures(t *testing.T) {
-	got, err := config.LoadRules("testdata/rules-features.yaml")
+	set, err := config.LoadRuleSet("testdata/rules-features.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	got := set.Rules
+	// Every field its rules name beyond the schema is declared.
+	if want := []string{"payment_method", "channel", "is_test", "risk_score"}; !slices.Equal(set.EventFields, want) {
+		t.Errorf("EventFields = %q, want %q", set.EventFields, want)
+	}
+	if ws := config.FieldWarnings("testdata/rules-features.yaml", got, set.EventFields); len(ws) > 0 {
+		t.Errorf("field warnings %q, want none", ws)
 	}
 	want := []rules.Rule{
 		{

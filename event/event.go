@@ -60,6 +60,16 @@ type Event struct {
 	data []byte
 }
 
+// Fields are the fields of the schema (docs/events.md), by their JSON
+// names, in its order: what a rule may name without declaring it
+// (event_fields, docs/configuration.md). Events may carry others, which
+// Field reads as well.
+var Fields = []string{
+	"event_id", "type", "order_id", "customer_id",
+	"email", "phone", "card_fingerprint", "ip", "device_id", "shipping_address",
+	"amount", "currency", "occurred_at",
+}
+
 // Field returns the value of a field by its JSON name, as group_by sees it:
 // strings as they are, numbers as their JSON text, booleans as true/false.
 // Absent, null, empty, object and array values are reported as absent.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,11 +53,16 @@ type Engine struct {
 	sink     sink
 	log      *slog.Logger
 	rules    atomic.Pointer[[]active]
+	// setting serializes SetRules: each deletes the series of the rules
+	// the set before it held.
+	setting sync.Mutex
 
-	crossings *prometheus.CounterVec
-	clamped   *prometheus.CounterVec
-	late      *prometheus.CounterVec
-	future    prometheus.Counter
+	evaluations *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
+	crossings   *prometheus.CounterVec
+	clamped     *prometheus.CounterVec
+	late        *prometheus.CounterVec
+	future      prometheus.Counter
 }
 
 // active is a rule as the engine runs it.
@@ -64,8 +70,9 @@ type active struct {
 	Rule
 	// state names its windows' keys: its name and the fingerprint of its
 	// definition, so that a changed definition starts fresh windows.
-	state string
-	kind  kind
+	state    string
+	kind     kind
+	counters ruleCounters
 }
 
 // MaxFuture is how far ahead of the engine's clock an event's time may be.
@@ -115,8 +122,9 @@ func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger
 			Help: "Events whose time was more than a minute ahead of the clock, counted at the time they were processed instead.",
 		}),
 	}
+	e.evaluations, e.skipped = newEvaluationMetrics()
 	if reg != nil {
-		for _, col := range []prometheus.Collector{e.crossings, e.clamped, e.late, e.future} {
+		for _, col := range []prometheus.Collector{e.evaluations, e.skipped, e.crossings, e.clamped, e.late, e.future} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("rules: register metrics: %w", err)
 			}
@@ -127,11 +135,14 @@ func NewEngine(cfg EngineConfig, rs []Rule, c counters, s sink, log *slog.Logger
 }
 
 // SetRules replaces the rules; events being evaluated finish with the old
-// set.
+// set. The evaluation series of rules it removes are deleted; those of
+// rules it keeps count on.
 func (e *Engine) SetRules(rs []Rule) {
+	e.setting.Lock()
+	defer e.setting.Unlock()
 	as := make([]active, len(rs))
 	for i, r := range rs {
-		as[i] = active{Rule: r, state: r.State(), kind: kindOf(&r)}
+		as[i] = active{Rule: r, state: r.State(), kind: kindOf(&r), counters: e.countersOf(r.Name)}
 		e.crossings.WithLabelValues(r.Name)
 		if r.Metric == alert.Amount {
 			e.clamped.WithLabelValues(r.Name)
@@ -139,6 +150,9 @@ func (e *Engine) SetRules(rs []Rule) {
 		if r.WindowType == alert.Sliding {
 			e.late.WithLabelValues(r.Name)
 		}
+	}
+	if old := e.rules.Load(); old != nil {
+		e.forget(*old, rs)
 	}
 	e.rules.Store(&as)
 }
@@ -157,9 +171,21 @@ func (e *Engine) SetRules(rs []Rule) {
 //   - The alerts topic refused their alert as too large.
 //
 // An error means: retry the whole batch. The scripts make recounting what
-// was counted before the error harmless.
-func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (unprocessable map[int]error, err error) {
-	p := e.plan(*e.rules.Load(), evs)
+// was counted before the error harmless. Evaluations and skips are counted
+// once the batch is done, not for an attempt that fails.
+func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (map[int]error, error) {
+	rs := *e.rules.Load()
+	p := e.plan(rs, evs)
+	unprocessable, err := e.run(ctx, p, evs)
+	if err == nil {
+		record(rs, p.tally)
+	}
+	return unprocessable, err
+}
+
+// run makes the plan's script calls and hands on what they answer; Handle
+// says what its results mean.
+func (e *Engine) run(ctx context.Context, p *plan, evs []*event.Event) (unprocessable map[int]error, err error) {
 	if len(p.calls) == 0 {
 		return nil, nil
 	}

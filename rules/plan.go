@@ -52,6 +52,8 @@ type plan struct {
 	// its changes no call could take (addEvent).
 	event   []planned
 	tooMany []ref
+	// tally is what the batch did to each rule, by its index in the set.
+	tally []tally
 }
 
 type pendingWindow struct {
@@ -115,7 +117,7 @@ type windowIn struct {
 func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	hint := min(len(evs)*len(rs), 4096)
 	p := &plan{keys: e.keys, open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
-		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint)}
+		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), tally: make([]tally, len(rs))}
 	var (
 		topic  string
 		part   = -1
@@ -131,12 +133,12 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		id := lua.IDOf(ev.EventID)
 		at := int64(-1) // the event's time, once a rule needs it
 		for k := range rs {
-			r := &rs[k]
-			if !r.Enabled || (refund && r.Metric != alert.Amount) {
+			r, t := &rs[k], &p.tally[k]
+			if !r.Enabled {
 				continue
 			}
 			var ok bool
-			if values, ok = appendGroupValues(values[:0], &r.Rule, ev); !ok || !r.Matches(ev) {
+			if values, ok = r.sees(ev, refund, values[:0], t); !ok {
 				continue
 			}
 			ch := lua.Change{Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
@@ -152,6 +154,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			case k == distinct:
 				v, ok := ev.Field(r.Field)
 				if !ok {
+					t.skipped[skipField]++
 					continue
 				}
 				ch.Value = lua.ValueOf(v)
@@ -168,6 +171,27 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	}
 	p.finish()
 	return p
+}
+
+// sees reports whether the rule takes the event, of its type, with its
+// group_by fields and meeting its where:, appending its group values to
+// values. It tallies the evaluation, and the reason when it does not.
+func (r *active) sees(ev *event.Event, refund bool, values []string, t *tally) ([]string, bool) {
+	t.evaluated++
+	if refund && r.Metric != alert.Amount {
+		t.skipped[skipEventType]++
+		return values, false
+	}
+	values, ok := appendGroupValues(values, &r.Rule, ev)
+	if !ok {
+		t.skipped[skipGroupBy]++
+		return values, false
+	}
+	if !r.Matches(ev) {
+		t.skipped[skipWhere]++
+		return values, false
+	}
+	return values, true
 }
 
 // planned is one change of the event being planned, before it goes into

@@ -23,6 +23,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	for _, w := range append(cfg.Warnings(), config.DescriptionWarnings(cfg.RulesFile, cfg.Rules)...) {
 		fmt.Fprintln(stdout, "warning: "+w)
 	}
+	for _, w := range cfg.FieldWarnings() {
+		fmt.Fprintln(stdout, "warning: "+w.String())
+	}
 	fmt.Fprint(stdout, cfg.RuleTable())
 	if *diff != "" {
 		old, err := config.LoadRules(*diff)

@@ -22,7 +22,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"alert/dispatch":     {"alert", "consumer", "lua"},
 		"alert/silence":      {"alert", "lua"},
 		"alert/slack":        {"alert"},
-		"config":             {"alert", "lua", "rules"},
+		"config":             {"alert", "event", "lua", "rules"},
 		"lua/redistest":      {},
 		"lua/model":          {"lua"},
 		"lua/seedbench":      {"lua"},

@@ -251,6 +251,7 @@ func (a *App) run(parent context.Context) error {
 	for _, w := range a.cfg.Warnings() {
 		a.log.Warn("insecure setting", "warning", w)
 	}
+	warnFields(a.log, a.cfg.FieldWarnings())
 
 	// Loading the scripts proves Redis is reachable. An outage is not fatal:
 	// events wait for Redis, /readyz reports it, and calls load the scripts

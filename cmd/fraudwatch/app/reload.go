@@ -128,17 +128,20 @@ func (r *reloader) read(why string, counted bool) string {
 	if err != nil {
 		return r.refuse(reloadUnreadable, "rules file unreadable; the rules in force run on", why, err)
 	}
-	rs, err := config.ParseRules(data, r.path)
+	set, err := config.ParseRuleSet(data, r.path)
 	if err != nil {
 		// The errors name the file, the rule and the field; never a value
 		// from an event.
 		return r.refuse(reloadInvalid, "rules file invalid; the rules in force run on", why, err)
 	}
+	rs := set.Rules
 	v := rules.Version(rs)
 	if v == r.current {
 		if counted {
 			r.log.Info("rules reloaded: no change"+r.recovery(), "file", r.path, "reason", why, "version", v)
 			r.reloads.WithLabelValues(reloadUnchanged).Inc()
+			// Its event_fields may be what changed.
+			warnFields(r.log, config.FieldWarnings(r.path, rs, set.EventFields))
 		}
 		return reloadUnchanged
 	}
@@ -151,9 +154,20 @@ func (r *reloader) read(why string, counted bool) string {
 	r.version.WithLabelValues(v).Set(1)
 	r.log.Info("rules reloaded"+r.recovery(), "file", r.path, "reason", why, "version", v, "previous_version", r.current,
 		"rules", len(rs), "changes", reloadChanges(changes))
+	warnFields(r.log, config.FieldWarnings(r.path, rs, set.EventFields))
 	r.rules, r.current = rs, v
 	r.reloads.WithLabelValues(reloadOK).Inc()
 	return reloadOK
+}
+
+// warnFields logs each field the rules name that no event is known to
+// carry, once a reading: a rule naming it most likely never fires, which
+// the operator mends in the rule or in event_fields.
+func warnFields(log *slog.Logger, ws []config.FieldWarning) {
+	for _, w := range ws {
+		log.Warn("rule names a field no event is known to carry", "file", w.File, "rule", w.Rule, "key", w.Key,
+			"field", w.Field, "did_you_mean", w.Suggestion)
+	}
 }
 
 // refuse logs and counts a reading whose rules are not put in force.
