@@ -10,14 +10,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/fraudwatch/fraudwatch/config"
@@ -58,7 +56,8 @@ usage:
                                       the silences in force, or what they did; end one now
   fraudwatch version                  version, commit and Go version
 
-Run "fraudwatch COMMAND -h" for the flags of a command.
+Run "fraudwatch COMMAND -h" for the flags of a command. Flags may come before or after
+a command's arguments (silence expire ID); "--" ends them.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -126,23 +125,6 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
-}
-
-// parse parses a command's flags; it returns false (and the exit code)
-// when the command should stop.
-func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fraudwatch %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
-		return exitUsage, false
-	}
-	return 0, true
 }
 
 // loadConfig loads the --config of command name, or says why it cannot.
