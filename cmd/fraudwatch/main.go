@@ -44,8 +44,9 @@ usage:
   fraudwatch run --config FILE        consume events, evaluate rules, alert, serve metrics
   fraudwatch demo [--duration 30s]    the whole pipeline in-process, nothing to install
   fraudwatch check --config FILE      validate the configuration and rules [--diff OLD_RULES]
-  fraudwatch backtest --config FILE --input events.jsonl
-                                      replay recorded events through the rules [--rules F] [--compare F]
+  fraudwatch backtest [--config FILE] --input events.jsonl
+                                      replay recorded events through the rules [--rules F] [--compare F];
+                                      --config is optional for a demo's recording, which carries its rules
   fraudwatch produce --config FILE --input events.jsonl
                                       send JSON-lines events to the configured topics
   fraudwatch topics --config FILE [--partitions 6] [--replication-factor 3] [--dry-run]
