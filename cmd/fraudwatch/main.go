@@ -3,7 +3,7 @@
 //	fraudwatch run --config FILE        consume, evaluate, alert, serve metrics
 //	fraudwatch demo [--duration 30s]    the whole pipeline in-process
 //	fraudwatch check --config FILE      validate config and rules
-//	fraudwatch produce --config FILE --input events.jsonl
+//	fraudwatch produce --config FILE --input events.jsonl [--raw --topic TOPIC [--key K]]
 //	fraudwatch topics --config FILE [--partitions N] [--replication-factor N] [--dry-run]
 //	fraudwatch version
 package main
@@ -48,7 +48,9 @@ usage:
                                       replay recorded events through the rules [--rules F] [--compare F];
                                       --config is optional for a demo's recording, which carries its rules
   fraudwatch produce --config FILE --input events.jsonl
-                                      send JSON-lines events to the configured topics
+                                      send JSON-lines events to the configured topics;
+                                      [--raw --topic TOPIC [--key K]]: every line as it is, to one
+                                      topic, by its role (orders, refunds, dead-letter, alerts) or name
   fraudwatch topics --config FILE [--partitions 6] [--replication-factor 3] [--dry-run]
                                       create the configured topics that do not exist yet
   fraudwatch silence add --config FILE --rule R [--match F=V ...] --for 2h --reason TEXT
