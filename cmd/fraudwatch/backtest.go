@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,86 +14,155 @@ import (
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/demo"
 	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/rules"
 )
+
+// backtestFlags are backtest's flags.
+type backtestFlags struct {
+	path, input, other, compare, format string
+	fromTopic, useLua                   bool
+	since                               time.Duration
+}
+
+// defaultSettings is what a backtest without --config says of its settings.
+const defaultSettings = "defaults (no --config)"
+
+func (f *backtestFlags) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
+	fs.StringVar(&f.path, "config", "", "configuration file (YAML): its rules are replayed, under its kafka.max_event_bytes and retry_window; "+
+		"optional when --input carries rules (a demo's recording) or --rules is given")
+	fs.StringVar(&f.input, "input", "", "JSON-lines events, as produce takes them (- reads stdin)")
+	fs.BoolVar(&f.fromTopic, "from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
+	fs.DurationVar(&f.since, "since", 24*time.Hour, "with --from-topic: how far back to read")
+	fs.StringVar(&f.other, "rules", "", "replay this rules file instead of the configuration's, or the rules a demo's recording carries")
+	fs.StringVar(&f.compare, "compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
+	fs.StringVar(&f.format, "format", "text", "output: text or json")
+	fs.BoolVar(&f.useLua, "lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: several times slower (docs/backtest.md, Speed), the same report")
+	return fs
+}
 
 func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := interruptible()
 	defer stop()
-	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
-	path := fs.String("config", "", "configuration file (YAML): its rules are replayed")
-	input := fs.String("input", "", "JSON-lines events, as produce takes them (- reads stdin)")
-	fromTopic := fs.Bool("from-topic", false, "read the configured orders and refunds topics instead of --input, joining no group and committing nothing")
-	since := fs.Duration("since", 24*time.Hour, "with --from-topic: how far back to read")
-	other := fs.String("rules", "", "replay this rules file instead of the configuration's, or the rules a demo's recording carries")
-	compare := fs.String("compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
-	format := fs.String("format", "text", "output: text or json")
-	useLua := fs.Bool("lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: several times slower (docs/backtest.md, Speed), the same report")
-	if code, ok := parse(fs, args, stderr); !ok {
+	var f backtestFlags
+	if code, ok := parse(f.flagSet(), args, stderr); !ok {
 		return code
 	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(stderr, "fraudwatch backtest: --format must be text or json, not %q\n", *format)
-		return exitUsage
-	}
-	if (*input == "") == !*fromTopic {
-		fmt.Fprintln(stderr, "fraudwatch backtest: give --input or --from-topic, one of them")
-		return exitUsage
-	}
-	cfg, ok := loadConfig("backtest", *path, stderr)
+	opts, cfg, ok := f.options(stdout, stderr)
 	if !ok {
 		return exitUsage
 	}
-	opts := backtest.Options{Rules: cfg.Rules, RulesFrom: cfg.RulesFile, InputName: *input, Format: *format, Out: stdout,
-		MaxEventBytes: cfg.Kafka.MaxEventBytes, RetryWindow: cfg.Kafka.RetryWindow}
-	if *useLua {
-		opts.Engine = backtest.Lua
+	closeInput, ok := f.openInput(&opts, cfg, stderr)
+	if !ok {
+		return exitUsage
 	}
-	if *other != "" {
-		rs, err := config.LoadRules(*other)
-		if err != nil {
-			fmt.Fprintf(stderr, "fraudwatch backtest: --rules %s:\n%v\n", *other, err)
-			return exitUsage
-		}
-		opts.Rules, opts.RulesFrom, opts.RulesOverInput = rs, *other, true
-	}
-	if *compare != "" {
-		rs, err := config.LoadRules(*compare)
-		if err != nil {
-			fmt.Fprintf(stderr, "fraudwatch backtest: --compare %s:\n%v\n", *compare, err)
-			return exitUsage
-		}
-		opts.Compare, opts.CompareFrom = rs, *compare
-	}
-	switch {
-	case *fromTopic:
-		transport, err := app.KafkaTransport(cfg.Kafka)
-		if err != nil {
-			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
-			return exitUsage
-		}
-		opts.InputName = fmt.Sprintf("topics %s and %s since %v", cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, *since)
-		opts.Events = func(ctx context.Context) (*backtest.Events, error) {
-			return backtest.FromTopics(ctx, cfg.Kafka, transport, *since, time.Now())
-		}
-	case *input == "-":
-		opts.Input = os.Stdin
-	default:
-		f, err := os.Open(*input)
-		if err != nil {
-			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
-			return exitUsage
-		}
-		defer f.Close()
-		opts.Input = f
-	}
+	defer closeInput()
 	if demo.IsTerminal(stderr) {
 		opts.Progress = stderr
 	}
 	if err := backtest.Run(ctx, opts); err != nil {
+		if errors.Is(err, backtest.ErrNoRules) {
+			fmt.Fprintf(stderr, "fraudwatch backtest: no rules: %s carries none (a demo's recording does); give --config or --rules\n", inputName(f.input))
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// options checks the flags and makes the backtest's options, but for its
+// input, under the configuration's settings, or config.Default's without
+// --config (then the rules come from the input or --rules).
+func (f *backtestFlags) options(stdout, stderr io.Writer) (backtest.Options, *config.Config, bool) {
+	var opts backtest.Options
+	switch {
+	case f.format != "text" && f.format != "json":
+		fmt.Fprintf(stderr, "fraudwatch backtest: --format must be text or json, not %q\n", f.format)
+		return opts, nil, false
+	case (f.input == "") == !f.fromTopic:
+		fmt.Fprintln(stderr, "fraudwatch backtest: give --input or --from-topic, one of them")
+		return opts, nil, false
+	case f.fromTopic && f.path == "":
+		fmt.Fprintln(stderr, "fraudwatch backtest: --from-topic needs --config: its brokers, topics and rules")
+		return opts, nil, false
+	}
+	cfg := config.Default()
+	opts.SettingsFrom = defaultSettings
+	if f.path != "" {
+		loaded, ok := loadConfig("backtest", f.path, stderr)
+		if !ok {
+			return opts, nil, false
+		}
+		cfg = *loaded
+		opts.Rules, opts.RulesFrom, opts.SettingsFrom = cfg.Rules, cfg.RulesFile, f.path
+	}
+	opts.InputName, opts.Format, opts.Out = f.input, f.format, stdout
+	opts.MaxEventBytes, opts.RetryWindow = cfg.Kafka.MaxEventBytes, cfg.Kafka.RetryWindow
+	if f.useLua {
+		opts.Engine = backtest.Lua
+	}
+	if f.other != "" {
+		rs, ok := loadRules("--rules", f.other, stderr)
+		if !ok {
+			return opts, nil, false
+		}
+		opts.Rules, opts.RulesFrom, opts.RulesOverInput = rs, f.other, true
+	}
+	if f.compare != "" {
+		rs, ok := loadRules("--compare", f.compare, stderr)
+		if !ok {
+			return opts, nil, false
+		}
+		opts.Compare, opts.CompareFrom = rs, f.compare
+	}
+	return opts, &cfg, true
+}
+
+// openInput sets the events opts replays: --from-topic's, standard
+// input's or a file's, which the returned function closes.
+func (f *backtestFlags) openInput(opts *backtest.Options, cfg *config.Config, stderr io.Writer) (func(), bool) {
+	switch {
+	case f.fromTopic:
+		transport, err := app.KafkaTransport(cfg.Kafka)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+			return nil, false
+		}
+		opts.InputName = fmt.Sprintf("topics %s and %s since %v", cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, f.since)
+		opts.Events = func(ctx context.Context) (*backtest.Events, error) {
+			return backtest.FromTopics(ctx, cfg.Kafka, transport, f.since, time.Now())
+		}
+		return func() {}, true
+	case f.input == "-":
+		opts.Input = os.Stdin
+		return func() {}, true
+	}
+	file, err := os.Open(f.input)
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+		return nil, false
+	}
+	opts.Input = file
+	return func() { file.Close() }, true
+}
+
+// inputName names --input's file in a message.
+func inputName(input string) string {
+	if input == "-" {
+		return "standard input"
+	}
+	return input
+}
+
+// loadRules loads the rules file of a flag, or says why it cannot.
+func loadRules(flagName, path string, stderr io.Writer) ([]rules.Rule, bool) {
+	rs, err := config.LoadRules(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "fraudwatch backtest: %s %s:\n%v\n", flagName, path, err)
+		return nil, false
+	}
+	return rs, true
 }
 
 // matches collects repeated --match F=V flags.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,10 +74,11 @@ func TestDemoCommand(t *testing.T) {
 	// once everything sent before it is processed.
 	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("\nRecorded %d events to %s, and the rules they ran under: built-in demo rules, cmd/fraudwatch/demo/rules.yaml, "+
 		"reloaded at ", len(events), record)) + `(0:0[2-9])` + regexp.QuoteMeta(": amount-per-card-10m threshold 1000000 → 700000\n"+
-		fmt.Sprintf("`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", record)))
+		fmt.Sprintf("`fraudwatch backtest --input %s` replays them under these rules, reloaded at the same point\n", record)))
 	if !want.MatchString(out) {
 		t.Errorf("the summary does not say what was recorded, want %q:\n%s", want, out)
 	}
+	t.Run("backtest of the recording without --config", func(t *testing.T) { backtestWithoutConfig(t, record) })
 	// Its help says the level it logs at.
 	stderr.Reset()
 	if code := run([]string{"demo", "-h"}, &stdout, &stderr); code != 0 ||
@@ -87,6 +89,42 @@ func TestDemoCommand(t *testing.T) {
 		if code := run(bad, &stdout, &stderr); code != 2 {
 			t.Errorf("%q: exit %d, want 2", bad, code)
 		}
+	}
+}
+
+// A demo's recording carries its rules: backtested without --config, under
+// config.Default's settings, it raises the alerts it raises with one.
+func backtestWithoutConfig(t *testing.T, record string) {
+	good := writeConfig(t, "rules_file: rules.yaml\n", testRules)
+	backtest := func(args ...string) []byte {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"backtest", "--input", record}, args...), &stdout, &stderr); code != 0 {
+			t.Fatalf("backtest %q: exit %d\n%s", args, code, stderr.String())
+		}
+		return stdout.Bytes()
+	}
+	type replay struct {
+		RulesFrom    string          `json:"rules_from"`
+		SettingsFrom string          `json:"settings_from"`
+		Report       json.RawMessage `json:"report"`
+	}
+	var with, without replay
+	if err := errors.Join(json.Unmarshal(backtest("--config", good, "--format", "json"), &with),
+		json.Unmarshal(backtest("--format", "json"), &without)); err != nil {
+		t.Fatal(err)
+	}
+	if with.SettingsFrom != good || without.SettingsFrom != "defaults (no --config)" {
+		t.Errorf("settings from %q with --config, %q without", with.SettingsFrom, without.SettingsFrom)
+	}
+	if !strings.HasPrefix(without.RulesFrom, "recorded in "+record+": built-in demo rules") || without.RulesFrom != with.RulesFrom {
+		t.Errorf("rules from %q without --config, %q with it: want the recording's", without.RulesFrom, with.RulesFrom)
+	}
+	if !bytes.Equal(with.Report, without.Report) || !bytes.Contains(with.Report, []byte(`"outcome": "sent"`)) {
+		t.Errorf("the report without --config differs from the one with it, or sent no alert:\n%s\n%s", with.Report, without.Report)
+	}
+	if out := backtest(); !regexp.MustCompile(`(?m)^rules: recorded in .*; settings: defaults \(no --config\); scripts: go model$`).Match(out) {
+		t.Errorf("the text does not say it ran under the defaults:\n%s", out)
 	}
 }
 

@@ -3,21 +3,19 @@
 //	fraudwatch run --config FILE        consume, evaluate, alert, serve metrics
 //	fraudwatch demo [--duration 30s]    the whole pipeline in-process
 //	fraudwatch check --config FILE      validate config and rules
-//	fraudwatch produce --config FILE --input events.jsonl
+//	fraudwatch produce --config FILE --input events.jsonl [--raw --topic TOPIC [--key K]]
 //	fraudwatch topics --config FILE [--partitions N] [--replication-factor N] [--dry-run]
 //	fraudwatch version
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/fraudwatch/fraudwatch/config"
@@ -46,10 +44,13 @@ usage:
   fraudwatch run --config FILE        consume events, evaluate rules, alert, serve metrics
   fraudwatch demo [--duration 30s]    the whole pipeline in-process, nothing to install
   fraudwatch check --config FILE      validate the configuration and rules [--diff OLD_RULES]
-  fraudwatch backtest --config FILE --input events.jsonl
-                                      replay recorded events through the rules [--rules F] [--compare F]
+  fraudwatch backtest [--config FILE] --input events.jsonl
+                                      replay recorded events through the rules [--rules F] [--compare F];
+                                      --config is optional for a demo's recording, which carries its rules
   fraudwatch produce --config FILE --input events.jsonl
-                                      send JSON-lines events to the configured topics
+                                      send JSON-lines events to the configured topics;
+                                      [--raw --topic TOPIC [--key K]]: every line as it is, to one
+                                      topic, by its role (orders, refunds, dead-letter, alerts) or name
   fraudwatch topics --config FILE [--partitions 6] [--replication-factor 3] [--dry-run]
                                       create the configured topics that do not exist yet
   fraudwatch silence add --config FILE --rule R [--match F=V ...] --for 2h --reason TEXT
@@ -58,7 +59,8 @@ usage:
                                       the silences in force, or what they did; end one now
   fraudwatch version                  version, commit and Go version
 
-Run "fraudwatch COMMAND -h" for the flags of a command.
+Run "fraudwatch COMMAND -h" for the flags of a command. Flags may come before or after
+a command's arguments (silence expire ID); "--" ends them.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -126,23 +128,6 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
-}
-
-// parse parses a command's flags; it returns false (and the exit code)
-// when the command should stop.
-func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fraudwatch %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
-		return exitUsage, false
-	}
-	return 0, true
 }
 
 // loadConfig loads the --config of command name, or says why it cannot.

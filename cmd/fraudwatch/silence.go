@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert/silence"
@@ -31,23 +30,17 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "text", "list: text or json")
 	history := fs.Bool("history", false, "list: the history instead (silences ended and expired, alerts acknowledged, "+
 		"the last 30 days), the latest first")
-	// The id of expire may come before or after the flags.
+	maxArgs := 0
+	if sub == "expire" {
+		maxArgs = 1 // the silence's id
+	}
+	ids, code, ok := parseArgs(fs, args, maxArgs, stderr)
+	if !ok {
+		return code
+	}
 	var id string
-	if sub == "expire" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if sub == "expire" && id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fraudwatch silence %s: unexpected arguments: %s\n", sub, strings.Join(fs.Args(), " "))
-		return exitUsage
+	if len(ids) == 1 {
+		id = ids[0]
 	}
 	if sub == "expire" && id == "" {
 		fmt.Fprintln(stderr, "fraudwatch silence expire: which silence? give its ID (fraudwatch silence list)")

@@ -21,7 +21,12 @@ type ProduceStats struct {
 	Refunds int
 	// Rules counts the rules lines skipped.
 	Rules int
+	// Lines counts the lines ProduceRaw sent.
+	Lines int
 }
+
+// total is what was sent.
+func (s ProduceStats) total() int { return s.Orders + s.Refunds + s.Lines }
 
 // rulesType is the "type" of a rules line, which a demo's recording holds
 // among its events (backtest.RulesType): not an event, it is skipped.
@@ -31,12 +36,14 @@ const rulesType = "rules"
 type InputError struct {
 	Line int
 	Msg  string
-	// Sent counts the events sent before the bad line.
+	// Sent counts the events (or, raw, the lines) sent before the bad
+	// line.
 	Sent int
+	Unit string // "events" or "lines"
 }
 
 func (e *InputError) Error() string {
-	return fmt.Sprintf("line %d: %s (%d events before it were sent)", e.Line, e.Msg, e.Sent)
+	return fmt.Sprintf("line %d: %s (%d %s before it were sent)", e.Line, e.Msg, e.Sent, e.Unit)
 }
 
 const produceBatch = 500
@@ -49,22 +56,14 @@ const produceBatch = 500
 // that the count it reports is what the topics hold. Blank lines and rules
 // lines ("type": "rules") are skipped.
 func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, error) {
-	tc, mech, err := kafkaSecurity(k)
+	b, err := newBatcher(k, "events")
 	if err != nil {
 		return ProduceStats{}, err
 	}
-	b := &batcher{w: &kafka.Writer{
-		Addr:         kafka.TCP(k.Brokers...),
-		Balancer:     &kafka.Murmur2Balancer{}, // the Java client's default: same key, same partition
-		RequiredAcks: kafka.RequireAll,
-		BatchSize:    produceBatch,
-		BatchTimeout: 10 * time.Millisecond,
-		Transport:    &kafka.Transport{ClientID: k.ClientID, TLS: tc, SASL: mech},
-	}}
 	defer b.w.Close()
 
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -86,7 +85,7 @@ func Produce(ctx context.Context, k config.Kafka, in io.Reader) (ProduceStats, e
 		}
 	}
 	if err := sc.Err(); err != nil {
-		err := b.badLine(ctx, line+1, err.Error())
+		err := b.badLine(ctx, line+1, scanError(err))
 		return b.sent, err
 	}
 	err = b.flush(ctx)
@@ -120,20 +119,42 @@ func route(k config.Kafka, value []byte) (msg kafka.Message, typ event.Type, bad
 	return msg, typ, ""
 }
 
+// maxLine bounds a line of produce's input.
+const maxLine = 16 << 20
+
 // batcher writes messages in batches and counts what was acknowledged.
 type batcher struct {
 	w       *kafka.Writer
+	unit    string // what it sends: "events" or "lines"
 	batch   []kafka.Message
 	pending ProduceStats // in batch
 	sent    ProduceStats // sent and acknowledged
 }
 
+func newBatcher(k config.Kafka, unit string) (*batcher, error) {
+	tc, mech, err := kafkaSecurity(k)
+	if err != nil {
+		return nil, err
+	}
+	return &batcher{unit: unit, w: &kafka.Writer{
+		Addr:         kafka.TCP(k.Brokers...),
+		Balancer:     &kafka.Murmur2Balancer{}, // the Java client's default: same key, same partition
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    produceBatch,
+		BatchTimeout: 10 * time.Millisecond,
+		Transport:    &kafka.Transport{ClientID: k.ClientID, TLS: tc, SASL: mech},
+	}}, nil
+}
+
 func (b *batcher) add(ctx context.Context, msg kafka.Message, typ event.Type) error {
 	b.batch = append(b.batch, msg)
-	if typ == event.Order {
+	switch typ {
+	case event.Order:
 		b.pending.Orders++
-	} else {
+	case event.Refund:
 		b.pending.Refunds++
+	default: // a raw line
+		b.pending.Lines++
 	}
 	if len(b.batch) < produceBatch {
 		return nil
@@ -146,10 +167,11 @@ func (b *batcher) flush(ctx context.Context) error {
 		return nil
 	}
 	if err := b.w.WriteMessages(ctx, b.batch...); err != nil {
-		return fmt.Errorf("write after %d events: %w", b.sent.Orders+b.sent.Refunds, err)
+		return fmt.Errorf("write after %d %s: %w", b.sent.total(), b.unit, err)
 	}
 	b.sent.Orders += b.pending.Orders
 	b.sent.Refunds += b.pending.Refunds
+	b.sent.Lines += b.pending.Lines
 	b.pending = ProduceStats{}
 	b.batch = b.batch[:0]
 	return nil
@@ -161,5 +183,5 @@ func (b *batcher) badLine(ctx context.Context, line int, msg string) error {
 	if err := b.flush(ctx); err != nil {
 		return err
 	}
-	return &InputError{Line: line, Msg: msg, Sent: b.sent.Orders + b.sent.Refunds}
+	return &InputError{Line: line, Msg: msg, Sent: b.sent.total(), Unit: b.unit}
 }

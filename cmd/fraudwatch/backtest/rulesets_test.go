@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,19 @@ func TestRulesLineFromIsPrintable(t *testing.T) {
 	}
 	if got := evs.RuleSets[0].From; got != "v1 [2J rules: forged" {
 		t.Errorf("from %q, want its control characters as spaces", got)
+	}
+}
+
+// Without rules of its own (no --config), Run replays an input under the
+// rules it carries, and refuses, with ErrNoRules, one that carries none.
+func TestRunWithoutRulesNeedsRecordedOnes(t *testing.T) {
+	o := Options{InputName: "events.jsonl"}
+	if out := run(t, o, reloadInput(t)); !regexpMatch(`burst\s+customer_id=b\s+2\s+o-b2\s+sent`, out) {
+		t.Errorf("not replayed under the recorded rules:\n%s", out)
+	}
+	var out strings.Builder
+	o.Input, o.Out = strings.NewReader(line("a", "", "a", "k", 1, 0)), &out
+	if err := Run(t.Context(), o); !errors.Is(err, ErrNoRules) || !strings.Contains(err.Error(), "events.jsonl carries none") || out.Len() > 0 {
+		t.Errorf("an input without rules: %v, %q; want ErrNoRules naming it and no report", err, out.String())
 	}
 }

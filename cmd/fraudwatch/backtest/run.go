@@ -22,9 +22,13 @@ type Options struct {
 	// Rules are replayed; RulesFrom says where they came from. An input
 	// that carries rules (a demo's recording, see RulesType) is replayed
 	// under its own rules instead, unless RulesOverInput (--rules).
+	// With no Rules, the input must carry rules (ErrNoRules).
 	Rules          []rules.Rule
 	RulesFrom      string
 	RulesOverInput bool
+	// SettingsFrom, when set, says where MaxEventBytes and RetryWindow
+	// came from: a configuration file, or the defaults.
+	SettingsFrom string
 	// Compare, when set, is replayed too, and the alerts Rules add, remove
 	// and move against it are listed, with each rule's totals under both
 	// (see Compare); CompareFrom says where it came from.
@@ -53,6 +57,10 @@ type Options struct {
 	Progress io.Writer
 }
 
+// ErrNoRules is Run's error when Options give no rules and the input
+// carries none.
+var ErrNoRules = errors.New("no rules")
+
 // Run replays the input and writes the report.
 func Run(ctx context.Context, o Options) error {
 	if o.Format == "" {
@@ -64,8 +72,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Format != "text" && o.Format != "json" {
 		return fmt.Errorf("backtest: --format must be text or json, not %q", o.Format)
 	}
-	if len(o.Rules) == 0 {
-		return errors.New("backtest: no rules")
+	if len(o.Rules) == 0 && o.Input == nil {
+		return fmt.Errorf("backtest: %w: topics carry none", ErrNoRules) // only a recording does
 	}
 	var evs *Events
 	var err error
@@ -89,6 +97,9 @@ func Run(ctx context.Context, o Options) error {
 	sets := []RuleSet{{Rules: o.Rules}}
 	if len(evs.RuleSets) > 0 && !o.RulesOverInput {
 		sets, o.RulesFrom = evs.RuleSets, recordedFrom(o.InputName, evs.RuleSets)
+	}
+	if len(sets[0].Rules) == 0 {
+		return fmt.Errorf("backtest: %w: %s carries none", ErrNoRules, o.InputName)
 	}
 	rep, err := ReplaySets(ctx, sets, evs, o.Engine, progress(o.RulesFrom))
 	if err != nil {
@@ -185,14 +196,15 @@ func (p *progress) update(done int) {
 // replayJSON is a plain backtest's JSON: one rule set's replay of the
 // input.
 type replayJSON struct {
-	Input     string         `json:"input"`
-	Orders    int            `json:"orders"`
-	Refunds   int            `json:"refunds"`
-	Invalid   map[string]int `json:"invalid"`
-	Retried   int            `json:"retried"`
-	RulesFrom string         `json:"rules_from"`
-	Scripts   string         `json:"scripts"`
-	Report    *Report        `json:"report"`
+	Input        string         `json:"input"`
+	Orders       int            `json:"orders"`
+	Refunds      int            `json:"refunds"`
+	Invalid      map[string]int `json:"invalid"`
+	Retried      int            `json:"retried"`
+	RulesFrom    string         `json:"rules_from"`
+	SettingsFrom string         `json:"settings_from"`
+	Scripts      string         `json:"scripts"`
+	Report       *Report        `json:"report"`
 }
 
 // writeJSON writes rep as a plain backtest's JSON; against old, both
@@ -203,7 +215,7 @@ func writeJSON(o Options, evs *Events, rep, old *Report) error {
 		invalid[string(r)] = n
 	}
 	of := func(from string, r *Report) replayJSON {
-		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, evs.Retried, from, o.Engine.String(), r}
+		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, evs.Retried, from, o.SettingsFrom, o.Engine.String(), r}
 	}
 	var out any = of(o.RulesFrom, rep)
 	if old != nil {
@@ -237,7 +249,11 @@ func writeText(o Options, evs *Events, rep, old *Report) error {
 	if evs.Retried > 0 {
 		fmt.Fprintf(w, "retries: %d (second records of an event, not replayed)\n", evs.Retried)
 	}
-	fmt.Fprintf(w, "rules: %s, version %s; scripts: %s\n\n", o.RulesFrom, rep.Version, o.Engine)
+	fmt.Fprintf(w, "rules: %s, version %s; ", o.RulesFrom, rep.Version)
+	if o.SettingsFrom != "" {
+		fmt.Fprintf(w, "settings: %s; ", o.SettingsFrom)
+	}
+	fmt.Fprintf(w, "scripts: %s\n\n", o.Engine)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tCROSSINGS\tALERTS\tCOOLDOWN\tSHADOW\tTOP GROUPS")

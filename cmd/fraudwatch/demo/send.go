@@ -149,10 +149,10 @@ func (r *recorder) summary(name string) string {
 		return b.String()
 	case 1:
 		fmt.Fprintf(&b, ", and the rules they ran under: %s\n", r.sets[0])
-		fmt.Fprintf(&b, "`fraudwatch backtest --config FILE --input %s` replays them under these rules\n", name)
+		fmt.Fprintf(&b, "`fraudwatch backtest --input %s` replays them under these rules\n", name)
 	default:
 		fmt.Fprintf(&b, ", and the rules they ran under: %s, reloaded %s\n", r.sets[0], strings.Join(r.sets[1:], ", then "))
-		fmt.Fprintf(&b, "`fraudwatch backtest --config FILE --input %s` replays them under these rules, reloaded at the same point\n", name)
+		fmt.Fprintf(&b, "`fraudwatch backtest --input %s` replays them under these rules, reloaded at the same point\n", name)
 	}
 	return b.String()
 }
