@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,13 +48,21 @@ func chromium(t testing.TB) string {
 }
 
 // browse runs headless Chromium on url with args, as root too (no
-// sandbox), in a profile of its own.
+// sandbox), in a profile of its own, and returns what it printed.
 func browse(t *testing.T, browser, url string, args ...string) []byte {
+	t.Helper()
+	out, _ := browseLogged(t, browser, url, args...)
+	return out
+}
+
+// browseLogged is browse that returns Chromium's log too, with the pages'
+// console messages in it.
+func browseLogged(t *testing.T, browser, url string, args ...string) (out []byte, log string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1200"}, args...)
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1200", "--enable-logging=stderr", "--v=0"}, args...)
 	cmd := exec.CommandContext(ctx, browser, append(all, url)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -61,7 +70,7 @@ func browse(t *testing.T, browser, url string, args ...string) []byte {
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
 	}
-	return out
+	return out, stderr.String()
 }
 
 // The status page, as a browser renders it from a running fraudwatch: the
@@ -149,6 +158,33 @@ func (p *pipeline) startOnFile(content string) (r *replica, path string, hup cha
 	opts := p.options()
 	opts.Reload = hup
 	return p.startWith(opts), path, hup
+}
+
+// A page of another site that frames the status page sees it refused:
+// the browser reports that frame-ancestors 'none' blocked it.
+func TestStatusPageCannotBeFramed(t *testing.T) {
+	browser := chromium(t)
+	p := newPipeline(t, 1, countRule)
+	r := p.start()
+	status := "http://" + r.app.Addr() + "/"
+	framer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!DOCTYPE html><title>not fraudwatch</title><iframe src="%s" width="800" height="600"></iframe>`, status)
+	}))
+	defer framer.Close()
+	dom, log := browseLogged(t, browser, framer.URL, "--dump-dom")
+	if !strings.Contains(string(dom), `<iframe src="`+status+`"`) {
+		t.Fatalf("the framing page did not load:\n%s", dom)
+	}
+	refused := false
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "CONSOLE") && strings.Contains(line, status) && strings.Contains(line, "frame-ancestors 'none'") {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Errorf("no refusal to frame %s in the browser's log:\n%s", status, log)
+	}
 }
 
 // whereRule is a rule with a where: filter, and whereShown its conditions

@@ -143,8 +143,9 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 		})
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		// Nothing on the page runs or loads anything.
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		// Nothing on the page runs or loads anything. Added to the server's
+		// policy, which forbids framing it, not in its place.
+		w.Header().Add("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := page.Execute(w, v); err != nil {
