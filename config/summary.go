@@ -129,7 +129,7 @@ func (c *Config) RuleTable() string {
 			cooldown = "off"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, state, r.Severity, metric,
-			strings.Join(r.GroupBy, ","), window, r.Threshold, cooldown, whereSummary(r.Where))
+			strings.Join(r.GroupBy, ","), window, r.Threshold, cooldown, WhereSummary(r.Where))
 	}
 	tw.Flush()
 	return b.String()
@@ -139,11 +139,11 @@ func (c *Config) RuleTable() string {
 // which keeps a long allow list from stretching every line of the table.
 const maxShownValues = 4
 
-// whereSummary renders a where: filter in one cell: "-" for none, else its
+// WhereSummary renders a where: filter in one cell: "-" for none, else its
 // conditions joined by "; ", each as its field and its tests:
 // "currency in KRW|USD", "payment_method not gift_card",
-// "amount >= 10000 < 5000000".
-func whereSummary(where []rules.Condition) string {
+// "amount >= 10000 < 5000000". RuleTable and the status page show it.
+func WhereSummary(where []rules.Condition) string {
 	if len(where) == 0 {
 		return "-"
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -75,7 +76,9 @@ type reloader struct {
 	mu      sync.Mutex
 	rules   []rules.Rule
 	current string // version of rules
-	refused bool   // the last reading was refused
+	// last is what the last reading came to: its one home, which the
+	// status page reads (lastReading).
+	last status.Reload
 
 	w         *fsnotify.Watcher // nil until arm, or when it failed
 	names     map[string]bool   // the file names whose events matter
@@ -83,7 +86,10 @@ type reloader struct {
 }
 
 func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts alertRules, log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
+	now := time.Now()
+	// The rules were read from the file just before, at start.
 	r := &reloader{path: path, engine: engine, alerts: alerts, log: log, rules: rs, current: rules.Version(rs),
+		last: status.Reload{File: path, At: now, Why: "start", Result: reloadOK, Since: now},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_rules_reloads_total",
 			Help: "Readings of the rules file after the start, by result: ok (a new set in force), unchanged, invalid or unreadable (the old set runs on).",
@@ -110,6 +116,13 @@ func (r *reloader) inForce() []rules.Rule {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rules
+}
+
+// lastReading is what the last reading of the rules file came to.
+func (r *reloader) lastReading() status.Reload {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
 }
 
 // reload reads the rules file and puts its rules in force if they are
@@ -143,6 +156,7 @@ func (r *reloader) read(why string, counted bool) string {
 			// Its event_fields may be what changed.
 			warnFields(r.log, config.FieldWarnings(r.path, rs, set.EventFields))
 		}
+		r.took(why, reloadUnchanged)
 		return reloadUnchanged
 	}
 	changes := rules.Diff(r.rules, rs)
@@ -157,7 +171,18 @@ func (r *reloader) read(why string, counted bool) string {
 	warnFields(r.log, config.FieldWarnings(r.path, rs, set.EventFields))
 	r.rules, r.current = rs, v
 	r.reloads.WithLabelValues(reloadOK).Inc()
+	r.took(why, reloadOK)
 	return reloadOK
+}
+
+// took records a reading whose rules are in force, which ends a refusal.
+func (r *reloader) took(why, result string) {
+	now := time.Now()
+	since := r.last.Since
+	if result == reloadOK {
+		since = now
+	}
+	r.last = status.Reload{File: r.path, At: now, Why: why, Result: result, Since: since}
 }
 
 // warnFields logs each field the rules name that no event is known to
@@ -174,18 +199,17 @@ func warnFields(log *slog.Logger, ws []config.FieldWarning) {
 func (r *reloader) refuse(result, msg, why string, err error) string {
 	r.log.Error(msg, "file", r.path, "reason", why, "err", err)
 	r.reloads.WithLabelValues(result).Inc()
-	r.refused = true
+	r.last = status.Reload{File: r.path, At: time.Now(), Why: why, Result: result, Err: err.Error(), Since: r.last.Since}
 	return result
 }
 
 // recovery is what a reading that leaves valid rules in force adds to its
 // line when the one before was refused: otherwise the refusal's ERROR would
-// read as the state of things. It clears the refusal.
+// read as the state of things. took then clears the refusal.
 func (r *reloader) recovery() string {
-	if !r.refused {
+	if !r.last.Refused() {
 		return ""
 	}
-	r.refused = false
 	return "; previous edit was refused"
 }
 

@@ -26,15 +26,28 @@ const (
 )
 
 // newHTTPServer is the one way fraudwatch makes an HTTP server: serving
-// h, with every timeout set.
+// h, with every timeout set, and no answer a browser will frame.
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           noFraming(h),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       httpIdleTimeout,
 	}
+}
+
+// noFraming forbids every browser to show h's answers in a frame of another
+// page (clickjacking): the status page, a 404, a Slack click's answer all
+// render in a browser. frame-ancestors is the standard, X-Frame-Options is
+// for browsers that predate it. A handler that sets a policy of its own
+// adds it (Header.Add): a browser enforces every policy it is sent.
+func noFraming(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // newServer serves /metrics, /healthz, /readyz (docs/operations.md, Metrics

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,5 +237,59 @@ func TestCheckEvictionOnEveryMaster(t *testing.T) {
 	out := logs.String()
 	if strings.Count(out, "maxmemory_policy=") != 1 || !strings.Contains(out, "redis_addr="+evicting) {
 		t.Errorf("logged:\n%s\nwant one warning, naming %s", out, evicting)
+	}
+}
+
+// No answer of fraudwatch's HTTP servers may be framed by another page
+// (clickjacking): every one, the status page's, the metrics server's
+// others and its 404, and each of the Slack interactions listener's,
+// forbids it in both the standard's words and the older browsers'.
+func TestNoAnswerCanBeFramed(t *testing.T) {
+	p := newPipeline(t, 1, countRule)
+	const secret = "test-signing-secret"
+	p.cfg.Slack.SigningSecret, p.cfg.Slack.InteractionsListen = secret, "127.0.0.1:0"
+	r := p.start()
+	waitFor(t, 30*time.Second, "ready", func() bool { return r.ready(t) })
+	metrics, clicks := "http://"+r.app.Addr(), "http://"+r.app.InteractionsAddr()
+	// A signed interaction that is no button's: answered 200, acted on not.
+	body, signedHeader := signed(secret, []byte(`{"type":"shortcut"}`), time.Now())
+	tests := []struct {
+		method, url string
+		header      http.Header
+		code        int
+		policy      string // a policy of the handler's own, besides
+	}{
+		{"GET", metrics + "/", nil, 200, "default-src 'none'"},
+		{"GET", metrics + "/metrics", nil, 200, ""},
+		{"GET", metrics + "/healthz", nil, 200, ""},
+		{"GET", metrics + "/readyz", nil, 200, ""},
+		{"GET", metrics + "/nowhere", nil, 404, ""},
+		{"POST", clicks + "/slack/interactions", signedHeader, 200, ""},
+		{"POST", clicks + "/slack/interactions", nil, 401, ""},
+		{"GET", clicks + "/slack/interactions", nil, 405, ""},
+		{"GET", clicks + "/", nil, 404, ""},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequestWithContext(t.Context(), tt.method, tt.url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.header != nil {
+			req.Header = tt.header.Clone()
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		csp := resp.Header.Values("Content-Security-Policy")
+		if resp.StatusCode != tt.code || resp.Header.Get("X-Frame-Options") != "DENY" ||
+			!slices.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s %s: %d, X-Frame-Options %q, Content-Security-Policy %q; want %d, DENY and frame-ancestors 'none'",
+				tt.method, tt.url, resp.StatusCode, resp.Header.Get("X-Frame-Options"), csp, tt.code)
+		}
+		if tt.policy != "" && !slices.ContainsFunc(csp, func(p string) bool { return strings.Contains(p, tt.policy) }) {
+			t.Errorf("%s %s: Content-Security-Policy %q lacks the handler's own %q", tt.method, tt.url, csp, tt.policy)
+		}
 	}
 }

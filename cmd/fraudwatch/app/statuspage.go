@@ -32,6 +32,8 @@ func (s *statusSource) Rules() (string, []rules.Rule) {
 	return rules.Version(rs), rs
 }
 
+func (s *statusSource) Reload() status.Reload { return s.a.rules.lastReading() }
+
 func (s *statusSource) Recent() []dispatch.Settled { return s.a.disp.Recent() }
 
 func (s *statusSource) Silences(ctx context.Context) ([]silence.Silence, error) {

@@ -1,5 +1,6 @@
 // Package status serves fraudwatch's read-only status page: the rules in
-// force and their version, the alerts this process settled last, the
+// force, their version and their where: conditions, what the last reading
+// of the rules file came to, the alerts this process settled last, the
 // silences that run, and the lag of the partitions it holds.
 //
 // The page is rendered on the server with html/template (every value
@@ -12,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"maps"
@@ -19,10 +21,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -36,6 +40,47 @@ type Source interface {
 	Silences(ctx context.Context) ([]silence.Silence, error)
 	// Lag is the lag of each partition this process holds.
 	Lag() []Lag
+	// Reload is what the last reading of the rules file came to.
+	Reload() Reload
+}
+
+// Reload is what the last reading of the rules file came to, as the
+// reloader records it.
+type Reload struct {
+	// File is the rules file; "" when the rules were not read from one,
+	// and nothing reloads them.
+	File string
+	// At is when the file was last read, and Why what prompted it: start,
+	// signal or file changed.
+	At  time.Time
+	Why string
+	// Result is the reading's result, as fraudwatch_rules_reloads_total
+	// counts it: ok, unchanged, invalid or unreadable.
+	Result string
+	// Err says why the reading was refused; "" unless it was.
+	Err string
+	// Since is when the rules in force were put in force.
+	Since time.Time
+}
+
+// Refused says whether the last reading was refused: the rules in force
+// are older than the file.
+func (r Reload) Refused() bool { return r.Err != "" }
+
+// maxErr bounds the error the page shows: a YAML error can quote the file,
+// which may be long. The log has the whole of it.
+const maxErr = 2000
+
+// clip cuts s to maxErr bytes, on a character's boundary, and says so.
+func clip(s string) string {
+	if len(s) <= maxErr {
+		return s
+	}
+	cut := maxErr
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" … (%d more bytes: the log has the whole error)", len(s)-cut)
 }
 
 // Lag is one partition's lag.
@@ -54,6 +99,8 @@ var page = template.Must(template.New("status").Funcs(template.FuncMap{
 	"dur":    alert.FormatDuration,
 	"join":   strings.Join,
 	"fields": func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), ", ") },
+	"where":  config.WhereSummary, // as check's table shows it
+	"clip":   clip,
 }).Parse(pageHTML))
 
 // view is what the template renders.
@@ -61,6 +108,7 @@ type view struct {
 	Now         time.Time
 	Version     string
 	Rules       []rules.Rule
+	Reload      Reload
 	Recent      []dispatch.Settled
 	Silences    []silence.Silence
 	SilencesErr string
@@ -79,6 +127,7 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 		}
 		v := view{Now: time.Now()}
 		v.Version, v.Rules = src.Rules()
+		v.Reload = src.Reload()
 		v.Recent = src.Recent()
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -94,8 +143,9 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 		})
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		// Nothing on the page runs or loads anything.
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		// Nothing on the page runs or loads anything. Added to the server's
+		// policy, which forbids framing it, not in its place.
+		w.Header().Add("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := page.Execute(w, v); err != nil {

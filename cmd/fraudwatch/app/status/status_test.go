@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
@@ -23,6 +24,7 @@ type fakeSource struct {
 	silences []silence.Silence
 	err      error
 	lag      []Lag
+	reload   Reload
 }
 
 func (f *fakeSource) Rules() (string, []rules.Rule) { return f.version, f.rules }
@@ -30,19 +32,23 @@ func (f *fakeSource) Recent() []dispatch.Settled    { return f.recent }
 func (f *fakeSource) Silences(context.Context) ([]silence.Silence, error) {
 	return f.silences, f.err
 }
-func (f *fakeSource) Lag() []Lag { return f.lag }
+func (f *fakeSource) Lag() []Lag     { return f.lag }
+func (f *fakeSource) Reload() Reload { return f.reload }
 
 const hostile = `<script>alert(1)</script>`
 
 func sample() *fakeSource {
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	floor := int64(10_000)
 	return &fakeSource{
+		reload:  Reload{File: "/etc/fraudwatch/rules.yaml", At: at.Add(-time.Hour), Why: "signal", Result: "unchanged", Since: at.Add(-2 * time.Hour)},
 		version: "0cdd29e7d71e",
 		rules: []rules.Rule{
 			{Name: "orders-per-customer", Metric: alert.Count, GroupBy: []string{"customer_id"}, WindowType: alert.Fixed,
 				Window: time.Minute, Threshold: 3, Cooldown: 10 * time.Minute, Severity: alert.SeverityHigh, Mode: alert.ModeAlert, Enabled: true, Evidence: 10},
 			{Name: "cards-per-customer", Metric: alert.Distinct, Field: "card_fingerprint", GroupBy: []string{"customer_id"}, WindowType: alert.Sliding,
-				Window: time.Hour, Threshold: 4, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true},
+				Window: time.Hour, Threshold: 4, Severity: alert.SeverityWarning, Mode: alert.ModeShadow, Enabled: true,
+				Where: []rules.Condition{{Field: "currency", In: []string{"KRW", "USD"}}, {Field: "amount", GTE: &floor}, {Field: "note", NotIn: []string{hostile}}}},
 		},
 		recent: []dispatch.Settled{
 			{At: at, Rule: "orders-per-customer", ID: "orders-per-customer/e3", OrderID: hostile, GroupBy: []string{"customer_id"},
@@ -78,6 +84,13 @@ func TestStatusPage(t *testing.T) {
 	withErr := sample()
 	withErr.silences, withErr.err = nil, errors.New("redis: connection refused")
 	empty := &fakeSource{version: "abc"}
+	refused := sample()
+	refused.reload = Reload{File: "/etc/fraudwatch/rules.yaml", At: time.Date(2026, 12, 1, 9, 45, 0, 0, time.UTC), Why: "file changed",
+		Result: "invalid", Err: `/etc/fraudwatch/rules.yaml: rule "burst": window: "90" is not a duration ` + hostile, Since: refused.reload.Since}
+	long := sample()
+	long.reload = Reload{File: "rules.yaml", At: time.Now(), Why: "signal", Result: "invalid", Err: "x" + strings.Repeat("é", maxErr) + "THE-END"}
+	taken := sample()
+	taken.reload.Result = "ok"
 	tests := []struct {
 		name string
 		src  *fakeSource
@@ -92,7 +105,22 @@ func TestStatusPage(t *testing.T) {
 			"one group by customer_id", "the whole rule", "2026-12-01 10:30:00Z",
 			"&lt;script&gt;alert(1)&lt;/script&gt;",
 			"<td>alerts</td><td class=\"num\">0</td><td class=\"num\">1</td>",
-		}, []string{"<script>", "cust-secret-42", "redis: connection refused"}},
+			// where: as check's table shows it, "-" for none.
+			`<td class="num">10</td><td>-</td></tr>`,
+			`<td>currency in KRW|USD; amount &gt;= 10000; note not &lt;script&gt;alert(1)&lt;/script&gt;</td>`,
+			// The last reading of the rules file, taken.
+			"version 0cdd29e7d71e, since 2026-12-01 07:30:00Z",
+			"/etc/fraudwatch/rules.yaml last read at 2026-12-01 08:30:00Z (signal): taken, it holds the rules in force.",
+		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused"}},
+		{"reload taken", taken, []string{"(signal): taken, its rules are in force."}, []string{"refused"}},
+		{"reload refused", refused, []string{
+			"The last reading of /etc/fraudwatch/rules.yaml, at 2026-12-01 09:45:00Z (file changed), was refused (invalid).",
+			"The rules in force stay the ones below",
+			`<pre class="error">/etc/fraudwatch/rules.yaml: rule &#34;burst&#34;: window: &#34;90&#34; is not a duration &lt;script&gt;alert(1)&lt;/script&gt;</pre>`,
+			"version 0cdd29e7d71e, since 2026-12-01 07:30:00Z",
+		}, []string{"<script>", "taken"}},
+		{"refusal bounded", long, []string{"was refused (invalid)", "é … (2009 more bytes: the log has the whole error)</pre>"}, []string{"THE-END", "\ufffd"}},
+		{"rules not from a file", empty, []string{"The rules were not read from a file: nothing reloads them."}, []string{", since", "last read"}},
 		{"silences unreadable", withErr, []string{"silences could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No silence runs"}},
 		{"nothing yet", empty, []string{"No alert settled since this process started", "No silence runs", "This process holds no partition"}, nil},
 	}
@@ -102,6 +130,9 @@ func TestStatusPage(t *testing.T) {
 			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
 				!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
 				t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+			}
+			if !utf8.ValidString(body) {
+				t.Error("the page is not UTF-8")
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(body, w) {
