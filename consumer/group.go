@@ -82,6 +82,10 @@ type GroupConfig struct {
 	// message whose handling failed (default 100ms to 5s).
 	RetryMin time.Duration
 	RetryMax time.Duration
+	// JoinWarnAfter is how long joins of the group may fail before it is
+	// a WARN (default 30s): until then each failure is INFO, since a
+	// coordinator loading or moving refuses joins for a moment.
+	JoinWarnAfter time.Duration
 	// LagInterval is how often the lag gauge is refreshed from the held
 	// partitions' high-water marks (default 5s), besides after each
 	// message.
@@ -112,6 +116,9 @@ func (c *GroupConfig) setDefaults() {
 	}
 	if c.LagInterval == 0 {
 		c.LagInterval = 5 * time.Second
+	}
+	if c.JoinWarnAfter == 0 {
+		c.JoinWarnAfter = 30 * time.Second
 	}
 }
 
@@ -307,6 +314,7 @@ func (c *Group) Run(ctx context.Context) error {
 	}()
 
 	rs := &runState{stopping: ctx}
+	joins := joinFailures{warnAfter: c.cfg.JoinWarnAfter}
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -314,8 +322,14 @@ func (c *Group) Run(ctx context.Context) error {
 				break
 			}
 			c.setStatus("joining the consumer group failed; retrying")
-			c.log.Warn("joining consumer group failed; retrying", "group", c.cfg.GroupID, "err", err)
+			now := time.Now()
+			level := joins.failed(now)
+			c.log.Log(ctx, level, "joining consumer group failed; retrying", "group", c.cfg.GroupID,
+				"failures", joins.n, "failing_for", now.Sub(joins.since).Round(time.Second), "err", err)
 			continue
+		}
+		if n, lasted, warned := joins.joined(time.Now()); warned {
+			c.log.Info("consumer group joined again", "group", c.cfg.GroupID, "failures", n, "failed_for", lasted.Round(time.Second))
 		}
 		c.startGeneration(work, rs, gen)
 	}
@@ -359,8 +373,11 @@ func (c *Group) groupConfig() kafka.ConsumerGroupConfig {
 		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
 			c.log.Debug("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
 		}),
+		// What kafka-go's group logs as errors (a coordinator loading or
+		// moving, a failed join or heartbeat) ends a generation or fails
+		// a join, which Run says at the level the failure deserves.
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.log.Warn("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
+			c.log.Info("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
 		}),
 	}
 }

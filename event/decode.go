@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -159,6 +160,9 @@ func decode(e *Event, data []byte, text *string, topicType Type) error {
 			m.raw[i], m.at[i] = value, at
 		}
 	}); err != nil {
+		if errors.Is(err, errTooDeep) {
+			return invalid(ReasonTooDeep, "", fmt.Sprintf("value nests deeper than %d levels", MaxDepth))
+		}
 		return invalid(ReasonMalformedJSON, "", "value is not a JSON object")
 	}
 	m.text = text

@@ -205,6 +205,11 @@ func TestDecodeInvalid(t *testing.T) {
 		{name: "top-level string", data: []byte(`"SECRET-1"`), reason: event.ReasonMalformedJSON, secret: "SECRET-1"},
 		{name: "top-level number", data: []byte(`12345`), reason: event.ReasonMalformedJSON, secret: "12345"},
 		{name: "top-level null", data: []byte(`null`), reason: event.ReasonMalformedJSON},
+		// docs/events.md: past MaxDepth levels (the object is the first), in any field.
+		{name: "an ignored field nested past the bound", data: with(t, "extra", raw(nested(event.MaxDepth))), reason: event.ReasonTooDeep},
+		{name: "objects nested past the bound", data: with(t, "extra", raw(strings.Repeat(`{"a":`, event.MaxDepth)+"1"+strings.Repeat("}", event.MaxDepth))), reason: event.ReasonTooDeep},
+		{name: "nested past the bound and never closed", data: []byte(`{"extra":` + strings.Repeat("[", event.MaxDepth)), reason: event.ReasonTooDeep},
+		{name: "nested within the bound but broken", data: []byte(`{"extra":` + strings.Repeat("[", 100) + `}`), reason: event.ReasonMalformedJSON},
 		{name: "invalid UTF-8 in a string", data: []byte("{\"event_id\":\"SECRET-1\xff\",\"order_id\":\"o\",\"customer_id\":\"c\",\"amount\":1}"), reason: event.ReasonInvalidUTF8, secret: "SECRET-1"},
 		{name: "invalid UTF-8 outside JSON", data: []byte("\xc3\x28"), reason: event.ReasonInvalidUTF8},
 		{name: "event_id 129 bytes", data: with(t, "event_id", "SECRET"+strings.Repeat("x", 123)), reason: event.ReasonInvalidEventID, field: "event_id", secret: "SECRET"},
@@ -300,6 +305,16 @@ func TestDecodeInvalid(t *testing.T) {
 				t.Errorf("Reason %q is not listed in event.Reasons", ie.Reason)
 			}
 		})
+	}
+}
+
+// nested is an array n levels deep.
+func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+// A message nested MaxDepth levels deep, the object included, is an event.
+func TestDepthWithinTheBound(t *testing.T) {
+	if _, err := event.Decode(with(t, "extra", raw(nested(event.MaxDepth-1))), event.Order); err != nil {
+		t.Fatalf("Decode of %d levels: %v", event.MaxDepth, err)
 	}
 }
 

@@ -15,6 +15,7 @@ const (
 	ReasonOversized      Reason = "oversized"
 	ReasonInvalidUTF8    Reason = "invalid_utf8"
 	ReasonMalformedJSON  Reason = "malformed_json"
+	ReasonTooDeep        Reason = "too_deep"
 	ReasonMissingField   Reason = "missing_field"
 	ReasonWrongType      Reason = "wrong_type"
 	ReasonInvalidEventID Reason = "invalid_event_id"
@@ -30,7 +31,7 @@ const (
 
 // Reasons lists every reason an event can be invalid for.
 var Reasons = []Reason{
-	ReasonOversized, ReasonInvalidUTF8, ReasonMalformedJSON, ReasonMissingField,
+	ReasonOversized, ReasonInvalidUTF8, ReasonMalformedJSON, ReasonTooDeep, ReasonMissingField,
 	ReasonWrongType, ReasonInvalidEventID, ReasonInvalidType, ReasonTypeMismatch,
 	ReasonInvalidAmount, ReasonInvalidTime, ReasonInvalidCurr, ReasonUnprocessable,
 }

@@ -32,6 +32,24 @@ var scanOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontex
 
 var errNotObject = errors.New("not a JSON object")
 
+// MaxDepth is how deep a message's values may nest: jsontext's own bound,
+// past which it stops reading (the object itself is the first level).
+const MaxDepth = 10000
+
+// errTooDeep is the error jsontext gives past MaxDepth. It does not export
+// it, so it is taken from the decoder itself, once: a message nested that
+// deep is refused for its depth, not as JSON that is not an object.
+var errTooDeep = func() error {
+	dec := jsontext.NewDecoder(bytes.NewReader(bytes.Repeat([]byte{'['}, MaxDepth+1)))
+	_, err := dec.ReadValue()
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && se.Err != nil {
+		return se.Err
+	}
+	// Never matched: TestDepth fails, and such messages read as malformed.
+	return errors.New("event: jsontext gave no depth error")
+}()
+
 // eachMember calls fn with the name and the raw value of each member of
 // the JSON object data, in order, and the value's offset in data. The
 // value is a span of data; so is the

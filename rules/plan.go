@@ -131,7 +131,10 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		}
 		refund := ev.Type == event.Refund
 		id := lua.IDOf(ev.EventID)
-		at := int64(-1) // the event's time, once a rule needs it
+		// Taken for every event, whatever its rules: an event from the
+		// future is counted even where only fixed windows (processing
+		// time) are in force, since it says a producer's clock is off.
+		at := e.eventTime(ev)
 		for k := range rs {
 			r, t := &rs[k], &p.tally[k]
 			if !r.Enabled {
@@ -160,9 +163,6 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 				ch.Value = lua.ValueOf(v)
 			}
 			if k == sliding || k == distinct {
-				if at < 0 {
-					at = e.eventTime(ev)
-				}
 				ch.At = at
 			}
 			p.event = append(p.event, planned{k, r, p.keys.Group(values), ch})
@@ -235,7 +235,8 @@ func (p *plan) addEvent(src string, event int) {
 
 // eventTime is the time the sliding and distinct windows count an event
 // at, in milliseconds since 1970: its occurred_at, else its Kafka record's
-// time, else now; never more than MaxFuture ahead of now.
+// time, else now; never more than MaxFuture ahead of now (a time further
+// ahead is counted in fraudwatch_events_future_total).
 func (e *Engine) eventTime(ev *event.Event) int64 {
 	t := ev.OccurredAt
 	if t.IsZero() {

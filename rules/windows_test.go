@@ -380,3 +380,33 @@ func TestSlidingTimeFallsBackToProcessingTime(t *testing.T) {
 		t.Errorf("crossed at %v, want the time it was processed, %v", at, testNow)
 	}
 }
+
+// fraudwatch_events_future_total counts each event from more than a
+// minute ahead once, whatever kinds of rules are in force: with fixed
+// rules alone (processing time, where the time changes nothing) the
+// producer's clock is just as wrong, and several sliding rules that take
+// the event's time count it once, not once a rule.
+func TestEventsFromTheFutureAreCountedOnceWhateverTheRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		rules []rules.Rule
+	}{
+		{"a fixed count rule", []rules.Rule{rule("c", alert.Count, 3, "customer_id")}},
+		{"a fixed amount rule, and a refund", []rules.Rule{rule("a", alert.Amount, 1000, "customer_id")}},
+		{"two sliding rules", []rules.Rule{slidingRule("s1", alert.Count, 3, "customer_id"), slidingRule("s2", alert.Amount, 1000, "customer_id")}},
+		{"a sliding and a fixed rule", []rules.Rule{slidingRule("s", alert.Count, 3, "customer_id"), rule("c", alert.Count, 3, "customer_id")}},
+		{"a rule whose group_by the events lack", []rules.Rule{rule("c", alert.Count, 3, "card_fingerprint")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.rules...)
+			future := atTime(t, testNow.Add(2*time.Minute), "amount", 10)
+			refund := ev(t, event.Refund, "order_id", "o-r", "event_id", "refund-future", "amount", 5,
+				"occurred_at", testNow.Add(time.Hour).Format(time.RFC3339))
+			h.handle(future, atTime(t, testNow.Add(-time.Second)), refund, atTime(t, testNow.Add(time.Minute)))
+			if n := h.metric("fraudwatch_events_future_total", "", ""); n != 2 {
+				t.Errorf("future = %v, want 2 (an order and a refund more than a minute ahead, once each)", n)
+			}
+		})
+	}
+}
