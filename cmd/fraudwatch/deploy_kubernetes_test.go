@@ -17,15 +17,17 @@ import (
 )
 
 // deploy/kubernetes (docs/operations.md, Deploy): a base that needs nothing but
-// Kubernetes, and an overlay that adds the Prometheus Operator's objects.
+// Kubernetes, an overlay that adds the Prometheus Operator's objects, and a
+// component, off by default, that exposes the Slack interactions listener.
 var (
-	kubeBase     = filepath.Join(deployDir, "kubernetes", "base")
-	kubeOperator = filepath.Join(deployDir, "kubernetes", "prometheus-operator")
+	kubeBase         = filepath.Join(deployDir, "kubernetes", "base")
+	kubeOperator     = filepath.Join(deployDir, "kubernetes", "prometheus-operator")
+	kubeInteractions = filepath.Join(deployDir, "kubernetes", "slack-interactions")
 )
 
-// builtinAPIs are the APIs of Kubernetes itself that the base uses: a
-// cluster without any CRD serves them.
-var builtinAPIs = []string{"v1", "apps/v1", "policy/v1"}
+// builtinAPIs are the APIs of Kubernetes itself that the base and the
+// component use: a cluster without any CRD serves them.
+var builtinAPIs = []string{"v1", "apps/v1", "policy/v1", "networking.k8s.io/v1"}
 
 // manifest is the part of a Kubernetes object the checks read.
 type manifest struct {
@@ -42,13 +44,30 @@ type manifest struct {
 
 // kustomization is the part of a kustomization.yaml the checks read.
 type kustomization struct {
-	Namespace string
-	Labels    []struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string
+	Namespace  string
+	Labels     []struct {
 		Pairs            map[string]string
 		IncludeSelectors bool `yaml:"includeSelectors"`
 	}
-	Resources []string
-	Images    []struct{ Name string }
+	Resources  []string
+	Components []string
+	Patches    []struct {
+		Path   string
+		Target struct{ Kind, Name string }
+	}
+	Images []struct{ Name string }
+}
+
+// files are the files of its directory a kustomization names: its
+// resources and its patches.
+func (k kustomization) files() []string {
+	out := slices.Clone(k.Resources)
+	for _, p := range k.Patches {
+		out = append(out, p.Path)
+	}
+	return out
 }
 
 // loadKustomization reads dir's kustomization and the objects of every
@@ -101,19 +120,31 @@ func byKind(t *testing.T, objs []manifest) map[string]manifest {
 	return out
 }
 
-// The layout: the base holds the five objects of Kubernetes's own APIs; the
+// The layout: the base holds the six objects of Kubernetes's own APIs; the
 // overlay is the base and exactly the ServiceMonitor and PrometheusRule, in
-// the same namespace with the same labels; no manifest is left unlisted; and
+// the same namespace with the same labels; the interactions component is a
+// kustomize Component of Kubernetes's own APIs, which the base names (in a
+// comment: off by default); no manifest is left unlisted; and
 // docs/operations.md (Deploy) says which to apply.
 func TestKubernetesLayout(t *testing.T) {
 	base, baseObjs := loadKustomization(t, kubeBase)
 	kinds := slices.Sorted(maps.Keys(byKind(t, baseObjs)))
-	if want := []string{"ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Service"}; !slices.Equal(kinds, want) {
+	if want := []string{"ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget", "Service"}; !slices.Equal(kinds, want) {
 		t.Errorf("the base holds %q, want %q", kinds, want)
 	}
-	for _, m := range baseObjs {
+	comp, compObjs := loadKustomization(t, kubeInteractions)
+	if comp.APIVersion != "kustomize.config.k8s.io/v1alpha1" || comp.Kind != "Component" {
+		t.Errorf("slack-interactions is a %s %s, want a kustomize.config.k8s.io/v1alpha1 Component (added to a kustomization, not applied alone)", comp.APIVersion, comp.Kind)
+	}
+	if len(base.Components) > 0 {
+		t.Errorf("the base's components %q: the interactions listener is exposed only when asked for", base.Components)
+	}
+	if text, err := os.ReadFile(filepath.Join(kubeBase, "kustomization.yaml")); err != nil || !strings.Contains(string(text), "#   - ../slack-interactions\n") {
+		t.Errorf("the base's kustomization.yaml does not show the line that turns on ../slack-interactions (%v)", err)
+	}
+	for _, m := range append(slices.Clone(baseObjs), compObjs...) {
 		if !slices.Contains(builtinAPIs, m.APIVersion) {
-			t.Errorf("%s: the base's %s is %s, not an API of Kubernetes itself (%q): it would need a CRD", m.File, m.Kind, m.APIVersion, builtinAPIs)
+			t.Errorf("%s: %s is %s, not an API of Kubernetes itself (%q): it would need a CRD", m.File, m.Kind, m.APIVersion, builtinAPIs)
 		}
 	}
 
@@ -141,27 +172,24 @@ func TestKubernetesLayout(t *testing.T) {
 	if b, o := mustJSON(t, base.Labels), mustJSON(t, op.Labels); op.Namespace != base.Namespace || b != o {
 		t.Errorf("the overlay's namespace %q and labels %s differ from the base's %q and %s", op.Namespace, o, base.Namespace, b)
 	}
-	for _, dir := range []string{kubeBase, kubeOperator} {
-		k := base
-		if dir == kubeOperator {
-			k = op
-		}
+	for dir, k := range map[string]kustomization{kubeBase: base, kubeOperator: op, kubeInteractions: comp} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range files {
-			if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(k.Resources, name) {
+			if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(k.files(), name) {
 				t.Errorf("%s is in no kustomization: nothing applies it", f)
 			}
 		}
 	}
 	if stray, _ := filepath.Glob(filepath.Join(deployDir, "kubernetes", "*.yaml")); len(stray) > 0 {
-		t.Errorf("%q outside base and prometheus-operator: nothing applies them", stray)
+		t.Errorf("%q outside base, prometheus-operator and slack-interactions: nothing applies them", stray)
 	}
 
 	deploy := docSection(t, "docs/operations.md", "## Deploy")
-	for _, want := range []string{"kubectl apply -k deploy/kubernetes/base", "kubectl apply -k deploy/kubernetes/prometheus-operator", "CRDs"} {
+	for _, want := range []string{"kubectl apply -k deploy/kubernetes/base", "kubectl apply -k deploy/kubernetes/prometheus-operator", "CRDs",
+		"deploy/kubernetes/slack-interactions", "components:"} {
 		if !strings.Contains(deploy, want) {
 			t.Errorf("docs/operations.md's Deploy does not say %q", want)
 		}

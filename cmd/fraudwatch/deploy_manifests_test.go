@@ -25,6 +25,7 @@ type deployment struct {
 				ConfigMap struct{ Name string } `yaml:"configMap"`
 			}
 			Containers []struct {
+				Name  string
 				Image string
 				Args  []string
 				Ports []struct {
@@ -85,14 +86,9 @@ func TestKubernetesManifests(t *testing.T) {
 	kust, list := loadKustomization(t, kubeBase)
 	objs := byKind(t, list)
 	cm := objs["ConfigMap"]
-	root := t.TempDir()
-	for name, content := range cm.Data {
-		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkConfig(t, filepath.Join(root, "fraudwatch.yaml"))
-	checkMetricsListen(t, filepath.Join(root, "fraudwatch.yaml"))
+	configPath := mountConfigMap(t, cm)
+	checkConfig(t, configPath)
+	checkMetricsListen(t, configPath)
 
 	d := baseDeployment(t, objs)
 	if d.Replicas != 3 || !d.Template.Spec.SecurityContext.RunAsNonRoot {
@@ -176,10 +172,24 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 }
 
+// mountConfigMap writes the ConfigMap's files into a directory, as the pod
+// mounts them, and returns the path of its fraudwatch.yaml.
+func mountConfigMap(t *testing.T, cm manifest) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range cm.Data {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(root, "fraudwatch.yaml")
+}
+
 // The secrets, each by reference and optional, so that a Deployment without
 // them starts with alerts to the log. The kubectl lines of docs/operations.md
-// (Deploy) create only keys the Deployment reads, and show both of Slack's (a
-// webhook URL or a bot token); the page names the variable each comes in as.
+// (Deploy) create only keys the Deployment reads (with the interactions
+// component, its signing secret too), and show both of Slack's (a webhook
+// URL or a bot token); the page names the variable each comes in as.
 func TestKubernetesSecrets(t *testing.T) {
 	_, list := loadKustomization(t, kubeBase)
 	c := baseDeployment(t, byKind(t, list)).Template.Spec.Containers[0]
@@ -201,13 +211,21 @@ func TestKubernetesSecrets(t *testing.T) {
 	if !maps.Equal(secrets, want) {
 		t.Errorf("secrets %v, want %v", secrets, want)
 	}
+	read := slices.Collect(maps.Values(secrets))
+	for _, e := range interactionsPatch(t).Template.Spec.Containers[0].Env {
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "fraudwatch-secrets" {
+			read = append(read, ref.Key)
+		}
+	}
 	deploy := docSection(t, "docs/operations.md", "## Deploy")
 	var created []string
-	for _, m := range regexp.MustCompile(`create secret generic fraudwatch-secrets --from-literal=([a-z-]+)=`).FindAllStringSubmatch(deploy, -1) {
-		created = append(created, m[1])
+	for _, line := range regexp.MustCompile(`create secret generic fraudwatch-secrets( --from-literal=\S+)+`).FindAllString(deploy, -1) {
+		for _, m := range regexp.MustCompile(`--from-literal=([a-z-]+)=`).FindAllStringSubmatch(line, -1) {
+			created = append(created, m[1])
+		}
 	}
 	for _, key := range created {
-		if !slices.Contains(slices.Collect(maps.Values(secrets)), key) {
+		if !slices.Contains(read, key) {
 			t.Errorf("docs/operations.md's kubectl line creates the key %s, which the Deployment does not read", key)
 		}
 	}
