@@ -47,10 +47,10 @@ func TestOrdersOfAbortedTransactionsAreNotCounted(t *testing.T) {
 	p.Transaction(false, orders("aborted-", "c1", 90)...)
 	p.Transaction(true, orders("committed-", "c1", 10)...)
 
-	end := endOffset(t, e, e.orders, 0)
-	if end != 102 { // 100 orders and 2 markers
-		t.Fatalf("end offset %d, want 102", end)
-	}
+	// 100 orders and 2 markers. The coordinator writes a transaction's
+	// marker after it has answered the commit or abort: wait for it.
+	const end = 102
+	waitFor(t, 20*time.Second, "both markers in the log", func() bool { return endOffset(t, e, e.orders, 0) == end })
 	waitFor(t, 20*time.Second, "the committed offset at the partition's end", func() bool {
 		return committed(t, e, e.orders, 0) == end
 	})
