@@ -63,12 +63,20 @@ type GroupConfig struct {
 	HeartbeatInterval time.Duration
 	RebalanceTimeout  time.Duration
 
-	// MaxMessageBytes sizes fetches (default 4 MiB); FetchMaxWait is how
-	// long the broker may hold a fetch while a partition has nothing new
-	// (default 500ms, Kafka's own default): an answer comes as soon as a
-	// record does, and the wait costs nothing at a rebalance or shutdown,
-	// which abandon the fetch.
+	// MaxMessageBytes is the largest message the group must read (default
+	// 4 MiB). FetchMaxBytes is what one fetch of a partition asks for
+	// (default 128 KiB, about a batch of 500 events): a record batch
+	// larger than it still comes whole (fetch v3 and later), so it bounds
+	// memory, not messages. Each partition holds up to two fetches' worth
+	// (one handed over, one in flight): fetches of 4 MiB, three a
+	// partition, held 512 MiB in a backlog of 16 partitions
+	// (docs/performance.md). FetchMaxWait is
+	// how long the broker may hold a fetch while a partition has nothing
+	// new (default 500ms, Kafka's own default): an answer comes as soon as
+	// a record does, and the wait costs nothing at a rebalance or
+	// shutdown, which abandon the fetch.
 	MaxMessageBytes int
+	FetchMaxBytes   int
 	FetchMaxWait    time.Duration
 	// BatchSize bounds the messages of a partition handed over at once
 	// (default 500); BatchLinger is how long a batch waits for more once it
@@ -95,6 +103,9 @@ type GroupConfig struct {
 func (c *GroupConfig) setDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 4 << 20
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = 128 << 10
 	}
 	if c.FetchMaxWait == 0 {
 		c.FetchMaxWait = 500 * time.Millisecond
@@ -141,8 +152,8 @@ func (c *GroupConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is not set", s.name))
 		}
 	}
-	if c.MaxMessageBytes < 1 || c.BatchSize < 1 || c.BatchLinger < 0 || c.FetchMaxWait < time.Millisecond {
-		errs = append(errs, errors.New("max message bytes, batch size and fetch max wait (at least 1ms) must be positive, batch linger not negative"))
+	if c.MaxMessageBytes < 1 || c.FetchMaxBytes < 1 || c.BatchSize < 1 || c.BatchLinger < 0 || c.FetchMaxWait < time.Millisecond {
+		errs = append(errs, errors.New("max message bytes, fetch max bytes, batch size and fetch max wait (at least 1ms) must be positive, batch linger not negative"))
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, errors.New("retry backoff must satisfy 0 < min <= max"))

@@ -26,7 +26,8 @@ type chunk struct {
 }
 
 // partitionReader reads one partition, read committed, one fetch ahead of
-// the loop that handles its messages.
+// the loop that handles its messages: the next fetch is in flight while
+// the loop handles the last, which waits, unbuffered, until it is taken.
 type partitionReader struct {
 	g         *Group
 	topic     string
@@ -46,7 +47,7 @@ func (c *Group) newPartitionReader(ctx context.Context, topic string, partition 
 	ctx, cancel := context.WithCancel(ctx)
 	r := &partitionReader{
 		g: c, topic: topic, partition: partition, log: log,
-		chunks: make(chan chunk, 1), cancel: cancel, done: make(chan struct{}),
+		chunks: make(chan chunk), cancel: cancel, done: make(chan struct{}),
 	}
 	go r.run(ctx, offset)
 	return r
@@ -102,7 +103,7 @@ func (r *partitionReader) fetchOnce(ctx context.Context, offset int64) (Fetched,
 	defer cancel()
 	return FetchCommitted(ctx, r.g.transport, kafka.TCP(r.g.cfg.Brokers...), FetchRequest{
 		Topic: r.topic, Partition: r.partition, Offset: offset,
-		MaxBytes: r.g.cfg.MaxMessageBytes, MaxWait: r.g.cfg.FetchMaxWait,
+		MaxBytes: r.g.cfg.FetchMaxBytes, MaxWait: r.g.cfg.FetchMaxWait,
 	})
 }
 

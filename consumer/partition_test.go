@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,5 +136,28 @@ func TestAStartOffsetIsAskedAgain(t *testing.T) {
 		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
 			t.Errorf("logged %s", line)
 		}
+	}
+}
+
+// A fetch asks for FetchMaxBytes, which bounds memory and not messages: a
+// message (and its batch) larger than it still comes whole, valid or too
+// large for MaxEventBytes, and the partition moves on past it.
+func TestMessagesLargerThanAFetchAreRead(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := newRecorder()
+	cfg := e.config()
+	cfg.FetchMaxBytes = 1024
+	cfg.MaxEventBytes = 16 << 10
+	start(t, cfg, rec)
+	pad := strings.Repeat("x", 8<<10)
+	big := fmt.Appendf(nil, `{"event_id":"big","order_id":"o-big","customer_id":"c1","amount":1,"note":%q}`, pad)
+	huge := fmt.Appendf(nil, `{"event_id":"huge","note":%q}`, pad+pad)
+	e.cluster.ProduceTo(t, e.orders, 0, order("e1", "c1", 100), big, huge, order("e2", "c1", 100))
+	waitFor(t, 30*time.Second, "all four read", func() bool { return committed(t, e, e.orders, 0) == 4 })
+	if got := rec.ids(); !slices.Equal(got, []string{"e1", "big", "e2"}) {
+		t.Fatalf("handed over %v, want e1, big, e2 (huge dead-lettered)", got)
+	}
+	if n := endOffset(t, e, e.dlq, 0); n != 1 {
+		t.Fatalf("%d dead letters, want the one over MaxEventBytes", n)
 	}
 }
