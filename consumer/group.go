@@ -70,11 +70,10 @@ type GroupConfig struct {
 	// memory, not messages. Each partition holds up to two fetches' worth
 	// (one handed over, one in flight): fetches of 4 MiB, three a
 	// partition, held 512 MiB in a backlog of 16 partitions
-	// (docs/performance.md). FetchMaxWait is
-	// how long the broker may hold a fetch while a partition has nothing
-	// new (default 500ms, Kafka's own default): an answer comes as soon as
-	// a record does, and the wait costs nothing at a rebalance or
-	// shutdown, which abandon the fetch.
+	// (docs/performance.md). FetchMaxWait is how long the broker may hold a
+	// fetch while a partition has nothing new (default 500ms, Kafka's own
+	// default): an answer comes as soon as a record does, and the wait
+	// costs nothing at a rebalance or shutdown, which abandon the fetch.
 	MaxMessageBytes int
 	FetchMaxBytes   int
 	FetchMaxWait    time.Duration
