@@ -238,10 +238,19 @@ func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback
 }
 
 // buttons are an alert's actions: snooze its group for each of snoozes,
-// and acknowledge it. Nil when the alert cannot name its group.
+// and acknowledge it. Nil when the alert cannot name its group. A Snooze
+// shows the group's values in its silence only when they are whole:
+// values cut for display ("…") no longer make the group, and a silence
+// refuses values that do not.
 func buttons(rule, group, identity string, match map[string]string) slack.Block {
 	if group == "" {
 		return nil
+	}
+	for _, v := range match {
+		if strings.HasSuffix(v, "…") {
+			match = nil
+			break
+		}
 	}
 	var elems []slack.BlockElement
 	for _, d := range snoozes {

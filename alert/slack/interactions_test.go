@@ -193,6 +193,11 @@ func TestButtons(t *testing.T) {
 	if buttons("burst", "~abc", "x", long) == nil {
 		t.Error("a long group lost its buttons")
 	}
+	// Values cut for display do not make their group: a snooze shows none.
+	cut, ok := buttons("burst", "~abc", "x", map[string]string{"address": "12 Long Road…"}).(*slack.ActionBlock)
+	if !ok || strings.Contains(cut.Elements.ElementSet[0].(*slack.ButtonBlockElement).Value, "Long Road") {
+		t.Errorf("a snooze shows values cut for display: %+v", cut)
+	}
 }
 
 // A signed click spelled again (its signature's hex in upper or mixed

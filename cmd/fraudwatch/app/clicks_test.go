@@ -77,8 +77,15 @@ func newClickEnv(t *testing.T) *clickEnv {
 // customer, signed at stamp; the button's value is as alert/slack makes it.
 func (e *clickEnv) snoozeClick(t *testing.T, customer string, stamp time.Time) (body string, header http.Header) {
 	t.Helper()
+	return e.snoozeShowing(t, customer, customer, stamp)
+}
+
+// snoozeShowing is snoozeClick for customer's group whose value shows
+// shown.
+func (e *clickEnv) snoozeShowing(t *testing.T, customer, shown string, stamp time.Time) (body string, header http.Header) {
+	t.Helper()
 	value, _ := json.Marshal(map[string]any{"r": "burst", "g": e.keys.Group([]string{customer}).Encoding(),
-		"m": map[string]string{"customer_id": customer}, "s": "1h0m0s"})
+		"m": map[string]string{"customer_id": shown}, "s": "1h0m0s"})
 	payload, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "user": map[string]string{"id": "U42"}, "response_url": e.respond,
 		"actions": []map[string]string{{"action_id": "fraudwatch_snooze", "block_id": "fraudwatch_actions", "type": "button", "value": string(value)}},
@@ -179,5 +186,26 @@ func TestRefusedSnoozeLogsNoGroupValue(t *testing.T) {
 	}
 	if list, _ := e.store.List(t.Context(), time.Now()); len(list) != 0 {
 		t.Errorf("the refused snooze is listed: %+v", list)
+	}
+}
+
+// A Snooze whose shown values are not its group's (a button carrying one
+// customer's values over another's group) is refused: no silence, and
+// the message says why.
+func TestSnoozeOfAnotherGroupsValuesIsRefused(t *testing.T) {
+	e := newClickEnv(t)
+	if code := e.send(e.snoozeShowing(t, "victim", "mallory", time.Now())); code != http.StatusOK {
+		t.Fatalf("the click: %d", code)
+	}
+	if list, err := e.store.List(t.Context(), time.Now()); err != nil || len(list) != 0 {
+		t.Fatalf("silences %+v, %v; want none", list, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.updates) != 1 || !strings.Contains(e.updates[0], "do not make the group it silences") {
+		t.Errorf("the message became %q", e.updates)
+	}
+	if strings.Contains(e.logs.String(), "victim") || strings.Contains(e.logs.String(), "mallory") {
+		t.Errorf("the log holds a group's value:\n%s", e.logs.String())
 	}
 }
