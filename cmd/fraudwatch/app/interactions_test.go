@@ -43,7 +43,8 @@ func newFakeSlackAPI(t *testing.T) *fakeSlackAPI {
 				return
 			}
 			f.posts = append(f.posts, form.Get("blocks"))
-			fmt.Fprint(w, `{"ok":true,"channel":"C1","ts":"1.1"}`)
+			// Each post a ts of its own, as Slack's: what a receipt keeps.
+			fmt.Fprintf(w, `{"ok":true,"channel":"C1","ts":"1700000000.%06d"}`, len(f.posts))
 		case "/response":
 			f.updates = append(f.updates, string(body))
 		default:
@@ -144,6 +145,13 @@ rules:
 	if len(list) != 1 || list[0].Rule != "burst" || list[0].Reason != "snoozed from Slack" || list[0].Author != "slack:U42" ||
 		(list[0].Ends.Sub(list[0].Created)-time.Hour).Abs() > time.Second { // created is shown to the second
 		t.Fatalf("silences %+v, want burst's group snoozed from Slack by slack:U42 for 1 h", list)
+	}
+	// The alert's record for Slack keeps the post's receipt.
+	g := p.keys.Group([]string{"c"})
+	recordKey := p.keys.Record(g, "burst", "a2", "slack")
+	rec, err := scripts.Record(t.Context(), recordKey, "")
+	if err != nil || rec.State != "sent" || rec.Receipt != `{"channel":"C1","ts":"1700000000.000001"}` {
+		t.Fatalf("the alert's record %+v, %v; want it sent, with the post's channel and ts", rec, err)
 	}
 	// Acknowledge goes to the history, naming the group by the same ref.
 	if code := click(secret, 2); code != http.StatusOK {
