@@ -268,6 +268,46 @@ func TestClaimReadsRecordsOfTheVersionBefore(t *testing.T) {
 	}
 }
 
+// An acknowledgement goes into the alert's record, by Redis's clock; the
+// first stays; an alert without a record is ErrNoRecord.
+func TestAcknowledgeAlert(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	ctx := t.Context()
+	c := testClaim(prefix+":{t}:cd", prefix+":{t}:rec", "r/e1", time.Hour)
+	if _, err := s.AcknowledgeAlert(ctx, c.RecordKey, "slack:U1"); !errors.Is(err, ErrNoRecord) {
+		t.Fatalf("ack of no record = %v, want ErrNoRecord", err)
+	}
+	if rdb.Exists(ctx, c.RecordKey).Val() != 0 {
+		t.Fatal("an ack of no record wrote one")
+	}
+	if _, err := s.ClaimAlert(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := settleOne(ctx, s, c.CooldownKey, c.RecordKey, c.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	ttl := rdb.TTL(ctx, c.RecordKey).Val()
+	before := time.Now()
+	ack, err := s.AcknowledgeAlert(ctx, c.RecordKey, "slack:U1")
+	if err != nil || ack.By != "slack:U1" || ack.Before || ack.At.Before(before.Add(-time.Minute)) || ack.At.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("ack = %+v, %v", ack, err)
+	}
+	again, err := s.AcknowledgeAlert(ctx, c.RecordKey, "slack:U2")
+	if err != nil || again.By != "slack:U1" || !again.Before || !again.At.Equal(ack.At) {
+		t.Fatalf("second ack = %+v, %v; want the first, before", again, err)
+	}
+	rec, err := s.Record(ctx, c.RecordKey, c.LegacyKey)
+	if err != nil || rec.State != "sent" || rec.AckedBy != "slack:U1" || !rec.AckedAt.Equal(ack.At) {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if got := rdb.TTL(ctx, c.RecordKey).Val(); got > ttl || got < ttl-time.Minute {
+		t.Errorf("TTL %v after the ack, %v before: want it kept", got, ttl)
+	}
+	if _, err := s.AcknowledgeAlert(ctx, c.RecordKey, ""); !errors.Is(err, ErrInvalidArguments) {
+		t.Errorf("ack by nobody = %v, want ErrInvalidArguments", err)
+	}
+}
+
 func TestAlertScriptsRejectBadArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
@@ -297,6 +337,7 @@ func TestAlertScriptsRejectBadArguments(t *testing.T) {
 		{alertSettle, AlertSettleName, 2, []any{"a", "sent", 3600, "c"}},
 		{alertSettle, AlertSettleName, 2, []any{"a", "parked", 3600, "c", "r"}},
 		{alertSettle, AlertSettleName, 3, []any{"a", "sent", 3600, "c", ""}},
+		{alertAck, AlertAckName, 2, []any{"who"}},
 	} {
 		if _, err := s.single(ctx, tc.script, tc.name, keys[:tc.keys], tc.args...); !errors.Is(err, ErrInvalidArguments) {
 			t.Errorf("%s %v: err = %v, want ErrInvalidArguments", tc.name, tc.args, err)

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -245,6 +246,12 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 			}
 			if got := rdb.HGet(ctx, p+":rec", "state").Val(); got != "sent" {
 				t.Fatalf("the record holds %q, want it replaced by sent", got)
+			}
+		}},
+		{"alert_ack, the record", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":rec")
+			if _, err := s.AcknowledgeAlert(ctx, p+":rec", "slack:U1"); !errors.Is(err, ErrNoRecord) {
+				t.Fatalf("ack = %v; want ErrNoRecord", err)
 			}
 		}},
 		{"alert_claim, the cooldown", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {

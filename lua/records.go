@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // An alert's record for one receiver (Keys.Record) is a hash that
-// alert_claim and alert_settle write: its state, who claimed it, and the
-// receiver's receipt. Record reads it.
+// alert_claim, alert_settle and alert_ack write: its state, who claimed it,
+// the receiver's receipt, and who acknowledged it. Record reads it.
 
 // Record is an alert's record for one receiver.
 type Record struct {
@@ -23,6 +25,9 @@ type Record struct {
 	// Receipt is what the receiver gave back for the message that carried
 	// it, as the dispatcher wrote it; "" for none.
 	Receipt string
+	// AckedBy acknowledged it at AckedAt; "" if no one did.
+	AckedBy string
+	AckedAt time.Time
 	// Legacy is true when the record is one a version before records per
 	// receiver wrote: its state alone.
 	Legacy bool
@@ -42,12 +47,58 @@ func (s *Scripts) Record(ctx context.Context, recordKey, legacyKey string) (Reco
 		return Record{}, fmt.Errorf("lua: read an alert's record: %w", err)
 	}
 	if f := h.Val(); len(f) > 0 {
-		return Record{State: f["state"], Claimant: f["claimant"], Receipt: f["receipt"]}, nil
+		r := Record{State: f["state"], Claimant: f["claimant"], Receipt: f["receipt"], AckedBy: f["acked_by"]}
+		if ms, err := strconv.ParseInt(f["acked_at"], 10, 64); err == nil {
+			r.AckedAt = time.UnixMilli(ms)
+		}
+		return r, nil
 	}
 	if old != nil && old.Err() == nil {
 		return Record{State: old.Val(), Legacy: true}, nil
 	}
 	return Record{}, nil
+}
+
+// Ack is an acknowledgement as an alert's record keeps it.
+type Ack struct {
+	By string
+	At time.Time
+	// Before is true when the alert was acknowledged before (By, at At):
+	// the first acknowledgement stays.
+	Before bool
+}
+
+// ErrNoRecord is AcknowledgeAlert's answer for an alert with no record for
+// the receiver: never claimed for it, or its record ended (Retention).
+var ErrNoRecord = errors.New("no record of the alert")
+
+// AcknowledgeAlert records that who acknowledged the alert whose record
+// for one receiver is recordKey (alert_ack), by Redis's clock; an alert
+// acknowledged before keeps its first acknowledgement, which it returns.
+func (s *Scripts) AcknowledgeAlert(ctx context.Context, recordKey, who string) (Ack, error) {
+	v, err := alertAck.Run(ctx, s.rdb, []string{recordKey}, who).Result()
+	if err != nil {
+		return Ack{}, s.redisError(ctx, AlertAckName, err)
+	}
+	if n, ok := v.(int64); ok && n == -1 {
+		return Ack{}, s.fail(AlertAckName, ErrInvalidArguments)
+	}
+	reply, _ := v.([]any)
+	var code int64
+	if len(reply) > 0 {
+		code, _ = reply[0].(int64)
+	}
+	switch {
+	case len(reply) == 1 && code == 0:
+		return Ack{}, fmt.Errorf("lua: %s: %w", AlertAckName, ErrNoRecord)
+	case len(reply) == 3 && (code == 1 || code == 2):
+		by, _ := reply[1].(string)
+		at, _ := reply[2].(string)
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil && by != "" {
+			return Ack{By: by, At: time.UnixMilli(ms), Before: code == 2}, nil
+		}
+	}
+	return Ack{}, s.fail(AlertAckName, fmt.Errorf("%w: %v", ErrUnexpectedReply, v))
 }
 
 // MaxReceiver bounds a receiver's name.

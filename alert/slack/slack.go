@@ -118,7 +118,8 @@ func New(cfg Config) (*Notifier, error) {
 }
 
 // ReceiverName is the Slack notifier's receiver name: the name its
-// alerts' records are kept under (alert.Notifier).
+// alerts' records are kept under (alert.Notifier), and where an
+// Acknowledge click writes.
 const ReceiverName = "slack"
 
 // Name is ReceiverName.
@@ -134,7 +135,7 @@ func (n *Notifier) Name() string { return ReceiverName }
 func (n *Notifier) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
 	fallback, blocks := Format(a)
 	if n.cfg.Buttons {
-		if b := buttons(a.Rule, a.Group, identity(a), groupMatch(a)); b != nil {
+		if b := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)); b != nil {
 			blocks = append(blocks, b)
 		}
 	}
