@@ -116,6 +116,10 @@ type Alert struct {
 	// before silences existed, which no silence stops.
 	SilenceKey  string `json:"silence_key,omitempty"`
 	RuleSilence string `json:"rule_silence_key,omitempty"`
+	// Claimant is who claims the alert for delivery, never on the topic
+	// nor parked: the dispatcher names the message that carried it by its
+	// place (lua.ClaimantOf), or the parked alerts.
+	Claimant string `json:"-"`
 	// OrderID and EventID identify the event that crossed.
 	OrderID string `json:"order_id"`
 	EventID string `json:"event_id"`

@@ -12,20 +12,46 @@ import (
 // here, not with the dispatcher, so that a notifier compiles against
 // neither Kafka nor the dispatcher.
 type Notifier interface {
-	Notify(ctx context.Context, a Alert) error
+	// Name names the receiver: an alert's record of its delivery is kept
+	// per receiver, under this name (1 to 32 of a-z, 0-9, '-' and '_', a
+	// letter first; the dispatcher refuses any other).
+	Name() string
+	// Notify delivers a, and returns where the message is, for a later
+	// step to update it or reply to it (Receipt; zero when the receiver
+	// gives none).
+	Notify(ctx context.Context, a Alert) (Receipt, error)
 }
 
-// NotifierFunc adapts a function to Notifier.
+// Receipt is what a receiver gave back for a message it took: for Slack's
+// bot token, the channel's id and the message's ts (chat.update and a
+// thread's replies name a message by them). An incoming webhook, the log
+// and the console give none. The dispatcher keeps it in the record of each
+// alert the message carried.
+type Receipt struct {
+	Channel string `json:"channel,omitempty"`
+	TS      string `json:"ts,omitempty"`
+}
+
+// IsZero reports whether the receipt says nothing.
+func (r Receipt) IsZero() bool { return r == Receipt{} }
+
+// NotifierFunc adapts a function to Notifier; its receiver name is "func",
+// and it gives no receipt.
 type NotifierFunc func(ctx context.Context, a Alert) error
 
+// Name is "func".
+func (f NotifierFunc) Name() string { return "func" }
+
 // Notify calls f.
-func (f NotifierFunc) Notify(ctx context.Context, a Alert) error { return f(ctx, a) }
+func (f NotifierFunc) Notify(ctx context.Context, a Alert) (Receipt, error) {
+	return Receipt{}, f(ctx, a)
+}
 
 // Digester is a Notifier that can also post many alerts of one rule as
 // one message: the dispatcher then keeps to the alert budgets, and merges
-// what is past them into digests.
+// what is past them into digests. The receipt is the digest message's.
 type Digester interface {
-	NotifyDigest(ctx context.Context, d Digest) error
+	NotifyDigest(ctx context.Context, d Digest) (Receipt, error)
 }
 
 // Digest is alerts of one rule that were past the budget: all of them

@@ -9,14 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Claim is alert_claim's decision about one alert.
+// Claim is alert_claim's decision about one alert for one receiver.
 type Claim int
 
 // Claims.
 const (
 	// ClaimSuppressed: another alert holds the (rule, group)'s cooldown.
 	ClaimSuppressed Claim = 0
-	// ClaimSend: send it; the cooldown is this alert's.
+	// ClaimSend: send it; the cooldown is this alert's and the claim the
+	// claimant's.
 	ClaimSend Claim = 1
 	// ClaimSent: this alert was delivered before; do not post it again.
 	ClaimSent Claim = 2
@@ -24,24 +25,68 @@ const (
 	ClaimFailed Claim = 3
 	// ClaimSilenced: a silence of the rule or of the alert's group runs.
 	ClaimSilenced Claim = 4
+	// ClaimElsewhere: another claimant holds the alert, pending; its own
+	// message stays uncommitted until it settles, so this copy needs no
+	// post.
+	ClaimElsewhere Claim = 5
 )
 
-// ClaimAlert decides whether alert id may be sent, taking the cooldown
-// (cooldown 0: none) for it when free. silences, when given, are the
-// (rule, group)'s and the rule's silences keys (Keys.Silences,
-// Keys.RuleSilences): a silence that runs silences the alert. Every
+// AlertClaim names one claim: an alert, the receiver's record of it, and
+// who claims it.
+type AlertClaim struct {
+	// CooldownKey is the (rule, group)'s cooldown (Keys.Cooldown): one for
+	// every receiver, so that all of an alert's receivers get the same
+	// cooldown decision.
+	CooldownKey string
+	// RecordKey is the alert's record for the receiver (Keys.Record);
+	// LegacyKey its record as versions before records per receiver wrote
+	// it (Keys.AlertRecord), which the claim reads, never writes.
+	RecordKey string
+	LegacyKey string
+	// ID is the alert's id; Claimant who claims it (1 to MaxClaimant
+	// bytes): the place of the message that carries it, which a crash
+	// delivers again as it was (ClaimantOf), or ParkedClaimant.
+	ID       string
+	Claimant string
+	// Cooldown is the rule's (0: none).
+	Cooldown time.Duration
+	// SilenceKey and RuleSilenceKey, when both given, are the (rule,
+	// group)'s and the rule's silences (Keys.Silences, Keys.RuleSilences):
+	// a silence that runs silences the alert.
+	SilenceKey     string
+	RuleSilenceKey string
+}
+
+// MaxClaimant bounds a claimant's name, as the scripts take it.
+const MaxClaimant = 512
+
+// ParkedClaimant is the claimant of parked alerts: a parked alert's claim
+// passes to it (SettleParked), and the retries of parked alerts, one
+// replica at a time, claim with it.
+const ParkedClaimant = "parked"
+
+// ClaimantOf names a message of a topic as a claimant: its place, which
+// no other message shares and which a redelivery keeps.
+func ClaimantOf(topic string, partition int, offset int64) string {
+	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// ClaimAlert decides whether the alert c names may be sent through the
+// receiver whose record c.RecordKey is, taking the cooldown for it when
+// free, and gives the send to c.Claimant alone: while the record is
+// pending under another claimant, the answer is ClaimElsewhere. Every
 // redelivery of one alert gets the same decision for as long as its record
 // lives (Retention).
-func (s *Scripts) ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (Claim, error) {
-	keys := []string{cooldownKey, recordKey}
-	if len(silences) == 2 {
-		keys = append(keys, silences...)
+func (s *Scripts) ClaimAlert(ctx context.Context, c AlertClaim) (Claim, error) {
+	keys := []string{c.CooldownKey, c.RecordKey, c.LegacyKey}
+	if c.SilenceKey != "" && c.RuleSilenceKey != "" {
+		keys = append(keys, c.SilenceKey, c.RuleSilenceKey)
 	}
-	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, id, seconds(cooldown), seconds(s.cfg.Retention))
+	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, c.ID, seconds(c.Cooldown), seconds(s.cfg.Retention), c.Claimant)
 	if err != nil {
 		return 0, err
 	}
-	if n < 0 || n > 4 {
+	if n < 0 || n > 5 {
 		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
 	}
 	return Claim(n), nil
@@ -99,27 +144,45 @@ func (s *Scripts) TakeBudget(ctx context.Context, channelKey, overallKey string,
 	return false, 0, s.fail(AlertBudgetName, fmt.Errorf("%w: %v", ErrUnexpectedReply, r))
 }
 
-// SettleAlert records that a claimed alert was sent, or failed for good;
-// a failed alert gives the cooldown back if it still holds it.
-func (s *Scripts) SettleAlert(ctx context.Context, cooldownKey, recordKey, id string, sent bool) error {
-	return s.SettleAlerts(ctx, sent, Settlement{CooldownKey: cooldownKey, RecordKey: recordKey, ID: id})
+// Ending is how claimed alerts end for their receiver, as SettleAlerts
+// records it.
+type Ending string
+
+// Endings.
+const (
+	// SettleSent: delivered; the record keeps the receipt.
+	SettleSent Ending = "sent"
+	// SettleFailed: refused for good; the cooldown goes back if the alert
+	// still holds it.
+	SettleFailed Ending = "failed"
+	// SettleParked: not ended but parked: the claim passes from the
+	// claimant to ParkedClaimant, if the claimant still holds it.
+	SettleParked Ending = "parked"
+)
+
+// MaxReceipt bounds a receipt as a record keeps it.
+const MaxReceipt = 512
+
+// Settlement is one claimed alert whose ending SettleAlerts records.
+type Settlement struct {
+	CooldownKey, RecordKey, ID string
+	// Claimant is the claim's (AlertClaim.Claimant).
+	Claimant string
+	// Receipt is what the receiver gave back for the message that carried
+	// the alert, at most MaxReceipt bytes, "" for none: SettleSent only.
+	Receipt string
 }
 
-// Settlement is one claimed alert whose outcome SettleAlerts records.
-type Settlement struct{ CooldownKey, RecordKey, ID string }
-
-// SettleAlerts records one outcome for several claimed alerts (a digest's)
+// SettleAlerts records one ending for several claimed alerts (a digest's)
 // in one pipelined round trip, each alert_settle call on its own alert's
 // keys: the fewer round trips between Slack taking a post and its alerts
-// being recorded, the fewer a crash there makes post again.
-func (s *Scripts) SettleAlerts(ctx context.Context, sent bool, alerts ...Settlement) error {
-	outcome := "failed"
-	if sent {
-		outcome = "sent"
-	}
+// being recorded, the fewer a crash there makes post again. A parked
+// alert whose claim its claimant no longer holds (settled, or claimed by
+// another since) is left as it is.
+func (s *Scripts) SettleAlerts(ctx context.Context, end Ending, alerts ...Settlement) error {
 	retention := seconds(s.cfg.Retention)
 	args := func(a Settlement) ([]string, []any) {
-		return []string{a.CooldownKey, a.RecordKey}, []any{a.ID, outcome, retention}
+		return []string{a.CooldownKey, a.RecordKey}, []any{a.ID, string(end), retention, a.Claimant, a.Receipt}
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(alerts))
@@ -137,9 +200,9 @@ func (s *Scripts) SettleAlerts(ctx context.Context, sent bool, alerts ...Settlem
 		if err != nil {
 			return s.redisError(ctx, AlertSettleName, err)
 		}
-		switch n {
-		case 1:
-		case -1:
+		switch {
+		case n == 1, n == 0 && end == SettleParked:
+		case n == -1:
 			return s.fail(AlertSettleName, ErrInvalidArguments)
 		default:
 			return s.fail(AlertSettleName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))

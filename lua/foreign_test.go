@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -223,18 +224,39 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 		// tag), calls it and checks its answer.
 		run func(t *testing.T, kind, p string)
 	}{
-		{"alert_claim, the delivery record", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
+		{"alert_claim, the delivery record", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
 			foreign(t, rdb, kind, p+":rec")
-			if claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute); err != nil || claim != ClaimSend {
+			if claim, err := s.ClaimAlert(ctx, testClaim(p+":cd", p+":rec", "a", time.Minute)); err != nil || claim != ClaimSend {
 				t.Fatalf("claim = %v, %v; want ClaimSend", claim, err)
 			}
-			if got := rdb.Get(ctx, p+":rec").Val(); got != "pending" {
+			if got := rdb.HGet(ctx, p+":rec", "state").Val(); got != "pending" {
 				t.Fatalf("the record holds %q, want it replaced by pending", got)
+			}
+		}},
+		{"alert_claim, the record of the version before", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":rec:legacy")
+			if claim, err := s.ClaimAlert(ctx, testClaim(p+":cd", p+":rec", "a", time.Minute)); err != nil || claim != ClaimSend {
+				t.Fatalf("claim = %v, %v; want ClaimSend", claim, err)
+			}
+		}},
+		{"alert_settle, the record", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":rec")
+			if err := settleOne(ctx, s, p+":cd", p+":rec", "a", true); err != nil {
+				t.Fatal(err)
+			}
+			if got := rdb.HGet(ctx, p+":rec", "state").Val(); got != "sent" {
+				t.Fatalf("the record holds %q, want it replaced by sent", got)
+			}
+		}},
+		{"alert_ack, the record", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
+			foreign(t, rdb, kind, p+":rec")
+			if _, err := s.AcknowledgeAlert(ctx, p+":rec", "slack:U1"); !errors.Is(err, ErrNoRecord) {
+				t.Fatalf("ack = %v; want ErrNoRecord", err)
 			}
 		}},
 		{"alert_claim, the cooldown", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
 			foreign(t, rdb, kind, p+":cd")
-			if claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute); err != nil || claim != ClaimSend {
+			if claim, err := s.ClaimAlert(ctx, testClaim(p+":cd", p+":rec", "a", time.Minute)); err != nil || claim != ClaimSend {
 				t.Fatalf("claim = %v, %v; want ClaimSend", claim, err)
 			}
 			if got := rdb.Get(ctx, p+":cd").Val(); got != "a" {
@@ -244,7 +266,7 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 		{"alert_claim, the silences", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
 			foreign(t, rdb, kind, p+":s")
 			foreign(t, rdb, kind, p+":rs")
-			claim, err := s.ClaimAlert(ctx, p+":cd", p+":rec", "a", time.Minute, p+":s", p+":rs")
+			claim, err := s.ClaimAlert(ctx, testClaim(p+":cd", p+":rec", "a", time.Minute, p+":s", p+":rs"))
 			if err != nil || claim != ClaimSend {
 				t.Fatalf("claim = %v, %v; want ClaimSend: no silence", claim, err)
 			}
@@ -252,10 +274,10 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 		{"alert_settle, the cooldown", []string{"a hash", "a list"}, func(t *testing.T, kind, p string) {
 			foreign(t, rdb, kind, p+":cd")
 			before := rdb.Dump(ctx, p+":cd").Val()
-			if err := s.SettleAlert(ctx, p+":cd", p+":rec", "a", false); err != nil {
+			if err := settleOne(ctx, s, p+":cd", p+":rec", "a", false); err != nil {
 				t.Fatal(err)
 			}
-			if rdb.Get(ctx, p+":rec").Val() != "failed" || rdb.Dump(ctx, p+":cd").Val() != before {
+			if rdb.HGet(ctx, p+":rec", "state").Val() != "failed" || rdb.Dump(ctx, p+":cd").Val() != before {
 				t.Fatal("want the record failed and the cooldown, not the alert's, left")
 			}
 		}},

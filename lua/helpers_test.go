@@ -95,3 +95,25 @@ func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 	}
 	return n
 }
+
+// testClaim is a claim of alert id by one claimant, on its cooldown and
+// record keys, with no record of an older version (its key is beside the
+// record's, in its hash tag); silences, when given, are the group's and
+// the rule's.
+func testClaim(cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) AlertClaim {
+	c := AlertClaim{CooldownKey: cooldownKey, RecordKey: recordKey, LegacyKey: recordKey + ":legacy", ID: id,
+		Claimant: "alerts/0/1", Cooldown: cooldown}
+	if len(silences) == 2 {
+		c.SilenceKey, c.RuleSilenceKey = silences[0], silences[1]
+	}
+	return c
+}
+
+// settleOne records that testClaim's claim of id was sent, or failed.
+func settleOne(ctx context.Context, s *Scripts, cooldownKey, recordKey, id string, sent bool) error {
+	end := SettleFailed
+	if sent {
+		end = SettleSent
+	}
+	return s.SettleAlerts(ctx, end, Settlement{CooldownKey: cooldownKey, RecordKey: recordKey, ID: id, Claimant: "alerts/0/1"})
+}

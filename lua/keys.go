@@ -17,7 +17,7 @@ import (
 //
 // Windows, values, marks and evidence take the rule's state name
 // (rules.Rule.State), so a changed rule starts fresh windows. Cooldowns,
-// silences and delivery records take the name alone. Rule names hold no ':'
+// silences and alerts' records take the name alone. Rule names hold no ':'
 // (package config checks them) and the group comes last (but for a record's
 // hash, which holds none), so no two (kind, rule, group) share a key.
 type Keys struct {
@@ -283,12 +283,23 @@ func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule)
 // Cooldown is the key of a rule's alert cooldown for a group.
 func (k Keys) Cooldown(g Group, rule string) string { return k.key("c", g, rule) }
 
-// AlertRecord is the key of one alert's delivery record. The event id is
-// hashed: it may hold any bytes, and the record only needs to tell alerts
-// apart.
+// AlertRecord is the key of one alert's delivery record as versions before
+// records per receiver wrote it (a string, its state), which claims still
+// read. The event id is hashed: it may hold any bytes, and the record only
+// needs to tell alerts apart.
 func (k Keys) AlertRecord(g Group, rule, eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
 	return k.key("a", g, rule) + ":" + hex.EncodeToString(sum[:16])
+}
+
+// Record is the key of one alert's record for one receiver (a hash:
+// alert_claim), in the hash tag of the alert's cooldown. The receiver
+// (ValidReceiver) comes last: it holds no ':', and the event id's hash
+// before it is 32 hex digits, so no two (group, alert, receiver) share a
+// key.
+func (k Keys) Record(g Group, rule, eventID, receiver string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return k.key("r", g, rule) + ":" + hex.EncodeToString(sum[:16]) + ":" + receiver
 }
 
 // maxPlainGroup bounds the readable form of a group; longer groups are

@@ -87,7 +87,8 @@ func tagOf(t *testing.T, k lua.Keys, prefix, rule string, values []string) strin
 		k.Marks(g, rule):    "x",
 		k.Cooldown(g, rule): "c",
 		// The event id is hashed into the record key: any bytes are fine.
-		k.AlertRecord(g, rule, "evt}{:1"): "a",
+		k.AlertRecord(g, rule, "evt}{:1"):     "a",
+		k.Record(g, rule, "evt}{:1", "slack"): "r",
 	}
 	var first string
 	for key, kind := range keys {
@@ -149,7 +150,8 @@ func TestKeysApartByRuleAndKind(t *testing.T) {
 	g := k.Group([]string{"x"})
 	seen := map[string]bool{}
 	for _, rule := range []string{"rule-a", "rule-b", "a", "x", "w", "c"} {
-		for _, key := range []string{k.Window(g, rule), k.Marks(g, rule), k.Cooldown(g, rule), k.AlertRecord(g, rule, "e")} {
+		for _, key := range []string{k.Window(g, rule), k.Marks(g, rule), k.Cooldown(g, rule), k.AlertRecord(g, rule, "e"),
+			k.Record(g, rule, "e", "slack"), k.Record(g, rule, "e", "log")} {
 			if seen[key] {
 				t.Errorf("two keys are %q", key)
 			}

@@ -130,11 +130,11 @@ func TestRetentionIsTheLifetimeOfMarksAndRecords(t *testing.T) {
 		t.Fatalf("count = %+v; want the first crossing", got)
 	}
 	record := prefix + ":{t}:alert:e1"
-	if _, err := s.ClaimAlert(ctx, prefix+":{t}:cooldown", record, "r/e1", time.Minute); err != nil {
+	if _, err := s.ClaimAlert(ctx, testClaim(prefix+":{t}:cooldown", record, "r/e1", time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	claimed := rdb.TTL(ctx, record).Val()
-	if err := s.SettleAlert(ctx, prefix+":{t}:cooldown", record, "r/e1", true); err != nil {
+	if err := settleOne(ctx, s, prefix+":{t}:cooldown", record, "r/e1", true); err != nil {
 		t.Fatal(err)
 	}
 	for key, ttl := range map[string]time.Duration{

@@ -34,6 +34,7 @@ const (
 	AlertBudgetName      = "alert_budget"
 	EvidenceAddName      = "evidence_add"
 	AlertParkName        = "alert_park"
+	AlertAckName         = "alert_ack"
 )
 
 var (
@@ -61,6 +62,8 @@ var (
 	evidenceAddSrc string
 	//go:embed alert_park.lua
 	alertParkSrc string
+	//go:embed alert_ack.lua
+	alertAckSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -72,6 +75,7 @@ var (
 	alertBudget      = redis.NewScript(alertBudgetSrc)
 	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
+	alertAck         = redis.NewScript(alertAckSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -95,6 +99,7 @@ var (
 		{AlertBudgetName, alertBudget},
 		{EvidenceAddName, evidenceAdd},
 		{AlertParkName, alertPark},
+		{AlertAckName, alertAck},
 	}
 )
 
@@ -279,6 +284,7 @@ func Text(name string) (string, bool) {
 		AlertBudgetName:      alertBudgetSrc,
 		EvidenceAddName:      evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
+		AlertAckName:         alertAckSrc,
 	}[name]
 	return text, ok
 }

@@ -34,11 +34,11 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		rdb.ScriptFlush(ctx)
 		refund(t, s, []Window{amount}, ev{"0:r", int64(i), fmt.Sprint("r", i), 50})
 		rdb.ScriptFlush(ctx)
-		if _, err := s.ClaimAlert(ctx, prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), 0); err != nil {
+		if _, err := s.ClaimAlert(ctx, testClaim(prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), 0)); err != nil {
 			t.Fatalf("claim after flush %d: %v", i, err)
 		}
 		rdb.ScriptFlush(ctx)
-		if err := s.SettleAlert(ctx, prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), true); err != nil {
+		if err := settleOne(ctx, s, prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), true); err != nil {
 			t.Fatalf("settle after flush %d: %v", i, err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestNoAnswerReloadsTheClusterState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.ClaimAlert(t.Context(), prefix+":{t}:cd", prefix+":{t}:rec", "a", time.Minute); err == nil {
+			if _, err := s.ClaimAlert(t.Context(), testClaim(prefix+":{t}:cd", prefix+":{t}:rec", "a", time.Minute)); err == nil {
 				t.Fatal("the claim succeeded; want it to fail")
 			}
 			if rdb.reloads != tt.wantReloads {

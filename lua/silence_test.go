@@ -41,7 +41,7 @@ func TestClaimHonoursSilences(t *testing.T) {
 				}
 			}
 			cooldown, record := prefix+":{t}:c", prefix+":{t}:a"
-			got, err := s.ClaimAlert(ctx, cooldown, record, "a1", time.Hour, group, rule)
+			got, err := s.ClaimAlert(ctx, testClaim(cooldown, record, "a1", time.Hour, group, rule))
 			if err != nil || got != tt.want {
 				t.Fatalf("claim = %v, %v; want %v", got, err, tt.want)
 			}
@@ -53,7 +53,7 @@ func TestClaimHonoursSilences(t *testing.T) {
 			}
 			// The silence ends; the alert's copies are still silenced.
 			rdb.Del(ctx, group, rule)
-			if got, err := s.ClaimAlert(ctx, cooldown, record, "a1", time.Hour, group, rule); err != nil || got != ClaimSilenced {
+			if got, err := s.ClaimAlert(ctx, testClaim(cooldown, record, "a1", time.Hour, group, rule)); err != nil || got != ClaimSilenced {
 				t.Errorf("a redelivery = %v, %v; want silenced again", got, err)
 			}
 		})
@@ -127,7 +127,7 @@ func TestSilencesRunByRedisClock(t *testing.T) {
 				// As it would linger, had it been added earlier.
 				mr.HSet(group, "s1", fmt.Sprint(now.Add(tc.ends).UnixMilli()))
 			}
-			got, err := s.ClaimAlert(ctx, "{t}:c", "{t}:a", "a1", time.Hour, group, rule)
+			got, err := s.ClaimAlert(ctx, testClaim("{t}:c", "{t}:a", "a1", time.Hour, group, rule))
 			if err != nil || got != tc.want {
 				t.Errorf("claim = %v, %v; want %v", got, err, tc.want)
 			}

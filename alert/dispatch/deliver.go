@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,73 +18,108 @@ import (
 // delivers it again later.
 var ErrNotDelivered = errors.New("alert: not delivered yet")
 
-// claim decides an alert (alert_claim) and records the decision: true
-// when it is to be sent, now its; false when it is settled (shadow,
-// suppressed, silenced, sent or given up before). Every alert passes here
-// before it is sent, whether read from the topic or parked.
+// claim decides an alert (alert_claim) for the dispatcher's receiver and
+// records the decision: true when it is to be sent, now its claimant's;
+// false when it is settled (shadow, suppressed, silenced, sent or given up
+// before) or another claimant holds it (a copy on another partition:
+// that claimant's own message stays uncommitted until it settles). Every
+// alert passes here before it is sent, whether read from the topic or
+// parked.
 func (d *Dispatcher) claim(ctx context.Context, a alert.Alert) (bool, error) {
-	if a.Shadow() {
-		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)
-		return false, nil
-	}
-	claim, err := d.claims.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown, silences(&a)...)
-	if err != nil {
-		return false, fmt.Errorf("alert: claim %s: %w", a.ID, err)
-	}
-	if outcome, settled := claimOutcomes[claim]; settled {
-		d.record(outcome, []alert.Alert{a})
-	}
-	return claim == lua.ClaimSend, nil
+	c, err := d.claimed(ctx, a)
+	return c == lua.ClaimSend && err == nil, err
 }
 
-// claimOutcomes are the claims that settle an alert, as record names them.
+// claimed is claim's decision as alert_claim answers it; a shadow alert's
+// is ClaimSuppressed.
+func (d *Dispatcher) claimed(ctx context.Context, a alert.Alert) (lua.Claim, error) {
+	if a.Shadow() {
+		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)
+		return lua.ClaimSuppressed, nil
+	}
+	if a.Claimant == "" {
+		return 0, fmt.Errorf("alert: claim %s: no claimant", a.ID)
+	}
+	record, err := d.recordKey(a)
+	if err != nil {
+		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
+	}
+	claim, err := d.claims.ClaimAlert(ctx, lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: record,
+		LegacyKey: a.RecordKey, ID: a.ID, Claimant: a.Claimant, Cooldown: a.Cooldown,
+		SilenceKey: a.SilenceKey, RuleSilenceKey: a.RuleSilence})
+	if err != nil {
+		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
+	}
+	if outcome, settled := claimOutcomes[claim]; settled && (claim != lua.ClaimElsewhere || a.Claimant != lua.ParkedClaimant) {
+		d.record(outcome, []alert.Alert{a}, "claimant", a.Claimant)
+	}
+	return claim, nil
+}
+
+// claimOutcomes are the claims that settle an alert, or a copy of it, as
+// record names them.
 var claimOutcomes = map[lua.Claim]string{
 	lua.ClaimSuppressed: SuppressedCooldown,
 	lua.ClaimSilenced:   SuppressedSilenced,
 	lua.ClaimSent:       sentBefore,
 	lua.ClaimFailed:     failedBefore,
+	lua.ClaimElsewhere:  claimedElsewhere,
 }
 
-// silences are the keys of the silences that stop the alert, when it
-// names them.
-func silences(a *alert.Alert) []string {
-	if a.SilenceKey == "" || a.RuleSilence == "" {
-		return nil
+// recordKey is the key of the alert's record for the dispatcher's
+// receiver, in the hash tag of its cooldown (the group trust checked, or
+// that its values make, for alerts written before alerts named it).
+func (d *Dispatcher) recordKey(a alert.Alert) (string, error) {
+	g := d.keys.Group(a.GroupValues)
+	if a.Group != "" {
+		var err error
+		if g, err = d.keys.ParseGroup(a.Group); err != nil {
+			return "", err
+		}
 	}
-	return []string{a.SilenceKey, a.RuleSilence}
+	return d.keys.Record(g, a.Rule, a.EventID, d.receiver), nil
 }
 
 // send posts claimed alerts of one rule as one message and settles them
 // by how it ended: the path from claim to settle of every alert read from
 // the topic. An error means the message is not delivered yet.
 func (d *Dispatcher) send(ctx context.Context, alerts ...alert.Alert) error {
-	v, cause, err := d.post(ctx, d.cfg.MaxAttempts, alerts)
+	e, err := d.post(ctx, d.cfg.MaxAttempts, alerts)
 	if err != nil {
 		return err
 	}
-	return d.conclude(ctx, v, cause, alerts)
+	return d.conclude(ctx, e, alerts)
+}
+
+// ending is how the attempts at one message ended, when they ended it: the
+// verdict, the receiver's receipt of a message delivered, and the
+// notifier's refusal of one not delivered.
+type ending struct {
+	v       verdict
+	receipt alert.Receipt
+	cause   error
 }
 
 // post sends claimed alerts of one rule as one message, a digest when
 // there are several, retrying as RetryPolicy says up to maxAttempts times.
-// An error means the message is not delivered yet; otherwise the verdict
-// says how the attempts ended, and cause is the notifier's refusal.
-func (d *Dispatcher) post(ctx context.Context, maxAttempts int, alerts []alert.Alert) (v verdict, cause, err error) {
+// An error means the message is not delivered yet; otherwise the ending
+// says how the attempts ended.
+func (d *Dispatcher) post(ctx context.Context, maxAttempts int, alerts []alert.Alert) (ending, error) {
 	a := alerts[0]
-	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
+	notify := func(ctx context.Context) (alert.Receipt, error) { return d.notifier.Notify(ctx, a) }
 	if len(alerts) > 1 {
 		dg, ok := d.notifier.(alert.Digester)
 		if !ok {
-			return 0, nil, fmt.Errorf("alert: %d alerts of %s in one message, but the notifier sends no digests", len(alerts), a.Rule)
+			return ending{}, fmt.Errorf("alert: %d alerts of %s in one message, but the notifier sends no digests", len(alerts), a.Rule)
 		}
 		digest := alert.Digest{Rule: a.Rule, Channel: a.Channel, Alerts: alerts, List: d.cfg.DigestSize}
-		notify = func(ctx context.Context) error { return dg.NotifyDigest(ctx, digest) }
+		notify = func(ctx context.Context) (alert.Receipt, error) { return dg.NotifyDigest(ctx, digest) }
 	}
-	v, cause, err = d.attempts(ctx, d.log.With(messageAttrs(alerts)...), a.Rule, maxAttempts, notify)
+	e, err := d.attempts(ctx, d.log.With(messageAttrs(alerts)...), a.Rule, maxAttempts, notify)
 	if err != nil {
-		return 0, nil, fmt.Errorf("alert: %s: %w", messageName(alerts), err)
+		return ending{}, fmt.Errorf("alert: %s: %w", messageName(alerts), err)
 	}
-	return v, cause, nil
+	return e, nil
 }
 
 // messageName names a message in an error: its alert, or its rule's
@@ -110,33 +146,34 @@ const (
 
 // attempts tries notify up to maxAttempts times, with the backoff or the
 // receiver's Retry-After between them. An error means the message is not
-// delivered yet and must come round again; otherwise the verdict says how
-// it ended, and cause is the notifier's refusal.
-func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string, maxAttempts int, notify func(context.Context) error) (v verdict, cause, err error) {
+// delivered yet and must come round again; otherwise the ending says how
+// it ended.
+func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string, maxAttempts int,
+	notify func(context.Context) (alert.Receipt, error)) (ending, error) {
 	backoff := d.cfg.MinBackoff
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
-		err := notify(actx)
+		receipt, err := notify(actx)
 		cancel()
 		if err == nil {
-			return delivered, nil, nil
+			return ending{v: delivered, receipt: receipt}, nil
 		}
 		if ctx.Err() != nil {
-			return 0, nil, fmt.Errorf("alert: deliver: %w", ctx.Err())
+			return ending{}, fmt.Errorf("alert: deliver: %w", ctx.Err())
 		}
 		if _, ok := errors.AsType[*alert.ChannelError](err); ok {
 			// Its channel is the problem, not Slack: the alerts of other
 			// channels behind it on this partition must not wait for it.
-			return channelRefused, err, nil
+			return ending{v: channelRefused, cause: err}, nil
 		}
 		retry, wait := alert.RetryPolicy(err)
 		if !retry {
-			return refusedForGood, err, nil
+			return ending{v: refusedForGood, cause: err}, nil
 		}
 		d.m.retries.WithLabelValues(rule).Inc()
 		if attempt >= maxAttempts {
 			log.Warn("alert not delivered yet; it stays queued", "attempts", attempt, "err", err)
-			return 0, nil, fmt.Errorf("%w: %d attempts, last: %w", ErrNotDelivered, attempt, err)
+			return ending{}, fmt.Errorf("%w: %d attempts, last: %w", ErrNotDelivered, attempt, err)
 		}
 		if wait > 0 {
 			wait = min(wait, d.cfg.MaxRetryAfter)
@@ -148,18 +185,18 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return 0, nil, fmt.Errorf("alert: deliver: %w", ctx.Err())
+			return ending{}, fmt.Errorf("alert: deliver: %w", ctx.Err())
 		}
 	}
 }
 
 // conclude settles the alerts one message carried by how its attempts
-// ended: sent (alone, or digested when several), given up, or parked.
-// attrs add to the outcome's log line.
-func (d *Dispatcher) conclude(ctx context.Context, v verdict, cause error, alerts []alert.Alert, attrs ...any) error {
-	switch v {
+// ended: sent (alone, or digested when several) with the message's
+// receipt, given up, or parked. attrs add to the outcome's log line.
+func (d *Dispatcher) conclude(ctx context.Context, e ending, alerts []alert.Alert, attrs ...any) error {
+	switch e.v {
 	case channelRefused:
-		ce, _ := errors.AsType[*alert.ChannelError](cause)
+		ce, _ := errors.AsType[*alert.ChannelError](e.cause)
 		for _, a := range alerts {
 			if err := d.park(ctx, a, ce); err != nil {
 				return err
@@ -167,13 +204,13 @@ func (d *Dispatcher) conclude(ctx context.Context, v verdict, cause error, alert
 		}
 		return nil
 	case refusedForGood:
-		if err := d.settle(ctx, false, alerts...); err != nil {
+		if err := d.settle(ctx, lua.SettleFailed, "", alerts...); err != nil {
 			return err
 		}
-		d.record(OutcomeFailed, alerts, append(attrs, "err", cause)...)
+		d.record(OutcomeFailed, alerts, append(attrs, "err", e.cause)...)
 		return nil
 	}
-	if err := d.settle(ctx, true, alerts...); err != nil {
+	if err := d.settle(ctx, lua.SettleSent, d.receiptText(e.receipt, alerts), alerts...); err != nil {
 		return err
 	}
 	outcome := OutcomeSent
@@ -184,12 +221,30 @@ func (d *Dispatcher) conclude(ctx context.Context, v verdict, cause error, alert
 	return nil
 }
 
-// settle records one outcome for claimed alerts (a digest's, or one
-// alert), in one round trip. It insists: an alert sent but not recorded as
-// sent would be posted again by a redelivery. So it does not give up when
-// ctx ends (a shutdown, a rebalance cutting work short, right after Slack
-// took the post) but keeps trying for a bounded while on its own.
-func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...alert.Alert) error {
+// receiptText is a receipt as records keep it (JSON), "" for none. One
+// too long to keep is left out, and said: the alerts are still recorded
+// sent.
+func (d *Dispatcher) receiptText(r alert.Receipt, alerts []alert.Alert) string {
+	if r.IsZero() {
+		return ""
+	}
+	b, err := json.Marshal(r)
+	if err != nil || len(b) > lua.MaxReceipt {
+		d.log.Warn("the receiver's receipt is too long to keep; the alerts are recorded sent without it",
+			append(messageAttrs(alerts), "bytes", len(b))...)
+		return ""
+	}
+	return string(b)
+}
+
+// settle records one ending for claimed alerts (a digest's, or one
+// alert), in one round trip, with the receipt of the message that carried
+// them (sent) or the claim handed to the parked alerts (parked). It
+// insists: an alert sent but not recorded as sent would be posted again by
+// a redelivery. So it does not give up when ctx ends (a shutdown, a
+// rebalance cutting work short, right after Slack took the post) but keeps
+// trying for a bounded while on its own.
+func (d *Dispatcher) settle(ctx context.Context, end lua.Ending, receipt string, alerts ...alert.Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}
@@ -198,11 +253,15 @@ func (d *Dispatcher) settle(ctx context.Context, sent bool, alerts ...alert.Aler
 	backoff := 50 * time.Millisecond
 	records := make([]lua.Settlement, len(alerts))
 	for i, a := range alerts {
-		records[i] = lua.Settlement{CooldownKey: a.CooldownKey, RecordKey: a.RecordKey, ID: a.ID}
+		key, err := d.recordKey(a)
+		if err != nil {
+			return fmt.Errorf("alert: record outcome of %s: %w", a.ID, err)
+		}
+		records[i] = lua.Settlement{CooldownKey: a.CooldownKey, RecordKey: key, ID: a.ID, Claimant: a.Claimant, Receipt: receipt}
 	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := d.claims.SettleAlerts(actx, sent, records...)
+		err := d.claims.SettleAlerts(actx, end, records...)
 		cancel()
 		if err == nil {
 			return nil

@@ -20,18 +20,20 @@ type digestNotifier struct {
 	digests   int
 }
 
-func (n *digestNotifier) Notify(context.Context, alert.Alert) error {
+func (n *digestNotifier) Name() string { return "slack" }
+
+func (n *digestNotifier) Notify(context.Context, alert.Alert) (alert.Receipt, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.singles++
-	return nil
+	return alert.Receipt{}, nil
 }
 
-func (n *digestNotifier) NotifyDigest(context.Context, alert.Digest) error {
+func (n *digestNotifier) NotifyDigest(context.Context, alert.Digest) (alert.Receipt, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.digests++
-	return n.digestErr
+	return alert.Receipt{}, n.digestErr
 }
 
 // What becomes of the alerts of a digest Slack does not take

@@ -138,8 +138,8 @@ type RuleSettings struct {
 // gets again, its outcome, the alert budgets, and the parked alerts.
 type claims interface {
 	Crossed(ctx context.Context, marksKey string, id lua.EventID) (value int64, ok bool, err error)
-	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (lua.Claim, error)
-	SettleAlerts(ctx context.Context, sent bool, alerts ...lua.Settlement) error
+	ClaimAlert(ctx context.Context, c lua.AlertClaim) (lua.Claim, error)
+	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration
 	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, time.Duration, error)
 	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error)
@@ -158,6 +158,7 @@ type claims interface {
 type Dispatcher struct {
 	cfg      DispatcherConfig
 	notifier alert.Notifier
+	receiver string // the notifier's name: its records' keys end with it
 	claims   claims
 	keys     lua.Keys
 	rules    atomic.Pointer[map[string]RuleSettings]
@@ -179,6 +180,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if n == nil || c == nil {
 		return nil, errors.New("alert: dispatcher needs a notifier and the claim scripts")
 	}
+	if err := lua.ValidReceiver(n.Name()); err != nil {
+		return nil, fmt.Errorf("alert: the notifier's %w", err)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +194,7 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
-	d := &Dispatcher{cfg: cfg, notifier: n, claims: c, keys: keys, log: log, m: m}
+	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, log: log, m: m}
 	d.rules.Store(&map[string]RuleSettings{})
 	return d, nil
 }
@@ -243,6 +247,9 @@ func (d *Dispatcher) HandleMessagesIn(ctx, generation context.Context, msgs []ka
 			// first settles both; should it fail, both come round again.
 			continue
 		}
+		// The message's place claims it: a forger cannot write another
+		// message there, and a crash delivers this one again as it is.
+		a.Claimant = lua.ClaimantOf(msg.Topic, msg.Partition, msg.Offset)
 		send, err := d.claim(ctx, a)
 		if errors.Is(err, lua.ErrInvalidArguments) {
 			// The script will refuse it every time: retrying would hold

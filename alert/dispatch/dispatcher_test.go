@@ -152,7 +152,7 @@ func TestDispatcherShadow(t *testing.T) {
 	if got := env.total(t, "fraudwatch_alerts_suppressed_total"); got != 1 {
 		t.Errorf("%v suppressed, want only the shadow one", got)
 	}
-	if n := env.rdb.Exists(context.Background(), a.CooldownKey, a.RecordKey).Val(); n != 0 {
+	if n := env.rdb.Exists(context.Background(), a.CooldownKey, a.RecordKey, env.recordKey(t, a, "slack")).Val(); n != 0 {
 		t.Error("a shadow alert took the cooldown or wrote a record")
 	}
 }

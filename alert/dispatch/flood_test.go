@@ -38,11 +38,16 @@ func (s *slackLog) record(alerts ...alert.Alert) {
 	}
 }
 
-func (s *slackLog) Notify(_ context.Context, a alert.Alert) error { s.record(a); return nil }
+func (s *slackLog) Name() string { return "slack" }
 
-func (s *slackLog) NotifyDigest(_ context.Context, d alert.Digest) error {
+func (s *slackLog) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
+	s.record(a)
+	return alert.Receipt{}, nil
+}
+
+func (s *slackLog) NotifyDigest(_ context.Context, d alert.Digest) (alert.Receipt, error) {
 	s.record(d.Alerts...)
-	return nil
+	return alert.Receipt{}, nil
 }
 
 func (s *slackLog) snapshot() (at []time.Time, carried map[string]int) {

@@ -399,3 +399,35 @@ func encode(a alert.Alert) []byte {
 	}
 	return b
 }
+
+// recordKey is the key of a's record for the receiver.
+func (e *testEnv) recordKey(t *testing.T, a alert.Alert, receiver string) string {
+	t.Helper()
+	g, err := e.keys.ParseGroup(a.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.keys.Record(g, a.Rule, a.EventID, receiver)
+}
+
+// claim claims a for the receiver as claimant, with no cooldown, as the
+// dispatcher would.
+func (e *testEnv) claim(t *testing.T, a alert.Alert, receiver, claimant string) lua.Claim {
+	t.Helper()
+	c, err := e.scripts.ClaimAlert(t.Context(), lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: e.recordKey(t, a, receiver),
+		LegacyKey: a.RecordKey, ID: a.ID, Claimant: claimant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// record reads a's record for the receiver.
+func (e *testEnv) record(t *testing.T, a alert.Alert, receiver string) lua.Record {
+	t.Helper()
+	r, err := e.scripts.Record(t.Context(), e.recordKey(t, a, receiver), a.RecordKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

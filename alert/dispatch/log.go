@@ -18,28 +18,36 @@ func NewLogNotifier(log *slog.Logger) alert.Notifier {
 	if log == nil {
 		log = slog.Default()
 	}
-	return alert.NotifierFunc(func(ctx context.Context, a alert.Alert) error {
-		attrs := []slog.Attr{
-			slog.String("rule", a.Rule),
-			slog.String("severity", string(a.Severity)),
-			slog.String("metric", string(a.Metric)),
-			slog.Int64("current", a.Current),
-			slog.Int64("threshold", a.Threshold),
-			slog.Duration("window", a.Window),
-			slog.Any("group_by", a.GroupBy),
-			slog.String("order_id", a.OrderID),
-			slog.String("event_id", a.EventID),
-			slog.Time("at", a.At.UTC()),
+	return logNotifier{log}
+}
+
+// logNotifier is NewLogNotifier's: its receiver is "log", and it gives no
+// receipt.
+type logNotifier struct{ log *slog.Logger }
+
+func (logNotifier) Name() string { return "log" }
+
+func (n logNotifier) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
+	attrs := []slog.Attr{
+		slog.String("rule", a.Rule),
+		slog.String("severity", string(a.Severity)),
+		slog.String("metric", string(a.Metric)),
+		slog.Int64("current", a.Current),
+		slog.Int64("threshold", a.Threshold),
+		slog.Duration("window", a.Window),
+		slog.Any("group_by", a.GroupBy),
+		slog.String("order_id", a.OrderID),
+		slog.String("event_id", a.EventID),
+		slog.Time("at", a.At.UTC()),
+	}
+	if len(a.Evidence) > 0 {
+		// Order ids only: a distinct rule's values are personal data.
+		ids := make([]string, len(a.Evidence))
+		for i, e := range a.Evidence {
+			ids[i] = e.OrderID
 		}
-		if len(a.Evidence) > 0 {
-			// Order ids only: a distinct rule's values are personal data.
-			ids := make([]string, len(a.Evidence))
-			for i, e := range a.Evidence {
-				ids[i] = e.OrderID
-			}
-			attrs = append(attrs, slog.Any("latest_orders", ids))
-		}
-		log.LogAttrs(ctx, slog.LevelWarn, "fraud alert: threshold crossed", attrs...)
-		return nil
-	})
+		attrs = append(attrs, slog.Any("latest_orders", ids))
+	}
+	n.log.LogAttrs(ctx, slog.LevelWarn, "fraud alert: threshold crossed", attrs...)
+	return alert.Receipt{}, nil
 }

@@ -32,7 +32,7 @@ func TestLogNotifierNeverLogsGroupValues(t *testing.T) {
 		t.Run(string(a.Metric), func(t *testing.T) {
 			var buf bytes.Buffer
 			n := dispatch.NewLogNotifier(slog.New(slog.NewJSONHandler(&buf, nil)))
-			if err := n.Notify(context.Background(), a); err != nil {
+			if r, err := n.Notify(context.Background(), a); err != nil || !r.IsZero() {
 				t.Fatalf("Notify: %v", err)
 			}
 			out := buf.String()

@@ -76,9 +76,10 @@ func TestHandleMessage(t *testing.T) {
 			if got := f.deliveredCount(); got != tt.wantPosts {
 				t.Errorf("Slack accepted %d posts, want %d", got, tt.wantPosts)
 			}
-			recorded := env.rdb.Exists(t.Context(), a.RecordKey).Val() == 1
-			if recorded != (tt.wantPosts == 1) {
-				t.Errorf("delivery record written: %v, want %v", recorded, tt.wantPosts == 1)
+			// Recorded sent for Slack, claimed by the message's place.
+			rec := env.record(t, a, "slack")
+			if recorded := rec.State == "sent" && rec.Claimant == "alerts/1/7"; recorded != (tt.wantPosts == 1) {
+				t.Errorf("delivery record %+v, want it sent by alerts/1/7: %v", rec, tt.wantPosts == 1)
 			}
 			// The cooldown is the rule's (30m), whatever the message says.
 			if ttl := env.rdb.TTL(t.Context(), a.CooldownKey).Val(); tt.wantPosts == 1 && (ttl <= 29*time.Minute || ttl > 30*time.Minute) {
@@ -178,7 +179,7 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 // arguments.
 type refusingClaims struct{ *lua.Scripts }
 
-func (refusingClaims) ClaimAlert(context.Context, string, string, string, time.Duration, ...string) (lua.Claim, error) {
+func (refusingClaims) ClaimAlert(context.Context, lua.AlertClaim) (lua.Claim, error) {
 	return 0, fmt.Errorf("lua: alert_claim: %w", lua.ErrInvalidArguments)
 }
 

@@ -14,6 +14,7 @@ type dispatcherMetrics struct {
 	dropped    *prometheus.CounterVec
 	parked     *prometheus.GaugeVec
 	digested   *prometheus.CounterVec
+	copies     *prometheus.CounterVec
 }
 
 func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
@@ -42,6 +43,10 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 			Name: "fraudwatch_alerts_digested_total",
 			Help: "Alerts sent as part of a digest, past the alert budget (also in fraudwatch_alerts_sent_total).",
 		}, []string{"rule"}),
+		copies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_copies_total",
+			Help: "Messages of the alerts topic acknowledged without a post because another message of the same alert holds its claim (a copy on another partition), which posts it.",
+		}, []string{"rule"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fraudwatch_alerts_parked",
 			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel, as the replica that last retried them counts them.",
@@ -51,7 +56,7 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested, m.copies} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}
@@ -66,6 +71,7 @@ func (m *dispatcherMetrics) track(rule string) {
 	m.digested.WithLabelValues(rule)
 	m.failures.WithLabelValues(rule)
 	m.retries.WithLabelValues(rule)
+	m.copies.WithLabelValues(rule)
 	for _, reason := range []string{SuppressedCooldown, SuppressedShadow, SuppressedSilenced} {
 		m.suppressed.WithLabelValues(rule, reason)
 	}

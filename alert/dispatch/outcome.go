@@ -24,10 +24,13 @@ const (
 )
 
 // Outcomes of a claim that only the log tells: a redelivery of an alert
-// settled before, which Recent does not list again and no metric counts.
+// settled before, which Recent does not list again and no metric counts;
+// a copy of an alert another message holds (on another partition), which
+// fraudwatch_alert_copies_total counts.
 const (
-	sentBefore   = "sent_before"
-	failedBefore = "failed_before"
+	sentBefore       = "sent_before"
+	failedBefore     = "failed_before"
+	claimedElsewhere = "claimed_elsewhere"
 )
 
 // outcomeLogs is the log line of each outcome.
@@ -44,6 +47,7 @@ var outcomeLogs = map[string]struct {
 	SuppressedShadow:   {slog.LevelInfo, "shadow rule crossed its threshold; not notifying"},
 	sentBefore:         {slog.LevelInfo, "alert already delivered; not posting it again"},
 	failedBefore:       {slog.LevelInfo, "alert given up on before; not retrying it"},
+	claimedElsewhere:   {slog.LevelInfo, "copy of an alert another message holds; not posting it (that message posts it)"},
 }
 
 // record is the one place an outcome is recorded: each alert's metrics
@@ -68,6 +72,9 @@ func (d *Dispatcher) record(outcome string, alerts []alert.Alert, attrs ...any) 
 		case SuppressedCooldown, SuppressedShadow, SuppressedSilenced:
 			d.m.suppressed.WithLabelValues(a.Rule, outcome).Inc()
 		case sentBefore, failedBefore:
+			continue
+		case claimedElsewhere:
+			d.m.copies.WithLabelValues(a.Rule).Inc()
 			continue
 		}
 		d.recent.add(a, outcome)

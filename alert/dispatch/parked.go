@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // parkedAlert is an alert as the parked hash keeps it.
@@ -37,6 +38,11 @@ func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelE
 		d.log.Error("alert not parked: as many alerts as max parked wait already; it stays on its partition",
 			"rule", a.Rule, "alert_id", a.ID, "channel", ce.Channel, "max_parked", d.cfg.MaxParked)
 		return fmt.Errorf("%w: %s: its channel is refused, and %d alerts are parked already", ErrNotDelivered, a.ID, d.cfg.MaxParked)
+	}
+	// Parked first, then the claim handed over: a crash in between leaves
+	// the message uncommitted, to claim and park again.
+	if err := d.settle(ctx, lua.SettleParked, "", a); err != nil {
+		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
 	// The gauge counts the rule's channel, as retryParked does; the log
 	// names the channel Slack refused, the default's own name included.
@@ -162,14 +168,21 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (stil
 			continue
 		}
 		held = append(held, leases[i])
-		ok, err := d.claim(ctx, a)
+		a.Claimant = lua.ParkedClaimant
+		claim, err := d.claimed(ctx, a)
 		if err != nil {
 			d.release(ctx, held)
 			return len(alerts), fmt.Errorf("alert: parked: %w", err)
 		}
-		if ok {
+		switch claim {
+		case lua.ClaimSend:
 			send = append(send, a)
-		} else {
+		case lua.ClaimElsewhere:
+			// Its message, uncommitted, parked it but had not handed the
+			// claim over (a crash): it comes round, and settles or parks
+			// it again.
+			still++
+		default:
 			mine = append(mine, a.ID) // settled meanwhile (a redelivery, a silence, the cooldown)
 		}
 	}
@@ -205,11 +218,11 @@ func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settl
 	} else {
 		alerts = alerts[:1] // without digests, one alert a try
 	}
-	v, cause, err := d.post(ctx, 1, alerts)
-	if err != nil || v == channelRefused {
+	e, err := d.post(ctx, 1, alerts)
+	if err != nil || e.v == channelRefused {
 		return nil, nil // stays parked, for the next pass
 	}
-	if err := d.conclude(ctx, v, cause, alerts, "parked", true); err != nil {
+	if err := d.conclude(ctx, e, alerts, "parked", true); err != nil {
 		return nil, err
 	}
 	for _, a := range alerts {

@@ -37,16 +37,16 @@ func (r *refusingSlack) refused(ch string) error {
 	return nil
 }
 
-func (r *refusingSlack) Notify(ctx context.Context, a alert.Alert) error {
+func (r *refusingSlack) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
 	if err := r.refused(a.Channel); err != nil {
-		return err
+		return alert.Receipt{}, err
 	}
 	return r.slackLog.Notify(ctx, a)
 }
 
-func (r *refusingSlack) NotifyDigest(ctx context.Context, d alert.Digest) error {
+func (r *refusingSlack) NotifyDigest(ctx context.Context, d alert.Digest) (alert.Receipt, error) {
 	if err := r.refused(d.Channel); err != nil {
-		return err
+		return alert.Receipt{}, err
 	}
 	return r.slackLog.NotifyDigest(ctx, d)
 }
@@ -182,8 +182,8 @@ func TestParkedAlertsExpire(t *testing.T) {
 		if _, err := env.scripts.Park(t.Context(), env.keys.Parked(), p.a.ID, data, 10, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.scripts.ClaimAlert(t.Context(), p.a.CooldownKey, p.a.RecordKey, p.a.ID, 0); err != nil {
-			t.Fatal(err)
+		if c := env.claim(t, p.a, "slack", lua.ParkedClaimant); c != lua.ClaimSend {
+			t.Fatalf("claim = %v", c)
 		}
 	}
 	if err := env.d.RetryParked(t.Context()); err != nil {
@@ -214,11 +214,13 @@ type channelNotifier struct {
 	calls  int
 }
 
-func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) error {
+func (n *channelNotifier) Name() string { return "slack" }
+
+func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
 	n.mu.Lock()
 	if n.gone && a.Channel == "#gone" {
 		n.mu.Unlock()
-		return &alert.ChannelError{Channel: a.Channel, Err: errors.New("slack: channel_not_found")}
+		return alert.Receipt{}, &alert.ChannelError{Channel: a.Channel, Err: errors.New("slack: channel_not_found")}
 	}
 	if n.second != nil && a.Channel == "#gone" {
 		n.calls++
@@ -235,7 +237,7 @@ func (n *channelNotifier) Notify(_ context.Context, a alert.Alert) error {
 	}
 	defer n.mu.Unlock()
 	n.posts = append(n.posts, a.Rule+" "+a.EventID)
-	return nil
+	return alert.Receipt{}, nil
 }
 
 func (n *channelNotifier) snapshot() []string {

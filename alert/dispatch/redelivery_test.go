@@ -60,7 +60,7 @@ func TestSentIsRecordedEvenWhenTheContextEnds(t *testing.T) {
 	f := newFakeSlack(t, func(int) reply { return reply{} })
 	slackN := f.webhook(t)
 	n := alert.NotifierFunc(func(c context.Context, a alert.Alert) error {
-		err := slackN.Notify(c, a)
+		_, err := slackN.Notify(c, a)
 		cancel() // the context ends just after Slack took the post
 		return err
 	})

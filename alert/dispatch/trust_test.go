@@ -20,11 +20,13 @@ type captured struct {
 	alerts []alert.Alert
 }
 
-func (c *captured) Notify(_ context.Context, a alert.Alert) error {
+func (c *captured) Name() string { return "captured" }
+
+func (c *captured) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.alerts = append(c.alerts, a)
-	return nil
+	return alert.Receipt{}, nil
 }
 
 func (c *captured) posted() []alert.Alert {

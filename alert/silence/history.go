@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The history keeps what silences and Slack clicks did, for whoever asks
-// later who silenced what: HistoryFor at most, and the HistoryMax latest
-// events, so that it stays small whatever clicks at it.
+// The history keeps what silences did, for whoever asks later who silenced
+// what: HistoryFor at most, and the HistoryMax latest events, so that it
+// stays small whatever clicks at it.
 const (
 	HistoryFor = 30 * 24 * time.Hour
 	HistoryMax = 1000
@@ -25,14 +25,18 @@ const (
 
 // What an event of the history says.
 const (
-	Ended        = "ended"        // a silence ran its term
-	Expired      = "expired"      // a silence was ended early (silence expire), By someone
-	Acknowledged = "acknowledged" // an alert was acknowledged in Slack, By someone
+	Ended   = "ended"   // a silence ran its term
+	Expired = "expired" // a silence was ended early (silence expire), By someone
+	// Acknowledged: an alert was acknowledged in Slack, By someone. Versions
+	// before records per receiver wrote it here; an acknowledgement now
+	// goes into the alert's own record (lua.Scripts.AcknowledgeAlert), and
+	// the history only shows the old ones, for as long as it keeps them.
+	Acknowledged = "acknowledged"
 )
 
 // Event is one entry of the history: a silence that ended or was expired,
-// or an acknowledgement, which names the alert's rule and group in Silence
-// and nothing else there.
+// or an old acknowledgement (Acknowledged), which names the alert's rule
+// and group in Silence and nothing else there.
 type Event struct {
 	At   time.Time `json:"at"`
 	What string    `json:"event"`
@@ -95,25 +99,6 @@ func (s *Store) History(ctx context.Context, now time.Time) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// Acknowledge records that who acknowledged an alert of rule for group,
-// its encoding, which match shows. The rule need not be in force any more:
-// the alert was.
-func (s *Store) Acknowledge(ctx context.Context, rule, group string, match map[string]string, who string, now time.Time) (Event, error) {
-	if rule == "" {
-		return Event{}, usage("an acknowledgement needs a rule")
-	}
-	g, err := s.keys.ParseGroup(group)
-	if err != nil {
-		return Event{}, usage("%v", err)
-	}
-	ref, err := s.GroupRef(ctx, g.Encoding())
-	if err != nil {
-		return Event{}, err
-	}
-	e := Event{At: now.UTC(), What: Acknowledged, By: who, Silence: Silence{Rule: rule, Match: match, Group: group, GroupRef: ref}}
-	return e, s.record(ctx, now, e)
 }
 
 // GroupRef names a group (its encoding) without its values, for logs and

@@ -13,7 +13,8 @@ import (
 
 // The history says who silenced what and how it ended: a silence expired
 // early names who expired it, one that ran its term says so, an
-// acknowledgement names who clicked; the group is named by the same ref
+// acknowledgement (as versions before records per receiver wrote them)
+// names who clicked; the group is named by the same ref
 // in each, which is what logs name it by.
 func TestHistory(t *testing.T) {
 	store, _, keys := newStore(t)
@@ -31,7 +32,7 @@ func TestHistory(t *testing.T) {
 	if _, err := store.Expire(ctx, testRules, one.ID, "lee", t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	ack, err := store.Acknowledge(ctx, "burst", keys.Group([]string{"c1"}).Encoding(), map[string]string{"customer_id": "c1"}, "slack:U1", t0.Add(3*time.Minute))
+	ack, err := store.OldAcknowledge(ctx, "burst", keys.Group([]string{"c1"}).Encoding(), map[string]string{"customer_id": "c1"}, "slack:U1", t0.Add(3*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +93,14 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-// The history keeps 30 days and 1,000 events, however many clicks come.
+// The history keeps 30 days and 1,000 events, however many come.
 func TestHistoryIsBounded(t *testing.T) {
 	store, rdb, keys := newStore(t)
 	ctx := t.Context()
 	now := time.Now()
 	g := keys.Group([]string{"c"}).Encoding()
 	for _, age := range []time.Duration{31 * 24 * time.Hour, 29 * 24 * time.Hour, 0} {
-		if _, err := store.Acknowledge(ctx, "burst", g, nil, "slack:U"+age.String(), now.Add(-age)); err != nil {
+		if _, err := store.OldAcknowledge(ctx, "burst", g, nil, "slack:U"+age.String(), now.Add(-age)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +116,7 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Errorf("the history lives %v, want at most %v", ttl, silence.HistoryFor)
 	}
 	for i := range silence.HistoryMax + 5 {
-		if _, err := store.Acknowledge(ctx, "burst", g, nil, fmt.Sprint("slack:U", i), now.Add(time.Duration(i)*time.Millisecond)); err != nil {
+		if _, err := store.OldAcknowledge(ctx, "burst", g, nil, fmt.Sprint("slack:U", i), now.Add(time.Duration(i)*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -150,3 +150,53 @@ func TestListTextIsPrintable(t *testing.T) {
 		t.Errorf("list --format json: %+v, %v; want the values exact", list, err)
 	}
 }
+
+// A silence of a group named by its encoding (a Slack button's) shows the
+// values it carries only if they make that group: values of one group
+// over another's encoding are refused, and nothing is written; values that
+// make it, plainly or hashed, and none at all, are taken.
+func TestShownValuesMustMakeTheGroup(t *testing.T) {
+	ctx := t.Context()
+	long := strings.Repeat("x", 300) // hashed
+	for _, tt := range []struct {
+		name  string
+		rule  string
+		group []string // the values whose group the silence names
+		match map[string]string
+		ok    bool
+	}{
+		{"the group's own values", "burst", []string{"victim"}, map[string]string{"customer_id": "victim"}, true},
+		{"no values shown", "burst", []string{"victim"}, nil, true},
+		{"another group's values", "burst", []string{"victim"}, map[string]string{"customer_id": "mallory"}, false},
+		{"a long group's own values", "burst", []string{long}, map[string]string{"customer_id": long}, true},
+		{"values cut for display", "burst", []string{long}, map[string]string{"customer_id": long[:100] + "…"}, false},
+		{"a field the rule does not group by", "burst", []string{"victim"}, map[string]string{"email": "victim"}, false},
+		{"values in group_by's order", "pair", []string{"a@x", "555"}, map[string]string{"phone": "555", "email": "a@x"}, true},
+		{"values swapped between fields", "pair", []string{"a@x", "555"}, map[string]string{"phone": "a@x", "email": "555"}, false},
+		{"a value missing", "pair", []string{"a@x", "555"}, map[string]string{"email": "a@x"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store, rdb, keys := newStore(t)
+			g := keys.Group(tt.group)
+			sil, err := store.Add(ctx, testRules, silence.Spec{Rule: tt.rule, Group: g.Encoding(), Match: tt.match,
+				For: time.Hour, Reason: "snoozed from Slack", Author: "slack:U1"}, time.Now())
+			if tt.ok {
+				if err != nil || sil.Group != g.Encoding() {
+					t.Fatalf("Add = %+v, %v; want the group silenced", sil, err)
+				}
+				return
+			}
+			if !errors.Is(err, silence.ErrUsage) || !strings.Contains(err.Error(), "do not make the group") {
+				t.Fatalf("Add = %+v, %v; want it refused", sil, err)
+			}
+			if strings.Contains(err.Error(), "victim") || strings.Contains(err.Error(), "mallory") {
+				t.Errorf("the refusal names a value: %v", err)
+			}
+			for _, k := range []string{keys.Silences(g, tt.rule), keys.SilenceIndex()} { // two slots
+				if rdb.Exists(ctx, k).Val() != 0 {
+					t.Errorf("a refused silence wrote %s", k)
+				}
+			}
+		})
+	}
+}

@@ -226,6 +226,10 @@ func (s *Store) target(rule string, groupBy []string, sil Silence) (keys []strin
 		if err != nil {
 			return nil, "", usage("%v", err)
 		}
+		if len(sil.Match) > 0 && !s.makes(groupBy, sil.Match, g) {
+			// What the silence would show is not what it silences.
+			return nil, "", usage("the group's values shown do not make the group it silences: refused")
+		}
 		return []string{s.keys.Silences(g, rule)}, g.Encoding(), nil
 	}
 	match := sil.Match
@@ -247,6 +251,24 @@ func (s *Store) target(rule string, groupBy []string, sil Silence) (keys []strin
 	}
 	g := s.keys.Group(values)
 	return []string{s.keys.Silences(g, rule)}, g.Encoding(), nil
+}
+
+// makes reports whether match, a value for each of the rule's group_by
+// fields and no other, makes group g: its values in group_by's order
+// encode to g (Keys.Group: plainly, or hashed when long).
+func (s *Store) makes(groupBy []string, match map[string]string, g lua.Group) bool {
+	if len(match) != len(groupBy) {
+		return false
+	}
+	values := make([]string, len(groupBy))
+	for i, f := range groupBy {
+		v, ok := match[f]
+		if !ok {
+			return false
+		}
+		values[i] = v
+	}
+	return s.keys.Group(values).Encoding() == g.Encoding()
 }
 
 // List returns the silences in force at now, the soonest to end first;

@@ -29,31 +29,42 @@ const (
 // Snoozes are the buttons' silence lengths.
 var snoozes = []time.Duration{time.Hour, 24 * time.Hour}
 
-// buttonValue is what a button carries back: the alert's rule and group,
-// and how long to snooze it. Slack returns it as sent, but only in a
-// request signed with the app's signing secret.
+// buttonValue is what a button carries back: the alert's rule and group;
+// a Snooze's how long, and the group's values to show in its silence
+// (which must make the group: silence.Store checks it); an Acknowledge's
+// event id, which with the rule and group names the alert's record. Slack
+// returns it as sent, but only in a request signed with the app's signing
+// secret. Acknowledge buttons posted before acknowledgements went into the
+// alert's record carry no event id.
 type buttonValue struct {
 	Rule   string            `json:"r"`
 	Group  string            `json:"g"`
 	Match  map[string]string `json:"m,omitempty"`
 	Snooze string            `json:"s,omitempty"`
+	Event  string            `json:"e,omitempty"`
 }
 
 // maxButtonValue is Slack's limit of a button's value.
 const maxButtonValue = 2000
 
 // Silencer does what a button asks: creates a Snooze's silence, records an
-// Acknowledge in the silences' history.
+// Acknowledge in the alert's record for this receiver (ReceiverName).
 type Silencer interface {
 	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (Recorded, error)
-	Acknowledge(ctx context.Context, rule, group string, match map[string]string, who string) (Recorded, error)
+	Acknowledge(ctx context.Context, rule, group, eventID, who string) (Recorded, error)
 }
 
 // Recorded is what a click left, as its log line names it: the silence a
-// Snooze made, and the group without its values (personal data).
+// Snooze made, the acknowledgement an Acknowledge found or made, and the
+// group without its values (personal data).
 type Recorded struct {
 	SilenceID string
 	Ends      time.Time
+	// AckedBy acknowledged the alert at AckedAt; Before is true when that
+	// was an earlier click, which stays.
+	AckedBy string
+	AckedAt time.Time
+	Before  bool
 	// GroupBy are the rule's group_by fields, GroupRef the group as
 	// silence list and its history name it (silence.Store.GroupRef).
 	GroupBy  []string
@@ -145,9 +156,10 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note = ":warning: " + err.Error()
 	}
 	// Slack waits 3 seconds for this answer; the message's update goes
-	// through its response_url.
+	// through its response_url. A click that did nothing leaves the
+	// buttons, to try again or to click another.
 	w.WriteHeader(http.StatusOK)
-	if err := h.update(r.Context(), &cb, note); err != nil {
+	if err := h.update(r.Context(), &cb, note, err != nil); err != nil {
 		h.log.Warn("slack interaction: update the message", "err", err)
 	}
 }
@@ -174,12 +186,18 @@ func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slac
 	}
 	switch act.ActionID {
 	case actionAck:
-		rec, err := h.silence.Acknowledge(ctx, v.Rule, v.Group, v.Match, "slack:"+who)
+		if v.Event == "" {
+			return "", errors.New("this Acknowledge button was posted by a fraudwatch that did not keep acknowledgements " +
+				"with each alert, and names no alert: nothing was recorded (the Snooze buttons still work)")
+		}
+		rec, err := h.silence.Acknowledge(ctx, v.Rule, v.Group, v.Event, "slack:"+who)
 		if err != nil {
 			return "", fmt.Errorf("could not record the acknowledgement: %w", err)
 		}
-		h.log.Info("alert acknowledged in slack", audit("acknowledge", who, v.Rule, rec)...)
-		return fmt.Sprintf(":white_check_mark: Acknowledged by <@%s>", who), nil
+		h.log.Info("alert acknowledged in slack", append(audit("acknowledge", who, v.Rule, rec),
+			"alert_id", v.Rule+"/"+v.Event, "acknowledged_before", rec.Before)...)
+		return fmt.Sprintf(":white_check_mark: Acknowledged by %s at %s", mention(rec.AckedBy),
+			rec.AckedAt.UTC().Format("2006-01-02 15:04 MST")), nil
 	case actionSnooze:
 		d, err := time.ParseDuration(v.Snooze)
 		if err != nil || d <= 0 || d > 24*time.Hour {
@@ -203,15 +221,15 @@ func audit(action, who, rule string, rec Recorded) []any {
 		"group_by", strings.Join(rec.GroupBy, ","), "group_ref", rec.GroupRef}
 }
 
-// update replaces the alert's message with itself, its buttons gone and a
-// line saying who did what, until when.
-func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback, note string) error {
+// update replaces the alert's message with itself, its buttons gone (kept
+// when keep) and a line saying who did what, until when.
+func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback, note string, keep bool) error {
 	if !strings.HasPrefix(cb.ResponseURL, "https://") && !strings.HasPrefix(cb.ResponseURL, "http://") {
 		return errors.New("no response_url")
 	}
 	var blocks []slack.Block
 	for _, b := range cb.Message.Blocks.BlockSet {
-		if b.BlockType() != slack.MBTAction {
+		if keep || b.BlockType() != slack.MBTAction {
 			blocks = append(blocks, b)
 		}
 	}
@@ -238,10 +256,19 @@ func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback
 }
 
 // buttons are an alert's actions: snooze its group for each of snoozes,
-// and acknowledge it. Nil when the alert cannot name its group.
-func buttons(rule, group, identity string, match map[string]string) slack.Block {
+// and acknowledge it (its rule, group and event id name its record). Nil
+// when the alert cannot name its group. A Snooze shows the group's values
+// in its silence only when they are whole: values cut for display ("…")
+// no longer make the group, and a silence refuses values that do not.
+func buttons(rule, group, eventID, identity string, match map[string]string) slack.Block {
 	if group == "" {
 		return nil
+	}
+	for _, v := range match {
+		if strings.HasSuffix(v, "…") {
+			match = nil
+			break
+		}
 	}
 	var elems []slack.BlockElement
 	for _, d := range snoozes {
@@ -252,7 +279,7 @@ func buttons(rule, group, identity string, match map[string]string) slack.Block 
 		elems = append(elems, slack.NewButtonBlockElement(actionSnooze, v,
 			slack.NewTextBlockObject(slack.PlainTextType, clipPlain("Snooze "+identity+" "+snoozeText(d), 75), false, false)))
 	}
-	v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Match: match})
+	v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Event: eventID})
 	if !ok {
 		return nil
 	}
@@ -294,6 +321,15 @@ func snoozeText(d time.Duration) string {
 		return fmt.Sprintf("%d h", d/time.Hour)
 	}
 	return d.String()
+}
+
+// mention is who acknowledged, as the message shows them: a Slack user by
+// their mention.
+func mention(who string) string {
+	if id, ok := strings.CutPrefix(who, "slack:"); ok {
+		return "<@" + escapeID(id) + ">"
+	}
+	return clipMrkdwn(who, 100)
 }
 
 // escapeID keeps a user id from breaking out of its mention.

@@ -42,11 +42,11 @@ func (f *fakeSilencer) Snooze(_ context.Context, rule, group string, match map[s
 		GroupBy: []string{"customer_id"}, GroupRef: "abc123"}, nil
 }
 
-func (f *fakeSilencer) Acknowledge(_ context.Context, rule, group string, match map[string]string, who string) (Recorded, error) {
+func (f *fakeSilencer) Acknowledge(_ context.Context, rule, group, eventID, who string) (Recorded, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acks = append(f.acks, fmt.Sprintf("%s %s %v %s", rule, group, match, who))
-	return Recorded{GroupBy: []string{"customer_id"}, GroupRef: "abc123"}, nil
+	f.acks = append(f.acks, fmt.Sprintf("%s %s %s %s", rule, group, eventID, who))
+	return Recorded{AckedBy: who, AckedAt: time.Date(2026, 12, 1, 12, 5, 0, 0, time.UTC), GroupBy: []string{"customer_id"}, GroupRef: "abc123"}, nil
 }
 
 // request is a click as Slack sends it, signed with secret at ts.
@@ -112,9 +112,15 @@ func TestInteractions(t *testing.T) {
 	defer responses.Close()
 	silencer := &fakeSilencer{}
 	h, other := replicas(t, silencer)
-	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
-	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}, EventID: "evt-9"}
+	b := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a))
 	snooze1h, snooze24h, ack := click(t, responses.URL, b, 0), click(t, responses.URL, b, 1), click(t, responses.URL, b, 2)
+	// An Acknowledge posted before acknowledgements went into the alert's
+	// record: its value names the rule and group alone.
+	oldAck := strings.Replace(ack, `\"e\":\"evt-9\"`, `\"m\":{\"customer_id\":\"cust-42\"}`, 1)
+	if oldAck == ack {
+		t.Fatalf("no event id in %s", ack)
+	}
 	now := time.Now()
 	signed := request(t, testSecret, now, snooze1h)
 
@@ -124,22 +130,27 @@ func TestInteractions(t *testing.T) {
 		req     *http.Request
 		code    int
 		silence string
+		ack     string
 		update  string
+		keeps   bool // the buttons stay: the click did nothing
 	}{
-		{"unsigned", h, request(t, "", now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"forged", h, request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"six minutes old", h, request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", ""},
-		{"snooze for an hour", h, signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123",
-			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC"},
-		{"the same request again", h, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
-		{"the same request at another replica", other, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", ""},
+		{"unsigned", h, request(t, "", now, snooze1h), http.StatusUnauthorized, "", "", "", false},
+		{"forged", h, request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", "", "", false},
+		{"six minutes old", h, request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", "", "", false},
+		{"snooze for an hour", h, signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123", "",
+			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC", false},
+		{"the same request again", h, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", false},
+		{"the same request at another replica", other, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", false},
 		{"snooze for a day", h, request(t, testSecret, now.Add(2*time.Second), snooze24h), http.StatusOK,
-			"burst cust-42 map[customer_id:cust-42] 24h0m0s slack:U123", "Snoozed by \\u003c@U123\\u003e for 24 h"},
-		{"acknowledge", h, request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "Acknowledged by \\u003c@U123\\u003e"},
+			"burst cust-42 map[customer_id:cust-42] 24h0m0s slack:U123", "", "Snoozed by \\u003c@U123\\u003e for 24 h", false},
+		{"acknowledge", h, request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "burst cust-42 evt-9 slack:U123",
+			"Acknowledged by \\u003c@U123\\u003e at 2026-12-01 12:05 UTC", false},
+		{"an old acknowledge button", h, request(t, testSecret, now.Add(3*time.Second), oldAck), http.StatusOK, "", "",
+			"names no alert: nothing was recorded", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			silencer.calls, updates = nil, nil
+			silencer.calls, silencer.acks, updates = nil, nil, nil
 			w := httptest.NewRecorder()
 			tt.handler.ServeHTTP(w, tt.req)
 			if w.Code != tt.code {
@@ -147,6 +158,9 @@ func TestInteractions(t *testing.T) {
 			}
 			if got := strings.Join(silencer.calls, ";"); got != tt.silence {
 				t.Errorf("silences %q, want %q", got, tt.silence)
+			}
+			if got := strings.Join(silencer.acks, ";"); got != tt.ack {
+				t.Errorf("acknowledgements %q, want %q", got, tt.ack)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -157,28 +171,33 @@ func TestInteractions(t *testing.T) {
 				return
 			}
 			if len(updates) != 1 || !strings.Contains(updates[0], tt.update) || !strings.Contains(updates[0], `"replace_original":true`) ||
-				strings.Contains(updates[0], `"type":"actions"`) || !strings.Contains(updates[0], "*Rule* burst") {
-				t.Errorf("update %q, want the message without its buttons and with %q", updates, tt.update)
+				strings.Contains(updates[0], `"type":"actions"`) != tt.keeps || !strings.Contains(updates[0], "*Rule* burst") {
+				t.Errorf("update %q, want the message with %q, its buttons kept %v", updates, tt.update, tt.keeps)
 			}
 		})
 	}
 }
 
 // Each alert carries its buttons in token mode with interactivity: two
-// snoozes and an acknowledgement, naming its rule and group.
+// snoozes, naming its rule and group (and showing its values), and an
+// acknowledgement, naming the alert: its rule, group and event id.
 func TestButtons(t *testing.T) {
-	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}}
-	b, ok := buttons(a.Rule, a.Group, identity(a), groupMatch(a)).(*slack.ActionBlock)
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}, EventID: "evt-9"}
+	b, ok := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)).(*slack.ActionBlock)
 	if !ok || len(b.Elements.ElementSet) != 3 {
 		t.Fatalf("buttons %+v", b)
 	}
 	var labels []string
-	for _, e := range b.Elements.ElementSet {
+	for i, e := range b.Elements.ElementSet {
 		btn := e.(*slack.ButtonBlockElement)
 		labels = append(labels, btn.Text.Text)
 		var v buttonValue
 		if err := json.Unmarshal([]byte(btn.Value), &v); err != nil || v.Rule != "burst" || v.Group != "cust-42" {
 			t.Errorf("button %q carries %q", btn.Text.Text, btn.Value)
+		}
+		snooze := i < 2
+		if (v.Match["customer_id"] == "cust-42\u202e") != snooze || (v.Event == "evt-9") == snooze {
+			t.Errorf("button %q carries %q: want a snooze's values, or the acknowledgement's event", btn.Text.Text, btn.Value)
 		}
 	}
 	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge" {
@@ -186,12 +205,17 @@ func TestButtons(t *testing.T) {
 	}
 	// An alert that cannot name its group (written before alerts did) has
 	// none, and a long group loses its shown values, not its buttons.
-	if buttons("burst", "", "x", nil) != nil {
+	if buttons("burst", "", "e", "x", nil) != nil {
 		t.Error("buttons without a group")
 	}
 	long := map[string]string{"address": strings.Repeat("x", 3000)}
-	if buttons("burst", "~abc", "x", long) == nil {
+	if buttons("burst", "~abc", "e", "x", long) == nil {
 		t.Error("a long group lost its buttons")
+	}
+	// Values cut for display do not make their group: a snooze shows none.
+	cut, ok := buttons("burst", "~abc", "e", "x", map[string]string{"address": "12 Long Road…"}).(*slack.ActionBlock)
+	if !ok || strings.Contains(cut.Elements.ElementSet[0].(*slack.ButtonBlockElement).Value, "Long Road") {
+		t.Errorf("a snooze shows values cut for display: %+v", cut)
 	}
 }
 
@@ -203,7 +227,7 @@ func TestReplaysRespelled(t *testing.T) {
 	silencer := &fakeSilencer{}
 	h, other := replicas(t, silencer)
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
-	payload := click(t, "", buttons(a.Rule, a.Group, identity(a), groupMatch(a)), 0)
+	payload := click(t, "", buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)), 0)
 	now := time.Now()
 	send := func(h http.Handler, respell func(sig string) string) int {
 		t.Helper()
@@ -256,8 +280,8 @@ func TestClicksAreAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}}
-	b := buttons(a.Rule, a.Group, identity(a), groupMatch(a))
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}, EventID: "evt-9"}
+	b := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a))
 	now := time.Now()
 	for i, button := range []int{0, 2} {
 		w := httptest.NewRecorder()
@@ -284,13 +308,13 @@ func TestClicksAreAudited(t *testing.T) {
 		{"level": "INFO", "msg": "alert snoozed from slack", "action": "snooze", "slack_user": "U123", "rule": "burst",
 			"group_by": "customer_id", "group_ref": "abc123", "for": float64(time.Hour), "silence_id": "5eed", "until": "2026-12-01T13:00:00Z"},
 		{"level": "INFO", "msg": "alert acknowledged in slack", "action": "acknowledge", "slack_user": "U123", "rule": "burst",
-			"group_by": "customer_id", "group_ref": "abc123"},
+			"group_by": "customer_id", "group_ref": "abc123", "alert_id": "burst/evt-9", "acknowledged_before": false},
 	}
 	if !reflect.DeepEqual(clicks, want) {
 		t.Errorf("click log lines\n%v\nwant\n%v", clicks, want)
 	}
-	// The acknowledgement went to the history, the group with it.
-	if got := strings.Join(silencer.acks, ";"); got != "burst cust-42 map[customer_id:cust-42] slack:U123" {
+	// The acknowledgement names the alert: its rule, group and event.
+	if got := strings.Join(silencer.acks, ";"); got != "burst cust-42 evt-9 slack:U123" {
 		t.Errorf("acknowledgements %q", got)
 	}
 }

@@ -117,14 +117,25 @@ func New(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
-// Notify posts the alert. A message Slack refuses as such (bad blocks, too
-// long, a bad payload) is marked alert.Permanent; a 429 carries its
-// Retry-After (alert.RetryAfter); every other failure is worth retrying, a
-// revoked token or an unknown channel included (see refused).
-func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
+// ReceiverName is the Slack notifier's receiver name: the name its
+// alerts' records are kept under (alert.Notifier), and where an
+// Acknowledge click writes.
+const ReceiverName = "slack"
+
+// Name is ReceiverName.
+func (n *Notifier) Name() string { return ReceiverName }
+
+// Notify posts the alert and, in bot-token mode, returns where the message
+// is: the channel's id and the message's ts, as chat.postMessage answers
+// them (an incoming webhook answers neither: its receipt is zero). A
+// message Slack refuses as such (bad blocks, too long, a bad payload) is
+// marked alert.Permanent; a 429 carries its Retry-After
+// (alert.RetryAfter); every other failure is worth retrying, a revoked
+// token or an unknown channel included (see refused).
+func (n *Notifier) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
 	fallback, blocks := Format(a)
 	if n.cfg.Buttons {
-		if b := buttons(a.Rule, a.Group, identity(a), groupMatch(a)); b != nil {
+		if b := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)); b != nil {
 			blocks = append(blocks, b)
 		}
 	}
@@ -132,16 +143,17 @@ func (n *Notifier) Notify(ctx context.Context, a alert.Alert) error {
 }
 
 // NotifyDigest posts the alerts of one rule past the budget as one
-// message (FormatDigest), with the errors Notify gives.
-func (n *Notifier) NotifyDigest(ctx context.Context, d alert.Digest) error {
+// message (FormatDigest), with the receipt and the errors Notify gives.
+func (n *Notifier) NotifyDigest(ctx context.Context, d alert.Digest) (alert.Receipt, error) {
 	fallback, blocks := FormatDigest(d)
 	return n.post(ctx, d.Rule, d.Channel, fallback, blocks)
 }
 
 // post sends one message of rule's to channel (token mode; "" is the
 // default channel), or to the webhook.
-func (n *Notifier) post(ctx context.Context, rule, channel, fallback string, blocks []slack.Block) error {
+func (n *Notifier) post(ctx context.Context, rule, channel, fallback string, blocks []slack.Block) (alert.Receipt, error) {
 	a := alert.Alert{Rule: rule, Channel: channel}
+	var receipt alert.Receipt
 	var err error
 	if n.api == nil {
 		err = slack.PostWebhookCustomHTTPContext(ctx, n.cfg.WebhookURL, n.cfg.HTTPClient, &slack.WebhookMessage{
@@ -153,24 +165,24 @@ func (n *Notifier) post(ctx context.Context, rule, channel, fallback string, blo
 		if channel == "" {
 			channel = n.cfg.Channel
 		}
-		_, _, err = n.api.PostMessageContext(ctx, channel,
+		receipt.Channel, receipt.TS, err = n.api.PostMessageContext(ctx, channel,
 			slack.MsgOptionText(fallback, false), // already escaped by Format
 			slack.MsgOptionBlocks(blocks...))
 	}
 	if err == nil {
-		return nil
+		return receipt, nil
 	}
 	wrapped := fmt.Errorf("slack: post %s alert to %s: %w", a.Rule, n.target, n.redact(err))
 	if refused(err) {
-		return alert.Permanent(wrapped)
+		return alert.Receipt{}, alert.Permanent(wrapped)
 	}
 	if ch, ok := channelRefused(err, a.Channel, n.cfg.Channel); ok {
-		return &alert.ChannelError{Channel: ch, Err: wrapped}
+		return alert.Receipt{}, &alert.ChannelError{Channel: ch, Err: wrapped}
 	}
 	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
-		return alert.RetryAfter(wrapped, rl.RetryAfter)
+		return alert.Receipt{}, alert.RetryAfter(wrapped, rl.RetryAfter)
 	}
-	return &transientError{err: wrapped}
+	return alert.Receipt{}, &transientError{err: wrapped}
 }
 
 // transientError marks a failure worth another attempt, overriding what

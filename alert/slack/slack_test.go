@@ -127,7 +127,7 @@ func TestSlackWebhookPostsTextAndBlocks(t *testing.T) {
 	}
 	a := sampleAlert()
 	a.Channel = "#ignored-by-webhooks"
-	if err := n.Notify(context.Background(), a); err != nil {
+	if _, err := n.Notify(context.Background(), a); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
 	if len(srv.bodies) != 1 {
@@ -208,7 +208,7 @@ func TestSlackWebhookErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = n.Notify(context.Background(), sampleAlert())
+			_, err = n.Notify(context.Background(), sampleAlert())
 			if err == nil {
 				t.Fatal("Notify succeeded against a failing webhook")
 			}
@@ -256,7 +256,7 @@ func TestSlackErrorsNeverRevealSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = n.Notify(tt.ctx, sampleAlert())
+			_, err = n.Notify(tt.ctx, sampleAlert())
 			if err == nil {
 				t.Fatal("Notify succeeded")
 			}
@@ -359,7 +359,7 @@ func TestSlackTokenPostsToChannel(t *testing.T) {
 			}
 			a := sampleAlert()
 			a.Channel = tt.ruleChannel
-			if err := n.Notify(context.Background(), a); err != nil {
+			if _, err := n.Notify(context.Background(), a); err != nil {
 				t.Fatalf("Notify: %v", err)
 			}
 			if len(rt.calls) != 1 {
@@ -445,7 +445,7 @@ func TestSlackTokenErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = n.Notify(context.Background(), sampleAlert())
+			_, err = n.Notify(context.Background(), sampleAlert())
 			if err == nil {
 				t.Fatal("Notify succeeded")
 			}
@@ -476,7 +476,7 @@ func TestSlackChannelRefusals(t *testing.T) {
 			}
 			a := sampleAlert()
 			a.Channel = "#rule-channel"
-			err = n.Notify(context.Background(), a)
+			_, err = n.Notify(context.Background(), a)
 			ce, ok := errors.AsType[*alert.ChannelError](err)
 			want := code != "invalid_auth" && code != "internal_error"
 			if ok != want || (ok && ce.Channel != "#rule-channel") {

@@ -239,21 +239,22 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		}
 		return n
 	}
-	// An alert's delivery record is prefix:{tag}:a:rule:group:id.
+	// An alert's record for Slack is prefix:{tag}:r:rule:group:id:slack,
+	// a hash whose state says how it ended.
 	recordPrefix := func(key string) string {
 		rule, value, _ := strings.Cut(key, " ")
 		g := keys.Group([]string{value})
-		return prefix + ":" + g.Tag() + ":a:" + rule + ":" + g.Encoding() + ":"
+		return prefix + ":" + g.Tag() + ":r:" + rule + ":" + g.Encoding() + ":"
 	}
 	noteUnrecorded = func() {
 		slack.mu.Lock()
 		posted := slices.Collect(maps.Keys(slack.posts))
 		slack.mu.Unlock()
-		records := redistest.Keys(t, rdb, prefix+":*:a:*")
+		records := redistest.Keys(t, rdb, prefix+":*:r:*")
 		pipe := rdb.Pipeline()
 		states := make([]*redis.StringCmd, len(records))
 		for i, r := range records {
-			states[i] = pipe.Get(context.Background(), r)
+			states[i] = pipe.HGet(context.Background(), r, "state")
 		}
 		_, _ = pipe.Exec(context.Background())
 		for _, key := range posted {
@@ -342,13 +343,13 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	// The silenced crossing is settled as such: its delivery record says
 	// so (a replica's counter of it may die with the replica).
 	g := keys.Group([]string{silenced})
-	records := prefix + ":" + g.Tag() + ":a:orders-per-customer:" + g.Encoding() + ":*"
+	records := prefix + ":" + g.Tag() + ":r:orders-per-customer:" + g.Encoding() + ":*"
 	silencedRecord := func() bool {
 		found, err := redistest.Keys(t, rdb, records), error(nil)
 		if err != nil || len(found) != 1 {
 			return false
 		}
-		return rdb.Get(context.Background(), found[0]).Val() == "silenced"
+		return rdb.HGet(context.Background(), found[0], "state").Val() == "silenced"
 	}
 	waitFor(t, 2*time.Minute, "every expected alert, and the silenced one settled", func() bool {
 		if !silencedRecord() {
@@ -398,7 +399,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	// its delivery record.
 	sentUnlisted := func(key string) bool {
 		found, err := redistest.Keys(t, rdb, recordPrefix(key)+"*"), error(nil)
-		return err == nil && len(found) == 1 && rdb.Get(context.Background(), found[0]).Val() == "sent"
+		return err == nil && len(found) == 1 && rdb.HGet(context.Background(), found[0], "state").Val() == "sent"
 	}
 	for key := range world.alerts {
 		if len(slack.posts[key]) == 0 && !sentUnlisted(key) {

@@ -28,8 +28,8 @@ func cmdSilence(args []string, stdout, stderr io.Writer) int {
 	reason := fs.String("reason", "", "add: why, for whoever finds it")
 	author := fs.String("author", os.Getenv("USER"), "add: who silences; expire: who ends the silence")
 	format := fs.String("format", "text", "list: text or json")
-	history := fs.Bool("history", false, "list: the history instead (silences ended and expired, alerts acknowledged, "+
-		"the last 30 days), the latest first")
+	history := fs.Bool("history", false, "list: the history instead (silences ended and expired, and alerts acknowledged "+
+		"before acknowledgements were kept with each alert; the last 30 days), the latest first")
 	maxArgs := 0
 	if sub == "expire" {
 		maxArgs = 1 // the silence's id

@@ -164,9 +164,9 @@ func TestScriptsTakeKeysOfAnotherType(t *testing.T) {
 	}
 }
 
-// alert_claim and alert_settle with keys of another type: a record or a
-// cooldown is none, and replaced; silences are none; a settle leaves a
-// cooldown that is not its alert's.
+// alert_claim and alert_settle with keys of another type: a record is
+// none, and replaced; a cooldown is none and replaced; an old record and
+// silences are none; a settle leaves a cooldown that is not its alert's.
 func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 	p := newPair(t)
 	call := func(script string, want int64, keys []string, args ...string) {
@@ -178,14 +178,20 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 			t.Fatalf("%s %q: got %v, want %d", script, args, got, want)
 		}
 	}
-	foreign(p, "rec:a", "hash")
-	call(lua.AlertClaimName, 1, []string{"cd", "rec:a"}, "a", "0", "600")
+	foreign(p, "rec:a", "string")
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:a", "old:a"}, "a", "0", "600", "c")
+	foreign(p, "rec:b", "zset")
+	foreign(p, "old:b", "hash")
 	foreign(p, "cd", "zset")
-	call(lua.AlertClaimName, 1, []string{"cd", "rec:b"}, "b", "60", "600")
-	call(lua.AlertClaimName, 0, []string{"cd", "rec:c"}, "c", "60", "600") // b holds it now
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:b", "old:b"}, "b", "60", "600", "c")
+	call(lua.AlertClaimName, 0, []string{"cd", "rec:c", "old:c"}, "c", "60", "600", "c") // b holds it now
 	foreign(p, "s", "string")
 	foreign(p, "rs", "zset")
-	call(lua.AlertClaimName, 1, []string{"cd2", "rec:d", "s", "rs"}, "d", "60", "600")
+	call(lua.AlertClaimName, 1, []string{"cd2", "rec:d", "old:d", "s", "rs"}, "d", "60", "600", "c")
 	foreign(p, "cd", "hash")
-	call(lua.AlertSettleName, 1, []string{"cd", "rec:b"}, "b", "failed", "600")
+	call(lua.AlertSettleName, 1, []string{"cd", "rec:b"}, "b", "failed", "600", "c", "")
+	foreign(p, "rec:e", "string")
+	call(lua.AlertSettleName, 1, []string{"cd", "rec:e"}, "e", "sent", "600", "c", "r")
+	foreign(p, "rec:f", "zset")
+	call(lua.AlertSettleName, 0, []string{"cd", "rec:f"}, "f", "parked", "600", "c", "")
 }

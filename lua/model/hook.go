@@ -33,8 +33,8 @@ var followed = map[string]struct {
 	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
 	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
 	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},
-	lua.AlertClaimName:       {"4373fb0305d8b31d6f5e3c5c0613820aec313b10", alertClaim},
-	lua.AlertSettleName:      {"90e11745bd097435324f593cc653fc0601149695", alertSettle},
+	lua.AlertClaimName:       {"1adb6423bef0f5e662004857206b2643288408f9", alertClaim},
+	lua.AlertSettleName:      {"c43aff3c725c21aab9636afacda90af1247ec07e", alertSettle},
 }
 
 // scripts are the bodies the model has, by the SHA1s they follow. The other

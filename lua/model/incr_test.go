@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fraudwatch/fraudwatch/lua"
 )
@@ -232,18 +234,40 @@ func TestSalesDecrRandomly(t *testing.T) {
 func TestAlertClaimAndSettleAsTheScripts(t *testing.T) {
 	p := newPair(t)
 	cool, rec := p.key("cooldown"), p.key("record:a")
-	claim := func(rec, id, cooldown string, silences ...string) {
-		p.call(lua.AlertClaimName, append([]string{cool, rec}, silences...), id, cooldown, "600")
+	// Each record's old form (a string) beside it, read when it is none.
+	claim := func(rec, id, cooldown, claimant string, silences ...string) {
+		p.call(lua.AlertClaimName, append([]string{cool, rec, rec + ":old"}, silences...), id, cooldown, "600", claimant)
 	}
-	claim(rec, "a", "60")
-	claim(rec, "a", "60") // an attempt again, holding the cooldown
-	claim(p.key("record:b"), "b", "60")
-	p.call(lua.AlertSettleName, []string{cool, rec}, "a", "failed", "600")
-	claim(p.key("record:c"), "c", "60") // the cooldown given back
-	p.call(lua.AlertSettleName, []string{cool, p.key("record:c")}, "c", "sent", "600")
-	claim(p.key("record:c"), "c", "60")
-	claim(p.key("record:b"), "b", "60")
-	claim(p.key("record:d"), "d", "0")
+	settle := func(rec, id, outcome, claimant, receipt string) {
+		p.call(lua.AlertSettleName, []string{cool, rec}, id, outcome, "600", claimant, receipt)
+	}
+	claim(rec, "a", "60", "t/0/1")
+	claim(rec, "a", "60", "t/0/1") // an attempt again, holding the cooldown
+	claim(rec, "a", "60", "t/1/4") // a copy elsewhere
+	claim(p.key("record:b"), "b", "60", "t/0/2")
+	settle(rec, "a", "failed", "t/0/1", "")
+	claim(p.key("record:c"), "c", "60", "t/0/3") // the cooldown given back
+	settle(p.key("record:c"), "c", "sent", "t/0/3", `{"channel":"C1","ts":"1.2"}`)
+	claim(p.key("record:c"), "c", "60", "t/1/9")
+	claim(p.key("record:b"), "b", "60", "t/0/2")
+	claim(p.key("record:d"), "d", "0", "t/0/4")
+	// Parked: the claim passes to the parked alerts, from its claimant only.
+	settle(p.key("record:d"), "d", "parked", "t/9/9", "")
+	settle(p.key("record:d"), "d", "parked", "t/0/4", "")
+	claim(p.key("record:d"), "d", "0", "t/0/4")
+	claim(p.key("record:d"), "d", "0", "parked")
+	settle(p.key("record:d"), "d", "sent", "parked", "")
+	settle(p.key("record:none"), "n", "parked", "t/0/5", "")
+	// Records of the version before: a string at the old key.
+	for i, old := range []string{"sent", "failed", "suppressed", "silenced", "pending", "odd"} {
+		r := p.key(fmt.Sprint("record:old", i))
+		p.used[r+":old"] = true
+		p.rdb.Set(t.Context(), r+":old", old, 600*time.Second)
+		p.st.mu.Lock()
+		p.st.setEx(r+":old", old, 600*time.Second)
+		p.st.mu.Unlock()
+		claim(r, fmt.Sprint("old", i), "0", "t/2/1")
+	}
 	// Silences: a hash of id -> end, milliseconds since 1970; an hour
 	// from the model's clock and from Redis's either way.
 	silences, rule := p.key("silences"), p.key("rule-silences")
@@ -254,18 +278,22 @@ func TestAlertClaimAndSettleAsTheScripts(t *testing.T) {
 	_ = p.st.hset(silences, "old", strconv.FormatInt(now-3600_000, 10))
 	_ = p.st.hset(rule, "x", "not a number")
 	p.st.mu.Unlock()
-	claim(p.key("record:e"), "e", "60", silences, rule)
+	claim(p.key("record:e"), "e", "60", "t/0/5", silences, rule)
 	p.rdb.HSet(t.Context(), rule, "y", now+3600_000)
 	p.st.mu.Lock()
 	_ = p.st.hset(rule, "y", strconv.FormatInt(now+3600_000, 10))
 	p.st.mu.Unlock()
-	claim(p.key("record:f"), "f", "60", silences, rule)
-	claim(p.key("record:f"), "f", "60")
-	for _, args := range [][]string{{"", "60", "600"}, {"g", "-1", "600"}, {"g", "60", "0"}, {"g", "05", "600"}} {
-		p.call(lua.AlertClaimName, []string{cool, p.key("record:g")}, args...)
+	claim(p.key("record:f"), "f", "60", "t/0/6", silences, rule)
+	claim(p.key("record:f"), "f", "60", "t/0/6")
+	g := []string{cool, p.key("record:g"), p.key("record:g:old")}
+	for _, args := range [][]string{{"", "60", "600", "c"}, {"g", "-1", "600", "c"}, {"g", "60", "0", "c"}, {"g", "05", "600", "c"},
+		{"g", "60", "600"}, {"g", "60", "600", ""}, {"g", "60", "600", strings.Repeat("c", 513)}} {
+		p.call(lua.AlertClaimName, g, args...)
 	}
-	p.call(lua.AlertClaimName, []string{cool}, "g", "60", "600")
-	for _, args := range [][]string{{"a", "lost", "600"}, {"", "sent", "600"}, {"a", "sent", "0"}} {
+	p.call(lua.AlertClaimName, g[:2], "g", "60", "600", "c")
+	for _, args := range [][]string{{"a", "lost", "600", "c", ""}, {"", "sent", "600", "c", ""}, {"a", "sent", "0", "c", ""},
+		{"a", "sent", "600", "", ""}, {"a", "sent", "600", "c"}, {"a", "failed", "600", "c", "r"},
+		{"a", "sent", "600", "c", strings.Repeat("r", 513)}} {
 		p.call(lua.AlertSettleName, []string{cool, rec}, args...)
 	}
 }

@@ -31,11 +31,13 @@ type notes struct {
 	alerts []alert.Alert
 }
 
-func (n *notes) Notify(_ context.Context, a alert.Alert) error {
+func (n *notes) Name() string { return "notes" }
+
+func (n *notes) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.alerts = append(n.alerts, a)
-	return nil
+	return alert.Receipt{}, nil
 }
 
 func (n *notes) list() []alert.Alert {

@@ -33,6 +33,7 @@ import (
 type clickEnv struct {
 	h       http.Handler
 	store   *silence.Store
+	scripts *lua.Scripts
 	keys    lua.Keys
 	logs    bytes.Buffer
 	mu      sync.Mutex
@@ -52,12 +53,12 @@ func newClickEnv(t *testing.T) *clickEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &clickEnv{}
+	e := &clickEnv{scripts: scripts}
 	if e.keys, err = lua.NewKeys(prefix); err != nil {
 		t.Fatal(err)
 	}
 	e.store = silence.NewStore(rdb, scripts, e.keys)
-	e.h, err = slack.NewInteractions(clickSecret, clicks{store: e.store, rules: func() []rules.Rule { return clickRules }},
+	e.h, err = slack.NewInteractions(clickSecret, clicks{store: e.store, records: scripts, keys: e.keys, rules: func() []rules.Rule { return clickRules }},
 		slack.NewRedisReplays(rdb, prefix), nil, slog.New(slog.NewJSONHandler(&e.logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -77,11 +78,31 @@ func newClickEnv(t *testing.T) *clickEnv {
 // customer, signed at stamp; the button's value is as alert/slack makes it.
 func (e *clickEnv) snoozeClick(t *testing.T, customer string, stamp time.Time) (body string, header http.Header) {
 	t.Helper()
+	return e.snoozeShowing(t, customer, customer, stamp)
+}
+
+// snoozeShowing is snoozeClick for customer's group whose value shows
+// shown.
+func (e *clickEnv) snoozeShowing(t *testing.T, customer, shown string, stamp time.Time) (body string, header http.Header) {
+	t.Helper()
 	value, _ := json.Marshal(map[string]any{"r": "burst", "g": e.keys.Group([]string{customer}).Encoding(),
-		"m": map[string]string{"customer_id": customer}, "s": "1h0m0s"})
+		"m": map[string]string{"customer_id": shown}, "s": "1h0m0s"})
+	return e.clickOn(t, "fraudwatch_snooze", "U42", value, stamp)
+}
+
+// ackClick is a click by user on "Acknowledge" of burst's alert for
+// customer crossed by event, as alert/slack makes the button.
+func (e *clickEnv) ackClick(t *testing.T, user, customer, event string, stamp time.Time) (body string, header http.Header) {
+	t.Helper()
+	value, _ := json.Marshal(map[string]any{"r": "burst", "g": e.keys.Group([]string{customer}).Encoding(), "e": event})
+	return e.clickOn(t, "fraudwatch_ack", user, value, stamp)
+}
+
+func (e *clickEnv) clickOn(t *testing.T, action, user string, value []byte, stamp time.Time) (body string, header http.Header) {
+	t.Helper()
 	payload, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "user": map[string]string{"id": "U42"}, "response_url": e.respond,
-		"actions": []map[string]string{{"action_id": "fraudwatch_snooze", "block_id": "fraudwatch_actions", "type": "button", "value": string(value)}},
+		"type": "block_actions", "user": map[string]string{"id": user}, "response_url": e.respond,
+		"actions": []map[string]string{{"action_id": action, "block_id": "fraudwatch_actions", "type": "button", "value": string(value)}},
 	})
 	return signed(clickSecret, payload, stamp)
 }
@@ -179,5 +200,84 @@ func TestRefusedSnoozeLogsNoGroupValue(t *testing.T) {
 	}
 	if list, _ := e.store.List(t.Context(), time.Now()); len(list) != 0 {
 		t.Errorf("the refused snooze is listed: %+v", list)
+	}
+}
+
+// A Snooze whose shown values are not its group's (a button carrying one
+// customer's values over another's group) is refused: no silence, and
+// the message says why, keeping its buttons.
+func TestSnoozeOfAnotherGroupsValuesIsRefused(t *testing.T) {
+	e := newClickEnv(t)
+	if code := e.send(e.snoozeShowing(t, "victim", "mallory", time.Now())); code != http.StatusOK {
+		t.Fatalf("the click: %d", code)
+	}
+	if list, err := e.store.List(t.Context(), time.Now()); err != nil || len(list) != 0 {
+		t.Fatalf("silences %+v, %v; want none", list, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.updates) != 1 || !strings.Contains(e.updates[0], "do not make the group it silences") {
+		t.Errorf("the message became %q", e.updates)
+	}
+	if strings.Contains(e.logs.String(), "victim") || strings.Contains(e.logs.String(), "mallory") {
+		t.Errorf("the log holds a group's value:\n%s", e.logs.String())
+	}
+}
+
+// An Acknowledge goes into the alert's record for Slack: who and when,
+// by Redis's clock; a second click by another shows the first, which
+// stays; an alert without a record (its record ended) says so and writes
+// nothing; the silences' history is not written.
+func TestAcknowledgeGoesIntoTheAlertsRecord(t *testing.T) {
+	e := newClickEnv(t)
+	ctx := t.Context()
+	g := e.keys.Group([]string{"cust-7"})
+	c := lua.AlertClaim{CooldownKey: e.keys.Cooldown(g, "burst"), RecordKey: e.keys.Record(g, "burst", "evt-3", slack.ReceiverName),
+		LegacyKey: e.keys.AlertRecord(g, "burst", "evt-3"), ID: "burst/evt-3", Claimant: "alerts/0/1"}
+	if _, err := e.scripts.ClaimAlert(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.scripts.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey,
+		ID: c.ID, Claimant: c.Claimant, Receipt: `{"channel":"C1","ts":"1.2"}`}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, user := range []string{"U42", "U43"} {
+		if code := e.send(e.ackClick(t, user, "cust-7", "evt-3", now.Add(time.Duration(i)*time.Second))); code != http.StatusOK {
+			t.Fatalf("click by %s: %d", user, code)
+		}
+	}
+	rec, err := e.scripts.Record(ctx, c.RecordKey, c.LegacyKey)
+	if err != nil || rec.State != "sent" || rec.AckedBy != "slack:U42" || time.Since(rec.AckedAt).Abs() > time.Minute ||
+		rec.Receipt != `{"channel":"C1","ts":"1.2"}` {
+		t.Fatalf("record %+v, %v; want it acknowledged by slack:U42, its receipt kept", rec, err)
+	}
+	if code := e.send(e.ackClick(t, "U44", "cust-7", "evt-gone", now.Add(2*time.Second))); code != http.StatusOK {
+		t.Fatalf("click of an alert without a record: %d", code)
+	}
+	if gone := e.keys.Record(g, "burst", "evt-gone", slack.ReceiverName); redistest.Client(t).Exists(ctx, gone).Val() != 0 {
+		t.Error("an acknowledgement of no record wrote one")
+	}
+	e.mu.Lock()
+	updates := append([]string(nil), e.updates...)
+	e.mu.Unlock()
+	if len(updates) != 3 || !strings.Contains(updates[0], `Acknowledged by \u003c@U42\u003e at `) ||
+		!strings.Contains(updates[1], `Acknowledged by \u003c@U42\u003e at `) || !strings.Contains(updates[2], "keeps no record of this alert") {
+		t.Errorf("the message became %q", updates)
+	}
+	lines := 0
+	for l := range strings.Lines(e.logs.String()) {
+		if strings.Contains(l, `"msg":"alert acknowledged in slack"`) {
+			lines++
+			if !strings.Contains(l, `"alert_id":"burst/evt-3"`) || strings.Contains(l, "cust-7") {
+				t.Errorf("log line %s", l)
+			}
+		}
+	}
+	if lines != 2 {
+		t.Errorf("%d log lines of acknowledgements, want one a click:\n%s", lines, e.logs.String())
+	}
+	if events, err := e.store.History(ctx, time.Now()); err != nil || len(events) != 0 {
+		t.Errorf("history %+v, %v; want nothing", events, err)
 	}
 }

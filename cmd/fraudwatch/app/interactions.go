@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert/silence"
@@ -34,7 +35,7 @@ func (a *App) buildInteractions() error {
 		return fmt.Errorf("app: %w", err)
 	}
 	store := silence.NewStore(a.rdb, a.lua, keys)
-	h, err := slack.NewInteractions(s.SigningSecret.Value(), clicks{store: store, rules: a.rules.inForce},
+	h, err := slack.NewInteractions(s.SigningSecret.Value(), clicks{store: store, records: a.lua, keys: keys, rules: a.rules.inForce},
 		slack.NewRedisReplays(a.rdb, a.cfg.Redis.KeyPrefix), nil, a.log.With("component", "slack"))
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
@@ -75,11 +76,18 @@ func (ia *interactions) stop(ctx context.Context, d time.Duration) error {
 }
 
 // clicks does what an alert's buttons ask, for the rules in force: a
-// Snooze silences the alert's group, an Acknowledge goes to the silences'
-// history.
+// Snooze silences the alert's group, an Acknowledge goes into the alert's
+// record for Slack.
 type clicks struct {
-	store *silence.Store
-	rules func() []rules.Rule
+	store   *silence.Store
+	records acker
+	keys    lua.Keys
+	rules   func() []rules.Rule
+}
+
+// acker writes acknowledgements into alerts' records (lua.Scripts).
+type acker interface {
+	AcknowledgeAlert(ctx context.Context, recordKey, who string) (lua.Ack, error)
 }
 
 func (c clicks) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (slack.Recorded, error) {
@@ -92,12 +100,29 @@ func (c clicks) Snooze(ctx context.Context, rule, group string, match map[string
 	return slack.Recorded{SilenceID: sil.ID, Ends: sil.Ends, GroupBy: rs[rule], GroupRef: sil.GroupRef}, nil
 }
 
-func (c clicks) Acknowledge(ctx context.Context, rule, group string, match map[string]string, who string) (slack.Recorded, error) {
-	e, err := c.store.Acknowledge(ctx, rule, group, match, who, time.Now())
+// Acknowledge records who acknowledged the alert of rule, group (its
+// encoding) and event id in its record for Slack, where the alert was
+// posted; the rule need not be in force any more: the alert was. The first
+// acknowledgement stays.
+func (c clicks) Acknowledge(ctx context.Context, rule, group, eventID, who string) (slack.Recorded, error) {
+	g, err := c.keys.ParseGroup(group)
+	if err != nil || rule == "" || strings.ContainsAny(rule, ":{} .") || eventID == "" {
+		// Not quoted: a group spells its values.
+		return slack.Recorded{}, errors.New("the button names no alert")
+	}
+	ack, err := c.records.AcknowledgeAlert(ctx, c.keys.Record(g, rule, eventID, slack.ReceiverName), who)
+	if errors.Is(err, lua.ErrNoRecord) {
+		return slack.Recorded{}, fmt.Errorf("fraudwatch keeps no record of this alert (records last %d days): nothing recorded",
+			lua.DefaultRetention/(24*time.Hour))
+	}
 	if err != nil {
 		return slack.Recorded{}, err
 	}
-	return slack.Recorded{GroupBy: SilenceRules(c.rules())[rule], GroupRef: e.GroupRef}, nil
+	ref, err := c.store.GroupRef(ctx, g.Encoding())
+	if err != nil {
+		return slack.Recorded{}, err
+	}
+	return slack.Recorded{AckedBy: ack.By, AckedAt: ack.At, Before: ack.Before, GroupBy: SilenceRules(c.rules())[rule], GroupRef: ref}, nil
 }
 
 // SilenceRules are rules as package silence takes them.

@@ -43,7 +43,8 @@ func newFakeSlackAPI(t *testing.T) *fakeSlackAPI {
 				return
 			}
 			f.posts = append(f.posts, form.Get("blocks"))
-			fmt.Fprint(w, `{"ok":true,"channel":"C1","ts":"1.1"}`)
+			// Each post a ts of its own, as Slack's: what a receipt keeps.
+			fmt.Fprintf(w, `{"ok":true,"channel":"C1","ts":"1700000000.%06d"}`, len(f.posts))
 		case "/response":
 			f.updates = append(f.updates, string(body))
 		default:
@@ -145,14 +146,30 @@ rules:
 		(list[0].Ends.Sub(list[0].Created)-time.Hour).Abs() > time.Second { // created is shown to the second
 		t.Fatalf("silences %+v, want burst's group snoozed from Slack by slack:U42 for 1 h", list)
 	}
-	// Acknowledge goes to the history, naming the group by the same ref.
+	// The alert's record for Slack keeps the post's receipt; Acknowledge
+	// goes into it, not into the silences' history.
+	g := p.keys.Group([]string{"c"})
+	recordKey := p.keys.Record(g, "burst", "a2", "slack")
+	rec, err := scripts.Record(t.Context(), recordKey, "")
+	if err != nil || rec.State != "sent" || rec.Receipt != `{"channel":"C1","ts":"1700000000.000001"}` {
+		t.Fatalf("the alert's record %+v, %v; want it sent, with the post's channel and ts", rec, err)
+	}
 	if code := click(secret, 2); code != http.StatusOK {
 		t.Fatalf("an acknowledge click: %d", code)
 	}
-	events, err := store.History(t.Context(), time.Now())
-	if err != nil || len(events) != 1 || events[0].What != silence.Acknowledged || events[0].By != "slack:U42" ||
-		events[0].GroupRef != list[0].GroupRef || events[0].Match["customer_id"] != "c" {
-		t.Fatalf("history %+v, %v; want burst's group acknowledged by slack:U42", events, err)
+	waitFor(t, 10*time.Second, "the acknowledgement's update", func() bool {
+		_, updates := api.snapshot()
+		return len(updates) == 2
+	})
+	if _, updates := api.snapshot(); !strings.Contains(updates[1], `Acknowledged by \u003c@U42\u003e at `) {
+		t.Fatalf("the message became %s", updates[1])
+	}
+	if rec, err = scripts.Record(t.Context(), recordKey, ""); err != nil || rec.AckedBy != "slack:U42" ||
+		time.Since(rec.AckedAt).Abs() > time.Minute || rec.State != "sent" {
+		t.Fatalf("the alert's record %+v, %v; want it acknowledged by slack:U42 now", rec, err)
+	}
+	if events, err := store.History(t.Context(), time.Now()); err != nil || len(events) != 0 {
+		t.Fatalf("history %+v, %v; want nothing: the acknowledgement is the alert's", events, err)
 	}
 
 	// The next window's crossing of the snoozed group is silenced.

@@ -167,6 +167,10 @@ func replayShare(ctx context.Context, sets []RuleSet, evs *Events, engine Engine
 	if err != nil {
 		return nil, err
 	}
+	keys, err := lua.NewKeysIn("backtest", 1)
+	if err != nil {
+		return nil, err
+	}
 	var found []batchAlert
 	next := 1 // the next set to take effect
 	for start, batchNo := 0, 0; start < len(list); batchNo++ {
@@ -195,7 +199,7 @@ func replayShare(ctx context.Context, sets []RuleSet, evs *Events, engine Engine
 			return nil, fmt.Errorf("backtest: events %d to %d: %w", start, end, err)
 		}
 		for _, a := range sink.alerts {
-			outcome, err := claim(ctx, scripts, a)
+			outcome, err := claim(ctx, scripts, keys, a)
 			if err != nil {
 				return nil, err
 			}
@@ -260,18 +264,27 @@ func newServer(engine Engine, now time.Time) (*replayServer, error) {
 
 // claim decides an alert as the dispatcher does: shadow rules never
 // notify, and an alert whose (rule, group) holds a cooldown is suppressed.
-func claim(ctx context.Context, s *lua.Scripts, a alert.Alert) (string, error) {
+// Its record is the replay's own receiver's ("backtest"), claimed by the
+// alert's one delivery.
+func claim(ctx context.Context, s *lua.Scripts, keys lua.Keys, a alert.Alert) (string, error) {
 	if a.Shadow() {
 		return dispatch.SuppressedShadow, nil
 	}
-	c, err := s.ClaimAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, a.Cooldown)
+	g, err := keys.ParseGroup(a.Group)
 	if err != nil {
 		return "", fmt.Errorf("backtest: claim alert: %w", err)
 	}
-	if c != lua.ClaimSend {
+	c := lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: keys.Record(g, a.Rule, a.EventID, "backtest"),
+		LegacyKey: a.RecordKey, ID: a.ID, Claimant: "backtest", Cooldown: a.Cooldown}
+	claimed, err := s.ClaimAlert(ctx, c)
+	if err != nil {
+		return "", fmt.Errorf("backtest: claim alert: %w", err)
+	}
+	if claimed != lua.ClaimSend {
 		return dispatch.SuppressedCooldown, nil
 	}
-	if err := s.SettleAlert(ctx, a.CooldownKey, a.RecordKey, a.ID, true); err != nil {
+	err = s.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, ID: c.ID, Claimant: c.Claimant})
+	if err != nil {
 		return "", fmt.Errorf("backtest: settle alert: %w", err)
 	}
 	return "sent", nil

@@ -54,10 +54,13 @@ type console struct {
 	out *output
 }
 
+// Name is the console's receiver name.
+func (c *console) Name() string { return "console" }
+
 // Notify prints one alert. It never fails: the terminal is always there.
-func (c *console) Notify(_ context.Context, a alert.Alert) error {
+func (c *console) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
 	c.out.print(c.format(a))
-	return nil
+	return alert.Receipt{}, nil
 }
 
 // format renders an alert as a block of two lines, and a third naming the
@@ -144,24 +147,30 @@ type withSlack struct {
 	printed map[string]bool // rule and event id of alerts printed but not yet in Slack
 }
 
-func (n *withSlack) Notify(ctx context.Context, a alert.Alert) error {
+// Name is Slack's: the console only shows what goes there.
+func (n *withSlack) Name() string { return n.slack.Name() }
+
+// Notify prints the alert once, then posts it to Slack, whose receipt it
+// returns.
+func (n *withSlack) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
 	id := a.Rule + "\x00" + a.EventID
 	n.mu.Lock()
 	first := !n.printed[id]
 	n.printed[id] = true
 	n.mu.Unlock()
 	if first {
-		_ = n.console.Notify(ctx, a)
+		_, _ = n.console.Notify(ctx, a)
 	}
-	if err := n.slack.Notify(ctx, a); err != nil {
+	receipt, err := n.slack.Notify(ctx, a)
+	if err != nil {
 		// The Slack notifier's errors name no secret.
 		n.console.out.print(n.console.out.style(ansiDim, fmt.Sprintf("          (Slack delivery failed, the pipeline retries it: %v)", err)) + "\n")
-		return err
+		return alert.Receipt{}, err
 	}
 	n.mu.Lock()
 	delete(n.printed, id)
 	n.mu.Unlock()
-	return nil
+	return receipt, nil
 }
 
 // IsTerminal reports whether w is a terminal (a character device), where

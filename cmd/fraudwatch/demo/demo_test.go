@@ -375,7 +375,7 @@ func TestConsoleFormat(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			c := &console{out: &output{w: &buf, color: tt.color}}
-			if err := c.Notify(t.Context(), tt.a); err != nil {
+			if _, err := c.Notify(t.Context(), tt.a); err != nil {
 				t.Fatal(err)
 			}
 			got := buf.String()
@@ -407,14 +407,16 @@ type flakySlack struct {
 	calls int
 }
 
-func (f *flakySlack) Notify(context.Context, alert.Alert) error {
+func (f *flakySlack) Name() string { return "slack" }
+
+func (f *flakySlack) Notify(context.Context, alert.Alert) (alert.Receipt, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.calls <= f.fails {
-		return errors.New("slack: 503 service unavailable")
+		return alert.Receipt{}, errors.New("slack: 503 service unavailable")
 	}
-	return nil
+	return alert.Receipt{}, nil
 }
 
 func TestConsoleWithSlackPrintsOnceAndShowsFailures(t *testing.T) {
@@ -423,7 +425,7 @@ func TestConsoleWithSlackPrintsOnceAndShowsFailures(t *testing.T) {
 	n := &withSlack{console: &console{out: &output{w: &buf}}, slack: slack, printed: map[string]bool{}}
 	a := sampleAlert()
 	for attempt := 1; attempt <= 3; attempt++ { // as the dispatcher retries
-		err := n.Notify(t.Context(), a)
+		_, err := n.Notify(t.Context(), a)
 		if (err != nil) != (attempt <= 2) {
 			t.Fatalf("attempt %d: err = %v", attempt, err)
 		}
@@ -438,7 +440,7 @@ func TestConsoleWithSlackPrintsOnceAndShowsFailures(t *testing.T) {
 	// A later alert of the same rule with another event is printed again.
 	b := sampleAlert()
 	b.EventID = "ev-000043"
-	if err := n.Notify(t.Context(), b); err != nil {
+	if _, err := n.Notify(t.Context(), b); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(alertLine.FindAllString(buf.String(), -1)); got != 2 {
