@@ -1,8 +1,8 @@
 // Package dispatch delivers alerts, each posted once however often it is
 // delivered. Topic carries crossings durably from the rules to the
 // dispatchers. The Dispatcher reads the topic back and trusts nothing it
-// has not checked against the rule in force and the crossing Redis
-// decided. It claims each alert in Redis (taking the cooldown of its rule
+// has not checked against the crossing Redis decided, the seal the engine
+// wrote beside it, and the rule in force. It claims each alert in Redis (taking the cooldown of its rule
 // and group), sends it through an alert.Notifier (alert/slack, the log,
 // the demo's console) and records the outcome.
 package dispatch
@@ -134,10 +134,11 @@ type RuleSettings struct {
 }
 
 // claims is what the dispatcher needs from Redis: the crossing marks the
-// counting scripts wrote, a decision per alert that every redelivery of it
-// gets again, its outcome, the alert budgets, and the parked alerts.
+// counting scripts wrote and the seals the engine wrote beside them, a
+// decision per alert that every redelivery of it gets again, its outcome,
+// the alert budgets, and the parked alerts.
 type claims interface {
-	Crossed(ctx context.Context, marksKey string, id lua.EventID) (value int64, ok bool, err error)
+	Crossing(ctx context.Context, marksKey string, id lua.EventID, seal []byte) (lua.Crossing, error)
 	ClaimAlert(ctx context.Context, cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) (lua.Claim, error)
 	SettleAlerts(ctx context.Context, sent bool, alerts ...lua.Settlement) error
 	Retention() time.Duration

@@ -14,6 +14,7 @@ type dispatcherMetrics struct {
 	dropped    *prometheus.CounterVec
 	parked     *prometheus.GaugeVec
 	digested   *prometheus.CounterVec
+	legacy     prometheus.Counter
 }
 
 func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
@@ -36,12 +37,16 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		}, []string{"rule"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_dropped_total",
-			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, unverified (no crossing in Redis), of an unknown rule, refused by the claim script, or stale.",
+			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, unverified (no crossing or no seal in Redis), of an unknown rule, refused by the claim script, or stale.",
 		}, []string{"reason"}),
 		digested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_digested_total",
 			Help: "Alerts sent as part of a digest, past the alert budget (also in fraudwatch_alerts_sent_total).",
 		}, []string{"rule"}),
+		legacy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_unsealed_total",
+			Help: "Alerts written without a seal by a fraudwatch older than seals (a rolling upgrade), taken with only what Redis vouches for: rule, group, event and value.",
+		}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fraudwatch_alerts_parked",
 			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel, as the replica that last retried them counts them.",
@@ -51,7 +56,7 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested, m.legacy} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}
