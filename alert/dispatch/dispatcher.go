@@ -56,12 +56,14 @@ type DispatcherConfig struct {
 	ChannelBudget lua.Budget
 	OverallBudget lua.Budget
 	DigestSize    int
-	// UnknownRuleGrace is how long an alert of a rule the dispatcher does
-	// not know is retried before it is dropped (default a minute), from
-	// when this process first read it. Replicas reload a changed rules file
-	// within a second of each other, so an alert of a rule just added may
-	// reach one that has not yet. A rule a reload removes is delivered as
-	// long, under its last settings.
+	// UnknownRuleGrace is how long a sealed alert (one fraudwatch
+	// published) of a rule the dispatcher does not know is retried before
+	// it is dropped (default a minute), from when it was published or this
+	// process first read it, whichever is sooner. Replicas reload a changed
+	// rules file within a second of each other, so an alert of a rule just
+	// added may reach one that has not yet. Nothing else waits: a message
+	// no seal vouches for is dropped at once. A rule a reload removes is
+	// delivered as long, under its last settings.
 	UnknownRuleGrace time.Duration
 }
 
