@@ -3,7 +3,8 @@
 //
 //   - The Alert a crossing becomes, with the Severity, Mode, Metric and
 //     WindowType that rules pick.
-//   - Its form on the alerts topic (Decode) and its bounds (WithinBounds).
+//   - Its form on the alerts topic (Decode), its bounds (WithinBounds) and
+//     its seal (Seal).
 //   - How its numbers and descriptions read (FormatValue, Describe).
 //   - What a Notifier is.
 //
@@ -130,6 +131,11 @@ type Alert struct {
 	// one (first), as the rule's evidence setting asks; empty when the
 	// rule keeps none.
 	Evidence []Evidence `json:"evidence,omitempty"`
+	// PublishedAt is when the engine published the alert, to the
+	// millisecond, as its seal (Seal) in Redis says: the dispatcher drops
+	// an alert published longer ago than its delivery record lives. Zero
+	// in alerts written before alerts were sealed.
+	PublishedAt time.Time `json:"published_at,omitzero"`
 }
 
 // Evidence is one order behind a crossing. Value is a distinct rule's value

@@ -36,7 +36,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 			Currency: "KRW", Window: 10 * time.Minute, Cooldown: time.Hour, CooldownKey: h.keys.Cooldown(g, r.Name),
 			RecordKey:  h.keys.AlertRecord(g, r.Name, "evt-o2"),
 			SilenceKey: h.keys.Silences(g, r.Name), RuleSilence: h.keys.RuleSilences(g, r.Name),
-			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC),
+			OrderID: "o2", EventID: "evt-o2", At: time.Date(2024, 3, 1, 9, 4, 5, 0, time.UTC), PublishedAt: testNow,
 		},
 		{
 			ID: "big-spender/evt-o3", Rule: "big-spender", Description: "1,000,000 minor units or more by one customer and card within 10m", Severity: "critical", Mode: "alert", Channel: "#fraud-risk",
@@ -46,6 +46,7 @@ func TestEngineAlertCarriesEverything(t *testing.T) {
 			RecordKey:   h.keys.AlertRecord(g2, r.Name, "evt-o3"),
 			SilenceKey:  h.keys.Silences(g2, r.Name), RuleSilence: h.keys.RuleSilences(g2, r.Name),
 			OrderID: "o3", EventID: "evt-o3", At: testNow, // no occurred_at: the engine's clock
+			PublishedAt: testNow,
 		},
 	}
 	got := h.sink.got()

@@ -16,11 +16,13 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// counters is what the engine needs from the Redis scripts: batches of
-// counting calls, sent pipelined.
+// counters is what the engine needs from Redis: batches of counting
+// calls, sent pipelined, the crossings' evidence, and the seals of their
+// alerts.
 type counters interface {
 	Batch() *lua.Batch
 	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
+	Seal(ctx context.Context, seals []lua.Seal) error
 }
 
 // sink takes crossings for notification; it returns once the alerts are
@@ -160,7 +162,8 @@ func (e *Engine) SetRules(rs []Rule) {
 // Handle evaluates a batch of events, each read from its partition in
 // order: one pipelined script call per partition, bucket (lua.Keys) and
 // script (a fixed rule's orders and refunds take turns, a call per run),
-// then evidence, then first crossings to the sink.
+// then evidence, then the seals of the first crossings' alerts, then the
+// alerts to the sink.
 //
 // A nil error means every rule ran for every event and each first crossing
 // was handed off, but for the events in unprocessable (by index in evs,
@@ -208,24 +211,37 @@ func (e *Engine) run(ctx context.Context, p *plan, evs []*event.Event) (unproces
 	if err := batch.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
 	}
-	alerts, from, unprocessable, evidence := e.answers(p, evs)
-	if err := e.addEvidence(ctx, evidence, alerts); err != nil {
+	x, unprocessable, evidence := e.answers(p, evs)
+	if err := e.addEvidence(ctx, evidence, x.alerts); err != nil {
 		return nil, err
 	}
-	if len(alerts) > 0 {
-		if err := e.sink.Publish(ctx, alerts...); err != nil {
-			return e.refused(err, alerts, from, evs, unprocessable)
+	if len(x.alerts) > 0 {
+		if err := e.seal(ctx, &x); err != nil {
+			return nil, err
+		}
+		if err := e.sink.Publish(ctx, x.alerts...); err != nil {
+			return e.refused(err, &x, evs, unprocessable)
 		}
 	}
 	return unprocessable, nil
 }
 
-// refused handles a failed hand-off of alerts, from[i] the event of
-// alerts[i]. Alerts the alerts topic refused for their size would be
-// refused on every retry, which would hold their partition for ever: their
-// events are unprocessable, and go to the dead-letter topic. Any other
-// failure retries the batch.
-func (e *Engine) refused(err error, alerts []alert.Alert, from []int, evs []*event.Event, unprocessable map[int]error) (map[int]error, error) {
+// crossings are a batch's first crossings: their alerts, the index in the
+// batch of each one's event, and each one's marks key (Keys.Marks), where
+// its seal goes.
+type crossings struct {
+	alerts []alert.Alert
+	from   []int
+	marks  []string
+}
+
+// refused handles a failed hand-off of the crossings' alerts. Alerts the
+// alerts topic refused for their size would be refused on every retry,
+// which would hold their partition for ever: their events are
+// unprocessable, and go to the dead-letter topic. Any other failure
+// retries the batch.
+func (e *Engine) refused(err error, x *crossings, evs []*event.Event, unprocessable map[int]error) (map[int]error, error) {
+	alerts, from := x.alerts, x.from
 	tl, ok := errors.AsType[*alert.TooLargeError](err)
 	if !ok || len(tl.Refused) == 0 {
 		return nil, fmt.Errorf("rules: hand off %d alerts: %w", len(alerts), err)
@@ -249,11 +265,10 @@ func (e *Engine) refused(err error, alerts []alert.Alert, from []int, evs []*eve
 	return unprocessable, nil
 }
 
-// answers reads the scripts' answers: the alerts of the first crossings
-// with, in from, the index of each one's event; late events and clamped
-// refunds (counted and logged); the events a script refused; and the
-// orders that go into their windows' evidence.
-func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, from []int, unprocessable map[int]error, evidence *evidence) {
+// answers reads the scripts' answers: the first crossings; late events
+// and clamped refunds (counted and logged); the events a script refused;
+// and the orders that go into their windows' evidence.
+func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessable map[int]error, evidence *evidence) {
 	for _, ref := range p.tooMany {
 		if unprocessable == nil {
 			unprocessable = map[int]error{}
@@ -286,9 +301,9 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, fro
 					unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", c.kind.script(), r.Name, event.ErrUnprocessable, res.Err)
 				}
 			case res.First:
-				alerts = append(alerts, e.crossed(r, ev, res.Current))
-				from = append(from, ref.event)
-				evidence = evidence.add(e.keys, r, ev, res.Current, len(alerts)-1)
+				a, marks := e.crossed(r, ev, res.Current)
+				x.alerts, x.from, x.marks = append(x.alerts, a), append(x.from, ref.event), append(x.marks, marks)
+				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
@@ -300,11 +315,12 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (alerts []alert.Alert, fro
 			}
 		}
 	}
-	return alerts, from, unprocessable, evidence
+	return x, unprocessable, evidence
 }
 
-// crossed counts a first crossing and makes its alert.
-func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert {
+// crossed counts a first crossing and makes its alert; marks is the key
+// of its crossing's mark.
+func (e *Engine) crossed(r *active, ev *event.Event, current int64) (_ alert.Alert, marks string) {
 	values, _ := appendGroupValues(nil, &r.Rule, ev)
 	g := e.keys.Group(values)
 	e.crossings.WithLabelValues(r.Name).Inc()
@@ -341,5 +357,5 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) alert.Alert 
 		At:          at,
 	}
 	a.Description = clipText(alert.Describe(r.Description, &a), maxAlertText)
-	return a
+	return a, e.keys.Marks(g, r.state)
 }

@@ -1,8 +1,8 @@
 // Package dispatch delivers alerts, each posted once however often it is
 // delivered. Topic carries crossings durably from the rules to the
 // dispatchers. The Dispatcher reads the topic back and trusts nothing it
-// has not checked against the rule in force and the crossing Redis
-// decided. It claims each alert in Redis (taking the cooldown of its rule
+// has not checked against the crossing Redis decided, the seal the engine
+// wrote beside it, and the rule in force. It claims each alert in Redis (taking the cooldown of its rule
 // and group), sends it through an alert.Notifier (alert/slack, the log,
 // the demo's console) and records the outcome.
 package dispatch
@@ -56,12 +56,14 @@ type DispatcherConfig struct {
 	ChannelBudget lua.Budget
 	OverallBudget lua.Budget
 	DigestSize    int
-	// UnknownRuleGrace is how long an alert of a rule the dispatcher does
-	// not know is retried before it is dropped (default a minute), from
-	// when this process first read it. Replicas reload a changed rules file
-	// within a second of each other, so an alert of a rule just added may
-	// reach one that has not yet. A rule a reload removes is delivered as
-	// long, under its last settings.
+	// UnknownRuleGrace is how long a sealed alert (one fraudwatch
+	// published) of a rule the dispatcher does not know is retried before
+	// it is dropped (default a minute), from when it was published or this
+	// process first read it, whichever is sooner. Replicas reload a changed
+	// rules file within a second of each other, so an alert of a rule just
+	// added may reach one that has not yet. Nothing else waits: a message
+	// no seal vouches for is dropped at once. A rule a reload removes is
+	// delivered as long, under its last settings.
 	UnknownRuleGrace time.Duration
 }
 
@@ -134,10 +136,11 @@ type RuleSettings struct {
 }
 
 // claims is what the dispatcher needs from Redis: the crossing marks the
-// counting scripts wrote, a decision per alert that every redelivery of it
-// gets again, its outcome, the alert budgets, and the parked alerts.
+// counting scripts wrote and the seals the engine wrote beside them, a
+// decision per alert that every redelivery of it gets again, its outcome,
+// the alert budgets, and the parked alerts.
 type claims interface {
-	Crossed(ctx context.Context, marksKey string, id lua.EventID) (value int64, ok bool, err error)
+	Crossing(ctx context.Context, marksKey string, id lua.EventID, seal []byte) (lua.Crossing, error)
 	ClaimAlert(ctx context.Context, c lua.AlertClaim) (lua.Claim, error)
 	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration

@@ -212,8 +212,10 @@ func settingsOf(a alert.Alert) dispatch.RuleSettings {
 		GroupBy: []string{"card_fingerprint"}, Window: a.Window, WindowType: a.WindowType}
 }
 
-// cross writes the crossing marks of alerts as the counting scripts do:
-// Redis then holds that each crossed, at its value.
+// cross writes the crossing marks of alerts as the counting scripts do,
+// and the seal of each sealed one as the engine does: Redis then holds
+// that each crossed, at its value, and that fraudwatch published it as it
+// reads.
 func (e *testEnv) cross(t *testing.T, alerts ...alert.Alert) {
 	t.Helper()
 	for _, a := range alerts {
@@ -221,10 +223,23 @@ func (e *testEnv) cross(t *testing.T, alerts ...alert.Alert) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := lua.IDOf(a.EventID)
-		if err := e.rdb.HSet(t.Context(), e.keys.Marks(g, a.Rule+"."+a.Definition), string(id[:]), a.Current).Err(); err != nil {
+		id, marks := lua.IDOf(a.EventID), e.keys.Marks(g, a.Rule+"."+a.Definition)
+		if err := e.rdb.HSet(t.Context(), marks, string(id[:]), a.Current).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if a.Sealed() {
+			e.seal(t, marks, a)
+		}
+	}
+}
+
+// seal writes a's seal into marks, as the engine does before it publishes
+// a.
+func (e *testEnv) seal(t *testing.T, marks string, a alert.Alert) {
+	t.Helper()
+	h := a.Seal()
+	if err := e.scripts.Seal(t.Context(), []lua.Seal{{Marks: marks, ID: lua.IDOf(a.EventID), Hash: h[:], At: a.PublishedAt}}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -299,9 +314,10 @@ func (e *testEnv) total(t *testing.T, name string) float64 {
 }
 
 // alert returns an alert of group under the test's prefix, crossed by
-// eventID, with its keys as the engine makes them.
+// eventID, with its keys as the engine makes them, published now.
 func (e *testEnv) alert(group, eventID string) alert.Alert {
 	a := sampleAlert()
+	a.PublishedAt = time.UnixMilli(time.Now().UnixMilli()).UTC()
 	a.EventID = eventID
 	a.ID = a.Rule + "/" + eventID
 	a.GroupBy, a.GroupValues = []string{"card_fingerprint"}, []string{group}

@@ -24,41 +24,45 @@ import (
 // the alerts topic, skips what it cannot or must not post, and delivers
 // the rest.
 func TestHandleMessage(t *testing.T) {
-	fresh := time.Now()
+	fresh := time.UnixMilli(time.Now().UnixMilli())
+	seal := func(change func(a *alert.Alert)) func(a *alert.Alert) []byte {
+		return func(a *alert.Alert) []byte { change(a); return nil }
+	}
+	forge := func(change func(a *alert.Alert)) func(a *alert.Alert) []byte {
+		return func(a *alert.Alert) []byte { b := *a; change(&b); return encode(b) }
+	}
 	tests := []struct {
-		name      string
-		value     func(a alert.Alert) []byte
-		at        time.Time // the message's Kafka timestamp
+		name string
+		// value changes the alert before it is sealed and returns nil, or
+		// returns the message's value, which no seal is written for.
+		value     func(a *alert.Alert) []byte
+		published time.Time // the alert's published_at
 		wantPosts int
 		dropped   string // the reason label it is dropped with, if it is
 	}{
-		{"a fresh alert is delivered", encode, fresh, 1, ""},
-		{"an alert within its records' lifetime is delivered", encode, fresh.Add(-6 * 24 * time.Hour), 1, ""},
+		{"a fresh alert is delivered", seal(func(*alert.Alert) {}), fresh, 1, ""},
+		{"an alert within its records' lifetime is delivered", seal(func(*alert.Alert) {}), fresh.Add(-6 * 24 * time.Hour), 1, ""},
 		// Its record may be gone: posting it could post it twice.
-		{"an alert older than its records is skipped", encode, fresh.Add(-7*24*time.Hour - time.Minute), 0, dispatch.DroppedStale},
-		{"an unreadable message is skipped", func(alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, dispatch.DroppedUnreadable},
+		{"an alert published before its records' lifetime is skipped", seal(func(*alert.Alert) {}), fresh.Add(-7*24*time.Hour - time.Minute), 0, dispatch.DroppedStale},
+		{"an alert published ahead of every clock is dropped", seal(func(*alert.Alert) {}), fresh.Add(time.Hour), 0, dispatch.DroppedUnverified},
+		{"an alert published by a clock a little ahead is delivered", seal(func(*alert.Alert) {}), fresh.Add(30 * time.Second), 1, ""},
+		{"an unreadable message is skipped", func(*alert.Alert) []byte { return []byte(`{"id":`) }, fresh, 0, dispatch.DroppedUnreadable},
 		// The message's keys, id, mode, cooldown and channel are not
 		// trusted: the dispatcher builds them from the rule and group.
-		{"a message's keys are not used", func(a alert.Alert) []byte {
+		{"a message's keys are not used", seal(func(a *alert.Alert) {
 			a.CooldownKey, a.RecordKey, a.SilenceKey, a.RuleSilence, a.ID = "x", "x:y", "", "", "forged"
 			a.Mode, a.Cooldown, a.Channel = alert.ModeShadow, 0, "#elsewhere"
-			return encode(a)
-		}, fresh, 1, ""},
-		{"a group no encoding makes is dropped", func(a alert.Alert) []byte { a.Group = "a}{b"; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
-		{"an event id too long is dropped", func(a alert.Alert) []byte { a.EventID = strings.Repeat("e", 129); return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
-		{"group fields without values are dropped", func(a alert.Alert) []byte { a.GroupValues = nil; return encode(a) }, fresh, 0, dispatch.DroppedMalformed},
-		{"evidence within bounds is delivered", func(a alert.Alert) []byte {
+		}), fresh, 1, ""},
+		{"a group no encoding makes is dropped", forge(func(a *alert.Alert) { a.Group = "a}{b" }), fresh, 0, dispatch.DroppedMalformed},
+		{"an event id too long is dropped", forge(func(a *alert.Alert) { a.EventID = strings.Repeat("e", 129) }), fresh, 0, dispatch.DroppedMalformed},
+		{"group fields without values are dropped", forge(func(a *alert.Alert) { a.GroupValues = nil }), fresh, 0, dispatch.DroppedMalformed},
+		{"evidence within bounds is delivered", seal(func(a *alert.Alert) {
 			a.Evidence = slices.Repeat([]alert.Evidence{{OrderID: strings.Repeat("o", 128), EventID: "e", Value: strings.Repeat("v", 128)}}, 20)
-			return encode(a)
-		}, fresh, 1, ""},
-		{"too much evidence is dropped", func(a alert.Alert) []byte {
-			a.Evidence = make([]alert.Evidence, 21)
-			return encode(a)
-		}, fresh, 0, dispatch.DroppedMalformed},
-		{"an evidence value too long is dropped", func(a alert.Alert) []byte {
+		}), fresh, 1, ""},
+		{"too much evidence is dropped", forge(func(a *alert.Alert) { a.Evidence = make([]alert.Evidence, 21) }), fresh, 0, dispatch.DroppedMalformed},
+		{"an evidence value too long is dropped", forge(func(a *alert.Alert) {
 			a.Evidence = []alert.Evidence{{OrderID: "o", EventID: "e", Value: strings.Repeat("v", 1000)}}
-			return encode(a)
-		}, fresh, 0, dispatch.DroppedMalformed},
+		}), fresh, 0, dispatch.DroppedMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,21 +72,28 @@ func TestHandleMessage(t *testing.T) {
 			dead := &fakeDeadLetters{}
 			env.d.SetDeadLetters(dead)
 			a := env.alert("g1", "evt-1")
+			a.PublishedAt = tt.published
+			value := tt.value(&a)
 			env.cross(t, a)
-			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: tt.at, Value: tt.value(a)}
+			if value == nil {
+				value = encode(a)
+			}
+			// Its Kafka timestamp, which its producer chose, is now.
+			msg := kafka.Message{Topic: "alerts", Partition: 1, Offset: 7, Time: time.Now(), Value: value}
 			if err := handleOne(t.Context(), env.d, msg); err != nil {
 				t.Fatalf("HandleMessage = %v, want nil: the message may be committed", err)
 			}
 			if got := f.deliveredCount(); got != tt.wantPosts {
 				t.Errorf("Slack accepted %d posts, want %d", got, tt.wantPosts)
 			}
+			g, _ := env.keys.ParseGroup(a.Group)
 			// Recorded sent for Slack, claimed by the message's place.
 			rec := env.record(t, a, "slack")
 			if recorded := rec.State == "sent" && rec.Claimant == "alerts/1/7"; recorded != (tt.wantPosts == 1) {
 				t.Errorf("delivery record %+v, want it sent by alerts/1/7: %v", rec, tt.wantPosts == 1)
 			}
 			// The cooldown is the rule's (30m), whatever the message says.
-			if ttl := env.rdb.TTL(t.Context(), a.CooldownKey).Val(); tt.wantPosts == 1 && (ttl <= 29*time.Minute || ttl > 30*time.Minute) {
+			if ttl := env.rdb.TTL(t.Context(), env.keys.Cooldown(g, a.Rule)).Val(); tt.wantPosts == 1 && (ttl <= 29*time.Minute || ttl > 30*time.Minute) {
 				t.Errorf("cooldown TTL %v, want the rule's 30m", ttl)
 			}
 			if n := env.rdb.Exists(t.Context(), "x", "x:y").Val(); n != 0 {
@@ -95,10 +106,11 @@ func TestHandleMessage(t *testing.T) {
 			if tt.dropped != "" && env.metric(t, "fraudwatch_alerts_dropped_total", "reason", tt.dropped) != 1 {
 				t.Errorf("not dropped as %s", tt.dropped)
 			}
-			// Every dropped message but a stale one is dead-lettered, its
-			// reason in fraudwatch-error, never a value from it.
-			stale := tt.at.Before(fresh.Add(-7 * 24 * time.Hour))
-			if wantDead := tt.wantPosts == 0 && !stale; (len(dead.whys) == 1) != wantDead || (wantDead && !strings.HasPrefix(dead.whys[0], "alert ")) {
+			// Every dropped message but one published too long ago is
+			// dead-lettered, its reason in fraudwatch-error, never a value
+			// from it.
+			old := tt.published.Before(fresh.Add(-7 * 24 * time.Hour))
+			if wantDead := tt.wantPosts == 0 && !old; (len(dead.whys) == 1) != wantDead || (wantDead && !strings.HasPrefix(dead.whys[0], "alert ")) {
 				t.Errorf("dead letters %q, want one: %v", dead.whys, wantDead)
 			}
 			for _, why := range dead.whys {

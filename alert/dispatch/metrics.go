@@ -15,6 +15,7 @@ type dispatcherMetrics struct {
 	parked     *prometheus.GaugeVec
 	digested   *prometheus.CounterVec
 	copies     *prometheus.CounterVec
+	legacy     prometheus.Counter
 }
 
 func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
@@ -37,7 +38,7 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		}, []string{"rule"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_dropped_total",
-			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, unverified (no crossing in Redis), of an unknown rule, refused by the claim script, or stale.",
+			Help: "Messages of the alerts topic not delivered because they cannot be trusted or settled: unreadable, malformed, unverified (no crossing or no seal in Redis), of an unknown rule, refused by the claim script, or stale.",
 		}, []string{"reason"}),
 		digested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_digested_total",
@@ -47,6 +48,10 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 			Name: "fraudwatch_alert_copies_total",
 			Help: "Messages of the alerts topic acknowledged without a post because another message of the same alert holds its claim (a copy on another partition), which posts it.",
 		}, []string{"rule"}),
+		legacy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_unsealed_total",
+			Help: "Alerts written without a seal by a fraudwatch older than seals (a rolling upgrade), taken with only what Redis vouches for: rule, group, event and value.",
+		}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fraudwatch_alerts_parked",
 			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel, as the replica that last retried them counts them.",
@@ -56,7 +61,7 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested, m.copies} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested, m.copies, m.legacy} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
@@ -129,16 +130,26 @@ func equalSets(a, b []string) bool {
 
 // Everything the rule decides comes from the rule in force, and the value
 // from the crossing's mark: a message cannot make a real crossing read as
-// another severity, metric, window or threshold.
+// another severity or threshold, and what it says of the rule's
+// definition (metric, window, group_by) gives way to the rule's while the
+// definition is the rule's.
 func TestTheRuleAndTheMarkDecideWhatAnAlertSays(t *testing.T) {
 	n := &captured{}
 	env := testDispatcher(t, n, dispatch.DispatcherConfig{})
 	env.knowRule()
 	real := env.alert("fraud-1", "evt-1")
 	env.cross(t, real)
+	// Not covered by its seal: the rule in force says them.
 	forged := real
-	forged.Severity, forged.Metric, forged.WindowType, forged.Window = alert.SeverityInfo, alert.Count, alert.Sliding, time.Second
-	forged.Threshold, forged.Current, forged.Description, forged.GroupBy = 1, 2, "nothing to see", []string{"ip"}
+	forged.Severity, forged.Threshold, forged.Description = alert.SeverityInfo, 1, "nothing to see"
+	forged.Mode, forged.Channel, forged.Cooldown = alert.ModeShadow, "#elsewhere", time.Second
+	// Sealed as the engine wrote them, under the rule's definition.
+	forged.Metric, forged.WindowType, forged.Window, forged.GroupBy = alert.Count, alert.Sliding, time.Second, []string{"ip"}
+	env.cross(t, forged)
+	// The mark holds another value than the message says.
+	g, _ := env.keys.ParseGroup(real.Group)
+	id := lua.IDOf(real.EventID)
+	env.rdb.HSet(t.Context(), env.keys.Marks(g, real.Rule+"."+real.Definition), string(id[:]), real.Current+5)
 	if err := handleOne(t.Context(), env.d, kafka.Message{Topic: "alerts", Time: time.Now(), Value: encode(forged)}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,45 +159,55 @@ func TestTheRuleAndTheMarkDecideWhatAnAlertSays(t *testing.T) {
 	}
 	got, want := posts[0], sampleAlert()
 	if got.Severity != want.Severity || got.Metric != want.Metric || got.WindowType != want.WindowType || got.Window != want.Window ||
-		got.Threshold != want.Threshold || got.Description != want.Description || got.GroupBy[0] != "card_fingerprint" {
-		t.Errorf("posted %+v, want the rule's severity, metric, window and threshold", got)
+		got.Threshold != want.Threshold || got.Description != want.Description || got.GroupBy[0] != "card_fingerprint" ||
+		got.Channel != want.Channel || got.Mode != want.Mode || got.Cooldown != want.Cooldown {
+		t.Errorf("posted %+v, want the rule's severity, metric, window, threshold, mode, channel and cooldown", got)
 	}
-	if got.Current != real.Current {
-		t.Errorf("posted value %d, want %d, the crossing's mark", got.Current, real.Current)
+	if got.Current != real.Current+5 {
+		t.Errorf("posted value %d, want %d, the crossing's mark", got.Current, real.Current+5)
 	}
 }
 
-// An alert of a rule not in force is retried for the grace, timed from when
-// this process first read it, whatever its timestamp says: a producer's
-// timestamp an hour ahead must not hold the partition for an hour.
-func TestUnknownRuleGraceRunsFromFirstRead(t *testing.T) {
+// A sealed alert of a rule not in force is retried for the grace, timed
+// from when it was published or from when this process first read it,
+// whichever is sooner, whatever its Kafka timestamp says: a producer's
+// timestamp an hour ahead must not hold the partition for an hour, nor a
+// copy of a crossing published long ago hold it at all.
+func TestUnknownRuleGraceRunsFromPublishOrFirstRead(t *testing.T) {
+	const grace = 300 * time.Millisecond
 	for _, ts := range []struct {
-		name string
-		at   time.Time
+		name      string
+		at        time.Time // the Kafka timestamp
+		published time.Duration
+		waits     bool
 	}{
-		{"a timestamp 50 minutes ahead", time.Now().Add(50 * time.Minute)},
-		{"a timestamp 2 minutes old", time.Now().Add(-2 * time.Minute)},
+		{"a timestamp 50 minutes ahead", time.Now().Add(50 * time.Minute), 0, true},
+		{"a timestamp 2 minutes old", time.Now().Add(-2 * time.Minute), 0, true},
+		{"published by a clock 30 s ahead", time.Now(), 30 * time.Second, true},
+		{"published 2 minutes ago", time.Now(), -2 * time.Minute, false},
 	} {
 		t.Run(ts.name, func(t *testing.T) {
-			const grace = 300 * time.Millisecond
 			env := testDispatcher(t, &captured{}, dispatch.DispatcherConfig{UnknownRuleGrace: grace})
 			env.knowRule()
 			a := env.alert("g1", "evt-1")
-			a.Rule = "not-yet"
+			a.Rule, a.PublishedAt = "not-yet", a.PublishedAt.Add(ts.published)
 			msg := env.message(t, a, 5)
 			msg.Time = ts.at
 			first := time.Now()
-			if err := handleOne(t.Context(), env.d, msg); err == nil {
-				t.Fatal("an alert of an unknown rule was dropped at once")
+			if err := handleOne(t.Context(), env.d, msg); (err != nil) != ts.waits {
+				t.Fatalf("HandleMessages = %v; want it held: %v", err, ts.waits)
 			}
 			deadline := time.Now().Add(10 * time.Second)
-			for handleOne(t.Context(), env.d, msg) != nil {
+			for ts.waits && handleOne(t.Context(), env.d, msg) != nil {
 				if time.Now().After(deadline) {
 					t.Fatal("the alert of an unknown rule held its partition past the grace")
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if waited := time.Since(first); waited < grace {
+			if a.PublishedAt.Before(first) {
+				first = a.PublishedAt // the sooner of the two
+			}
+			if waited := time.Since(first); ts.waits && waited < grace {
 				t.Errorf("dropped after %v, before the grace of %v", waited, grace)
 			}
 			if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedUnknownRule); got != 1 {
@@ -242,8 +263,9 @@ func TestARemovedRuleIsDeliveredForTheGrace(t *testing.T) {
 	}
 }
 
-// Past the grace, a removed rule is forgotten: its alert waits, as one of a
-// rule never in force does, and is then dropped.
+// Past the grace, a removed rule is forgotten: an alert of it published
+// meanwhile waits, as one of a rule never in force does, and is then
+// dropped.
 func TestARemovedRuleIsForgottenAfterTheGrace(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	n := &captured{}
@@ -257,6 +279,8 @@ func TestARemovedRuleIsForgottenAfterTheGrace(t *testing.T) {
 	for time.Since(removed) <= grace {
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Published just now, by a replica that still had the rule.
+	a.PublishedAt = time.UnixMilli(time.Now().UnixMilli())
 	if err := handleOne(t.Context(), env.d, env.message(t, a, 7)); err == nil {
 		t.Fatal("an alert of a rule removed past the grace was delivered at once")
 	}

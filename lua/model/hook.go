@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -72,7 +73,9 @@ func (s *Store) Client() *redis.Client {
 }
 
 // hook answers EVALSHA and EVAL of the scripts the model has, SCRIPT LOAD
-// and SCRIPT EXISTS; any other command fails.
+// and SCRIPT EXISTS, and the commands that write an alert's seal beside
+// its crossing's mark (lua.Scripts.Seal: HSET, EXPIRE NX); any other
+// command fails.
 type hook struct{ s *Store }
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -154,9 +157,36 @@ func (s *Store) command(args []any) (any, error) {
 			_, found[i] = scripts[sha]
 		}
 		return found, nil
+	case name == "hset" && len(strs) >= 4 && len(strs)%2 == 0:
+		return s.hsetCommand(strs[1], strs[2:])
+	case name == "expire" && len(strs) == 4 && strings.EqualFold(strs[3], "nx"):
+		secs, err := strconv.ParseInt(strs[2], 10, 64)
+		if err != nil || secs <= 0 {
+			return nil, fmt.Errorf("model: expire: a TTL of %q seconds", strs[2])
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.expireNX(strs[1], time.Duration(secs)*time.Second), nil
 	default:
 		return nil, fmt.Errorf("model: command %s is not modelled", strs[0])
 	}
+}
+
+// hsetCommand is HSET: how many of the fields are new.
+func (s *Store) hsetCommand(key string, pairs []string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var added int64
+	for i := 0; i < len(pairs); i += 2 {
+		isNew, err := s.hsetField(key, pairs[i], pairs[i+1])
+		if err != nil {
+			return 0, err
+		}
+		if isNew {
+			added++
+		}
+	}
+	return added, nil
 }
 
 // text is an argument as go-redis writes it.
@@ -206,6 +236,16 @@ func setReply(cmd redis.Cmder, reply any) error {
 		}
 	case *redis.StringCmd:
 		if v, ok := reply.(string); ok {
+			c.SetVal(v)
+			return nil
+		}
+	case *redis.IntCmd:
+		if v, ok := reply.(int64); ok {
+			c.SetVal(v)
+			return nil
+		}
+	case *redis.BoolCmd:
+		if v, ok := reply.(bool); ok {
 			c.SetVal(v)
 			return nil
 		}
