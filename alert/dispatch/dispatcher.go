@@ -167,6 +167,9 @@ type Dispatcher struct {
 	m        dispatcherMetrics
 	recent   recent
 	seen     firstSeen
+	// defaultChannel is where the notifier sends a message without a
+	// channel, when it says (defaultDestination).
+	defaultChannel string
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -191,6 +194,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
 	d := &Dispatcher{cfg: cfg, notifier: n, claims: c, keys: keys, log: log, m: m}
+	if dd, ok := n.(defaultDestination); ok {
+		d.defaultChannel = dd.DefaultDestination()
+	}
 	d.rules.Store(&map[string]RuleSettings{})
 	return d, nil
 }
@@ -206,7 +212,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
-		d.m.parked.WithLabelValues(channelLabel(r.Channel))
+		d.m.parked.WithLabelValues(destinationLabel(d.destination(r.Channel)))
 	}
 	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)
@@ -287,12 +293,12 @@ func (d *Dispatcher) pastBudget(ctx context.Context, b *batch, channel string) (
 	return true, nil
 }
 
-// takeBudget takes one message from the budgets of channel and of all
-// channels; with a non-nil until, it waits until they allow one, or until
-// ctx or until ends.
+// takeBudget takes one message from the budgets of channel's destination
+// and of all destinations; with a non-nil until, it waits until they allow
+// one, or until ctx or until ends.
 func (d *Dispatcher) takeBudget(ctx context.Context, channel string, until context.Context) (bool, error) {
 	wait := until != nil
-	chKey, allKey := d.keys.Budget(channel)
+	chKey, allKey := d.keys.Budget(d.destination(channel))
 	for {
 		ok, after, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
 		if err != nil {

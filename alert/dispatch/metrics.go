@@ -70,12 +70,3 @@ func (m *dispatcherMetrics) track(rule string) {
 		m.suppressed.WithLabelValues(rule, reason)
 	}
 }
-
-// channelLabel names a channel in the parked gauge; "" is the notifier's
-// default channel.
-func channelLabel(ch string) string {
-	if ch == "" {
-		return "(default)"
-	}
-	return ch
-}

@@ -79,14 +79,14 @@ func (d *Dispatcher) retryParked(ctx context.Context) error {
 	// pass cut short by an error still counts the groups it did not reach.
 	waiting := map[string]float64{}
 	for g, alerts := range groups {
-		waiting[channelLabel(g.channel)] += float64(len(alerts))
+		waiting[destinationLabel(g.channel)] += float64(len(alerts))
 	}
 	defer func() { d.setParked(waiting) }()
 	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b parkedGroup) int {
 		return cmp.Or(cmp.Compare(a.channel, b.channel), cmp.Compare(a.rule, b.rule))
 	}) {
 		still, err := d.retryGroup(ctx, groups[g])
-		waiting[channelLabel(g.channel)] -= float64(len(groups[g]) - still)
+		waiting[destinationLabel(g.channel)] -= float64(len(groups[g]) - still)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 			continue
 		}
 		parkedAt[id] = at
-		g := parkedGroup{p.Channel, p.Rule}
+		g := parkedGroup{d.destination(p.Channel), p.Rule}
 		groups[g] = append(groups[g], p.Alert)
 	}
 	for _, alerts := range groups {
@@ -133,7 +133,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 func (d *Dispatcher) setParked(waiting map[string]float64) {
 	d.m.parked.Reset()
 	for _, r := range *d.rules.Load() {
-		d.m.parked.WithLabelValues(channelLabel(r.Channel))
+		d.m.parked.WithLabelValues(destinationLabel(d.destination(r.Channel)))
 	}
 	for ch, n := range waiting {
 		d.m.parked.WithLabelValues(ch).Set(n)

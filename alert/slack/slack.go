@@ -117,6 +117,16 @@ func New(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
+// DefaultDestination is the channel an alert without one goes to:
+// slack.channel in token mode; "" for a webhook, which posts where it was
+// made for.
+func (n *Notifier) DefaultDestination() string {
+	if n.api == nil {
+		return ""
+	}
+	return n.cfg.Channel
+}
+
 // Notify posts the alert. A message Slack refuses as such (bad blocks, too
 // long, a bad payload) is marked alert.Permanent; a 429 carries its
 // Retry-After (alert.RetryAfter); every other failure is worth retrying, a

@@ -1,0 +1,51 @@
+package dispatch
+
+import (
+	"regexp"
+	"strings"
+)
+
+// defaultDestination is a notifier that names where a message without a
+// channel goes (alert/slack's Notifier: slack.channel in token mode), so
+// that a rule without `channel` and one naming that channel share one
+// destination: one budget, one waiting store, one parked series.
+type defaultDestination interface {
+	DefaultDestination() string
+}
+
+// destination names where a message to channel goes, one name a place:
+// "" is the notifier's default channel; a Slack channel's name is
+// lowercase with one leading # (Slack's names are lowercase, and a # is
+// optional: "#Fraud", "fraud" and "#fraud" are one channel); an id (C…,
+// G…, D…) and a user (@…) stay as they are. "" remains only when the
+// notifier names no default (a webhook posts where it was made for).
+func (d *Dispatcher) destination(channel string) string {
+	if strings.TrimSpace(channel) == "" {
+		channel = d.defaultChannel
+	}
+	return destinationName(channel)
+}
+
+// channelID is a Slack conversation id: a channel, a private group, a
+// direct message.
+var channelID = regexp.MustCompile(`^[CGD][A-Z0-9]{8,}$`)
+
+func destinationName(channel string) string {
+	ch := strings.TrimSpace(channel)
+	switch {
+	case ch == "", channelID.MatchString(ch):
+		return ch
+	case strings.HasPrefix(ch, "@"):
+		return strings.ToLower(ch)
+	}
+	return "#" + strings.ToLower(strings.TrimPrefix(ch, "#"))
+}
+
+// destinationLabel names a destination in the gauges: "" (the default
+// channel of a notifier that names none) is "(default)".
+func destinationLabel(dest string) string {
+	if dest == "" {
+		return "(default)"
+	}
+	return dest
+}
