@@ -3,6 +3,9 @@ package dispatch
 import (
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
 )
 
 // defaultDestination is a notifier that names where a message without a
@@ -48,4 +51,19 @@ func destinationLabel(dest string) string {
 		return "(default)"
 	}
 	return dest
+}
+
+// followRule points an alert kept in Redis (parked, or waiting for its
+// budget) at the channel of its rule in force, or of a rule removed within
+// UnknownRuleGrace: a fixed `channel:` releases alerts parked on a
+// mistyped one. An alert of a rule gone longer keeps the channel it was
+// kept with.
+func (d *Dispatcher) followRule(a *alert.Alert) {
+	rs, ok := (*d.rules.Load())[a.Rule]
+	if !ok {
+		rs, ok = d.removed.lookup(a.Rule, d.cfg.UnknownRuleGrace, time.Now())
+	}
+	if ok {
+		a.Channel = rs.Channel
+	}
 }

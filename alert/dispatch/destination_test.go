@@ -180,3 +180,41 @@ func TestParkedGaugeNamesTheDestination(t *testing.T) {
 		t.Errorf("%d series of fraudwatch_alerts_parked, want #fraud's alone", n)
 	}
 }
+
+// A parked alert goes where its rule in force sends it when it is retried:
+// fixing a mistyped channel in the rules file releases the alerts parked
+// on it. An alert of a rule no longer in force keeps the channel it was
+// parked with.
+func TestParkedAlertsFollowAFixedChannel(t *testing.T) {
+	slack := newChannelSlack("#fraud", "#nope", "#old")
+	env := testDispatcher(t, slack, dispatch.DispatcherConfig{UnknownRuleGrace: time.Nanosecond})
+	env.d.SetRules(map[string]dispatch.RuleSettings{
+		"r-fixed": {Mode: alert.ModeAlert, Channel: "#nope"},
+		"r-gone":  {Mode: alert.ModeAlert, Channel: "#old"},
+	})
+	fixed, gone := env.alert("g-1", "e-1"), env.alert("g-2", "e-2")
+	fixed.Rule, fixed.ID = "r-fixed", "r-fixed/e-1"
+	gone.Rule, gone.ID = "r-gone", "r-gone/e-2"
+	msgs := []kafka.Message{env.message(t, fixed, 0), env.message(t, gone, 1)}
+	if n, err := env.d.HandleMessages(t.Context(), msgs); err != nil || n != 2 {
+		t.Fatalf("HandleMessages = %d, %v; want both parked", n, err)
+	}
+	// The rules file fixed: r-fixed's channel is #fraud, r-gone removed.
+	env.d.SetRules(map[string]dispatch.RuleSettings{"r-fixed": {Mode: alert.ModeAlert, Channel: "#fraud"}})
+	slack.setRefused("#old", false)
+	if err := env.d.RetryParked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range slack.snapshot() {
+		for _, id := range p.ids {
+			got[id] = p.channel
+		}
+	}
+	if got[fixed.ID] != "#fraud" || got[gone.ID] != "#old" || len(got) != 2 {
+		t.Errorf("posted %v; want %s to #fraud, its rule's channel now, and %s to #old, the channel it was parked with", got, fixed.ID, gone.ID)
+	}
+	if left := env.rdb.HLen(t.Context(), env.keys.Parked()).Val(); left != 0 {
+		t.Errorf("%d alerts still parked", left)
+	}
+}

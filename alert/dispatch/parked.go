@@ -117,6 +117,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 			continue
 		}
 		parkedAt[id] = at
+		d.followRule(&p.Alert)
 		g := parkedGroup{d.destination(p.Channel), p.Rule}
 		groups[g] = append(groups[g], p.Alert)
 	}
