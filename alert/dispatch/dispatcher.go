@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -142,7 +143,7 @@ type claims interface {
 	SettleAlerts(ctx context.Context, sent bool, alerts ...lua.Settlement) error
 	Retention() time.Duration
 	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, time.Duration, error)
-	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error)
+	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (lua.Parking, error)
 	Parked(ctx context.Context, key string) (map[string]string, error)
 	Unpark(ctx context.Context, key string, ids ...string) error
 	Lease(ctx context.Context, ttl time.Duration, keys ...string) ([]bool, error)
@@ -170,6 +171,9 @@ type Dispatcher struct {
 	// defaultChannel is where the notifier sends a message without a
 	// channel, when it says (defaultDestination).
 	defaultChannel string
+	// parking orders this replica's parks and its counts of the parked
+	// alerts, so that fraudwatch_alerts_parked is what Redis holds.
+	parking sync.Mutex
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
