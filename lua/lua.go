@@ -34,6 +34,7 @@ const (
 	AlertBudgetName      = "alert_budget"
 	EvidenceAddName      = "evidence_add"
 	AlertParkName        = "alert_park"
+	AlertWaitName        = "alert_wait"
 )
 
 var (
@@ -61,6 +62,8 @@ var (
 	evidenceAddSrc string
 	//go:embed alert_park.lua
 	alertParkSrc string
+	//go:embed alert_wait.lua
+	alertWaitSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -72,6 +75,7 @@ var (
 	alertBudget      = redis.NewScript(alertBudgetSrc)
 	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
+	alertWait        = redis.NewScript(alertWaitSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -95,6 +99,7 @@ var (
 		{AlertBudgetName, alertBudget},
 		{EvidenceAddName, evidenceAdd},
 		{AlertParkName, alertPark},
+		{AlertWaitName, alertWait},
 	}
 )
 
@@ -279,6 +284,7 @@ func Text(name string) (string, bool) {
 		AlertBudgetName:      alertBudgetSrc,
 		EvidenceAddName:      evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
+		AlertWaitName:        alertWaitSrc,
 	}[name]
 	return text, ok
 }
