@@ -22,6 +22,7 @@ type channelPost struct {
 	channel string // as sent: "" is the default channel
 	rule    string
 	ids     []string
+	alerts  []alert.Alert
 }
 
 // channelSlack is a Digester with a default channel, as alert/slack's
@@ -55,6 +56,7 @@ func (s *channelSlack) post(ch, rule string, alerts ...alert.Alert) error {
 	for _, a := range alerts {
 		p.ids = append(p.ids, a.ID)
 	}
+	p.alerts = slices.Clone(alerts)
 	s.posts = append(s.posts, p)
 	return nil
 }

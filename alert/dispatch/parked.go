@@ -209,7 +209,7 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) error
 
 func (d *Dispatcher) release(ctx context.Context, leases []string) {
 	if err := d.claims.Release(context.WithoutCancel(ctx), leases...); err != nil {
-		d.log.Warn("releasing the leases of parked alerts", "err", err)
+		d.log.Warn("releasing leases", "err", err)
 	}
 }
 
@@ -221,7 +221,7 @@ func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settl
 		return nil, nil
 	}
 	if _, ok := d.notifier.(alert.Digester); ok {
-		if ok, err := d.takeBudget(ctx, alerts[0].Channel, nil); err != nil || !ok {
+		if ok, err := d.takeBudget(ctx, alerts[0].Channel); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
 	} else {
