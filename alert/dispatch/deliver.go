@@ -69,9 +69,15 @@ func (d *Dispatcher) send(ctx context.Context, alerts ...alert.Alert) error {
 // An error means the message is not delivered yet; otherwise the verdict
 // says how the attempts ended, and cause is the notifier's refusal.
 func (d *Dispatcher) post(ctx context.Context, maxAttempts int, alerts []alert.Alert) (v verdict, cause, err error) {
+	return d.postAs(ctx, maxAttempts, alerts, len(alerts) > 1)
+}
+
+// postAs is post, a digest even of one alert when digest is set (a waiting
+// alert kept compact, without what a post of its own shows).
+func (d *Dispatcher) postAs(ctx context.Context, maxAttempts int, alerts []alert.Alert, digest bool) (v verdict, cause, err error) {
 	a := alerts[0]
 	notify := func(ctx context.Context) error { return d.notifier.Notify(ctx, a) }
-	if len(alerts) > 1 {
+	if digest {
 		dg, ok := d.notifier.(alert.Digester)
 		if !ok {
 			return 0, nil, fmt.Errorf("alert: %d alerts of %s in one message, but the notifier sends no digests", len(alerts), a.Rule)

@@ -59,11 +59,17 @@ func destinationLabel(dest string) string {
 // mistyped one. An alert of a rule gone longer keeps the channel it was
 // kept with.
 func (d *Dispatcher) followRule(a *alert.Alert) {
-	rs, ok := (*d.rules.Load())[a.Rule]
-	if !ok {
-		rs, ok = d.removed.lookup(a.Rule, d.cfg.UnknownRuleGrace, time.Now())
-	}
-	if ok {
+	if rs, ok := d.inForce(a.Rule); ok {
 		a.Channel = rs.Channel
 	}
+}
+
+// inForce is the settings of rule name in force, or of a rule removed
+// within UnknownRuleGrace.
+func (d *Dispatcher) inForce(name string) (RuleSettings, bool) {
+	rs, ok := (*d.rules.Load())[name]
+	if !ok {
+		rs, ok = d.removed.lookup(name, d.cfg.UnknownRuleGrace, time.Now())
+	}
+	return rs, ok
 }

@@ -23,6 +23,7 @@ type channelPost struct {
 	rule    string
 	ids     []string
 	alerts  []alert.Alert
+	digest  bool
 }
 
 // channelSlack is a Digester with a default channel, as alert/slack's
@@ -46,13 +47,13 @@ func newChannelSlack(def string, refuse ...string) *channelSlack {
 
 func (s *channelSlack) DefaultDestination() string { return s.def }
 
-func (s *channelSlack) post(ch, rule string, alerts ...alert.Alert) error {
+func (s *channelSlack) post(ch, rule string, digest bool, alerts ...alert.Alert) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refuse[ch] {
 		return &alert.ChannelError{Channel: ch, Err: errors.New("slack: channel_not_found")}
 	}
-	p := channelPost{at: time.Now(), channel: ch, rule: rule}
+	p := channelPost{at: time.Now(), channel: ch, rule: rule, digest: digest}
 	for _, a := range alerts {
 		p.ids = append(p.ids, a.ID)
 	}
@@ -62,11 +63,11 @@ func (s *channelSlack) post(ch, rule string, alerts ...alert.Alert) error {
 }
 
 func (s *channelSlack) Notify(_ context.Context, a alert.Alert) error {
-	return s.post(a.Channel, a.Rule, a)
+	return s.post(a.Channel, a.Rule, false, a)
 }
 
 func (s *channelSlack) NotifyDigest(_ context.Context, d alert.Digest) error {
-	return s.post(d.Channel, d.Rule, d.Alerts...)
+	return s.post(d.Channel, d.Rule, true, d.Alerts...)
 }
 
 func (s *channelSlack) setRefused(ch string, refused bool) {

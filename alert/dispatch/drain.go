@@ -136,7 +136,7 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 	if err != nil {
 		return false, err
 	}
-	alerts, done := d.readWaiting(all)
+	alerts, done, compact := d.readWaiting(all)
 	var send []alert.Alert
 	for _, a := range alerts {
 		ok, err := d.claim(ctx, a)
@@ -149,7 +149,7 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 			done = append(done, a.ID) // settled meanwhile (a redelivery, a silence)
 		}
 	}
-	settled, spent, err := d.sendWaiting(ctx, dest, send)
+	settled, spent, err := d.sendWaiting(ctx, dest, send, compact)
 	return spent, errors.Join(err, d.waitDone(ctx, rule, append(done, settled...)))
 }
 
@@ -157,8 +157,9 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 // destination (a rule's alerts share one but for a rule removed after its
 // channel changed), each within the budget (paid's message is taken
 // already), and returns the ids of those settled; spent when the budget
-// stopped it.
-func (d *Dispatcher) sendWaiting(ctx context.Context, paid string, alerts []alert.Alert) (settled []string, spent bool, err error) {
+// stopped it. A lone alert kept compact (the whole one of its digest
+// settled meanwhile) goes as a digest of one, which shows what it keeps.
+func (d *Dispatcher) sendWaiting(ctx context.Context, paid string, alerts []alert.Alert, compact map[string]bool) (settled []string, spent bool, err error) {
 	byDest := map[string][]alert.Alert{}
 	var order []string
 	for _, a := range alerts {
@@ -181,7 +182,7 @@ func (d *Dispatcher) sendWaiting(ctx context.Context, paid string, alerts []aler
 				return settled, err == nil, err
 			}
 		}
-		v, cause, err := d.post(ctx, 1, msg)
+		v, cause, err := d.postAs(ctx, 1, msg, digests && (len(msg) > 1 || compact[msg[0].ID]))
 		if err != nil {
 			return settled, false, err
 		}

@@ -399,3 +399,27 @@ func TestWaitingForTheBudgetClaimsNothing(t *testing.T) {
 		t.Errorf("%d alerts carried once the budget allowed, want 20", got)
 	}
 }
+
+// A digest's alerts but its first are kept without their evidence: should
+// one of them be left alone to send (the others settled meanwhile), it goes
+// as a digest of one, never as an alert without the orders behind it.
+func TestALoneCompactAlertGoesAsADigest(t *testing.T) {
+	f := newFloodEnv(t, dispatch.DispatcherConfig{}, nil)
+	alerts := f.alerts(0, 4)
+	if n, err := f.handle(t, alerts...); n != 4 || err != nil {
+		t.Fatalf("HandleMessages = %d, %v", n, err)
+	}
+	f.silence(t, alerts[1]) // the whole one
+	f.silence(t, alerts[2])
+	f.rdb.Del(t.Context(), budgetKey(f.testEnv, "#fraud"))
+	if err := f.d.DrainWaiting(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	posts := f.slack.snapshot()
+	if len(posts) != 2 || !slices.Equal(posts[1].ids, []string{"r/e-3"}) || !posts[1].digest {
+		t.Fatalf("messages %+v; want e-3 alone, as a digest", posts)
+	}
+	if d := posts[1].alerts[0].Description; d != "a flood" {
+		t.Errorf("the digest's alert described %q, want its rule's description, rendered again", d)
+	}
+}

@@ -73,8 +73,10 @@ func (d *Dispatcher) waitingForms(a alert.Alert) (whole, compact []byte, err err
 
 // readWaiting decodes a rule's sealed alerts, whole ones first, then by
 // when they came in; gone are those to drop: unreadable, or older than
-// their records live. Each goes to its rule's channel in force.
-func (d *Dispatcher) readWaiting(all map[string]string) (alerts []alert.Alert, gone []string) {
+// their records live; compact names those kept compact. Each goes to its
+// rule's channel in force.
+func (d *Dispatcher) readWaiting(all map[string]string) (alerts []alert.Alert, gone []string, compact map[string]bool) {
+	compact = map[string]bool{}
 	came := map[string]waitingAlert{}
 	for id, data := range all {
 		var w waitingAlert
@@ -89,7 +91,12 @@ func (d *Dispatcher) readWaiting(all map[string]string) (alerts []alert.Alert, g
 			continue
 		}
 		d.followRule(&w.Alert)
+		if rs, ok := d.inForce(w.Rule); ok && !w.Whole {
+			// Kept without it: rendered again, as trust renders it.
+			w.Description = alert.Cut(alert.Describe(rs.Description, &w.Alert), 1024)
+		}
 		came[id] = w
+		compact[id] = !w.Whole
 		alerts = append(alerts, w.Alert)
 	}
 	slices.SortFunc(alerts, func(a, b alert.Alert) int {
@@ -102,7 +109,7 @@ func (d *Dispatcher) readWaiting(all map[string]string) (alerts []alert.Alert, g
 		}
 		return cmp.Or(wa.ParkedAt.Compare(wb.ParkedAt), cmp.Compare(a.ID, b.ID))
 	})
-	return alerts, gone
+	return alerts, gone, compact
 }
 
 // waitingKeys builds again the keys a waiting alert was kept without,
