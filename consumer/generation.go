@@ -103,8 +103,8 @@ func (g *generation) commit() {
 func (g *generation) consume(ctx context.Context, topic string, p kafka.PartitionAssignment) {
 	log := g.log.With("topic", topic, "partition", p.ID)
 	defer g.held.release(topic, p.ID)
-	g.stalled.hold(topic, p.ID)
-	defer g.stalled.release(topic, p.ID)
+	clock := g.stalled.hold(topic, p.ID)
+	defer g.stalled.release(topic, p.ID, clock)
 
 	start, err := g.startOffset(ctx, topic, p, log)
 	if err != nil {
@@ -138,7 +138,7 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 			}
 			continue
 		}
-		switch out, left := g.process(ctx, batch, at); out {
+		switch out, left := g.process(ctx, batch, at, clock); out {
 		case aborted:
 			// A rebalance cutting work short while running is routine (the
 			// next owner redelivers); during shutdown it makes Run fail.
@@ -156,7 +156,6 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 func (g *generation) passed(topic string, partition int, at chunk) {
 	g.offsets.mark(topic, partition, at.next)
 	g.held.advance(topic, partition, at.next, at.hw)
-	g.stalled.flowing(topic, partition)
 }
 
 // startOffset is where a partition's loop starts: the committed offset,
@@ -233,11 +232,13 @@ func (g *generation) handle(ctx context.Context, msgs []kafka.Message) (int, err
 // message's offset once it is done (and at, where the partition stands
 // after the batch, once all of it is); or gives up on the rest uncommitted
 // when work is aborted, or when an attempt failed and the generation (ctx)
-// has ended.
-func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk) (out outcome, left int) {
+// has ended. The stall clock runs from the batch's first handover until
+// all of it is handled: its first message not handled yet was handed over
+// then, however many calls and retries it takes.
+func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk, clock *stallClock) (out outcome, left int) {
 	backoff := g.cfg.RetryMin
+	clock.handed(time.Now())
 	for {
-		started := time.Now()
 		n, err := g.handle(ctx, msgs)
 		if err == nil {
 			n = len(msgs)
@@ -251,10 +252,8 @@ func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk
 			g.passed(last.Topic, last.Partition, done)
 			msgs = msgs[n:]
 		}
-		if err != nil && len(msgs) > 0 {
-			g.stalled.failing(msgs[0].Topic, msgs[0].Partition, started)
-		}
 		if err == nil || len(msgs) == 0 {
+			clock.settled()
 			return succeeded, 0
 		}
 		log := g.log.With("topic", msgs[0].Topic, "partition", msgs[0].Partition, "offset", msgs[0].Offset)

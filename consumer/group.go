@@ -26,9 +26,11 @@ type MessageHandler interface {
 // A handler that also has HandleMessagesIn is handed, beside the work
 // context, one that ends with the generation (a rebalance, or shutdown):
 // the partition is then going to another member, or nowhere, and waiting
-// on its behalf (for an alert budget, say) is pointless. A handler that
-// stops waiting and fails then leaves the rest uncommitted for the next
-// owner, as a rebalance does, and a shutdown stays clean.
+// on its behalf (for a receiver's Retry-After, say) is pointless. A
+// handler that stops waiting and fails then leaves the rest uncommitted
+// for the next owner, as a rebalance does, and a shutdown stays clean.
+// (The dispatcher no longer waits on a partition: alerts past their
+// budget wait in Redis.)
 type generationHandler interface {
 	HandleMessagesIn(work, generation context.Context, msgs []kafka.Message) (done int, err error)
 }

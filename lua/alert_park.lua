@@ -9,8 +9,9 @@
 -- ARGV[4]  how long the hash lives after its last alert is parked,
 --          seconds (the parked alerts' lifetime)
 --
--- Reply: 1 parked (an alert parked again is replaced); 0 the hash is full,
--- nothing written; -1 an argument is unusable, nothing written. A value of
+-- Reply: 1 parked, a new one; 2 parked again, replacing its copy (the
+-- hash holds as many as before); 0 the hash is full, nothing written; -1 an
+-- argument is unusable, nothing written. A value of
 -- another type at the key (written by another) holds no parked alert, and
 -- goes: with redis.call, every park would fail, and its alert stay on its
 -- partition for good.
@@ -31,4 +32,4 @@ if parked == 0 and redis.call('HLEN', KEYS[1]) >= cap then
 end
 redis.call('HSET', KEYS[1], id, data)
 redis.call('EXPIRE', KEYS[1], life)
-return 1
+return 1 + parked

@@ -283,8 +283,8 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 		}},
 		{"alert_park, the parked alerts", []string{"a string", "a list"}, func(t *testing.T, kind, p string) {
 			foreign(t, rdb, kind, p+":parked")
-			if ok, err := s.Park(ctx, p+":parked", "a", []byte("{}"), 10, time.Hour); err != nil || !ok {
-				t.Fatalf("park = %v, %v; want parked", ok, err)
+			if got, err := s.Park(ctx, p+":parked", "a", []byte("{}"), 10, time.Hour); err != nil || got != Parked {
+				t.Fatalf("park = %v, %v; want parked", got, err)
 			}
 			if got, err := s.Parked(ctx, p+":parked"); err != nil || len(got) != 1 || got["a"] != "{}" {
 				t.Fatalf("parked %v, %v; want the alert alone", got, err)

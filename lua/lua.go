@@ -35,6 +35,7 @@ const (
 	EvidenceAddName      = "evidence_add"
 	AlertParkName        = "alert_park"
 	AlertAckName         = "alert_ack"
+	AlertWaitName        = "alert_wait"
 )
 
 var (
@@ -64,6 +65,8 @@ var (
 	alertParkSrc string
 	//go:embed alert_ack.lua
 	alertAckSrc string
+	//go:embed alert_wait.lua
+	alertWaitSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -76,6 +79,7 @@ var (
 	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
 	alertAck         = redis.NewScript(alertAckSrc)
+	alertWait        = redis.NewScript(alertWaitSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -100,6 +104,7 @@ var (
 		{EvidenceAddName, evidenceAdd},
 		{AlertParkName, alertPark},
 		{AlertAckName, alertAck},
+		{AlertWaitName, alertWait},
 	}
 )
 
@@ -285,6 +290,7 @@ func Text(name string) (string, bool) {
 		EvidenceAddName:      evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
 		AlertAckName:         alertAckSrc,
+		AlertWaitName:        alertWaitSrc,
 	}[name]
 	return text, ok
 }

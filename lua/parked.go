@@ -15,15 +15,32 @@ import (
 // cap; the rest are plain commands: one key each, no decision to race on
 // but the leases, which SET NX takes.
 
+// Parking is what Park did with an alert.
+type Parking int
+
+// Parkings.
+const (
+	// ParkFull: the hash holds its limit of alerts; nothing written.
+	ParkFull Parking = 0
+	// Parked: a new alert parked.
+	Parked Parking = 1
+	// ParkedAgain: an alert parked already, its copy replaced: the hash
+	// holds as many alerts as before.
+	ParkedAgain Parking = 2
+)
+
 // Park keeps an alert's data under id in the parked hash key, unless the
-// hash already holds limit alerts (false). The hash lives lifetime after
-// the last alert parked in it.
-func (s *Scripts) Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error) {
+// hash already holds limit alerts. The hash lives lifetime after the last
+// alert parked in it.
+func (s *Scripts) Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (Parking, error) {
 	n, err := s.single(ctx, alertPark, AlertParkName, []string{key}, id, data, limit, seconds(lifetime))
 	if err != nil {
-		return false, err
+		return ParkFull, err
 	}
-	return n == 1, nil
+	if n < 0 || n > 2 {
+		return ParkFull, s.fail(AlertParkName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+	}
+	return Parking(n), nil
 }
 
 // Parked returns the parked alerts' data by id.

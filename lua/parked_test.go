@@ -16,22 +16,22 @@ func TestPark(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := k.Parked()
-	park := func(id, data string) bool {
+	park := func(id, data string) Parking {
 		t.Helper()
-		ok, err := s.Park(ctx, key, id, []byte(data), 2, time.Hour)
+		p, err := s.Park(ctx, key, id, []byte(data), 2, time.Hour)
 		if err != nil {
 			t.Fatalf("park %s: %v", id, err)
 		}
-		return ok
+		return p
 	}
 	steps := []struct {
 		id, data string
-		want     bool
+		want     Parking
 	}{
-		{"r/e1", "one", true},
-		{"r/e2", "two", true},
-		{"r/e3", "three", false},    // full
-		{"r/e1", "one again", true}, // already parked: replaced, not a new one
+		{"r/e1", "one", Parked},
+		{"r/e2", "two", Parked},
+		{"r/e3", "three", ParkFull},
+		{"r/e1", "one again", ParkedAgain}, // already parked: replaced, not a new one
 	}
 	for _, st := range steps {
 		if got := park(st.id, st.data); got != st.want {

@@ -105,9 +105,15 @@ type ending struct {
 // An error means the message is not delivered yet; otherwise the ending
 // says how the attempts ended.
 func (d *Dispatcher) post(ctx context.Context, maxAttempts int, alerts []alert.Alert) (ending, error) {
+	return d.postAs(ctx, maxAttempts, alerts, len(alerts) > 1)
+}
+
+// postAs is post, a digest even of one alert when digest is set (a waiting
+// alert kept compact, without what a post of its own shows).
+func (d *Dispatcher) postAs(ctx context.Context, maxAttempts int, alerts []alert.Alert, digest bool) (ending, error) {
 	a := alerts[0]
 	notify := func(ctx context.Context) (alert.Receipt, error) { return d.notifier.Notify(ctx, a) }
-	if len(alerts) > 1 {
+	if digest {
 		dg, ok := d.notifier.(alert.Digester)
 		if !ok {
 			return ending{}, fmt.Errorf("alert: %d alerts of %s in one message, but the notifier sends no digests", len(alerts), a.Rule)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,14 +49,24 @@ type DispatcherConfig struct {
 	// parked but stays on its partition, retried.
 	MaxParked int
 	// ChannelBudget and OverallBudget bound the messages a notifier that
-	// sends digests (Digester) gets, per channel (default 1 a second, up
-	// to 3 at once: Slack's own limit) and in all (default 5 a second, up
-	// to 15), shared by every replica: alerts, digests and parked retries
-	// alike. Past them, alerts wait and go out as one digest per rule, of
-	// which DigestSize (default 10) are listed.
+	// sends digests (Digester) gets, per destination (default 1 a second,
+	// up to 3 at once: Slack's own limit) and in all (default 5 a second,
+	// up to 15), shared by every replica: alerts, digests and parked
+	// retries alike. Past them, alerts wait in Redis and go out as one
+	// digest per rule, of which DigestSize (default 10) are listed.
 	ChannelBudget lua.Budget
 	OverallBudget lua.Budget
 	DigestSize    int
+	// MaxWaiting bounds the alerts waiting in Redis for their
+	// destination's budget, by all replicas together (default 20,000:
+	// a minute of 150 alerts a second fits twice; each but the first of a
+	// rule's digest kept compact, without evidence, about 0.5 KB): past
+	// it, an alert past its budget is not kept but stays on its
+	// partition, retried, as at MaxParked.
+	MaxWaiting int
+	// WaitingDrain is how often the waiting alerts are sent, as their
+	// budgets allow (default 250 ms).
+	WaitingDrain time.Duration
 	// UnknownRuleGrace is how long a sealed alert (one fraudwatch
 	// published) of a rule the dispatcher does not know is retried before
 	// it is dropped (default a minute), from when it was published or this
@@ -73,6 +84,7 @@ func (c *DispatcherConfig) setDefaults() {
 		MaxRetryAfter: 5 * time.Minute, AttemptTimeout: 15 * time.Second, KeyPrefix: "fw",
 		ParkedRetry: 30 * time.Second, MaxParked: 1000, DigestSize: 10, UnknownRuleGrace: time.Minute,
 		ChannelBudget: lua.Budget{Rate: 1, Burst: 3}, OverallBudget: lua.Budget{Rate: 5, Burst: 15},
+		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond,
 	}
 	setDefault(&c.MaxAttempts, defaults.MaxAttempts)
 	setDefault(&c.MinBackoff, defaults.MinBackoff)
@@ -82,6 +94,8 @@ func (c *DispatcherConfig) setDefaults() {
 	setDefault(&c.KeyPrefix, defaults.KeyPrefix)
 	setDefault(&c.ParkedRetry, defaults.ParkedRetry)
 	setDefault(&c.MaxParked, defaults.MaxParked)
+	setDefault(&c.MaxWaiting, defaults.MaxWaiting)
+	setDefault(&c.WaitingDrain, defaults.WaitingDrain)
 	setDefault(&c.DigestSize, defaults.DigestSize)
 	setDefault(&c.UnknownRuleGrace, defaults.UnknownRuleGrace)
 	setDefault(&c.ChannelBudget, defaults.ChannelBudget)
@@ -104,10 +118,10 @@ func (c *DispatcherConfig) Validate() error {
 		return errors.New("alert: backoff must satisfy 0 < min <= max")
 	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0:
 		return errors.New("alert: max retry-after and attempt timeout must be positive")
-	case c.MaxParked < 1 || c.MaxParked > 1000000:
-		return errors.New("alert: max parked alerts must be 1 to 1,000,000")
-	case c.ParkedRetry <= 0 || c.UnknownRuleGrace < 0:
-		return errors.New("alert: the parked retry interval must be positive, the unknown-rule grace not negative")
+	case c.MaxParked < 1 || c.MaxParked > 1000000 || c.MaxWaiting < 1 || c.MaxWaiting > 1000000:
+		return errors.New("alert: max parked and max waiting alerts must be 1 to 1,000,000")
+	case c.ParkedRetry <= 0 || c.WaitingDrain <= 0 || c.UnknownRuleGrace < 0:
+		return errors.New("alert: the parked retry and waiting drain intervals must be positive, the unknown-rule grace not negative")
 	}
 	return nil
 }
@@ -145,11 +159,12 @@ type claims interface {
 	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration
 	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, time.Duration, error)
-	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (bool, error)
+	Park(ctx context.Context, key, id string, data []byte, limit int, lifetime time.Duration) (lua.Parking, error)
 	Parked(ctx context.Context, key string) (map[string]string, error)
 	Unpark(ctx context.Context, key string, ids ...string) error
 	Lease(ctx context.Context, ttl time.Duration, keys ...string) ([]bool, error)
 	Release(ctx context.Context, keys ...string) error
+	waitingStore
 }
 
 // Dispatcher delivers alerts through a Notifier, once each. It checks that
@@ -171,6 +186,13 @@ type Dispatcher struct {
 	m        dispatcherMetrics
 	recent   recent
 	seen     firstSeen
+	// defaultChannel is where the notifier sends a message without a
+	// channel, when it says (defaultDestination).
+	defaultChannel string
+	// parking orders this replica's parks and its counts of the parked
+	// alerts, so that fraudwatch_alerts_parked is what Redis holds.
+	parking sync.Mutex
+	waits   waits
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -198,6 +220,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
 	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, log: log, m: m}
+	if dd, ok := n.(defaultDestination); ok {
+		d.defaultChannel = dd.DefaultDestination()
+	}
 	d.rules.Store(&map[string]RuleSettings{})
 	return d, nil
 }
@@ -213,7 +238,8 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
-		d.m.parked.WithLabelValues(channelLabel(r.Channel))
+		d.m.parked.WithLabelValues(destinationLabel(d.destination(r.Channel)))
+		d.m.waiting.WithLabelValues(d.receiver, destinationLabel(d.destination(r.Channel)))
 	}
 	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)
@@ -221,33 +247,21 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 
 // HandleMessages settles a batch of the alerts topic's messages, in order:
 // the dispatcher is the alerts group's handler. With a Digester, every
-// message takes from the alert budget; alerts past it wait for the end of
-// the batch, and then for the budget, and go out as one digest per rule.
-// It returns how many messages may be committed, and an error (see
-// ErrNotDelivered) when the next must come round again.
+// alert takes from its destination's budget; one past it, or of a
+// destination whose alerts wait already, waits in Redis, claimed, for
+// DrainWaitingEvery, which sends each rule's as one digest when the budget
+// allows, and its message is done: a flood of one destination never holds
+// the alerts of another on the partition. It returns how many messages may
+// be committed, and an error (see ErrNotDelivered) when the next must come
+// round again.
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
-	return d.HandleMessagesIn(ctx, ctx, msgs)
-}
-
-// HandleMessagesIn is HandleMessages whose wait for the budget also ends
-// with generation: the consumer group's generation has ended, and the
-// held alerts, claimed but not sent, are left uncommitted for the
-// partition's next owner, whose claims send them.
-func (d *Dispatcher) HandleMessagesIn(ctx, generation context.Context, msgs []kafka.Message) (int, error) {
-	if generation == nil {
-		generation = ctx
-	}
-	b := newBatch(d.notifier)
-	b.generation = generation
+	_, digests := d.notifier.(alert.Digester)
 	for i, msg := range msgs {
 		a, ok, err := d.accept(ctx, msg)
 		if err != nil {
-			return d.flush(ctx, b, i, err)
+			return i, err
 		}
-		if !ok || b.carries(a.ID) {
-			// A second message of an alert held in this batch (a crossing
-			// published again after a crash): the digest that carries the
-			// first settles both; should it fail, both come round again.
+		if !ok {
 			continue
 		}
 		// The message's place claims it: a forger cannot write another
@@ -260,65 +274,55 @@ func (d *Dispatcher) HandleMessagesIn(ctx, generation context.Context, msgs []ka
 			err = d.drop(ctx, msg, DroppedRefused, err, "rule", a.Rule)
 		}
 		if err != nil {
-			return d.flush(ctx, b, i, err)
+			return i, err
 		}
 		if !send {
 			continue
 		}
-		if b.digests != nil {
-			past, err := d.pastBudget(ctx, b, a.Channel)
+		if digests {
+			waits, err := d.pastBudget(ctx, a)
 			if err != nil {
-				return d.flush(ctx, b, i, err)
+				return i, err
 			}
-			if past {
-				b.hold(i, a)
+			if waits {
 				continue
 			}
 		}
 		if err := d.send(ctx, a); err != nil {
-			return d.flush(ctx, b, i, err)
+			return i, err
 		}
 	}
-	return d.flush(ctx, b, len(msgs), nil)
+	return len(msgs), nil
 }
 
-// pastBudget takes one message from the budget of channel; true when the
-// budget is spent, or was found spent earlier in the batch: the channel's
-// alerts then wait for one digest together.
-func (d *Dispatcher) pastBudget(ctx context.Context, b *batch, channel string) (bool, error) {
-	if b.spent[channel] {
-		return true, nil
+// pastBudget takes one message from the budget of a's destination, unless
+// alerts of that destination wait already (as far as this replica knows:
+// its own, and what the last drain pass read), and otherwise keeps a
+// waiting in Redis: true when it waits. The alerts that wait take their
+// turns at the budget through the drainer, not against every new alert.
+func (d *Dispatcher) pastBudget(ctx context.Context, a alert.Alert) (bool, error) {
+	dest := d.destination(a.Channel)
+	if !d.waits.busy(dest) {
+		ok, err := d.takeBudget(ctx, a.Channel)
+		if err != nil || ok {
+			return false, err
+		}
 	}
-	ok, err := d.takeBudget(ctx, channel, nil)
-	if err != nil || ok {
-		return false, err
-	}
-	b.spent[channel] = true
-	return true, nil
+	return true, d.wait(ctx, a, dest)
 }
 
-// takeBudget takes one message from the budgets of channel and of all
-// channels; with a non-nil until, it waits until they allow one, or until
-// ctx or until ends.
-func (d *Dispatcher) takeBudget(ctx context.Context, channel string, until context.Context) (bool, error) {
-	wait := until != nil
-	chKey, allKey := d.keys.Budget(channel)
-	for {
-		ok, after, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
-		if err != nil {
-			return false, fmt.Errorf("alert: budget: %w", err)
-		}
-		if ok || !wait {
-			return ok, nil
-		}
-		// Other replicas take from the same budget: ask again at least
-		// every second rather than trust the wait.
-		select {
-		case <-time.After(min(max(after, 10*time.Millisecond), time.Second)):
-		case <-ctx.Done():
-			return false, fmt.Errorf("alert: waiting for the alert budget: %w", ctx.Err())
-		case <-until.Done():
-			return false, fmt.Errorf("alert: waiting for the alert budget: the partition's generation ended: %w", until.Err())
-		}
+// takeBudget takes one message from the budgets of channel's destination
+// and of all destinations: false when either is spent.
+func (d *Dispatcher) takeBudget(ctx context.Context, channel string) (bool, error) {
+	return d.takeBudgetOf(ctx, d.destination(channel))
+}
+
+// takeBudgetOf is takeBudget for a destination named already.
+func (d *Dispatcher) takeBudgetOf(ctx context.Context, dest string) (bool, error) {
+	chKey, allKey := d.keys.Budget(dest)
+	ok, _, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
+	if err != nil {
+		return false, fmt.Errorf("alert: budget: %w", err)
 	}
+	return ok, nil
 }

@@ -26,6 +26,8 @@ func TestDispatcherDefaults(t *testing.T) {
 		ChannelBudget:    lua.Budget{Rate: 1, Burst: 3},
 		OverallBudget:    lua.Budget{Rate: 5, Burst: 15},
 		DigestSize:       10,
+		MaxWaiting:       20000,
+		WaitingDrain:     250 * time.Millisecond,
 		UnknownRuleGrace: time.Minute,
 	}
 	if c != want {

@@ -13,6 +13,7 @@ type dispatcherMetrics struct {
 	retries    *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
 	parked     *prometheus.GaugeVec
+	waiting    *prometheus.GaugeVec
 	digested   *prometheus.CounterVec
 	copies     *prometheus.CounterVec
 	legacy     prometheus.Counter
@@ -56,12 +57,16 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 			Name: "fraudwatch_alerts_parked",
 			Help: "Alerts waiting because Slack refuses their channel (channel_not_found, not_in_channel, is_archived), by channel, as the replica that last retried them counts them.",
 		}, []string{"channel"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fraudwatch_alerts_waiting",
+			Help: "Alerts waiting in Redis for their destination's budget, by receiver and channel, as Redis held them at this replica's last drain pass (every 250 ms).",
+		}, []string{"receiver", "channel"}),
 	}
 	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnverified, DroppedUnknownRule, DroppedRefused, DroppedStale} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.digested, m.copies, m.legacy} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}
@@ -80,13 +85,4 @@ func (m *dispatcherMetrics) track(rule string) {
 	for _, reason := range []string{SuppressedCooldown, SuppressedShadow, SuppressedSilenced} {
 		m.suppressed.WithLabelValues(rule, reason)
 	}
-}
-
-// channelLabel names a channel in the parked gauge; "" is the notifier's
-// default channel.
-func channelLabel(ch string) string {
-	if ch == "" {
-		return "(default)"
-	}
-	return ch
 }

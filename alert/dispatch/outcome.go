@@ -68,7 +68,7 @@ func (d *Dispatcher) record(outcome string, alerts []alert.Alert, attrs ...any) 
 		case OutcomeFailed:
 			d.m.failures.WithLabelValues(a.Rule).Inc()
 		case OutcomeParked:
-			d.m.parked.WithLabelValues(channelLabel(a.Channel)).Inc()
+			// park counts it, as Redis holds it.
 		case SuppressedCooldown, SuppressedShadow, SuppressedSilenced:
 			d.m.suppressed.WithLabelValues(a.Rule, outcome).Inc()
 		case sentBefore, failedBefore:

@@ -150,6 +150,10 @@ func handleAll(t *testing.T, env *testEnv, alerts ...alert.Alert) []alert.Alert 
 	if done, err := env.d.HandleMessages(t.Context(), msgs); err != nil || done != len(msgs) {
 		t.Fatalf("HandleMessages = %d, %v; want all %d done", done, err, len(msgs))
 	}
+	// Those past the budget wait in Redis: the drainer sends them.
+	if err := env.d.DrainWaiting(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return alerts
 }
 

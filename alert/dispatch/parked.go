@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,11 +31,15 @@ func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelE
 	if err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
-	ok, err := d.claims.Park(ctx, d.keys.Parked(), a.ID, data, d.cfg.MaxParked, d.claims.Retention())
+	// Under parking, so that a pass's count of what Redis holds is never
+	// followed by this park's increment of an alert it already counted.
+	d.parking.Lock()
+	defer d.parking.Unlock()
+	p, err := d.claims.Park(ctx, d.keys.Parked(), a.ID, data, d.cfg.MaxParked, d.claims.Retention())
 	if err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
-	if !ok {
+	if p == lua.ParkFull {
 		d.log.Error("alert not parked: as many alerts as max parked wait already; it stays on its partition",
 			"rule", a.Rule, "alert_id", a.ID, "channel", ce.Channel, "max_parked", d.cfg.MaxParked)
 		return fmt.Errorf("%w: %s: its channel is refused, and %d alerts are parked already", ErrNotDelivered, a.ID, d.cfg.MaxParked)
@@ -43,6 +48,10 @@ func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelE
 	// the message uncommitted, to claim and park again.
 	if err := d.settle(ctx, lua.SettleParked, "", a); err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
+	}
+	if p == lua.Parked {
+		// Parked again (a redelivery, a digest's alerts), it was counted.
+		d.m.parked.WithLabelValues(destinationLabel(d.destination(a.Channel))).Inc()
 	}
 	// The gauge counts the rule's channel, as retryParked does; the log
 	// names the channel Slack refused, the default's own name included.
@@ -70,8 +79,8 @@ func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
 // other replica is trying go as one message within the alert budget (a
 // digest when there are several); they are posted, or stay parked while
 // their channel is refused. Alerts settled meanwhile, and those parked
-// longer than their delivery records live, are forgotten. It also sets
-// fraudwatch_alerts_parked from what is parked.
+// longer than their delivery records live, are forgotten. Then it sets
+// fraudwatch_alerts_parked from what Redis holds.
 func (d *Dispatcher) retryParked(ctx context.Context) error {
 	all, err := d.claims.Parked(ctx, d.keys.Parked())
 	if err != nil {
@@ -81,21 +90,47 @@ func (d *Dispatcher) retryParked(ctx context.Context) error {
 	if err := d.claims.Unpark(ctx, d.keys.Parked(), gone...); err != nil {
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
-	// Each group counts as waiting until its try says otherwise, so that a
-	// pass cut short by an error still counts the groups it did not reach.
-	waiting := map[string]float64{}
-	for g, alerts := range groups {
-		waiting[channelLabel(g.channel)] += float64(len(alerts))
-	}
-	defer func() { d.setParked(waiting) }()
+	var errs []error
 	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b parkedGroup) int {
 		return cmp.Or(cmp.Compare(a.channel, b.channel), cmp.Compare(a.rule, b.rule))
 	}) {
-		still, err := d.retryGroup(ctx, groups[g])
-		waiting[channelLabel(g.channel)] -= float64(len(groups[g]) - still)
-		if err != nil {
-			return err
+		if err := d.retryGroup(ctx, groups[g]); err != nil {
+			errs = append(errs, err)
+			break
 		}
+	}
+	// Counted even after a failed try: the gauge must not keep a count
+	// that the next pass may be as far from.
+	errs = append(errs, d.countParked(ctx))
+	return errors.Join(errs...)
+}
+
+// countParked sets fraudwatch_alerts_parked from what Redis holds, by the
+// destination each alert would go to now, with a series at 0 for every
+// destination of a rule in force. Parks wait meanwhile (parking), so that
+// none is counted twice or lost between the read and the set.
+func (d *Dispatcher) countParked(ctx context.Context) error {
+	d.parking.Lock()
+	defer d.parking.Unlock()
+	all, err := d.claims.Parked(ctx, d.keys.Parked())
+	if err != nil {
+		return fmt.Errorf("alert: count parked alerts: %w", err)
+	}
+	waiting := map[string]float64{}
+	for id, data := range all {
+		var p parkedAlert
+		if json.Unmarshal([]byte(data), &p) != nil || p.ID != id {
+			continue // forgotten by the next pass, which logs it
+		}
+		d.followRule(&p.Alert)
+		waiting[destinationLabel(d.destination(p.Channel))]++
+	}
+	d.m.parked.Reset()
+	for _, r := range *d.rules.Load() {
+		d.m.parked.WithLabelValues(destinationLabel(d.destination(r.Channel)))
+	}
+	for ch, n := range waiting {
+		d.m.parked.WithLabelValues(ch).Set(n)
 	}
 	return nil
 }
@@ -123,7 +158,8 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 			continue
 		}
 		parkedAt[id] = at
-		g := parkedGroup{p.Channel, p.Rule}
+		d.followRule(&p.Alert)
+		g := parkedGroup{d.destination(p.Channel), p.Rule}
 		groups[g] = append(groups[g], p.Alert)
 	}
 	for _, alerts := range groups {
@@ -134,22 +170,9 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 	return groups, gone
 }
 
-// setParked sets fraudwatch_alerts_parked from what waits, by channel,
-// with a series at 0 for every channel of a rule in force.
-func (d *Dispatcher) setParked(waiting map[string]float64) {
-	d.m.parked.Reset()
-	for _, r := range *d.rules.Load() {
-		d.m.parked.WithLabelValues(channelLabel(r.Channel))
-	}
-	for ch, n := range waiting {
-		d.m.parked.WithLabelValues(ch).Set(n)
-	}
-}
-
-// retryGroup tries one group of parked alerts once, and says how many of
-// them stay parked: those another replica is trying, and those whose one
-// message was not delivered.
-func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (still int, err error) {
+// retryGroup tries one group of parked alerts once: those another replica
+// is trying, and those whose one message was not delivered, stay parked.
+func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) error {
 	leases := make([]string, len(alerts))
 	for i, a := range alerts {
 		leases[i] = d.keys.ParkedLease(a.ID)
@@ -158,13 +181,12 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (stil
 	// one try and its records.
 	taken, err := d.claims.Lease(ctx, 2*d.cfg.AttemptTimeout+settleFor, leases...)
 	if err != nil {
-		return len(alerts), fmt.Errorf("alert: retry parked alerts: %w", err)
+		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	var mine, held []string
 	var send []alert.Alert
 	for i, a := range alerts {
 		if !taken[i] {
-			still++
 			continue
 		}
 		held = append(held, leases[i])
@@ -172,7 +194,7 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (stil
 		claim, err := d.claimed(ctx, a)
 		if err != nil {
 			d.release(ctx, held)
-			return len(alerts), fmt.Errorf("alert: parked: %w", err)
+			return fmt.Errorf("alert: parked: %w", err)
 		}
 		switch claim {
 		case lua.ClaimSend:
@@ -180,14 +202,12 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (stil
 		case lua.ClaimElsewhere:
 			// Its message, uncommitted, parked it but had not handed the
 			// claim over (a crash): it comes round, and settles or parks
-			// it again.
-			still++
+			// it again; meanwhile it stays parked.
 		default:
 			mine = append(mine, a.ID) // settled meanwhile (a redelivery, a silence, the cooldown)
 		}
 	}
 	sent, err := d.retryOnce(ctx, send)
-	still += len(send) - len(sent)
 	mine = append(mine, sent...)
 	if uerr := d.claims.Unpark(ctx, d.keys.Parked(), mine...); uerr != nil && err == nil {
 		err = fmt.Errorf("alert: %w", uerr)
@@ -195,12 +215,12 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) (stil
 	// The next pass may try again at once; a crash leaves the leases to
 	// run out.
 	d.release(ctx, held)
-	return still, err
+	return err
 }
 
 func (d *Dispatcher) release(ctx context.Context, leases []string) {
 	if err := d.claims.Release(context.WithoutCancel(ctx), leases...); err != nil {
-		d.log.Warn("releasing the leases of parked alerts", "err", err)
+		d.log.Warn("releasing leases", "err", err)
 	}
 }
 
@@ -212,7 +232,7 @@ func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settl
 		return nil, nil
 	}
 	if _, ok := d.notifier.(alert.Digester); ok {
-		if ok, err := d.takeBudget(ctx, alerts[0].Channel, nil); err != nil || !ok {
+		if ok, err := d.takeBudget(ctx, alerts[0].Channel); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
 	} else {

@@ -117,6 +117,16 @@ func New(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
+// DefaultDestination is the channel an alert without one goes to:
+// slack.channel in token mode; "" for a webhook, which posts where it was
+// made for.
+func (n *Notifier) DefaultDestination() string {
+	if n.api == nil {
+		return ""
+	}
+	return n.cfg.Channel
+}
+
 // ReceiverName is the Slack notifier's receiver name: the name its
 // alerts' records are kept under (alert.Notifier), and where an
 // Acknowledge click writes.

@@ -277,6 +277,7 @@ func (a *App) run(parent context.Context) error {
 		checkTopicSettings(cctx, a.cfg.Kafka, a.log)
 	})
 	wg.Go(func() { a.disp.RetryParkedEvery(ctx) })
+	wg.Go(func() { a.disp.DrainWaitingEvery(ctx) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })
 	wg.Wait()
