@@ -292,7 +292,8 @@ func TestWaitingAlertsAreSentOnceByOneReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := f.scripts.ClaimAlert(t.Context(), lua.AlertClaim{CooldownKey: a.CooldownKey,
-			RecordKey: f.keys.Record(g, a.Rule, a.EventID, "slack"), ID: a.ID, Claimant: lua.ParkedClaimant, Cooldown: a.Cooldown}); err != nil {
+			RecordKey: f.keys.Record(g, a.Rule, a.EventID, "slack"), LegacyKey: f.keys.AlertRecord(g, a.Rule, a.EventID),
+			ID: a.ID, Claimant: lua.ParkedClaimant, Cooldown: a.Cooldown}); err != nil {
 			t.Fatal(err)
 		}
 		data, err := json.Marshal(map[string]any{"id": a.ID, "rule": a.Rule, "group": a.Group, "event_id": a.EventID,
