@@ -40,7 +40,7 @@ const floodRules = `rules:
 
 // envFloodFor sets how long the flood test produces orders (a Go
 // duration); the issue's run is a minute.
-const envFloodFor = "FRAUDWATCH_FLOOD_FOR"
+const envFloodFor = "FRAUDWATCH_TEST_FLOOD_FOR"
 
 // slackAPI is a Slack Web API stand-in (chat.postMessage) that records
 // each message's channel, text and arrival.
@@ -107,7 +107,7 @@ func carriedBy(p apiPost) (keys []string, carries int, digest bool) {
 // crossing is carried by exactly one message (posted alone or in a
 // digest: listed, or counted by its delivery record); #fraud's messages
 // keep to its one budget; fraudwatch_alerts_waiting shows the flood, and
-// nothing at the end. It produces for 15 s, or for $FRAUDWATCH_FLOOD_FOR.
+// nothing at the end. It produces for 15 s, or for $FRAUDWATCH_TEST_FLOOD_FOR.
 func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a flood of alerts through the binary")
