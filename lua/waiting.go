@@ -25,17 +25,17 @@ type WaitingKeys struct {
 }
 
 // WaitingIndex is the key of the index of the rules whose alerts wait.
-func (k Keys) WaitingIndex() string { return k.prefix + ":{wait}:rules" }
+func (k Keys) WaitingIndex() string { return k.storePrefix() + ":{wait}:rules" }
 
 // Waiting is the keys of rule's waiting alerts.
 func (k Keys) Waiting(rule string) WaitingKeys {
-	return WaitingKeys{Index: k.WaitingIndex(), New: k.prefix + ":{wait}:n:" + rule, Sealed: k.prefix + ":{wait}:s:" + rule}
+	return WaitingKeys{Index: k.WaitingIndex(), New: k.storePrefix() + ":{wait}:n:" + rule, Sealed: k.storePrefix() + ":{wait}:s:" + rule}
 }
 
 // WaitingLease is the key of the lease on sending rule's waiting alerts.
 func (k Keys) WaitingLease(rule string) string {
 	sum := sha256.Sum256([]byte(rule))
-	return k.prefix + ":wait-lease:" + hex.EncodeToString(sum[:16])
+	return k.storePrefix() + ":wait-lease:" + hex.EncodeToString(sum[:16])
 }
 
 // Wait is what Wait did with an alert.

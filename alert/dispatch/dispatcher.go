@@ -179,7 +179,10 @@ type Dispatcher struct {
 	receiver string // the notifier's name: its records' keys end with it
 	claims   claims
 	keys     lua.Keys
-	rules    atomic.Pointer[map[string]RuleSettings]
+	// stores are the keys of the receiver's own budgets, parked and
+	// waiting alerts (lua.Keys.ForReceiver).
+	stores lua.Keys
+	rules  atomic.Pointer[map[string]RuleSettings]
 	removed  removedRules
 	dead     atomic.Pointer[deadLetterer]
 	log      *slog.Logger
@@ -219,7 +222,7 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
-	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, log: log, m: m}
+	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m}
 	if dd, ok := n.(defaultDestination); ok {
 		d.defaultChannel = dd.DefaultDestination()
 	}
@@ -319,7 +322,7 @@ func (d *Dispatcher) takeBudget(ctx context.Context, channel string) (bool, erro
 
 // takeBudgetOf is takeBudget for a destination named already.
 func (d *Dispatcher) takeBudgetOf(ctx context.Context, dest string) (bool, error) {
-	chKey, allKey := d.keys.Budget(dest)
+	chKey, allKey := d.stores.Budget(dest)
 	ok, _, err := d.claims.TakeBudget(ctx, chKey, allKey, d.cfg.ChannelBudget, d.cfg.OverallBudget)
 	if err != nil {
 		return false, fmt.Errorf("alert: budget: %w", err)

@@ -43,7 +43,7 @@ func (d *Dispatcher) DrainWaitingEvery(ctx context.Context) {
 // destination with alerts waiting that none of this replica's drains is
 // sending and that does not back off. drains counts the drains started.
 func (d *Dispatcher) drainWaiting(ctx context.Context, drains *sync.WaitGroup) error {
-	rules, err := d.claims.WaitingRules(ctx, d.keys.WaitingIndex())
+	rules, err := d.claims.WaitingRules(ctx, d.stores.WaitingIndex())
 	if err != nil {
 		return fmt.Errorf("alert: waiting alerts: %w", err)
 	}
@@ -116,13 +116,13 @@ func (d *Dispatcher) drainDestination(ctx context.Context, dest string, rules []
 // as any other; those whose channel is refused are parked. The alerts
 // settled leave the waiting store; the others stay for the next pass.
 func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bool, err error) {
-	lease := d.keys.WaitingLease(rule)
+	lease := d.stores.WaitingLease(rule)
 	taken, err := d.claims.Lease(ctx, 2*d.cfg.AttemptTimeout+settleFor, lease)
 	if err != nil || !taken[0] {
 		return false, err // another replica sends them
 	}
 	defer d.release(ctx, []string{lease})
-	k := d.keys.Waiting(rule)
+	k := d.stores.Waiting(rule)
 	n, err := d.claims.TakeWaiting(ctx, k, rule)
 	if err != nil || n == 0 {
 		return false, err
@@ -234,7 +234,7 @@ func (d *Dispatcher) waitDone(ctx context.Context, rule string, ids []string) er
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := d.claims.WaitDone(context.WithoutCancel(ctx), d.keys.Waiting(rule), rule, ids...); err != nil {
+	if _, err := d.claims.WaitDone(context.WithoutCancel(ctx), d.stores.Waiting(rule), rule, ids...); err != nil {
 		return fmt.Errorf("alert: drop %d settled waiting alerts of %s: %w", len(ids), rule, err)
 	}
 	return nil

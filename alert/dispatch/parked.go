@@ -35,7 +35,7 @@ func (d *Dispatcher) park(ctx context.Context, a alert.Alert, ce *alert.ChannelE
 	// followed by this park's increment of an alert it already counted.
 	d.parking.Lock()
 	defer d.parking.Unlock()
-	p, err := d.claims.Park(ctx, d.keys.Parked(), a.ID, data, d.cfg.MaxParked, d.claims.Retention())
+	p, err := d.claims.Park(ctx, d.stores.Parked(), a.ID, data, d.cfg.MaxParked, d.claims.Retention())
 	if err != nil {
 		return fmt.Errorf("alert: park %s: %w", a.ID, err)
 	}
@@ -82,12 +82,12 @@ func (d *Dispatcher) RetryParkedEvery(ctx context.Context) {
 // longer than their delivery records live, are forgotten. Then it sets
 // fraudwatch_alerts_parked from what Redis holds.
 func (d *Dispatcher) retryParked(ctx context.Context) error {
-	all, err := d.claims.Parked(ctx, d.keys.Parked())
+	all, err := d.claims.Parked(ctx, d.stores.Parked())
 	if err != nil {
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	groups, gone := d.readParked(all)
-	if err := d.claims.Unpark(ctx, d.keys.Parked(), gone...); err != nil {
+	if err := d.claims.Unpark(ctx, d.stores.Parked(), gone...); err != nil {
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	var errs []error
@@ -112,7 +112,7 @@ func (d *Dispatcher) retryParked(ctx context.Context) error {
 func (d *Dispatcher) countParked(ctx context.Context) error {
 	d.parking.Lock()
 	defer d.parking.Unlock()
-	all, err := d.claims.Parked(ctx, d.keys.Parked())
+	all, err := d.claims.Parked(ctx, d.stores.Parked())
 	if err != nil {
 		return fmt.Errorf("alert: count parked alerts: %w", err)
 	}
@@ -175,7 +175,7 @@ func (d *Dispatcher) readParked(all map[string]string) (groups map[parkedGroup][
 func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) error {
 	leases := make([]string, len(alerts))
 	for i, a := range alerts {
-		leases[i] = d.keys.ParkedLease(a.ID)
+		leases[i] = d.stores.ParkedLease(a.ID)
 	}
 	// Two replicas must never post one alert: a lease each, longer than
 	// one try and its records.
@@ -209,7 +209,7 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) error
 	}
 	sent, err := d.retryOnce(ctx, send)
 	mine = append(mine, sent...)
-	if uerr := d.claims.Unpark(ctx, d.keys.Parked(), mine...); uerr != nil && err == nil {
+	if uerr := d.claims.Unpark(ctx, d.stores.Parked(), mine...); uerr != nil && err == nil {
 		err = fmt.Errorf("alert: %w", uerr)
 	}
 	// The next pass may try again at once; a crash leaves the leases to

@@ -43,7 +43,7 @@ func (d *Dispatcher) wait(ctx context.Context, a alert.Alert, dest string) error
 	if err != nil {
 		return fmt.Errorf("alert: wait %s: %w", a.ID, err)
 	}
-	w, err := d.claims.Wait(ctx, d.keys.Waiting(a.Rule), a.Rule, a.ID, whole, compact, a.Channel, d.cfg.MaxWaiting, d.claims.Retention())
+	w, err := d.claims.Wait(ctx, d.stores.Waiting(a.Rule), a.Rule, a.ID, whole, compact, a.Channel, d.cfg.MaxWaiting, d.claims.Retention())
 	if err != nil {
 		return fmt.Errorf("alert: wait %s: %w", a.ID, err)
 	}
