@@ -181,14 +181,14 @@ type Dispatcher struct {
 	keys     lua.Keys
 	// stores are the keys of the receiver's own budgets, parked and
 	// waiting alerts (lua.Keys.ForReceiver).
-	stores lua.Keys
-	rules  atomic.Pointer[map[string]RuleSettings]
-	removed  removedRules
-	dead     atomic.Pointer[deadLetterer]
-	log      *slog.Logger
-	m        dispatcherMetrics
-	recent   recent
-	seen     firstSeen
+	stores  lua.Keys
+	rules   atomic.Pointer[map[string]RuleSettings]
+	removed removedRules
+	dead    atomic.Pointer[deadLetterer]
+	log     *slog.Logger
+	m       dispatcherMetrics
+	recent  recent
+	seen    firstSeen
 	// defaultChannel is where the notifier sends a message without a
 	// channel, when it says (defaultDestination).
 	defaultChannel string
