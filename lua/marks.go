@@ -110,3 +110,26 @@ func (s *Scripts) Crossing(ctx context.Context, marksKey string, id EventID, has
 	_, c.Sealed = v[1].(string)
 	return c, nil
 }
+
+// SealsSince is the key of when fraudwatch began to seal its alerts in
+// this Redis (ms since 1970): the dispatcher takes unsealed alerts, of the
+// version before seals, only for UnsealedFor after it.
+func (k Keys) SealsSince() string { return k.prefix + ":seals-since" }
+
+// SealsSince reads when fraudwatch began to seal its alerts in this Redis,
+// setting it to now if no one did before. A value that is not a time in
+// ms (written by another) reads as the zero time, long ago: no unsealed
+// alert is taken on its word.
+func (s *Scripts) SealsSince(ctx context.Context, key string, now time.Time) (time.Time, error) {
+	pipe := s.rdb.Pipeline()
+	pipe.SetNX(ctx, key, strconv.FormatInt(now.UnixMilli(), 10), 0)
+	get := pipe.Get(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return time.Time{}, fmt.Errorf("lua: read when sealing began: %w", err)
+	}
+	ms, err := strconv.ParseInt(get.Val(), 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
+}

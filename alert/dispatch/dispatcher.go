@@ -155,6 +155,7 @@ type RuleSettings struct {
 // the alert budgets, and the parked alerts.
 type claims interface {
 	Crossing(ctx context.Context, marksKey string, id lua.EventID, seal []byte) (lua.Crossing, error)
+	SealsSince(ctx context.Context, key string, now time.Time) (time.Time, error)
 	ClaimAlert(ctx context.Context, c lua.AlertClaim) (lua.Claim, error)
 	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration
@@ -189,6 +190,9 @@ type Dispatcher struct {
 	m       dispatcherMetrics
 	recent  recent
 	seen    firstSeen
+	// sealsSince is when fraudwatch began to seal alerts in this Redis,
+	// once read (unsealedTaken).
+	sealsSince atomic.Pointer[time.Time]
 	// defaultChannel is where the notifier sends a message without a
 	// channel, when it says (defaultDestination).
 	defaultChannel string

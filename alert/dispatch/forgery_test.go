@@ -235,7 +235,8 @@ func TestAReplayPastItsRecordIsStale(t *testing.T) {
 // no seal of its rule's definition and group, and then with only what
 // Redis vouches for: its rule, group, event and value, under the rule in
 // force. Its order, time, currency and evidence are not shown, nor the
-// values of a hashed group; it is counted.
+// values of a hashed group; it is counted. It is taken only for an hour
+// after fraudwatch began to seal alerts in its Redis.
 func TestAnUnsealedAlertShowsOnlyWhatRedisVouchesFor(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -257,6 +258,16 @@ func TestAnUnsealedAlertShowsOnlyWhatRedisVouchesFor(t *testing.T) {
 			dropped: dispatch.DroppedUnknownRule},
 		{name: "of no crossing", group: "fraud-1", message: func(_ *testEnv, a *alert.Alert) { a.EventID, a.ID = "evt-never", a.Rule+"/evt-never" },
 			dropped: dispatch.DroppedUnverified},
+		// Past the upgrade's hour an unsealed message is someone else's: read
+		// between a new crossing's mark and its seal, it would otherwise be
+		// posted in the real alert's stead.
+		{name: "past an hour of seals", group: "fraud-1", message: func(env *testEnv, _ *alert.Alert) {
+			since := time.Now().Add(-dispatch.UnsealedFor - time.Minute).UnixMilli()
+			env.rdb.Set(t.Context(), env.keys.SealsSince(), since, 0)
+		}, dropped: dispatch.DroppedUnverified},
+		{name: "when sealing began is unreadable", group: "fraud-1", message: func(env *testEnv, _ *alert.Alert) {
+			env.rdb.Set(t.Context(), env.keys.SealsSince(), "not a time", 0)
+		}, dropped: dispatch.DroppedUnverified},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

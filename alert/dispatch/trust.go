@@ -130,6 +130,11 @@ func (d *Dispatcher) verify(ctx context.Context, a *alert.Alert) (v vouched, rea
 	if !v.legacy {
 		h := a.Seal()
 		seal = h[:]
+	} else if ok, err := d.unsealedTaken(ctx); err != nil || !ok {
+		if err != nil {
+			return v, "", err
+		}
+		return v, DroppedUnverified, fmt.Errorf("alert: unsealed, and fraudwatch has sealed its alerts for over %v", UnsealedFor)
 	}
 	c, err := d.claims.Crossing(ctx, d.keys.Marks(v.group, a.Rule+"."+a.Definition), lua.IDOf(a.EventID), seal)
 	switch {
@@ -316,4 +321,27 @@ func (f *firstSeen) waited(msg kafka.Message) time.Duration {
 		f.at[p] = s
 	}
 	return time.Since(s.at)
+}
+
+// UnsealedFor is how long after fraudwatch began to seal its alerts in a
+// Redis (the first replica of a version with seals started) unsealed
+// alerts, of the version before, are still taken: a rolling upgrade and
+// the alerts it leaves on the topic. Past it, an unsealed message is
+// someone else's: taken later, one written between a crossing's mark and
+// its seal would be posted in the real alert's stead.
+const UnsealedFor = time.Hour
+
+// unsealedTaken reports whether an unsealed alert may still be taken: it
+// is less than UnsealedFor since fraudwatch began to seal in this Redis.
+func (d *Dispatcher) unsealedTaken(ctx context.Context) (bool, error) {
+	since := d.sealsSince.Load()
+	if since == nil {
+		t, err := d.claims.SealsSince(ctx, d.keys.SealsSince(), time.Now())
+		if err != nil {
+			return false, fmt.Errorf("alert: %w", err)
+		}
+		since = &t
+		d.sealsSince.Store(since)
+	}
+	return time.Since(*since) < UnsealedFor, nil
 }
