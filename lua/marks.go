@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -43,15 +44,20 @@ func SealField(id EventID, hash []byte) string {
 
 // Seal writes seals, pipelined, one round trip for all: each alert's
 // seal and the hash's sealed field, in its crossing's marks hash, which
-// keeps its lifetime. A marks hash gone meanwhile (evicted, flushed) is
+// keeps its lifetime; and, with since (Keys.SealsSince) not empty, when
+// fraudwatch began to seal in this Redis, if no seal did before. A marks hash gone meanwhile (evicted, flushed) is
 // given the marks' lifetime (Retention) rather than none; its alert is
 // not posted, as no mark vouches for it. An error is Redis's: the batch
 // is retried, and publishes its alerts with seals of their own.
-func (s *Scripts) Seal(ctx context.Context, seals []Seal) error {
+func (s *Scripts) Seal(ctx context.Context, since string, seals []Seal) error {
 	if len(seals) == 0 {
 		return nil
 	}
 	pipe := s.rdb.Pipeline()
+	if since != "" {
+		// When fraudwatch began to seal here: set by the first seal, once.
+		pipe.SetNX(ctx, since, strconv.FormatInt(seals[0].At.UnixMilli(), 10), 0)
+	}
 	for _, sl := range seals {
 		at := strconv.FormatInt(sl.At.UnixMilli(), 10)
 		pipe.HSet(ctx, sl.Marks, SealField(sl.ID, sl.Hash), at, sealedField, at)
@@ -112,24 +118,31 @@ func (s *Scripts) Crossing(ctx context.Context, marksKey string, id EventID, has
 }
 
 // SealsSince is the key of when fraudwatch began to seal its alerts in
-// this Redis (ms since 1970): the dispatcher takes unsealed alerts, of the
-// version before seals, only for UnsealedFor after it.
+// this Redis (ms since 1970), written by the first seal: the dispatcher
+// takes unsealed alerts, of the version before seals, only for an hour
+// after it.
 func (k Keys) SealsSince() string { return k.prefix + ":seals-since" }
 
-// SealsSince reads when fraudwatch began to seal its alerts in this Redis,
-// setting it to now if no one did before. A value that is not a time in
-// ms (written by another) reads as the zero time, long ago: no unsealed
-// alert is taken on its word.
-func (s *Scripts) SealsSince(ctx context.Context, key string, now time.Time) (time.Time, error) {
+// SealsSince reads when fraudwatch began to seal its alerts in this
+// Redis (the engine's first Seal wrote it), and false when it has not. A
+// value that is not a time in ms (written by another) reads as the zero
+// time, long ago: no unsealed alert is taken on its word.
+func (s *Scripts) SealsSince(ctx context.Context, key string) (time.Time, bool, error) {
 	pipe := s.rdb.Pipeline()
-	pipe.SetNX(ctx, key, strconv.FormatInt(now.UnixMilli(), 10), 0)
 	get := pipe.Get(ctx, key)
-	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return time.Time{}, fmt.Errorf("lua: read when sealing began: %w", err)
+	_, _ = pipe.Exec(ctx) // the command carries its error
+	v, err := get.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return time.Time{}, false, nil
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return time.Time{}, true, nil
+	case err != nil:
+		return time.Time{}, false, fmt.Errorf("lua: read when sealing began: %w", err)
 	}
-	ms, err := strconv.ParseInt(get.Val(), 10, 64)
+	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || ms <= 0 {
-		return time.Time{}, nil
+		return time.Time{}, true, nil
 	}
-	return time.UnixMilli(ms), nil
+	return time.UnixMilli(ms), true, nil
 }

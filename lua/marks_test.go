@@ -81,7 +81,7 @@ func TestSealsLiveBesideTheMarks(t *testing.T) {
 			ttl := rdb.TTL(ctx, w.Marks).Val()
 			h1, h2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 			at := time.UnixMilli(1_700_000_000_123)
-			if err := s.Seal(ctx, []Seal{{Marks: w.Marks, ID: IDOf("e2"), Hash: h1, At: at}}); err != nil {
+			if err := s.Seal(ctx, "", []Seal{{Marks: w.Marks, ID: IDOf("e2"), Hash: h1, At: at}}); err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range []struct {
@@ -121,7 +121,7 @@ func TestASealWithoutItsMarkVouchesForNothing(t *testing.T) {
 	ctx := t.Context()
 	gone := testWindow(prefix, "gone", time.Minute, 2)
 	h := bytes.Repeat([]byte{1}, 32)
-	if err := s.Seal(ctx, []Seal{{Marks: gone.Marks, ID: IDOf("e2"), Hash: h, At: time.Now()}}); err != nil {
+	if err := s.Seal(ctx, "", []Seal{{Marks: gone.Marks, ID: IDOf("e2"), Hash: h, At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := rdb.TTL(ctx, gone.Marks).Val(); got <= 0 || got > s.Retention() {

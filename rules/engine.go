@@ -22,7 +22,7 @@ import (
 type counters interface {
 	Batch() *lua.Batch
 	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
-	Seal(ctx context.Context, seals []lua.Seal) error
+	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 
 // sink takes crossings for notification; it returns once the alerts are

@@ -74,7 +74,7 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 type counting interface {
 	Batch() *lua.Batch
 	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
-	Seal(ctx context.Context, seals []lua.Seal) error
+	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 
 // newHarnessWith is newHarness with the engine's scripts wrapped by wrap,

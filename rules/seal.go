@@ -24,7 +24,7 @@ func (e *Engine) seal(ctx context.Context, x *crossings) error {
 		h := a.Seal()
 		seals[i] = lua.Seal{Marks: x.marks[i], ID: lua.IDOf(a.EventID), Hash: h[:], At: at}
 	}
-	if err := e.counters.Seal(ctx, seals); err != nil {
+	if err := e.counters.Seal(ctx, e.keys.SealsSince(), seals); err != nil {
 		return fmt.Errorf("rules: seal %d alerts: %w", len(seals), err)
 	}
 	return nil

@@ -24,7 +24,7 @@ type sealing struct {
 	fail  error
 }
 
-func (s *sealing) Seal(ctx context.Context, seals []lua.Seal) error {
+func (s *sealing) Seal(ctx context.Context, since string, seals []lua.Seal) error {
 	s.mu.Lock()
 	s.calls++
 	fail := s.fail
@@ -32,7 +32,7 @@ func (s *sealing) Seal(ctx context.Context, seals []lua.Seal) error {
 	if fail != nil {
 		return fail
 	}
-	return s.Scripts.Seal(ctx, seals)
+	return s.Scripts.Seal(ctx, since, seals)
 }
 
 func (s *sealing) count() int {
@@ -104,6 +104,11 @@ func TestEngineSealsWhatItPublishes(t *testing.T) {
 	a.OrderID = "o-forged"
 	if v := h.sealOf(a, r.State()); v != "" {
 		t.Errorf("an alert changed after publishing has a seal: %q", v)
+	}
+	// The first seal says when sealing began here, once (the dispatcher
+	// takes unsealed alerts for an hour after it).
+	if v := h.rdb.Get(t.Context(), h.keys.SealsSince()).Val(); v != "1709283600000" {
+		t.Errorf("seals-since %q, want the first seal's published_at in ms", v)
 	}
 }
 

@@ -155,7 +155,7 @@ type RuleSettings struct {
 // the alert budgets, and the parked alerts.
 type claims interface {
 	Crossing(ctx context.Context, marksKey string, id lua.EventID, seal []byte) (lua.Crossing, error)
-	SealsSince(ctx context.Context, key string, now time.Time) (time.Time, error)
+	SealsSince(ctx context.Context, key string) (time.Time, bool, error)
 	ClaimAlert(ctx context.Context, c lua.AlertClaim) (lua.Claim, error)
 	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration

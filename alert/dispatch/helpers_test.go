@@ -238,7 +238,7 @@ func (e *testEnv) cross(t *testing.T, alerts ...alert.Alert) {
 func (e *testEnv) seal(t *testing.T, marks string, a alert.Alert) {
 	t.Helper()
 	h := a.Seal()
-	if err := e.scripts.Seal(t.Context(), []lua.Seal{{Marks: marks, ID: lua.IDOf(a.EventID), Hash: h[:], At: a.PublishedAt}}); err != nil {
+	if err := e.scripts.Seal(t.Context(), e.keys.SealsSince(), []lua.Seal{{Marks: marks, ID: lua.IDOf(a.EventID), Hash: h[:], At: a.PublishedAt}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -324,7 +324,7 @@ func (f *firstSeen) waited(msg kafka.Message) time.Duration {
 }
 
 // UnsealedFor is how long after fraudwatch began to seal its alerts in a
-// Redis (the first replica of a version with seals started) unsealed
+// Redis (the first seal a new engine wrote) unsealed
 // alerts, of the version before, are still taken: a rolling upgrade and
 // the alerts it leaves on the topic. Past it, an unsealed message is
 // someone else's: taken later, one written between a crossing's mark and
@@ -336,12 +336,15 @@ const UnsealedFor = time.Hour
 func (d *Dispatcher) unsealedTaken(ctx context.Context) (bool, error) {
 	since := d.sealsSince.Load()
 	if since == nil {
-		t, err := d.claims.SealsSince(ctx, d.keys.SealsSince(), time.Now())
+		t, sealed, err := d.claims.SealsSince(ctx, d.keys.SealsSince())
 		if err != nil {
 			return false, fmt.Errorf("alert: %w", err)
 		}
+		if !sealed {
+			return true, nil // no replica seals yet: the upgrade has not begun
+		}
 		since = &t
-		d.sealsSince.Store(since)
+		d.sealsSince.Store(since) // it never changes, but by a flush
 	}
 	return time.Since(*since) < UnsealedFor, nil
 }

@@ -35,7 +35,7 @@ func TestSealAsRedis(t *testing.T) {
 		{Marks: gone, ID: lua.EventID([]byte(ids[0])), Hash: bytes.Repeat([]byte{9}, 32), At: time.UnixMilli(1_700_000_000_002)},
 	}
 	for _, s := range []*lua.Scripts{real, modelled} {
-		if err := s.Seal(t.Context(), seals); err != nil {
+		if err := s.Seal(t.Context(), "", seals); err != nil {
 			t.Fatal(err)
 		}
 	}

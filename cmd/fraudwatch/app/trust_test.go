@@ -260,7 +260,7 @@ func TestAReplayPastItsRecordPostsNothing(t *testing.T) {
 	}
 	h := a.Seal()
 	marks := p.keys.Marks(g, p.state("orders-per-customer"))
-	if err := scripts.Seal(t.Context(), []lua.Seal{{Marks: marks, ID: lua.IDOf(a.EventID), Hash: h[:], At: a.PublishedAt}}); err != nil {
+	if err := scripts.Seal(t.Context(), "", []lua.Seal{{Marks: marks, ID: lua.IDOf(a.EventID), Hash: h[:], At: a.PublishedAt}}); err != nil {
 		t.Fatal(err)
 	}
 	// Its delivery record has expired.

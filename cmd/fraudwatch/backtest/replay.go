@@ -223,7 +223,7 @@ func replayShare(ctx context.Context, sets []RuleSet, evs *Events, engine Engine
 // first while the client still wrote the rest.)
 type unsealed struct{ *lua.Scripts }
 
-func (unsealed) Seal(context.Context, []lua.Seal) error { return nil }
+func (unsealed) Seal(context.Context, string, []lua.Seal) error { return nil }
 
 // Engine is what does the scripts' work in a replay.
 type Engine int
