@@ -133,7 +133,7 @@ func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 	prefix, metrics := redistest.Prefix(t), freeAddr(t)
 	cfg := replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: kafkatest.Group(t, "fw"), Orders: orders,
 		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: alertsTopic,
-		RedisAddrs: redistest.Addrs(t), Prefix: prefix, Metrics: metrics}, floodRules)
+		RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: prefix, Metrics: metrics}, floodRules)
 	slackSection := fmt.Sprintf("slack:\n  token: \"xoxb-flood-test\"\n  channel: \"#fraud\"\n  api_url: %q\n", srv.URL+"/api/")
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
