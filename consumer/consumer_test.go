@@ -595,12 +595,19 @@ func TestLagIsReportedPerPartition(t *testing.T) {
 // there is none. (Reading it through the GaugeVec would create it.)
 func (r *running) lag(t *testing.T, topic string, partition int) (v float64, ok bool) {
 	t.Helper()
-	mfs, err := r.reg.Gather()
+	return partitionGauge(t, r.reg, "fraudwatch_consumer_lag", topic, partition)
+}
+
+// partitionGauge reads the series of gauge name for one partition from
+// reg; ok is false when there is none.
+func partitionGauge(t *testing.T, reg *prometheus.Registry, name, topic string, partition int) (v float64, ok bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "fraudwatch_consumer_lag" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

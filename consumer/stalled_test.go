@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,25 +14,7 @@ import (
 // ok is false when there is no such series.
 func stalledSeconds(t *testing.T, reg *prometheus.Registry, topic string, partition int) (v float64, ok bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "fraudwatch_consumer_stalled_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["topic"] == topic && labels["partition"] == strconv.Itoa(partition) {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
+	return partitionGauge(t, reg, "fraudwatch_consumer_stalled_seconds", topic, partition)
 }
 
 // handOver is one call of a stepped handler: what it was handed, and where
