@@ -136,6 +136,9 @@ type Alert struct {
 	// an alert published longer ago than its delivery record lives. Zero
 	// in alerts written before alerts were sealed.
 	PublishedAt time.Time `json:"published_at,omitzero"`
+	// Links are built by the dispatcher from the templates of the rule and
+	// the receiver in force (LinkTemplate), never taken from the message.
+	Links []Link `json:"-"`
 }
 
 // Evidence is one order behind a crossing. Value is a distinct rule's value

@@ -147,6 +147,13 @@ type RuleSettings struct {
 	GroupBy     []string
 	Window      time.Duration
 	WindowType  alert.WindowType
+
+	// Receivers are the receivers the routes send the rule's alerts to
+	// (config's routes), by name: a dispatcher delivers an alert only when
+	// its receiver is among them. Nil routes the rule to every receiver.
+	Receivers []string
+	// Links are the rule's link templates (its `links`).
+	Links []alert.LinkTemplate
 }
 
 // claims is what the dispatcher needs from Redis: the crossing marks the
