@@ -207,6 +207,11 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if reg != nil {
+		// Several groups read one topic (an alerts group per receiver):
+		// their partitions' series must not overwrite each other.
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"group": cfg.GroupID}, reg)
+	}
 	lag, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fraudwatch_consumer_lag",
 		Help: "Messages behind the partition's high-water mark, for partitions this member holds.",

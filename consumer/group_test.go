@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
 )
@@ -104,5 +105,41 @@ func TestAWaitEndedWithTheGenerationLeavesAShutdownClean(t *testing.T) {
 	}
 	if got := committed(t, e, e.orders, 0); got > 0 {
 		t.Fatalf("committed offset = %d: the message waited on was committed", got)
+	}
+}
+
+// Several groups read one topic in one process (an alerts group per
+// receiver): each partition's series carries its group, so one group's lag
+// never overwrites another's (docs/operations.md).
+func TestGroupsOnOneTopicKeepTheirOwnSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	handler := MessageHandlerFunc(func(context.Context, []kafka.Message) (int, error) { return 0, nil })
+	for i, id := range []string{"fw.alerts", "fw.alerts.pager"} {
+		g, err := NewGroup(GroupConfig{Brokers: []string{"127.0.0.1:9092"}, GroupID: id, Topics: []string{"alerts"},
+			CommitInterval: time.Second, SessionTimeout: 30 * time.Second, HeartbeatInterval: 3 * time.Second, RebalanceTimeout: 30 * time.Second}, handler, nil, reg)
+		if err != nil {
+			t.Fatalf("group %s: %v", id, err)
+		}
+		g.lag.WithLabelValues("alerts", "0").Set(float64(10 * (i + 1)))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lags := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "fraudwatch_consumer_lag" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" {
+					lags[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if lags["fw.alerts"] != 10 || lags["fw.alerts.pager"] != 20 || len(lags) != 2 {
+		t.Errorf("fraudwatch_consumer_lag by group = %v, want fw.alerts 10 and fw.alerts.pager 20", lags)
 	}
 }

@@ -225,7 +225,7 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newDispatcherMetrics(reg)
+	m, err := newDispatcherMetrics(reg, n.Name())
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
 		d.m.parked.WithLabelValues(destinationLabel(d.destination(r.Channel)))
-		d.m.waiting.WithLabelValues(d.receiver, destinationLabel(d.destination(r.Channel)))
+		d.m.waiting.WithLabelValues(destinationLabel(d.destination(r.Channel)))
 	}
 	d.removed.update(*d.rules.Load(), rs, d.cfg.UnknownRuleGrace, time.Now())
 	d.rules.Store(&rs)

@@ -80,10 +80,10 @@ func (d *Dispatcher) drainWaiting(ctx context.Context, drains *sync.WaitGroup) e
 func (d *Dispatcher) setWaiting(counts map[string]float64) {
 	d.m.waiting.Reset()
 	for _, r := range *d.rules.Load() {
-		d.m.waiting.WithLabelValues(d.receiver, destinationLabel(d.destination(r.Channel)))
+		d.m.waiting.WithLabelValues(destinationLabel(d.destination(r.Channel)))
 	}
 	for ch, n := range counts {
-		d.m.waiting.WithLabelValues(d.receiver, ch).Set(n)
+		d.m.waiting.WithLabelValues(ch).Set(n)
 	}
 }
 

@@ -19,7 +19,11 @@ type dispatcherMetrics struct {
 	legacy     prometheus.Counter
 }
 
-func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
+// newDispatcherMetrics makes the metrics of the dispatcher of one
+// receiver: a process runs one dispatcher per receiver, so each series
+// carries its receiver's name (a constant label), and one receiver's
+// failures never hide in another's.
+func newDispatcherMetrics(reg prometheus.Registerer, receiver string) (dispatcherMetrics, error) {
 	m := dispatcherMetrics{
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_sent_total",
@@ -60,12 +64,13 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fraudwatch_alerts_waiting",
 			Help: "Alerts waiting in Redis for their destination's budget, by receiver and channel, as Redis held them at this replica's last drain pass (every 250 ms).",
-		}, []string{"receiver", "channel"}),
+		}, []string{"channel"}),
 	}
 	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnverified, DroppedUnknownRule, DroppedRefused, DroppedStale} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"receiver": receiver}, reg)
 		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)

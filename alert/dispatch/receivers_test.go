@@ -3,8 +3,10 @@ package dispatch_test
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -90,5 +92,40 @@ func TestSlackStoresKeepTheirNames(t *testing.T) {
 	}
 	if other.Cooldown(g, "r") != keys.Cooldown(g, "r") || other.Record(g, "r", "e", "pager") != keys.Record(g, "r", "e", "pager") {
 		t.Errorf("a receiver's keys moved a cooldown or record")
+	}
+}
+
+// A process runs one dispatcher per receiver on one registry: each exports
+// its series under its receiver's name (docs/operations.md), none refuses
+// to start because another registered first.
+func TestDispatchersOfSeveralReceiversShareOneRegistry(t *testing.T) {
+	env := testDispatcher(t, &digestNotifier{}, dispatch.DispatcherConfig{})
+	reg := prometheus.NewRegistry()
+	for _, n := range []alert.Notifier{&digestNotifier{}, renamed{&digestNotifier{}, "case-hook"}} {
+		d, err := dispatch.NewDispatcher(dispatch.DispatcherConfig{KeyPrefix: env.pfx}, n, env.scripts, nil, reg)
+		if err != nil {
+			t.Fatalf("the dispatcher of %s: %v", n.Name(), err)
+		}
+		d.SetRules(map[string]dispatch.RuleSettings{"r": {Mode: alert.ModeAlert}})
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	receivers := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "fraudwatch_alerts_sent_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "receiver" {
+					receivers[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if !receivers["slack"] || !receivers["case-hook"] || len(receivers) != 2 {
+		t.Errorf("fraudwatch_alerts_sent_total's receivers = %v, want slack and case-hook", receivers)
 	}
 }

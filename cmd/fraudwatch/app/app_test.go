@@ -642,7 +642,8 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	for _, topic := range []string{p.cfg.Kafka.OrdersTopic, p.cfg.Kafka.RefundsTopic, p.cfg.Kafka.AlertsTopic} {
 		waitFor(t, 10*time.Second, "a lag series of "+topic, func() bool {
 			_, metrics := get("/metrics")
-			return strings.Contains(metrics, `fraudwatch_consumer_lag{partition="0",topic="`+topic+`"}`)
+			return strings.Contains(metrics, `fraudwatch_consumer_lag{group="`) &&
+				strings.Contains(metrics, `",partition="0",topic="`+topic+`"}`)
 		})
 	}
 	if err := r.stop(t); err != nil {
