@@ -77,7 +77,7 @@ func (d *Dispatcher) record(outcome string, alerts []alert.Alert, attrs ...any) 
 			d.m.copies.WithLabelValues(a.Rule).Inc()
 			continue
 		}
-		d.recent.add(a, outcome)
+		d.recent.add(a, outcome, d.receiver)
 	}
 	l := outcomeLogs[outcome]
 	d.log.Log(context.Background(), l.level, l.msg, append(messageAttrs(alerts), attrs...)...)

@@ -22,6 +22,8 @@ type Settled struct {
 	// Outcome is sent, digested, failed, parked, or the reason it was not
 	// notified (SuppressedCooldown, SuppressedSilenced, SuppressedShadow).
 	Outcome string
+	// Receiver is the receiver whose dispatcher settled it.
+	Receiver string
 }
 
 // recentSize is how many settled alerts Recent keeps.
@@ -34,9 +36,9 @@ type recent struct {
 	n    int // alerts added in all
 }
 
-func (r *recent) add(a *alert.Alert, outcome string) {
+func (r *recent) add(a *alert.Alert, outcome, receiver string) {
 	s := Settled{At: time.Now(), Rule: a.Rule, ID: a.ID, OrderID: a.OrderID, GroupBy: append([]string(nil), a.GroupBy...),
-		Metric: a.Metric, Current: a.Current, Threshold: a.Threshold, Currency: a.Currency, Outcome: outcome}
+		Metric: a.Metric, Current: a.Current, Threshold: a.Threshold, Currency: a.Currency, Outcome: outcome, Receiver: receiver}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ring[r.n%recentSize] = s

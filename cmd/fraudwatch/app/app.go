@@ -65,11 +65,11 @@ type App struct {
 	rdb    redis.UniversalClient
 	lua    *lua.Scripts
 	topic  *dispatch.Topic
-	disp   *dispatch.Dispatcher
 	eng    *rules.Engine
 	events *consumer.Consumer
-	alerts *consumer.Group
-	rules  *reloader
+	// deliveries are the receivers' dispatchers and alerts groups.
+	deliveries []delivery
+	rules      *reloader
 	hup    <-chan os.Signal
 
 	receiver string // where alerts go: receiverKind
@@ -150,21 +150,15 @@ func (a *App) build(opts Options) error {
 			return err
 		}
 	}
-	dcfg := dispatcherConfig(cfg, opts.Dispatcher)
-	if a.disp, err = dispatch.NewDispatcher(dcfg, notifier, a.lua, log.With("component", "alert"), a.reg); err != nil {
-		return err
-	}
-	a.disp.SetRules(alertSettings(cfg.Rules))
-
 	events, alerts, err := groupConfigs(cfg)
 	if err != nil {
 		return err
 	}
 	if opts.Groups != nil {
 		opts.Groups(&events.GroupConfig)
-		opts.Groups(&alerts)
 	}
-	if a.alerts, err = consumer.NewGroup(alerts, a.disp, log.With("component", "alerts"), a.reg); err != nil {
+	specs := []receiverSpec{{notifier: notifier, cfg: dispatcherConfig(cfg, opts.Dispatcher)}}
+	if err := a.buildDeliveries(specs, alerts, opts); err != nil {
 		return err
 	}
 	if a.topic, err = dispatch.NewTopic(dispatch.TopicConfig{
@@ -178,7 +172,7 @@ func (a *App) build(opts Options) error {
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}
-	if a.rules, err = newReloader(cfg.RulesFile, cfg.Rules, a.eng, a.disp, log.With("component", "rules"), a.reg); err != nil {
+	if a.rules, err = newReloader(cfg.RulesFile, cfg.Rules, a.eng, dispatchers(a.deliveries), log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}
 	a.hup = opts.Reload
@@ -190,7 +184,9 @@ func (a *App) build(opts Options) error {
 	}
 	// Alerts the dispatcher cannot trust or settle go where invalid events
 	// go.
-	a.disp.SetDeadLetters(a.events)
+	for _, d := range a.deliveries {
+		d.disp.SetDeadLetters(a.events)
+	}
 	// Readiness as Prometheus sees it, for alerting on flapping: what
 	// /readyz checks of Kafka, read at each scrape. Redis's trouble shows
 	// in fraudwatch_script_errors_total.
@@ -198,7 +194,7 @@ func (a *App) build(opts Options) error {
 		Name: "fraudwatch_ready",
 		Help: "1 while both consumer groups hold their assignments (as /readyz checks them), else 0.",
 	}, func() float64 {
-		if a.events.Ready() && a.alerts.Ready() {
+		if ok, _ := a.alertsReady(); ok && a.events.Ready() {
 			return 1
 		}
 		return 0
@@ -239,7 +235,7 @@ func (a *App) run(parent context.Context) error {
 	}()
 	a.log.Info("fraudwatch started", "metrics", a.Addr(), "rules", len(a.cfg.Rules),
 		"group", a.cfg.Kafka.GroupID, "orders_topic", a.cfg.Kafka.OrdersTopic, "refunds_topic", a.cfg.Kafka.RefundsTopic,
-		"alerts_topic", a.cfg.Kafka.AlertsTopic, "alerts_to", a.receiver)
+		"alerts_topic", a.cfg.Kafka.AlertsTopic, "alerts_to", a.receiver, "receivers", a.receiverNames())
 	if a.receiver == "log" {
 		a.log.Warn("alerts go to this process's log only: no Slack webhook or token is set "+
 			"(slack.webhook_url, slack.token, or their FRAUDWATCH_SLACK_ environment variables)", "alerts_to", a.receiver)
@@ -276,10 +272,8 @@ func (a *App) run(parent context.Context) error {
 		defer cancel()
 		checkTopicSettings(cctx, a.cfg.Kafka, a.log)
 	})
-	wg.Go(func() { a.disp.RetryParkedEvery(ctx) })
-	wg.Go(func() { a.disp.DrainWaitingEvery(ctx) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
-	wg.Go(func() { alertsErr = a.alerts.Run(ctx) })
+	wg.Go(func() { alertsErr = a.runDeliveries(ctx) })
 	wg.Wait()
 
 	errs := []error{eventsErr, alertsErr}

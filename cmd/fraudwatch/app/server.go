@@ -88,8 +88,8 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if !a.events.Ready() {
 		problems = append(problems, "kafka events group: "+a.events.Status())
 	}
-	if !a.alerts.Ready() {
-		problems = append(problems, "kafka alerts group: "+a.alerts.Status())
+	if ok, why := a.alertsReady(); !ok {
+		problems = append(problems, why)
 	}
 	if len(problems) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)

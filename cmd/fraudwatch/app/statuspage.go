@@ -34,7 +34,7 @@ func (s *statusSource) Rules() (string, []rules.Rule) {
 
 func (s *statusSource) Reload() status.Reload { return s.a.rules.lastReading() }
 
-func (s *statusSource) Recent() []dispatch.Settled { return s.a.disp.Recent() }
+func (s *statusSource) Recent() []dispatch.Settled { return s.a.recent() }
 
 func (s *statusSource) Silences(ctx context.Context) ([]silence.Silence, error) {
 	return s.silences.List(ctx, time.Now())

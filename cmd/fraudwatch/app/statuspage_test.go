@@ -83,7 +83,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	waitFor(t, 30*time.Second, "ready", func() bool { return r.ready(t) })
 	p.orders(0, ev{id: "1", customer: "cust-secret-1", amount: 1}, ev{id: "2", customer: "cust-secret-1", amount: 1},
 		ev{id: "3", customer: "cust-secret-1", amount: 1})
-	waitFor(t, 30*time.Second, "the alert settled", func() bool { return len(r.app.disp.Recent()) == 1 })
+	waitFor(t, 30*time.Second, "the alert settled", func() bool { return len(r.app.recent()) == 1 })
 	keys, err := lua.NewKeys(p.cfg.Redis.KeyPrefix)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/config"
+	"github.com/fraudwatch/fraudwatch/consumer"
+)
+
+// delivery is one receiver's way from the alerts topic: its dispatcher
+// and the consumer group that feeds it. Each receiver reads the topic in a
+// group of its own, so that its outage or its refusals hold only its own
+// partitions' offsets: the other receivers' alerts flow on.
+type delivery struct {
+	name  string
+	disp  *dispatch.Dispatcher
+	group *consumer.Group
+}
+
+// receiverSpec is a receiver as the app builds its delivery: its notifier
+// and the dispatcher settings of its own (budgets, digests).
+type receiverSpec struct {
+	notifier alert.Notifier
+	cfg      dispatch.DispatcherConfig
+}
+
+// alertsGroupID is the consumer group of receiver's dispatchers. The one
+// receiver of a configuration, and the receiver named "slack" among
+// several, keep the group every version before receivers used
+// (<group_id>.alerts), so that an upgrade resumes where it stopped; every
+// other receiver reads in <group_id>.alerts.<name>.
+func alertsGroupID(k config.Kafka, receiver string, only bool) string {
+	if only || receiver == "slack" {
+		return k.AlertsGroupID()
+	}
+	return k.AlertsGroupID() + "." + receiver
+}
+
+// buildDeliveries makes a dispatcher and an alerts group for each
+// receiver, each dispatcher knowing the rules in force.
+func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, opts Options) error {
+	if len(specs) == 0 {
+		return errors.New("app: no receiver to deliver alerts to")
+	}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		name := s.notifier.Name()
+		if seen[name] {
+			return fmt.Errorf("app: two receivers are named %q", name)
+		}
+		seen[name] = true
+		log := a.log.With("component", "alert", "receiver", name)
+		d, err := dispatch.NewDispatcher(s.cfg, s.notifier, a.lua, log, a.reg)
+		if err != nil {
+			return fmt.Errorf("app: receiver %s: %w", name, err)
+		}
+		d.SetRules(alertSettings(a.cfg.Rules))
+		gc := base
+		gc.GroupID = alertsGroupID(a.cfg.Kafka, name, len(specs) == 1)
+		if opts.Groups != nil {
+			opts.Groups(&gc)
+		}
+		g, err := consumer.NewGroup(gc, d, a.log.With("component", "alerts", "receiver", name), a.reg)
+		if err != nil {
+			return fmt.Errorf("app: receiver %s: %w", name, err)
+		}
+		a.deliveries = append(a.deliveries, delivery{name: name, disp: d, group: g})
+	}
+	return nil
+}
+
+// dispatchers hands a new rule set to every receiver's dispatcher.
+type dispatchers []delivery
+
+// SetRules sets rs on each dispatcher.
+func (ds dispatchers) SetRules(rs map[string]dispatch.RuleSettings) {
+	for _, d := range ds {
+		d.disp.SetRules(rs)
+	}
+}
+
+// alertsReady reports whether every receiver's alerts group holds its
+// assignment, and if not, which and why.
+func (a *App) alertsReady() (bool, string) {
+	var problems []string
+	for _, d := range a.deliveries {
+		if d.group.Ready() {
+			continue
+		}
+		if len(a.deliveries) == 1 {
+			problems = append(problems, "kafka alerts group: "+d.group.Status())
+		} else {
+			problems = append(problems, fmt.Sprintf("kafka alerts group of %s: %s", d.name, d.group.Status()))
+		}
+	}
+	return len(problems) == 0, strings.Join(problems, "\n")
+}
+
+// runDeliveries runs every receiver's group, parked retries and waiting
+// drain until ctx ends; it returns the groups' errors.
+func (a *App) runDeliveries(ctx context.Context) error {
+	errs := make([]error, len(a.deliveries))
+	var wg sync.WaitGroup
+	for i, d := range a.deliveries {
+		wg.Go(func() { d.disp.RetryParkedEvery(ctx) })
+		wg.Go(func() { d.disp.DrainWaitingEvery(ctx) })
+		wg.Go(func() { errs[i] = d.group.Run(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// receiverNames names the receivers, for run's start line.
+func (a *App) receiverNames() []string {
+	names := make([]string, len(a.deliveries))
+	for i, d := range a.deliveries {
+		names[i] = d.name
+	}
+	return names
+}
+
+// recent is the alerts every receiver's dispatcher settled last, newest
+// first, at most 50.
+func (a *App) recent() []dispatch.Settled {
+	var all []dispatch.Settled
+	for _, d := range a.deliveries {
+		all = append(all, d.disp.Recent()...)
+	}
+	slices.SortStableFunc(all, func(x, y dispatch.Settled) int { return y.At.Compare(x.At) })
+	return all[:min(len(all), 50)]
+}
