@@ -70,7 +70,7 @@ type App struct {
 	// deliveries are the receivers' dispatchers and alerts groups.
 	deliveries []delivery
 	rules      *reloader
-	hup    <-chan os.Signal
+	hup        <-chan os.Signal
 
 	receiver string // where alerts go: receiverKind
 
