@@ -179,12 +179,13 @@ func TestInteractions(t *testing.T) {
 }
 
 // Each alert carries its buttons in token mode with interactivity: two
-// snoozes, naming its rule and group (and showing its values), and an
-// acknowledgement, naming the alert: its rule, group and event id.
+// snoozes, naming its rule and group (and showing its values), and
+// Acknowledge, Resolve and Assign to me, naming the alert: its rule, group
+// and event id.
 func TestButtons(t *testing.T) {
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}, EventID: "evt-9"}
 	b, ok := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)).(*slack.ActionBlock)
-	if !ok || len(b.Elements.ElementSet) != 3 {
+	if !ok || len(b.Elements.ElementSet) != 5 {
 		t.Fatalf("buttons %+v", b)
 	}
 	var labels []string
@@ -200,7 +201,7 @@ func TestButtons(t *testing.T) {
 			t.Errorf("button %q carries %q: want a snooze's values, or the acknowledgement's event", btn.Text.Text, btn.Value)
 		}
 	}
-	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge" {
+	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge|Resolve|Assign to me" {
 		t.Errorf("labels %q", got)
 	}
 	// An alert that cannot name its group (written before alerts did) has
