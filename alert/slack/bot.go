@@ -61,7 +61,7 @@ func (b *Bot) Update(ctx context.Context, a alert.Alert, st alert.State, r alert
 	}
 	fallback, blocks := Format(a)
 	var actions slack.Block
-	if b.cfg.Buttons {
+	if b.cfg.Buttons && a.Group != "" { // as Notify: a group it cannot name has none
 		actions = actionsFor(st, alert.Ref{Rule: a.Rule, Group: a.Group, EventID: a.EventID},
 			snoozeButtons(a.Rule, a.Group, identity(a), groupMatch(a)))
 	}

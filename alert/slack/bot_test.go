@@ -72,23 +72,29 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 		st      alert.State
 		lines   []string
 		ids     []string
+		noGroup bool // an alert written before alerts named their group
 	}{
 		{"acknowledged", true, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
 			[]string{":white_check_mark: Acknowledged by <@U1> at 2026-12-01 12:05 UTC"},
-			append(snoozes, actionResolve, actionAssign)},
+			append(snoozes, actionResolve, actionAssign), false},
 		{"assigned while open", true, alert.State{Status: alert.StatusOpen, Assignee: "slack:U2"},
-			[]string{":bust_in_silhouette: Assigned to <@U2>"}, append(snoozes, actionAck, actionResolve, actionAssign)},
+			[]string{":bust_in_silhouette: Assigned to <@U2>"}, append(snoozes, actionAck, actionResolve, actionAssign), false},
 		{"resolved from the CLI", true, alert.State{Status: alert.StatusResolved, AckedBy: "slack:U1", AckedAt: t0,
 			ResolvedBy: "cli:<!channel>", ResolvedAt: t0.Add(time.Hour), Assignee: "slack:U2"},
-			[]string{"Acknowledged by <@U1>", ":heavy_check_mark: Resolved by cli:&lt;!channel&gt; at 2026-12-01 13:05 UTC", "Assigned to <@U2>"}, nil},
+			[]string{"Acknowledged by <@U1>", ":heavy_check_mark: Resolved by cli:&lt;!channel&gt; at 2026-12-01 13:05 UTC", "Assigned to <@U2>"}, nil, false},
+		{"an alert that cannot name its group", true, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
+			[]string{"Acknowledged by <@U1>"}, nil, true},
 		{"no buttons configured", false, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
-			[]string{"Acknowledged by <@U1>"}, nil},
+			[]string{"Acknowledged by <@U1>"}, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStandIn(t)
 			b := s.bot(t, tt.buttons)
 			a := lifeAlert()
+			if tt.noGroup {
+				a.Group = ""
+			}
 			r, err := b.Notify(context.Background(), a)
 			if err != nil {
 				t.Fatal(err)
