@@ -30,6 +30,9 @@ type Notifier interface {
 type Receipt struct {
 	Channel string `json:"channel,omitempty"`
 	TS      string `json:"ts,omitempty"`
+	// Digest is true when the message carried several alerts (Digester):
+	// an update of one of them must not replace the others' message.
+	Digest bool `json:"digest,omitempty"`
 }
 
 // IsZero reports whether the receipt says nothing.

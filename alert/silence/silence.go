@@ -44,11 +44,14 @@ type Silence struct {
 	Group string `json:"group,omitempty"`
 	// GroupRef names the group where its values must not show (logs):
 	// Store.GroupRef. Empty for a whole rule's silence.
-	GroupRef string    `json:"group_ref,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	Author   string    `json:"author,omitempty"`
-	Created  time.Time `json:"created,omitzero"`
-	Ends     time.Time `json:"ends,omitzero"`
+	GroupRef string `json:"group_ref,omitempty"`
+	// Thread is the message whose Snooze made the silence (Slack's channel
+	// and ts): its end is said in that message's thread (Sweeper).
+	Thread  alert.Receipt `json:"thread,omitzero"`
+	Reason  string        `json:"reason,omitempty"`
+	Author  string        `json:"author,omitempty"`
+	Created time.Time     `json:"created,omitzero"`
+	Ends    time.Time     `json:"ends,omitzero"`
 }
 
 // rediser is what the store needs of a go-redis client.
@@ -63,6 +66,10 @@ type rediser interface {
 	ZRevRangeByScore(ctx context.Context, key string, opt *redis.ZRangeBy) *redis.StringSliceCmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	ZAdd(ctx context.Context, key string, members ...redis.Z) *redis.IntCmd
+	ZAddArgs(ctx context.Context, key string, args redis.ZAddArgs) *redis.IntCmd
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	ZRangeArgsWithScores(ctx context.Context, z redis.ZRangeArgs) *redis.ZSliceCmd
 }
 
 // adder writes a silence where claims read it (lua.Scripts).
@@ -90,7 +97,10 @@ type Spec struct {
 	Match map[string]string
 	// Group, when set, names the group by its encoding instead, and Match
 	// only shows it.
-	Group  string
+	Group string
+	// Thread, when set, is the message whose Snooze asks for the silence:
+	// its end is said in its thread.
+	Thread alert.Receipt
 	For    time.Duration
 	Reason string
 	Author string
@@ -115,7 +125,7 @@ func (s *Store) Add(ctx context.Context, rs Rules, spec Spec, now time.Time) (Si
 	if strings.TrimSpace(reason) == "" {
 		return Silence{}, usage("--reason is required: say why, for whoever finds it")
 	}
-	sil := Silence{ID: newID(), Rule: rule, Match: spec.Match, Group: spec.Group, Reason: reason, Author: author,
+	sil := Silence{ID: newID(), Rule: rule, Match: spec.Match, Group: spec.Group, Thread: spec.Thread, Reason: reason, Author: author,
 		Created: now.UTC().Truncate(time.Second), Ends: now.Add(d).UTC().Truncate(time.Millisecond)}
 	keys, enc, err := s.target(rule, groupBy, sil)
 	if err != nil {
@@ -135,6 +145,11 @@ func (s *Store) Add(ctx context.Context, rs Rules, spec Spec, now time.Time) (Si
 	if err := s.rdb.HSet(ctx, s.keys.SilenceIndex(), sil.ID, desc).Err(); err != nil {
 		return Silence{}, fmt.Errorf("silence: write the index: %w", err)
 	}
+	if !sil.Thread.IsZero() {
+		if err := s.awaitEnd(ctx, sil); err != nil {
+			return Silence{}, s.refused(ctx, keys, sil, err)
+		}
+	}
 	if err := s.scripts.AddSilence(ctx, keys, sil.ID, sil.Ends); err != nil {
 		return Silence{}, s.refused(ctx, keys, sil, err)
 	}
@@ -149,7 +164,11 @@ func (s *Store) refused(ctx context.Context, keys []string, sil Silence, cause e
 	// Even when the command is being interrupted.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.forget(ctx, keys, sil.ID); err != nil {
+	err := s.forget(ctx, keys, sil.ID)
+	if err == nil && !sil.Thread.IsZero() {
+		err = s.forgetEnd(ctx, sil)
+	}
+	if err != nil {
 		return fmt.Errorf("silence: %w; then, taking it back: %w", cause, err)
 	}
 	if !errors.Is(cause, lua.ErrInvalidArguments) {
@@ -344,6 +363,11 @@ func (s *Store) Expire(ctx context.Context, rs Rules, id, by string, now time.Ti
 	}
 	if err := s.record(ctx, now, Event{At: now.UTC(), What: Expired, By: by, Silence: sil}); err != nil {
 		return Silence{}, err
+	}
+	if !sil.Thread.IsZero() {
+		if err := s.endedEarly(ctx, sil, now); err != nil {
+			return Silence{}, err
+		}
 	}
 	if err := s.rdb.HDel(ctx, s.keys.SilenceIndex(), id).Err(); err != nil {
 		return Silence{}, fmt.Errorf("silence: expire %s: %w", id, err)

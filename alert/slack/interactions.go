@@ -20,39 +20,40 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 )
 
-// Action ids of an alert's buttons.
-const (
-	actionSnooze = "fraudwatch_snooze"
-	actionAck    = "fraudwatch_ack"
-)
-
-// Snoozes are the buttons' silence lengths.
-var snoozes = []time.Duration{time.Hour, 24 * time.Hour}
-
-// buttonValue is what a button carries back: the alert's rule and group;
-// a Snooze's how long, and the group's values to show in its silence
-// (which must make the group: silence.Store checks it); an Acknowledge's
-// event id, which with the rule and group names the alert's record. Slack
-// returns it as sent, but only in a request signed with the app's signing
-// secret. Acknowledge buttons posted before acknowledgements went into the
-// alert's record carry no event id.
-type buttonValue struct {
-	Rule   string            `json:"r"`
-	Group  string            `json:"g"`
-	Match  map[string]string `json:"m,omitempty"`
-	Snooze string            `json:"s,omitempty"`
-	Event  string            `json:"e,omitempty"`
-}
-
-// maxButtonValue is Slack's limit of a button's value.
-const maxButtonValue = 2000
-
 // Silencer does what a button asks: creates a Snooze's silence, records an
-// Acknowledge in the alert's record for this receiver (ReceiverName).
+// Acknowledge in the alert's record for this receiver (ReceiverName) when
+// the Interactions have no Life (WithLife). A Silencer that is also a
+// MessageSnoozer is given the snoozed alert's message.
 type Silencer interface {
 	Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (Recorded, error)
 	Acknowledge(ctx context.Context, rule, group, eventID, who string) (Recorded, error)
 }
+
+// MessageSnoozer snoozes as Silencer does, and keeps with the silence the
+// receipt of the message whose Snooze was clicked (its channel and ts), so
+// that the silence's end is said in that message's thread
+// (silence.Sweeper).
+type MessageSnoozer interface {
+	SnoozeMessage(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string,
+		msg alert.Receipt) (Recorded, error)
+}
+
+// Life changes an alert's life (acknowledge, resolve, assign to who) where
+// every replica and receiver reads it, tells the receivers, and returns
+// the alert's state after the change. A change already made (a second
+// Acknowledge) changes nothing and returns the state as it is.
+type Life interface {
+	Change(ctx context.Context, ref alert.Ref, op alert.Op, who string) (alert.State, error)
+}
+
+// Option sets up Interactions beyond NewInteractions' arguments.
+type Option func(*Interactions)
+
+// WithLife makes Acknowledge, Resolve and Assign to me change the alert's
+// life through l, and answer with the message showing its new state and
+// the buttons it still allows. Without it, Acknowledge is recorded by the
+// Silencer, and Resolve and Assign to me record nothing and say so.
+func WithLife(l Life) Option { return func(h *Interactions) { h.life = l } }
 
 // Recorded is what a click left, as its log line names it: the silence a
 // Snooze made, the acknowledgement an Acknowledge found or made, and the
@@ -84,13 +85,15 @@ type replays interface {
 type Interactions struct {
 	secret  string
 	silence Silencer
+	life    Life
 	seen    replays
 	client  *http.Client
 	log     *slog.Logger
 }
 
 // NewInteractions returns the handler of /slack/interactions.
-func NewInteractions(signingSecret string, s Silencer, seen replays, client *http.Client, log *slog.Logger) (*Interactions, error) {
+func NewInteractions(signingSecret string, s Silencer, seen replays, client *http.Client, log *slog.Logger,
+	opts ...Option) (*Interactions, error) {
 	if signingSecret == "" || s == nil || seen == nil {
 		return nil, errors.New("slack: interactions need a signing secret, a silencer and a replay guard")
 	}
@@ -100,7 +103,11 @@ func NewInteractions(signingSecret string, s Silencer, seen replays, client *htt
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Interactions{secret: signingSecret, silence: s, seen: seen, client: client, log: log}, nil
+	h := &Interactions{secret: signingSecret, silence: s, seen: seen, client: client, log: log}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
 }
 
 // maxInteraction bounds a request's body; Slack's are a few KB.
@@ -149,17 +156,17 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	act := cb.ActionCallback.BlockActions[0]
-	note, err := h.act(r.Context(), act, &cb)
+	ans, err := h.act(r.Context(), act, &cb)
 	if err != nil {
 		// err names no group value: silence's errors do not.
 		h.log.Warn("slack interaction failed", "action", act.ActionID, "slack_user", escapeID(cb.User.ID), "err", err)
-		note = ":warning: " + err.Error()
+		ans = answer{note: ":warning: " + err.Error(), failed: true}
 	}
 	// Slack waits 3 seconds for this answer; the message's update goes
 	// through its response_url. A click that did nothing leaves the
 	// buttons, to try again or to click another.
 	w.WriteHeader(http.StatusOK)
-	if err := h.update(r.Context(), &cb, note, err != nil); err != nil {
+	if err := h.update(r.Context(), &cb, ans); err != nil {
 		h.log.Warn("slack interaction: update the message", "err", err)
 	}
 }
@@ -173,154 +180,6 @@ func signedRequest(h http.Header, body []byte) string {
 	fmt.Fprintf(sum, "v0:%s:", h.Get("X-Slack-Request-Timestamp"))
 	sum.Write(body)
 	return hex.EncodeToString(sum.Sum(nil))
-}
-
-// act does what a button asks and says so, for the message. Each click is
-// logged once, for the audit: who, what, which rule, which group (by its
-// fields and GroupRef, never its values), which silence until when.
-func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slack.InteractionCallback) (string, error) {
-	who := escapeID(cb.User.ID)
-	var v buttonValue
-	if err := json.Unmarshal([]byte(act.Value), &v); err != nil || v.Rule == "" || v.Group == "" {
-		return "", errors.New("this button carries no alert")
-	}
-	switch act.ActionID {
-	case actionAck:
-		if v.Event == "" {
-			return "", errors.New("this Acknowledge button was posted by a fraudwatch that did not keep acknowledgements " +
-				"with each alert, and names no alert: nothing was recorded (the Snooze buttons still work)")
-		}
-		rec, err := h.silence.Acknowledge(ctx, v.Rule, v.Group, v.Event, "slack:"+who)
-		if err != nil {
-			return "", fmt.Errorf("could not record the acknowledgement: %w", err)
-		}
-		h.log.Info("alert acknowledged in slack", append(audit("acknowledge", who, v.Rule, rec),
-			"alert_id", v.Rule+"/"+v.Event, "acknowledged_before", rec.Before)...)
-		return fmt.Sprintf(":white_check_mark: Acknowledged by %s at %s", mention(rec.AckedBy),
-			rec.AckedAt.UTC().Format("2006-01-02 15:04 MST")), nil
-	case actionSnooze:
-		d, err := time.ParseDuration(v.Snooze)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return "", errors.New("this button carries no snooze")
-		}
-		rec, err := h.silence.Snooze(ctx, v.Rule, v.Group, v.Match, d, "slack:"+who)
-		if err != nil {
-			return "", fmt.Errorf("could not snooze: %w", err)
-		}
-		h.log.Info("alert snoozed from slack", append(audit("snooze", who, v.Rule, rec),
-			"for", d, "silence_id", rec.SilenceID, "until", rec.Ends.UTC().Format(time.RFC3339))...)
-		return fmt.Sprintf(":zzz: Snoozed by <@%s> for %s, until %s", who, snoozeText(d),
-			rec.Ends.UTC().Format("2006-01-02 15:04 MST")), nil
-	}
-	return "", errors.New("unknown button")
-}
-
-// audit is the attributes every click's log line has.
-func audit(action, who, rule string, rec Recorded) []any {
-	return []any{"action", action, "slack_user", who, "rule", rule,
-		"group_by", strings.Join(rec.GroupBy, ","), "group_ref", rec.GroupRef}
-}
-
-// update replaces the alert's message with itself, its buttons gone (kept
-// when keep) and a line saying who did what, until when.
-func (h *Interactions) update(ctx context.Context, cb *slack.InteractionCallback, note string, keep bool) error {
-	if !strings.HasPrefix(cb.ResponseURL, "https://") && !strings.HasPrefix(cb.ResponseURL, "http://") {
-		return errors.New("no response_url")
-	}
-	var blocks []slack.Block
-	for _, b := range cb.Message.Blocks.BlockSet {
-		if keep || b.BlockType() != slack.MBTAction {
-			blocks = append(blocks, b)
-		}
-	}
-	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(note)))
-	msg := slack.WebhookMessage{Text: cb.Message.Text, ReplaceOriginal: true, Blocks: &slack.Blocks{BlockSet: blocks}}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cb.ResponseURL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("response_url answered %s", resp.Status)
-	}
-	return nil
-}
-
-// buttons are an alert's actions: snooze its group for each of snoozes,
-// and acknowledge it (its rule, group and event id name its record). Nil
-// when the alert cannot name its group. A Snooze shows the group's values
-// in its silence only when they are whole: values cut for display ("…")
-// no longer make the group, and a silence refuses values that do not.
-func buttons(rule, group, eventID, identity string, match map[string]string) slack.Block {
-	if group == "" {
-		return nil
-	}
-	for _, v := range match {
-		if strings.HasSuffix(v, "…") {
-			match = nil
-			break
-		}
-	}
-	var elems []slack.BlockElement
-	for _, d := range snoozes {
-		v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Match: match, Snooze: d.String()})
-		if !ok {
-			return nil
-		}
-		elems = append(elems, slack.NewButtonBlockElement(actionSnooze, v,
-			slack.NewTextBlockObject(slack.PlainTextType, clipPlain("Snooze "+identity+" "+snoozeText(d), 75), false, false)))
-	}
-	v, ok := encodeValue(buttonValue{Rule: rule, Group: group, Event: eventID})
-	if !ok {
-		return nil
-	}
-	ack := slack.NewButtonBlockElement(actionAck, v, slack.NewTextBlockObject(slack.PlainTextType, "Acknowledge", false, false))
-	ack.Style = slack.StylePrimary
-	return slack.NewActionBlock("fraudwatch_actions", append(elems, ack)...)
-}
-
-// identity is how a button names the alert's group: its values.
-func identity(a alert.Alert) string {
-	return strings.Join(a.GroupValues, ", ")
-}
-
-// groupMatch is the alert's group by field, for the silence to show.
-func groupMatch(a alert.Alert) map[string]string {
-	m := make(map[string]string, len(a.GroupBy))
-	for i, f := range a.GroupBy {
-		if i < len(a.GroupValues) {
-			m[f] = a.GroupValues[i]
-		}
-	}
-	return m
-}
-
-func encodeValue(v buttonValue) (string, bool) {
-	b, err := json.Marshal(v)
-	if err != nil || len(b) > maxButtonValue {
-		// Values too long to carry: the group alone names it.
-		v.Match = nil
-		if b, err = json.Marshal(v); err != nil || len(b) > maxButtonValue {
-			return "", false
-		}
-	}
-	return string(b), true
-}
-
-func snoozeText(d time.Duration) string {
-	if d%time.Hour == 0 {
-		return fmt.Sprintf("%d h", d/time.Hour)
-	}
-	return d.String()
 }
 
 // mention is who acknowledged, as the message shows them: a Slack user by

@@ -123,6 +123,10 @@ func TestInteractions(t *testing.T) {
 	}
 	now := time.Now()
 	signed := request(t, testSecret, now, snooze1h)
+	// A Snooze leaves the alert's life's buttons; a click that did nothing
+	// leaves them all.
+	lifeIDs := "fraudwatch_ack,fraudwatch_resolve,fraudwatch_assign"
+	allIDs := "fraudwatch_snooze,fraudwatch_snooze," + lifeIDs
 
 	tests := []struct {
 		name    string
@@ -132,21 +136,24 @@ func TestInteractions(t *testing.T) {
 		silence string
 		ack     string
 		update  string
-		keeps   bool // the buttons stay: the click did nothing
+		left    string // the buttons the message keeps
 	}{
-		{"unsigned", h, request(t, "", now, snooze1h), http.StatusUnauthorized, "", "", "", false},
-		{"forged", h, request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", "", "", false},
-		{"six minutes old", h, request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", "", "", false},
+		{"unsigned", h, request(t, "", now, snooze1h), http.StatusUnauthorized, "", "", "", ""},
+		{"forged", h, request(t, "not-the-secret", now, snooze1h), http.StatusUnauthorized, "", "", "", ""},
+		{"six minutes old", h, request(t, testSecret, now.Add(-6*time.Minute), snooze1h), http.StatusUnauthorized, "", "", "", ""},
 		{"snooze for an hour", h, signed, http.StatusOK, "burst cust-42 map[customer_id:cust-42] 1h0m0s slack:U123", "",
-			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC", false},
-		{"the same request again", h, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", false},
-		{"the same request at another replica", other, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", false},
+			"Snoozed by \\u003c@U123\\u003e for 1 h, until 2026-12-01 13:00 UTC", lifeIDs},
+		{"the same request again", h, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", ""},
+		{"the same request at another replica", other, request(t, testSecret, now, snooze1h), http.StatusUnauthorized, "", "", "", ""},
 		{"snooze for a day", h, request(t, testSecret, now.Add(2*time.Second), snooze24h), http.StatusOK,
-			"burst cust-42 map[customer_id:cust-42] 24h0m0s slack:U123", "", "Snoozed by \\u003c@U123\\u003e for 24 h", false},
+			"burst cust-42 map[customer_id:cust-42] 24h0m0s slack:U123", "", "Snoozed by \\u003c@U123\\u003e for 24 h", lifeIDs},
 		{"acknowledge", h, request(t, testSecret, now.Add(time.Second), ack), http.StatusOK, "", "burst cust-42 evt-9 slack:U123",
-			"Acknowledged by \\u003c@U123\\u003e at 2026-12-01 12:05 UTC", false},
+			"Acknowledged by \\u003c@U123\\u003e at 2026-12-01 12:05 UTC", ""},
 		{"an old acknowledge button", h, request(t, testSecret, now.Add(3*time.Second), oldAck), http.StatusOK, "", "",
-			"names no alert: nothing was recorded", true},
+			"names no alert: nothing was recorded", allIDs},
+		// Without a Life (WithLife), a Resolve records nothing, and says so.
+		{"resolve without a life", h, request(t, testSecret, now.Add(4*time.Second), click(t, responses.URL, b, 3)), http.StatusOK, "", "",
+			"life: nothing was recorded (resolve)", allIDs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,20 +178,36 @@ func TestInteractions(t *testing.T) {
 				return
 			}
 			if len(updates) != 1 || !strings.Contains(updates[0], tt.update) || !strings.Contains(updates[0], `"replace_original":true`) ||
-				strings.Contains(updates[0], `"type":"actions"`) != tt.keeps || !strings.Contains(updates[0], "*Rule* burst") {
-				t.Errorf("update %q, want the message with %q, its buttons kept %v", updates, tt.update, tt.keeps)
+				!strings.Contains(updates[0], "*Rule* burst") {
+				t.Fatalf("update %q, want the message with %q", updates, tt.update)
+			}
+			if got := leftButtons(t, updates[0]); got != tt.left {
+				t.Errorf("buttons left %q, want %q", got, tt.left)
 			}
 		})
 	}
 }
 
+// leftButtons are the action ids of the buttons of an answer's message.
+func leftButtons(t *testing.T, body string) string {
+	t.Helper()
+	var msg struct {
+		Blocks json.RawMessage `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(body), &msg); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(buttonIDs(t, msg.Blocks), ",")
+}
+
 // Each alert carries its buttons in token mode with interactivity: two
-// snoozes, naming its rule and group (and showing its values), and an
-// acknowledgement, naming the alert: its rule, group and event id.
+// snoozes, naming its rule and group (and showing its values), and
+// Acknowledge, Resolve and Assign to me, naming the alert: its rule, group
+// and event id.
 func TestButtons(t *testing.T) {
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}, EventID: "evt-9"}
 	b, ok := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)).(*slack.ActionBlock)
-	if !ok || len(b.Elements.ElementSet) != 3 {
+	if !ok || len(b.Elements.ElementSet) != 5 {
 		t.Fatalf("buttons %+v", b)
 	}
 	var labels []string
@@ -200,7 +223,7 @@ func TestButtons(t *testing.T) {
 			t.Errorf("button %q carries %q: want a snooze's values, or the acknowledgement's event", btn.Text.Text, btn.Value)
 		}
 	}
-	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge" {
+	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge|Resolve|Assign to me" {
 		t.Errorf("labels %q", got)
 	}
 	// An alert that cannot name its group (written before alerts did) has

@@ -84,8 +84,9 @@ func (c *Config) Validate() error {
 type Notifier struct {
 	cfg Config
 	api *slack.Client // nil in webhook mode
-	// target names where requests go, safe for error messages.
-	target string
+	// target names where requests go, safe for error messages; base is
+	// the Web API's (token mode), to which a method's name is added.
+	target, base string
 	// secrets must never appear in an error message.
 	secrets []string
 }
@@ -106,7 +107,8 @@ func New(cfg Config) (*Notifier, error) {
 		return n, nil
 	}
 	u, _ := url.Parse(cfg.APIURL) // Validate parsed it
-	n.target = u.Redacted() + "chat.postMessage"
+	n.base = u.Redacted()
+	n.target = n.base + "chat.postMessage"
 	n.secrets = []string{cfg.Token}
 	if p, ok := u.User.Password(); ok {
 		n.secrets = append(n.secrets, p)
@@ -156,7 +158,12 @@ func (n *Notifier) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, er
 // message (FormatDigest), with the receipt and the errors Notify gives.
 func (n *Notifier) NotifyDigest(ctx context.Context, d alert.Digest) (alert.Receipt, error) {
 	fallback, blocks := FormatDigest(d)
-	return n.post(ctx, d.Rule, d.Channel, fallback, blocks)
+	r, err := n.post(ctx, d.Rule, d.Channel, fallback, blocks)
+	if !r.IsZero() {
+		// Its alerts share it: an update of one replies in its thread.
+		r.Digest = true
+	}
+	return r, err
 }
 
 // post sends one message of rule's to channel (token mode; "" is the
@@ -182,17 +189,28 @@ func (n *Notifier) post(ctx context.Context, rule, channel, fallback string, blo
 	if err == nil {
 		return receipt, nil
 	}
-	wrapped := fmt.Errorf("slack: post %s alert to %s: %w", a.Rule, n.target, n.redact(err))
+	return alert.Receipt{}, n.failed(fmt.Errorf("slack: post %s alert to %s: %w", a.Rule, n.target, n.redact(err)), err, a.Channel, nil)
+}
+
+// failed classifies err, a request's failure, wrapped as wrapped, for the
+// dispatcher (alert.RetryPolicy): a message Slack refuses as such, or one
+// of final's errors, is given up; a channel it refuses is a ChannelError
+// (channel, "" for the default one); a 429 waits for its Retry-After;
+// everything else is retried.
+func (n *Notifier) failed(wrapped, err error, channel string, final map[string]bool) error {
 	if refused(err) {
-		return alert.Receipt{}, alert.Permanent(wrapped)
+		return alert.Permanent(wrapped)
 	}
-	if ch, ok := channelRefused(err, a.Channel, n.cfg.Channel); ok {
-		return alert.Receipt{}, &alert.ChannelError{Channel: ch, Err: wrapped}
+	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok && final[se.Err] {
+		return alert.Permanent(wrapped)
+	}
+	if ch, ok := channelRefused(err, channel, n.cfg.Channel); ok {
+		return &alert.ChannelError{Channel: ch, Err: wrapped}
 	}
 	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
-		return alert.Receipt{}, alert.RetryAfter(wrapped, rl.RetryAfter)
+		return alert.RetryAfter(wrapped, rl.RetryAfter)
 	}
-	return alert.Receipt{}, &transientError{err: wrapped}
+	return &transientError{err: wrapped}
 }
 
 // transientError marks a failure worth another attempt, overriding what
