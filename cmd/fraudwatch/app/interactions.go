@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -91,9 +92,16 @@ type acker interface {
 }
 
 func (c clicks) Snooze(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string) (slack.Recorded, error) {
+	return c.SnoozeMessage(ctx, rule, group, match, d, who, alert.Receipt{})
+}
+
+// SnoozeMessage is Snooze from the message msg, in whose thread the
+// silence's end is said (silence.Sweeper).
+func (c clicks) SnoozeMessage(ctx context.Context, rule, group string, match map[string]string, d time.Duration, who string,
+	msg alert.Receipt) (slack.Recorded, error) {
 	rs := SilenceRules(c.rules())
 	sil, err := c.store.Add(ctx, rs, silence.Spec{Rule: rule, Group: group, Match: match, For: d,
-		Reason: "snoozed from Slack", Author: who}, time.Now())
+		Reason: "snoozed from Slack", Author: who, Thread: msg}, time.Now())
 	if err != nil {
 		return slack.Recorded{}, err
 	}

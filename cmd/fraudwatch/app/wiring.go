@@ -58,7 +58,7 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 	default:
 		return dispatch.NewLogNotifier(log.With("component", "alert")), nil
 	}
-	s, err := slack.New(sc)
+	s, err := slack.NewReceiver(sc)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
