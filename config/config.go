@@ -38,6 +38,9 @@ type Config struct {
 	Redis   Redis   `mapstructure:"redis"`
 	Slack   Slack   `mapstructure:"slack"`
 	Metrics Metrics `mapstructure:"metrics"`
+	// Receivers, when set, are where alerts go, in the slack: section's
+	// stead (receivers.go); ReceiverList resolves them.
+	Receivers []ReceiverSpec `mapstructure:"receivers"`
 	// RulesFile is absolute after Load.
 	RulesFile       string        `mapstructure:"rules_file"`
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
@@ -48,6 +51,11 @@ type Config struct {
 	// the fields it declares (event_fields).
 	Rules       []rules.Rule `mapstructure:"-"`
 	EventFields []string     `mapstructure:"-"`
+	// Routes, DefaultReceivers and Routing are the rules file's
+	// (RuleSet): where each rule's alerts go.
+	Routes           []Route  `mapstructure:"-"`
+	DefaultReceivers []string `mapstructure:"-"`
+	Routing          Routing  `mapstructure:"-"`
 
 	// name is the file as the user named it, for messages.
 	name string
@@ -221,6 +229,12 @@ func Default() Config {
 		RulesFile:       "rules.yaml",
 		ShutdownTimeout: 30 * time.Second,
 	}
+}
+
+// RuleSet is the rules file as Load read it.
+func (c *Config) RuleSet() RuleSet {
+	return RuleSet{Rules: c.Rules, EventFields: c.EventFields, Routes: c.Routes, DefaultReceivers: c.DefaultReceivers,
+		Routing: c.Routing, File: c.RulesFile}
 }
 
 // StartOffsetEarliest reports whether a new consumer group starts at the

@@ -47,6 +47,7 @@ func Load(path string) (*Config, error) {
 		var s RuleSet
 		s, rerr = LoadRuleSet(c.RulesFile)
 		c.Rules, c.EventFields = s.Rules, s.EventFields
+		c.Routes, c.DefaultReceivers, c.Routing = s.Routes, s.DefaultReceivers, s.Routing
 	}
 	if rerr != nil {
 		// Report the settings' problems too, but not "no rules" on top of
@@ -79,6 +80,9 @@ func decode(data []byte, name, abs string) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 
+	if err := listEnv(name); err != nil {
+		return nil, err
+	}
 	settings, env, err := overlayEnv(file)
 	if err != nil {
 		return nil, &FieldError{File: name, Msg: err.Error()}
@@ -143,8 +147,20 @@ func overlayEnv(file map[string]any) (settings map[string]any, env map[string]st
 func viperKeys(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok {
+		switch sub := v.(type) {
+		case map[string]any:
 			v = viperKeys(sub)
+		case []any:
+			// viper lower-cases the keys of a list's mappings too
+			// (receivers:).
+			list := make([]any, len(sub))
+			for i, item := range sub {
+				if im, ok := item.(map[string]any); ok {
+					item = viperKeys(im)
+				}
+				list[i] = item
+			}
+			v = list
 		}
 		path := strings.Split(strings.ToLower(k), ".")
 		at := out
@@ -190,6 +206,10 @@ func leaves() []leaf {
 			}
 			key := prefix + tag
 			idx := append(slices.Clone(index), i)
+			if isListOfMappings(f.Type) {
+				// receivers: no variable can hold it (see listEnv).
+				continue
+			}
 			if f.Type.Kind() == reflect.Struct {
 				walk(f.Type, key+".", idx)
 				continue
@@ -199,6 +219,27 @@ func leaves() []leaf {
 	}
 	walk(reflect.TypeFor[Config](), "", nil)
 	return out
+}
+
+func isListOfMappings(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && derefType(t.Elem()).Kind() == reflect.Struct
+}
+
+// listEnv refuses a variable set for a list of mappings (receivers:): it
+// is no key of its own, since a variable cannot hold its items; their
+// secrets come from variables named in the file (…_env). Unrefused, the
+// variable would be silently ignored.
+func listEnv(name string) error {
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := f.Tag.Get("mapstructure")
+		if env := envName(key); isListOfMappings(f.Type) && os.Getenv(env) != "" {
+			return &FieldError{File: name, Field: key, Env: env,
+				Msg: "is a list the environment cannot set: write it in the file, and its secrets' variables in its …_env keys"}
+		}
+	}
+	return nil
 }
 
 // envName is the environment variable that overrides key.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,85 +14,6 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
-
-// RuleSet is what a rules file holds (docs/configuration.md, Rules).
-type RuleSet struct {
-	Rules []rules.Rule
-	// EventFields are the fields beyond the schema that the deployment's
-	// events carry (event_fields): rules name them without a warning.
-	EventFields []string
-}
-
-// LoadRules reads a rules file (docs/configuration.md, Rules), checks every rule and
-// applies the defaults of its optional fields.
-func LoadRules(path string) ([]rules.Rule, error) {
-	s, err := LoadRuleSet(path)
-	return s.Rules, err
-}
-
-// LoadRuleSet is LoadRules with the file's event_fields.
-func LoadRuleSet(path string) (RuleSet, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return RuleSet{}, fmt.Errorf("rules: %w", err)
-	}
-	return ParseRuleSet(data, path)
-}
-
-// ParseRules reads and checks rules from YAML; file names the source in
-// errors, which are *FieldErrors naming the rule and the field. Every
-// problem found is reported, not just the first.
-func ParseRules(data []byte, file string) ([]rules.Rule, error) {
-	s, err := ParseRuleSet(data, file)
-	return s.Rules, err
-}
-
-// ParseRuleSet is ParseRules with the file's event_fields.
-func ParseRuleSet(data []byte, file string) (RuleSet, error) {
-	doc, err := parseYAML(data, file)
-	if err != nil {
-		return RuleSet{}, err
-	}
-	top, ok := doc.(map[string]any)
-	if doc != nil && !ok {
-		return RuleSet{}, &FieldError{File: file, Msg: "must be a mapping with a list under rules:"}
-	}
-	var layout struct {
-		Rules       any `mapstructure:"rules"`
-		EventFields any `mapstructure:"event_fields"`
-	}
-	errs := unknownKeys(top, &layout, decodeOptions{File: file})
-	fields, ferrs := eventFields(top["event_fields"], file)
-	errs = append(errs, ferrs...)
-	list, ok := top["rules"].([]any)
-	if !ok {
-		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "must be a list of rules"})
-		return RuleSet{}, errors.Join(errs...)
-	}
-	if len(list) == 0 {
-		errs = append(errs, &FieldError{File: file, Field: "rules", Msg: "no rules defined"})
-	}
-	var out []rules.Rule
-	seen := map[string]int{}
-	for i, item := range list {
-		r, err := decodeRule(item, file, i)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if prev, dup := seen[r.Name]; dup {
-			errs = append(errs, &FieldError{File: file, Rule: fmt.Sprintf("%q (#%d)", r.Name, i+1), Field: "name",
-				Msg: fmt.Sprintf("duplicate of rule #%d: names must be unique", prev+1)})
-			continue
-		}
-		seen[r.Name] = i
-		out = append(out, r)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return RuleSet{}, err
-	}
-	return RuleSet{Rules: out, EventFields: fields}, nil
-}
 
 // Names are what keys, metric labels and alerts call a rule: short, and
 // safe in all three.
@@ -134,15 +54,18 @@ type spec struct {
 	Channel  string         `mapstructure:"channel"`
 	Enabled  *bool          `mapstructure:"enabled"`
 	Evidence *int           `mapstructure:"evidence"`
+	// Links are checked against group_by (routes.go).
+	Links []alert.LinkTemplate `mapstructure:"links"`
 }
 
 // decodeRule reads the i-th rule of file and applies its defaults,
-// reporting every problem of it.
-func decodeRule(item any, file string, i int) (rules.Rule, error) {
+// reporting every problem of it. Its links come apart: a rules.Rule has
+// none, the dispatcher takes them.
+func decodeRule(item any, file string, i int) (rules.Rule, []alert.LinkTemplate, error) {
 	where := fmt.Sprintf("#%d", i+1)
 	m, ok := item.(map[string]any)
 	if !ok {
-		return rules.Rule{}, &FieldError{File: file, Rule: where, Msg: "must be a mapping of rule fields"}
+		return rules.Rule{}, nil, &FieldError{File: file, Rule: where, Msg: "must be a mapping of rule fields"}
 	}
 	if name, ok := m["name"].(string); ok && name != "" {
 		where = fmt.Sprintf("%q", name)
@@ -175,8 +98,9 @@ func decodeRule(item any, file string, i int) (rules.Rule, error) {
 	r.Channel = s.Channel
 	r.Enabled = s.Enabled == nil || *s.Enabled
 	r.Evidence = c.evidence(s.Evidence)
+	links := c.links(s.Links, r.GroupBy)
 	errs = append(append(errs, decodeErrs...), c.errs...)
-	return r, errors.Join(errs...)
+	return r, links, errors.Join(errs...)
 }
 
 // ruleChecker checks the fields of one rule as decoded, collecting a

@@ -79,13 +79,10 @@ func (c *Config) Summary() string {
 	}
 
 	b.WriteString("; alerts to ")
-	switch c.Slack.Mode() {
-	case SlackWebhook:
-		b.WriteString("slack webhook")
-	case SlackToken:
-		fmt.Fprintf(&b, "slack bot token to %s", c.Slack.Channel)
-	default:
-		b.WriteString("log")
+	if c.Receivers != nil {
+		b.WriteString(c.receiversSummary())
+	} else {
+		b.WriteString(slackSummary(&c.Slack))
 	}
 	return b.String()
 }

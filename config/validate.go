@@ -36,6 +36,12 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, k.errs...)
 	}
+	if len(errs) == 0 && len(c.Rules) > 0 {
+		// The routes name receivers of this file: checked once both are
+		// good.
+		s := c.RuleSet()
+		errs = append(errs, s.CheckReceivers(c.ReceiverList()))
+	}
 	return errors.Join(errs...)
 }
 
@@ -45,6 +51,7 @@ func (c *Config) checkSettings() []error {
 	k.kafka(&c.Kafka)
 	k.redis(&c.Redis)
 	k.slack(&c.Slack)
+	k.receivers()
 	k.addresses()
 	k.positive("shutdown_timeout", c.ShutdownTimeout)
 	return k.errs
@@ -160,31 +167,19 @@ func (k *checker) slack(s *Slack) {
 	}
 	// The webhook URL is itself a credential: say what is wrong, never
 	// what it is.
-	if s.WebhookURL != "" {
-		if trimmed(s.WebhookURL) {
-			k.bad("slack.webhook_url", "has leading or trailing white space")
-		} else if !httpURL(s.WebhookURL.Value()) {
-			k.bad("slack.webhook_url", "is not an http(s) URL")
-		}
+	if trimmed(s.WebhookURL) {
+		k.bad("slack.webhook_url", "has leading or trailing white space")
 	}
-	if s.Token != "" {
-		if trimmed(s.Token) {
-			k.bad("slack.token", "has leading or trailing white space")
-		}
-		if strings.TrimSpace(s.Channel) == "" {
-			k.bad("slack.channel", "is required with slack.token (bot-token mode posts to a channel)")
-		}
+	if trimmed(s.Token) {
+		k.bad("slack.token", "has leading or trailing white space")
 	}
-	if s.APIURL != "" && !httpURL(s.APIURL) {
-		// Not quoted: the URL may carry credentials for a proxy.
-		k.bad("slack.api_url", "is not an http(s) URL")
-	}
-	k.positive("slack.timeout", s.Timeout)
+	k.slackSettings("slack.", s)
 	switch {
 	case (s.SigningSecret == "") != (s.InteractionsListen == ""):
 		k.bad("slack.interactions_listen", "slack.signing_secret and slack.interactions_listen go together: buttons need both")
 	case s.InteractionsListen == "":
-	case s.Token == "":
+	case s.Token == "" && k.c.Receivers == nil:
+		// With receivers:, receivers() asks for a receiver in token mode.
 		k.bad("slack.interactions_listen", "needs slack.token: buttons update their messages in bot-token mode only")
 	case sameListener(s.InteractionsListen, k.c.Metrics.Listen):
 		k.bad("slack.interactions_listen", "must differ from metrics.listen: Slack's requests get a listener of their own")
@@ -192,10 +187,26 @@ func (k *checker) slack(s *Slack) {
 	if trimmed(s.SigningSecret) {
 		k.bad("slack.signing_secret", "has leading or trailing white space")
 	}
+}
+
+// slackSettings checks the keys the slack: section and a Slack receiver
+// share; p is the section's key, "slack." or "receivers[1].slack.".
+func (k *checker) slackSettings(p string, s *Slack) {
+	if s.WebhookURL != "" && !trimmed(s.WebhookURL) && !httpURL(s.WebhookURL.Value()) {
+		k.bad(p+"webhook_url", "is not an http(s) URL")
+	}
+	if s.Token != "" && strings.TrimSpace(s.Channel) == "" {
+		k.bad(p+"channel", "is required with %stoken (bot-token mode posts to a channel)", p)
+	}
+	if s.APIURL != "" && !httpURL(s.APIURL) {
+		// Not quoted: the URL may carry credentials for a proxy.
+		k.bad(p+"api_url", "is not an http(s) URL")
+	}
+	k.positive(p+"timeout", s.Timeout)
 	for _, r := range []struct {
 		key  string
 		rate float64
-	}{{"slack.rate", s.Rate}, {"slack.overall_rate", s.OverallRate}} {
+	}{{p + "rate", s.Rate}, {p + "overall_rate", s.OverallRate}} {
 		if !(r.rate > 0 && r.rate <= 1000) {
 			k.bad(r.key, "must be a number of messages a second above 0 and at most 1000, got %v", r.rate)
 		}
@@ -203,14 +214,14 @@ func (k *checker) slack(s *Slack) {
 	for _, b := range []struct {
 		key   string
 		burst int
-	}{{"slack.burst", s.Burst}, {"slack.overall_burst", s.OverallBurst}} {
+	}{{p + "burst", s.Burst}, {p + "overall_burst", s.OverallBurst}} {
 		if b.burst < 1 || b.burst > 100000 {
 			k.bad(b.key, "must be 1 to 100000 messages, got %d", b.burst)
 		}
 	}
 	if s.DigestSize < 1 || s.DigestSize > 100 {
 		// Slack takes 50 blocks and 40,000 characters a message.
-		k.bad("slack.digest_size", "must be 1 to 100 alerts listed in a digest, got %d", s.DigestSize)
+		k.bad(p+"digest_size", "must be 1 to 100 alerts listed in a digest, got %d", s.DigestSize)
 	}
 }
 

@@ -27,6 +27,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "warning: "+w.String())
 	}
 	fmt.Fprint(stdout, cfg.RuleTable())
+	fmt.Fprint(stdout, "\n"+cfg.RouteTable())
 	if *diff != "" {
 		old, err := config.LoadRules(*diff)
 		if err != nil {

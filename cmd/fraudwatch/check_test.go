@@ -74,3 +74,68 @@ func TestShippedRulesNameKnownFields(t *testing.T) {
 		}
 	}
 }
+
+// check prints, a rule a line, the receivers its alerts reach, the routes
+// that took them there and its links; a route naming a receiver the
+// configuration lacks, a receiver no rule reaches and a route that
+// matches no rule each fail it, named (docs/configuration.md, Routes).
+func TestCheckShowsRoutes(t *testing.T) {
+	const receivers = `rules_file: rules.yaml
+receivers:
+  - {name: slack, slack: {webhook_url: "https://hooks.slack.test/x"}}
+  - {name: pager, pagerduty: {routing_key: pd-key-secret-4711}}
+`
+	const routes = `routes:
+  - match: {rules: [amount-per-card]}
+    receivers: [pager, slack]
+default_receivers: [slack]
+`
+	linked := strings.Replace(testRules, "group_by: [card_fingerprint]",
+		"group_by: [card_fingerprint]\n    links: [{text: Card, url: 'https://bo.test/cards/{card_fingerprint}'}]", 1)
+	tests := []struct {
+		name, config, rules string
+		code                int
+		want                []string // lines of stdout (code 0) or stderr
+	}{
+		{"routes", receivers, linked + routes, exitOK, []string{
+			"RULE                 RECEIVERS     BY                 LINKS",
+			"orders-per-customer  slack         default_receivers  -",
+			"amount-per-card      pager, slack  routes[0]          Card https://bo.test/cards/{card_fingerprint}",
+		}},
+		{"no routes", "rules_file: rules.yaml\n", testRules, exitOK, []string{
+			"orders-per-customer  log        every receiver (no routes)  -",
+		}},
+		{"an unknown receiver", receivers, testRules + strings.Replace(routes, "[pager, slack]", "[pager, slack, cases]", 1), exitUsage, []string{
+			`rules.yaml: routes[0].receivers[2]: no receiver is named "cases" (the configuration's are slack, pager)`,
+		}},
+		{"a receiver no rule reaches", receivers, testRules + strings.Replace(routes, "[pager, slack]", "[slack]", 1), exitUsage, []string{
+			`rules.yaml: routes: no rule's alerts reach receiver "pager": route a rule to it, or remove it from the configuration's receivers`,
+		}},
+		{"a route that matches no rule", receivers, testRules + strings.Replace(routes, "default_receivers",
+			"  - {match: {severities: [info]}, receivers: [pager]}\ndefault_receivers", 1), exitUsage, []string{
+			"rules.yaml: routes[1]: matches no rule",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.config, tt.rules)
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"check", "--config", path}, &stdout, &stderr)
+			out := stdout.String()
+			if tt.code != exitOK {
+				out = stderr.String()
+			}
+			if code != tt.code {
+				t.Fatalf("exit code %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w+"\n") {
+					t.Errorf("output lacks the line %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(stdout.String()+stderr.String(), "pd-key-secret-4711") {
+				t.Errorf("check shows the routing key")
+			}
+		})
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,18 +43,51 @@ type alertRules interface {
 	SetRules(map[string]dispatch.RuleSettings)
 }
 
-// alertSettings are the rules as the dispatcher takes them.
-func alertSettings(rs []rules.Rule) map[string]dispatch.RuleSettings {
-	m := make(map[string]dispatch.RuleSettings, len(rs))
-	for _, r := range rs {
+// receiverRules is one receiver's dispatcher and the receiver it
+// delivers to.
+type receiverRules struct {
+	Receiver config.Receiver
+	Rules    alertRules
+}
+
+// dispatchers are the dispatchers of the receivers, one a receiver: each
+// takes every rule, with the rule's routes and links and its receiver's
+// links (a dispatcher skips the alerts of rules not routed to it).
+type dispatchers []receiverRules
+
+// setRules hands each dispatcher the settings of set's rules.
+func (ds dispatchers) setRules(set config.RuleSet) {
+	for _, d := range ds {
+		d.Rules.SetRules(ruleSettings(set, d.Receiver))
+	}
+}
+
+// ruleSettings are set's rules as the dispatcher of rc takes them: with
+// their routes' receivers (nil: every receiver) and links, the rule's own
+// then those of rc's that the rule's alerts fill.
+func ruleSettings(set config.RuleSet, rc config.Receiver) map[string]dispatch.RuleSettings {
+	m := make(map[string]dispatch.RuleSettings, len(set.Rules))
+	for _, r := range set.Rules {
+		rr := set.Routing[r.Name]
+		links := append(slices.Clone(rr.Links), rc.LinksFor(r.GroupBy)...)
+		if len(links) == 0 {
+			links = nil
+		}
 		m[r.Name] = dispatch.RuleSettings{
 			Mode: r.Mode, Cooldown: r.Cooldown, Channel: r.Channel,
 			Description: r.Description, Severity: r.Severity, Threshold: r.Threshold,
 			Fingerprint: r.Fingerprint(), Metric: r.Metric, Field: r.Field, GroupBy: r.GroupBy,
 			Window: r.Window, WindowType: r.WindowType,
+			Receivers: slices.Clone(rr.Receivers), Links: links,
 		}
 	}
 	return m
+}
+
+// alertSettings are rules without routes or links as a dispatcher takes
+// them: every rule to every receiver.
+func alertSettings(rs []rules.Rule) map[string]dispatch.RuleSettings {
+	return ruleSettings(config.RuleSet{Rules: rs}, config.Receiver{})
 }
 
 // reloader keeps the rules in force in step with the rules file. The file
@@ -67,15 +102,18 @@ func alertSettings(rs []rules.Rule) map[string]dispatch.RuleSettings {
 type reloader struct {
 	path   string
 	engine ruleSetter
-	alerts alertRules
-	log    *slog.Logger
+	alerts dispatchers
+	// receivers are the configuration's, which routes name; nil when not
+	// known (newReloader), and then not checked.
+	receivers []config.Receiver
+	log       *slog.Logger
 
 	reloads *prometheus.CounterVec
 	version *prometheus.GaugeVec
 
 	mu      sync.Mutex
-	rules   []rules.Rule
-	current string // version of rules
+	set     config.RuleSet // the rules in force, with their routes
+	current string         // set's version
 	// last is what the last reading came to: its one home, which the
 	// status page reads (lastReading).
 	last status.Reload
@@ -85,10 +123,22 @@ type reloader struct {
 	closeOnce sync.Once
 }
 
+// newReloader is newRoutedReloader for one dispatcher, whose receiver
+// is not known: routes are checked as far as the rules file alone shows.
+// The app uses it until it wires a dispatcher a receiver (issue 38).
 func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts alertRules, log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
+	return newRoutedReloader(path, config.RuleSet{Rules: rs}, nil, engine, dispatchers{{Rules: alerts}}, log, reg)
+}
+
+// newRoutedReloader keeps set, the rules and routes read at start, in
+// step with the rules file, handing each new set to the engine and to
+// every receiver's dispatcher; receivers are the configuration's, which
+// the routes of a new set must name.
+func newRoutedReloader(path string, set config.RuleSet, receivers []config.Receiver, engine ruleSetter, alerts dispatchers,
+	log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
 	now := time.Now()
 	// The rules were read from the file just before, at start.
-	r := &reloader{path: path, engine: engine, alerts: alerts, log: log, rules: rs, current: rules.Version(rs),
+	r := &reloader{path: path, engine: engine, alerts: alerts, receivers: receivers, log: log, set: set, current: set.Version(),
 		last: status.Reload{File: path, At: now, Why: "start", Result: reloadOK, Since: now},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_rules_reloads_total",
@@ -115,7 +165,7 @@ func newReloader(path string, rs []rules.Rule, engine ruleSetter, alerts alertRu
 func (r *reloader) inForce() []rules.Rule {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.rules
+	return r.set.Rules
 }
 
 // lastReading is what the last reading of the rules file came to.
@@ -147,8 +197,15 @@ func (r *reloader) read(why string, counted bool) string {
 		// from an event.
 		return r.refuse(reloadInvalid, "rules file invalid; the rules in force run on", why, err)
 	}
+	if r.receivers != nil {
+		// Its routes must name the configuration's receivers, and reach
+		// each.
+		if err := set.CheckReceivers(r.receivers); err != nil {
+			return r.refuse(reloadInvalid, "rules file invalid; the rules in force run on", why, err)
+		}
+	}
 	rs := set.Rules
-	v := rules.Version(rs)
+	v := set.Version()
 	if v == r.current {
 		if counted {
 			r.log.Info("rules reloaded: no change"+r.recovery(), "file", r.path, "reason", why, "version", v)
@@ -159,17 +216,22 @@ func (r *reloader) read(why string, counted bool) string {
 		r.took(why, reloadUnchanged)
 		return reloadUnchanged
 	}
-	changes := rules.Diff(r.rules, rs)
-	// The dispatcher first: the engine's first alert of a new rule then
+	changes := rules.Diff(r.set.Rules, rs)
+	// The dispatchers first: the engine's first alert of a new rule then
 	// finds its rule there.
-	r.alerts.SetRules(alertSettings(rs))
+	r.alerts.setRules(set)
 	r.engine.SetRules(rs)
 	r.version.DeleteLabelValues(r.current)
 	r.version.WithLabelValues(v).Set(1)
-	r.log.Info("rules reloaded"+r.recovery(), "file", r.path, "reason", why, "version", v, "previous_version", r.current,
-		"rules", len(rs), "changes", reloadChanges(changes))
+	attrs := []any{"file", r.path, "reason", why, "version", v, "previous_version", r.current,
+		"rules", len(rs), "changes", reloadChanges(changes)}
+	if !reflect.DeepEqual(r.set.Routing, set.Routing) {
+		// Where alerts go changed: its detail is check's to show.
+		attrs = append(attrs, "routes_changed", true)
+	}
+	r.log.Info("rules reloaded"+r.recovery(), attrs...)
 	warnFields(r.log, config.FieldWarnings(r.path, rs, set.EventFields))
-	r.rules, r.current = rs, v
+	r.set, r.current = set, v
 	r.reloads.WithLabelValues(reloadOK).Inc()
 	r.took(why, reloadOK)
 	return reloadOK

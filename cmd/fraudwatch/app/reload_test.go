@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -357,5 +359,116 @@ func TestReloadChangesText(t *testing.T) {
 	want := `changes="burst: threshold 3 → 4; cards: where (values not logged) → (values not logged) (fresh windows); big: removed"`
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("log %s lacks %s", logs.String(), want)
+	}
+}
+
+// recordingRules keeps the last settings a dispatcher was handed.
+type recordingRules struct {
+	mu   sync.Mutex
+	last map[string]dispatch.RuleSettings
+	sets int
+}
+
+func (r *recordingRules) SetRules(m map[string]dispatch.RuleSettings) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.sets = m, r.sets+1
+}
+
+// Routes reload with the rules: a file whose routes alone changed is a
+// new set, handed to every receiver's dispatcher with each rule's
+// receivers and links (the rule's own, then the receiver's that its
+// alerts fill); a route naming a receiver the configuration lacks, or
+// leaving one unreached, is refused and the set in force runs on.
+func TestReloadRoutes(t *testing.T) {
+	const base = `rules:
+  - name: burst
+    metric: count
+    group_by: [customer_id]
+    window: 1m
+    threshold: 3
+    links: [{text: Customer, url: "https://bo.test/c/{customer_id}"}]
+  - {name: big, metric: amount, group_by: [card_fingerprint], window: 10m, threshold: 1000, severity: critical}
+`
+	routes := func(big, burst string) string {
+		return base + fmt.Sprintf("routes:\n  - {match: {rules: [big]}, receivers: [%s]}\n  - {match: {rules: [burst]}, receivers: [%s]}\n", big, burst)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	set, err := config.ParseRuleSet([]byte(routes("pager", "slack")), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cardLink := alert.LinkTemplate{Text: "Card", URL: "https://pd.test/k/{card_fingerprint}"}
+	recvs := []config.Receiver{
+		{Name: "slack", Kind: config.KindSlack},
+		{Name: "pager", Kind: config.KindPagerDuty, Links: []alert.LinkTemplate{cardLink}},
+	}
+	slackD, pagerD := &recordingRules{}, &recordingRules{}
+	var logs bytes.Buffer
+	ds := dispatchers{{Receiver: recvs[0], Rules: slackD}, {Receiver: recvs[1], Rules: pagerD}}
+	// The app hands the set read at start to its dispatchers.
+	ds.setRules(set)
+	r, err := newRoutedReloader(path, set, recvs, setterFunc(func() {}), ds,
+		slog.New(slog.NewJSONHandler(&logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name, rules, result string
+		// big and burst are the receivers in force after the step.
+		big, burst []string
+	}{
+		{"the same routes", routes("pager", "slack"), reloadUnchanged, []string{"pager"}, []string{"slack"}},
+		{"routes alone changed", routes("pager, slack", "pager"), reloadOK, []string{"pager", "slack"}, []string{"pager"}},
+		{"an unknown receiver", routes("pager, cases", "slack"), reloadInvalid, []string{"pager", "slack"}, []string{"pager"}},
+		{"a receiver unreached", routes("pager", "pager"), reloadInvalid, []string{"pager", "slack"}, []string{"pager"}},
+		{"no routes: every receiver", base, reloadOK, nil, nil},
+	}
+	for _, s := range steps {
+		logs.Reset()
+		if err := os.WriteFile(path, []byte(s.rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.reload("test"); got != s.result {
+			t.Fatalf("%s: reload = %s, want %s\n%s", s.name, got, s.result, logs.String())
+		}
+		if s.result == reloadOK && !strings.Contains(logs.String(), `"routes_changed":true`) {
+			t.Errorf("%s: the reload line does not say the routes changed: %s", s.name, logs.String())
+		}
+		if s.result == reloadInvalid && !strings.Contains(logs.String(), "routes") {
+			t.Errorf("%s: the refusal does not name the routes: %s", s.name, logs.String())
+		}
+		for _, d := range []*recordingRules{slackD, pagerD} {
+			if d.last == nil {
+				t.Fatalf("%s: a dispatcher was handed no rules", s.name)
+			}
+			if got := d.last["big"].Receivers; !slices.Equal(got, s.big) || (got == nil) != (s.big == nil) {
+				t.Errorf("%s: big goes to %q, want %q", s.name, got, s.big)
+			}
+			if got := d.last["burst"].Receivers; !slices.Equal(got, s.burst) || (got == nil) != (s.burst == nil) {
+				t.Errorf("%s: burst goes to %q, want %q", s.name, got, s.burst)
+			}
+		}
+		if slackD.sets != pagerD.sets {
+			t.Errorf("%s: the dispatchers were handed %d and %d sets", s.name, slackD.sets, pagerD.sets)
+		}
+	}
+	// Links: the rule's own to every receiver; the pager's own card link
+	// only to its dispatcher, and only for the rule whose alerts fill it.
+	customer := alert.LinkTemplate{Text: "Customer", URL: "https://bo.test/c/{customer_id}"}
+	for _, c := range []struct {
+		d          *recordingRules
+		rule       string
+		want       []alert.LinkTemplate
+		receiverOf string
+	}{
+		{slackD, "burst", []alert.LinkTemplate{customer}, "slack"},
+		{pagerD, "burst", []alert.LinkTemplate{customer}, "pager"},
+		{slackD, "big", nil, "slack"},
+		{pagerD, "big", []alert.LinkTemplate{cardLink}, "pager"},
+	} {
+		if got := c.d.last[c.rule].Links; !slices.Equal(got, c.want) {
+			t.Errorf("%s's dispatcher: %s's links %v, want %v", c.receiverOf, c.rule, got, c.want)
+		}
 	}
 }
