@@ -42,6 +42,9 @@ type Config struct {
 	// Buttons adds "Snooze … 1 h", "… 24 h" and "Acknowledge" to each
 	// alert: token mode with interactivity set up (Interactions).
 	Buttons bool
+	// Name is the receiver's name (alert.Notifier), ReceiverName unless
+	// set: a configuration with several Slack receivers names each.
+	Name string
 }
 
 func (c *Config) setDefaults() {
@@ -134,8 +137,13 @@ func (n *Notifier) DefaultDestination() string {
 // Acknowledge click writes.
 const ReceiverName = "slack"
 
-// Name is ReceiverName.
-func (n *Notifier) Name() string { return ReceiverName }
+// Name is the receiver's name: Config.Name, ReceiverName by default.
+func (n *Notifier) Name() string {
+	if n.cfg.Name == "" {
+		return ReceiverName
+	}
+	return n.cfg.Name
+}
 
 // Notify posts the alert and, in bot-token mode, returns where the message
 // is: the channel's id and the message's ts, as chat.postMessage answers

@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,16 +141,6 @@ func (a *App) build(opts Options) error {
 	if a.lua, err = lua.New(lua.Config{}, a.rdb, a.reg); err != nil {
 		return err
 	}
-	notifier := opts.Notifier
-	a.receiver = receiverKind(cfg.Slack, notifier != nil)
-	if err := registerReceiver(a.reg, a.receiver); err != nil {
-		return err
-	}
-	if notifier == nil {
-		if notifier, err = NewNotifier(cfg.Slack, log); err != nil {
-			return err
-		}
-	}
 	events, alerts, err := groupConfigs(cfg)
 	if err != nil {
 		return err
@@ -157,7 +148,15 @@ func (a *App) build(opts Options) error {
 	if opts.Groups != nil {
 		opts.Groups(&events.GroupConfig)
 	}
-	specs := []receiverSpec{{notifier: notifier, cfg: dispatcherConfig(cfg, opts.Dispatcher)}}
+	specs, err := a.receiverSpecs(opts)
+	if err != nil {
+		return err
+	}
+	kinds := receiverKinds(specs, opts.Notifier != nil)
+	a.receiver = strings.Join(kinds, ",")
+	if err := registerReceiver(a.reg, kinds); err != nil {
+		return err
+	}
 	if err := a.buildDeliveries(specs, alerts, opts); err != nil {
 		return err
 	}
@@ -172,7 +171,8 @@ func (a *App) build(opts Options) error {
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}
-	if a.rules, err = newReloader(cfg.RulesFile, cfg.Rules, a.eng, dispatchers(a.deliveries), log.With("component", "rules"), a.reg); err != nil {
+	if a.rules, err = newRoutedReloader(cfg.RulesFile, cfg.RuleSet(), cfg.ReceiverList(), a.eng, a.ruleTakers(),
+		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}
 	a.hup = opts.Reload

@@ -20,15 +20,44 @@ import (
 // partitions' offsets: the other receivers' alerts flow on.
 type delivery struct {
 	name  string
+	rc    config.Receiver
 	disp  *dispatch.Dispatcher
 	group *consumer.Group
 }
 
-// receiverSpec is a receiver as the app builds its delivery: its notifier
-// and the dispatcher settings of its own (budgets, digests).
+// receiverSpec is a receiver as the app builds its delivery: its
+// configuration, its notifier and the dispatcher settings of its own
+// (budgets, digests).
 type receiverSpec struct {
+	rc       config.Receiver
 	notifier alert.Notifier
 	cfg      dispatch.DispatcherConfig
+}
+
+// receiverSpecs makes the notifier and dispatcher settings of each
+// receiver the configuration names, or of the one notifier a caller
+// supplied (the demo's console), which every rule reaches.
+func (a *App) receiverSpecs(opts Options) ([]receiverSpec, error) {
+	if n := opts.Notifier; n != nil {
+		return []receiverSpec{{rc: config.Receiver{Name: n.Name()}, notifier: n, cfg: dispatcherConfig(a.cfg, opts.Dispatcher)}}, nil
+	}
+	var specs []receiverSpec
+	for _, rc := range a.cfg.ReceiverList() {
+		n, budget, err := newReceiver(rc, a.log)
+		if err != nil {
+			return nil, fmt.Errorf("app: receiver %s: %w", rc.Name, err)
+		}
+		dc := dispatcherConfig(a.cfg, opts.Dispatcher)
+		if rc.Slack != nil {
+			dc = slackBudgets(*rc.Slack, dc)
+		}
+		if budget != nil {
+			// One destination: its budget is the receiver's.
+			dc.ChannelBudget, dc.OverallBudget = *budget, *budget
+		}
+		specs = append(specs, receiverSpec{rc: rc, notifier: n, cfg: dc})
+	}
+	return specs, nil
 }
 
 // alertsGroupID is the consumer group of receiver's dispatchers. The one
@@ -61,7 +90,7 @@ func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, o
 		if err != nil {
 			return fmt.Errorf("app: receiver %s: %w", name, err)
 		}
-		d.SetRules(alertSettings(a.cfg.Rules))
+		d.SetRules(ruleSettings(a.cfg.RuleSet(), s.rc))
 		gc := base
 		gc.GroupID = alertsGroupID(a.cfg.Kafka, name, len(specs) == 1)
 		if opts.Groups != nil {
@@ -71,19 +100,19 @@ func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, o
 		if err != nil {
 			return fmt.Errorf("app: receiver %s: %w", name, err)
 		}
-		a.deliveries = append(a.deliveries, delivery{name: name, disp: d, group: g})
+		a.deliveries = append(a.deliveries, delivery{name: name, rc: s.rc, disp: d, group: g})
 	}
 	return nil
 }
 
-// dispatchers hands a new rule set to every receiver's dispatcher.
-type dispatchers []delivery
-
-// SetRules sets rs on each dispatcher.
-func (ds dispatchers) SetRules(rs map[string]dispatch.RuleSettings) {
-	for _, d := range ds {
-		d.disp.SetRules(rs)
+// ruleTakers are the deliveries' dispatchers as the reloader hands them
+// new rules: each with its receiver.
+func (a *App) ruleTakers() dispatchers {
+	ds := make(dispatchers, len(a.deliveries))
+	for i, d := range a.deliveries {
+		ds[i] = receiverRules{Receiver: d.rc, Rules: d.disp}
 	}
+	return ds
 }
 
 // alertsReady reports whether every receiver's alerts group holds its

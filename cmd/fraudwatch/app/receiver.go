@@ -2,42 +2,60 @@ package app
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fraudwatch/fraudwatch/config"
 )
 
-// receiverKinds are the values of fraudwatch_alert_receiver's kind label.
-var receiverKinds = []string{"slack_webhook", "slack_bot", "log", "custom"}
+// allReceiverKinds are the values of fraudwatch_alert_receiver's kind
+// label.
+var allReceiverKinds = []string{"slack_webhook", "slack_bot", "webhook", "pagerduty", "log", "custom"}
 
-// receiverKind names where alerts go: the Slack mode the configuration
-// sets, the log without one, or a notifier a caller supplied (the demo's
-// console).
-func receiverKind(c config.Slack, supplied bool) string {
+// receiverKinds names where alerts go, a kind each receiver: the Slack
+// mode its settings make, a webhook, PagerDuty, the log without any, or a
+// notifier a caller supplied (the demo's console).
+func receiverKinds(specs []receiverSpec, supplied bool) []string {
 	if supplied {
-		return "custom"
+		return []string{"custom"}
 	}
-	switch c.Mode() {
-	case config.SlackWebhook:
-		return "slack_webhook"
-	case config.SlackToken:
+	var kinds []string
+	for _, s := range specs {
+		k := receiverKind(s.rc)
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+func receiverKind(rc config.Receiver) string {
+	switch rc.Kind {
+	case config.KindSlack:
+		if rc.Slack != nil && rc.Slack.Mode() == config.SlackWebhook {
+			return "slack_webhook"
+		}
 		return "slack_bot"
+	case config.KindWebhook:
+		return "webhook"
+	case config.KindPagerDuty:
+		return "pagerduty"
 	}
 	return "log"
 }
 
-// registerReceiver exports where alerts go, 1 for kind and 0 for the
-// others: with a Secret key mistyped, a replica starts with alerts to its
-// log, and an alert rule watches for that (deploy/prometheus).
-func registerReceiver(reg prometheus.Registerer, kind string) error {
+// registerReceiver exports where alerts go, 1 for each kind in use and 0
+// for the others: with a Secret key mistyped, a replica starts with alerts
+// to its log, and an alert rule watches for that (deploy/prometheus).
+func registerReceiver(reg prometheus.Registerer, kinds []string) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fraudwatch_alert_receiver",
-		Help: "Where this replica sends alerts: 1 for its kind (slack_webhook, slack_bot, log, custom), 0 for the others.",
+		Help: "Where this replica sends alerts: 1 for each kind of its receivers (slack_webhook, slack_bot, webhook, pagerduty, log, custom), 0 for the others.",
 	}, []string{"kind"})
-	for _, k := range receiverKinds {
+	for _, k := range allReceiverKinds {
 		v := 0.0
-		if k == kind {
+		if slices.Contains(kinds, k) {
 			v = 1
 		}
 		g.WithLabelValues(k).Set(v)

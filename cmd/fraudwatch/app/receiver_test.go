@@ -55,7 +55,7 @@ func TestStartSaysWhereAlertsGo(t *testing.T) {
 			if warned != tc.warn {
 				t.Errorf("warned of alerts to the log only: %v, want %v\n%s", warned, tc.warn, logs.String())
 			}
-			for _, kind := range receiverKinds {
+			for _, kind := range allReceiverKinds {
 				want := 0.0
 				if kind == tc.kind {
 					want = 1

@@ -46,8 +46,27 @@ func NewRedis(c config.Redis) (redis.UniversalClient, error) {
 	}), nil
 }
 
+// newReceiver makes the notifier of one receiver the configuration names,
+// and its budget when it has one of its own (nil: the slack section's,
+// which Slack's receivers keep to).
+func newReceiver(rc config.Receiver, log *slog.Logger) (alert.Notifier, *lua.Budget, error) {
+	switch rc.Kind {
+	case config.KindSlack:
+		n, err := newSlack(*rc.Slack, rc.Name, log)
+		return n, nil, err
+	case config.KindLog:
+		return dispatch.NewLogNotifier(log.With("component", "alert")), nil, nil
+	}
+	return nil, nil, fmt.Errorf("receivers of kind %q are not built yet", rc.Kind)
+}
+
 // NewNotifier picks Slack (webhook or bot token) or, without Slack, the log.
 func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
+	return newSlack(c, "", log)
+}
+
+// newSlack is NewNotifier for the receiver name (slack when "").
+func newSlack(c config.Slack, name string, log *slog.Logger) (alert.Notifier, error) {
 	var sc slack.Config
 	switch c.Mode() {
 	case config.SlackWebhook:
@@ -58,6 +77,7 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 	default:
 		return dispatch.NewLogNotifier(log.With("component", "alert")), nil
 	}
+	sc.Name = name
 	s, err := slack.NewReceiver(sc)
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -69,9 +89,14 @@ func NewNotifier(c config.Slack, log *slog.Logger) (alert.Notifier, error) {
 // key prefix, onto base (the dispatcher's timings).
 func dispatcherConfig(c *config.Config, base dispatch.DispatcherConfig) dispatch.DispatcherConfig {
 	base.KeyPrefix = c.Redis.KeyPrefix
-	base.ChannelBudget = lua.Budget{Rate: c.Slack.Rate, Burst: c.Slack.Burst}
-	base.OverallBudget = lua.Budget{Rate: c.Slack.OverallRate, Burst: c.Slack.OverallBurst}
-	base.DigestSize = c.Slack.DigestSize
+	return slackBudgets(c.Slack, base)
+}
+
+// slackBudgets maps a Slack receiver's budgets and digests onto base.
+func slackBudgets(s config.Slack, base dispatch.DispatcherConfig) dispatch.DispatcherConfig {
+	base.ChannelBudget = lua.Budget{Rate: s.Rate, Burst: s.Burst}
+	base.OverallBudget = lua.Budget{Rate: s.OverallRate, Burst: s.OverallBurst}
+	base.DigestSize = s.DigestSize
 	return base
 }
 
