@@ -272,6 +272,9 @@ func (a *App) run(parent context.Context) error {
 		defer cancel()
 		checkTopicSettings(cctx, a.cfg.Kafka, a.log)
 	})
+	if a.ia != nil && a.ia.sweeper != nil {
+		wg.Go(func() { a.ia.sweeper.Run(ctx) })
+	}
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.runDeliveries(ctx) })
 	wg.Wait()

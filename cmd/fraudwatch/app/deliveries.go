@@ -19,10 +19,11 @@ import (
 // group of its own, so that its outage or its refusals hold only its own
 // partitions' offsets: the other receivers' alerts flow on.
 type delivery struct {
-	name  string
-	rc    config.Receiver
-	disp  *dispatch.Dispatcher
-	group *consumer.Group
+	name     string
+	rc       config.Receiver
+	notifier alert.Notifier
+	disp     *dispatch.Dispatcher
+	group    *consumer.Group
 }
 
 // receiverSpec is a receiver as the app builds its delivery: its
@@ -100,7 +101,7 @@ func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, o
 		if err != nil {
 			return fmt.Errorf("app: receiver %s: %w", name, err)
 		}
-		a.deliveries = append(a.deliveries, delivery{name: name, rc: s.rc, disp: d, group: g})
+		a.deliveries = append(a.deliveries, delivery{name: name, rc: s.rc, notifier: s.notifier, disp: d, group: g})
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ import (
 type interactions struct {
 	listener net.Listener
 	server   *http.Server
+	// sweeper says the end of a silence snoozed from a message in its
+	// thread; nil without a Slack bot to say it.
+	sweeper *silence.Sweeper
 }
 
 // buildInteractions opens the interactions listener when buttons are
@@ -48,6 +51,22 @@ func (a *App) buildInteractions() error {
 		return fmt.Errorf("app: listen on slack.interactions_listen %s: %w", s.InteractionsListen, err)
 	}
 	a.ia = &interactions{listener: l, server: newHTTPServer(mux)}
+	if bot := a.slackBot(); bot != nil {
+		if a.ia.sweeper, err = silence.NewSweeper(silence.SweeperConfig{}, store, bot, a.log.With("component", "silence"), a.reg); err != nil {
+			return fmt.Errorf("app: %w", err)
+		}
+	}
+	return nil
+}
+
+// slackBot is the first Slack receiver that posts with a bot token (it
+// can reply in a thread), nil without one.
+func (a *App) slackBot() *slack.Bot {
+	for _, d := range a.deliveries {
+		if b, ok := d.notifier.(*slack.Bot); ok {
+			return b
+		}
+	}
 	return nil
 }
 
