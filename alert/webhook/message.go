@@ -125,11 +125,14 @@ func bodyOf(a alert.Alert) Alert {
 	return b
 }
 
+// cut is s cut to n characters and marked.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return alert.Cut(s, n)
+	// Enough of s to cut, so that a huge value costs no more than a small
+	// one: more than n runes whenever s has, a rune split at its end cut.
+	return alert.Cut(s[:min(len(s), 4*n+4)], n)
 }
 
 func cutAll(ss []string, most, n int) []string {
