@@ -225,9 +225,9 @@ func TestNoAlertBreaksTheEvent(t *testing.T) {
 	huge.ID, huge.Rule, huge.Description, huge.OrderID, huge.Currency = big, big, big, big, big
 	huge.Severity, huge.Metric, huge.WindowType = alert.Severity(big), alert.Metric(big), alert.WindowType(big)
 	huge.Current, huge.Threshold = -1<<63, 1<<63-1
-	huge.GroupBy, huge.GroupValues = make([]string, 1000), []string{big}
+	huge.GroupBy, huge.GroupValues = make([]string, 1000), make([]string, 1000)
 	for i := range huge.GroupBy {
-		huge.GroupBy[i] = big
+		huge.GroupBy[i], huge.GroupValues[i] = big, big
 	}
 	huge.Evidence = make([]alert.Evidence, 1000)
 	for i := range huge.Evidence {
@@ -254,6 +254,9 @@ func TestNoAlertBreaksTheEvent(t *testing.T) {
 			p := ev["payload"].(map[string]any)
 			if sum := p["summary"].(string); strings.ContainsAny(sum, "\n\r") || utf8.RuneCountInString(sum) > 1024 {
 				t.Errorf("summary of %d characters, on more than one line", utf8.RuneCountInString(sum))
+			}
+			if _, has := p["timestamp"]; has && tc.a.At.IsZero() {
+				t.Errorf("a timestamp %v for an alert of no time: PagerDuty would show year 1", p["timestamp"])
 			}
 			if d := ev["dedup_key"].(string); len(d) > 255 {
 				t.Errorf("dedup_key of %d", len(d))
