@@ -116,7 +116,7 @@ func (n *Notifier) send(ctx context.Context, typ string, a alert.Alert, st alert
 	// little, so that the connection may be reused, and never kept.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	_ = resp.Body.Close()
-	return classify(what, resp.StatusCode, resp.Header.Get("Retry-After"), n.target, now)
+	return classify(what, resp.StatusCode, resp.Header.Get("Retry-After"), n.cfg.Name, now)
 }
 
 // render is the message's body: its JSON, or the template's output.
@@ -156,7 +156,7 @@ func (n *Notifier) sign(id, ts string, body []byte) string {
 }
 
 // classify turns an answer into what the dispatcher does with it.
-func classify(what string, code int, retryAfter, target string, now time.Time) error {
+func classify(what string, code int, retryAfter, name string, now time.Time) error {
 	status := fmt.Sprintf("%d %s", code, http.StatusText(code)) // not the server's own words
 	switch {
 	case code >= 200 && code < 300:
@@ -170,7 +170,8 @@ func classify(what string, code int, retryAfter, target string, now time.Time) e
 	case code >= 300 && code < 500:
 		// The endpoint refuses (or moved): the message is fine, its
 		// destination is not, until someone fixes the URL or the receiver.
-		return &alert.ChannelError{Channel: target, Err: fmt.Errorf("%s: refused: %s", what, status)}
+		// The "channel" is the receiver, named as its logs name it.
+		return &alert.ChannelError{Channel: name, Err: fmt.Errorf("%s: refused: %s", what, status)}
 	}
 	return fmt.Errorf("%s: an unexpected answer: %s", what, status)
 }
