@@ -14,6 +14,7 @@ require (
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/slack-go/slack v0.35.0
 	github.com/spf13/viper v1.21.0
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
