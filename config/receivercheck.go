@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"text/template"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/webhook"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
@@ -186,8 +186,8 @@ func (k *checker) webhook(at string, s *WebhookSpec) *Webhook {
 		}
 	}
 	if w.Template != "" {
-		if _, err := ParseWebhookTemplate(w.Template); err != nil {
-			k.bad(at+".template", "does not parse: %v", err)
+		if err := webhook.CheckTemplate(w.Template); err != nil {
+			k.bad(at+".template", "%v", err)
 		}
 	}
 	k.positive(at+".timeout", w.Timeout)
@@ -214,12 +214,6 @@ func (k *checker) pagerDuty(at string, s *PagerDutySpec) *PagerDuty {
 	// receiver's alerts back rather than speed them up.
 	k.budget(at, p.Rate, p.Burst, MaxPagerDutyRate, 120)
 	return p
-}
-
-// ParseWebhookTemplate parses a webhook body's template as the webhook
-// receiver does: text/template, with no functions beyond its own.
-func ParseWebhookTemplate(text string) (*template.Template, error) {
-	return template.New("body").Option("missingkey=error").Parse(text)
 }
 
 // budget checks a receiver's rate (messages a second) and burst.

@@ -71,7 +71,7 @@ func TestReceiverListResolves(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "rules.yaml"), twoRules)
 	writeFile(t, filepath.Join(dir, "secrets", "hook"), whsec+"\n")
-	writeFile(t, filepath.Join(dir, "body.tmpl"), `{"rule": "{{.Rule}}"}`)
+	writeFile(t, filepath.Join(dir, "body.tmpl"), `{"rule": "{{.Alert.Rule}}"}`)
 	path := filepath.Join(dir, "config.yaml")
 	writeFile(t, path, fmt.Sprintf(`rules_file: rules.yaml
 slack:
@@ -105,7 +105,7 @@ receivers:
 		{Name: "slack", Kind: KindSlack, Slack: &shared},
 		{Name: "risk", Kind: KindSlack, Slack: &risk},
 		{Name: "cases", Kind: KindWebhook, Webhook: &Webhook{URL: "https://cases.example/hook", Secrets: []Secret{whsec, whsec},
-			Template: `{"rule": "{{.Rule}}"}`, TemplateFile: filepath.Join(dir, "body.tmpl"), ContentType: "application/json",
+			Template: `{"rule": "{{.Alert.Rule}}"}`, TemplateFile: filepath.Join(dir, "body.tmpl"), ContentType: "application/json",
 			Timeout: 10 * time.Second, Rate: 10, Burst: 20},
 			Links: []alert.LinkTemplate{{Text: "Customer", URL: "https://bo.example/customers/{customer_id}"}}},
 		{Name: "pager", Kind: KindPagerDuty, PagerDuty: &PagerDuty{RoutingKey: "pd-routing-key-1",
@@ -159,7 +159,7 @@ func TestReceiverErrors(t *testing.T) {
 		{"a webhook secret that is none", "receivers:\n  - {name: a, webhook: {url: https://x.test, secrets: [hunter2-secret]}}\n", nil,
 			[]string{"receivers[0].webhook.secrets[0]: is not a Standard Webhooks secret: whsec_ and the base64 of 24 to 64 random bytes"}},
 		{"a template that does not parse", "receivers:\n  - {name: a, webhook: {url: https://x.test, secrets: [" + whsec + "], template: '{{.Rule'}}\n", nil,
-			[]string{"receivers[0].webhook.template: does not parse: template: body:1: unclosed action"}},
+			[]string{"receivers[0].webhook.template: template does not parse: template: body:1: unclosed action"}},
 		{"a template twice", "receivers:\n  - {name: a, webhook: {url: https://x.test, secrets: [" + whsec + "], template: x, template_file: y}}\n", nil,
 			[]string{"receivers[0].webhook.template_file: template and template_file are both set",
 				"receivers[0].webhook.template_file: open"}},
@@ -233,5 +233,18 @@ receivers:
 				}
 			}
 		}
+	}
+}
+
+// A template that parses but cannot render an alert (a field the body
+// does not have) is refused by config as the webhook receiver would refuse
+// it: config checks with the receiver's own check.
+func TestWebhookTemplateCheckedAsTheReceiverDoes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	writeFile(t, path, "receivers:\n  - {name: a, webhook: {url: https://x.test, secrets: ["+whsec+"], template: '{{.Rule}}'}}\n")
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "receivers[0].webhook.template: template does not render an alert") {
+		t.Fatalf("Load = %v, want the template refused: the body has no .Rule", err)
 	}
 }

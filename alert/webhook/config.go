@@ -163,6 +163,14 @@ func parseSecrets(secrets []string) ([][]byte, error) {
 
 // parseTemplate parses a body template and renders a sample alert with
 // it, so that a field that does not exist fails here, not at 3 a.m.
+// CheckTemplate reports a body template the receiver would refuse: one
+// that does not parse, or does not render a sample alert. config checks
+// templates with it, so that `check` and the receiver agree.
+func CheckTemplate(text string) error {
+	_, err := parseTemplate(text)
+	return err
+}
+
 func parseTemplate(text string) (*template.Template, error) {
 	t, err := template.New("body").Option("missingkey=error").Funcs(funcs).Parse(text)
 	if err != nil {

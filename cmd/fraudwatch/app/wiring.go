@@ -14,7 +14,9 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/alert/pagerduty"
 	"github.com/fraudwatch/fraudwatch/alert/slack"
+	"github.com/fraudwatch/fraudwatch/alert/webhook"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -56,8 +58,27 @@ func newReceiver(rc config.Receiver, log *slog.Logger) (alert.Notifier, *lua.Bud
 		return n, nil, err
 	case config.KindLog:
 		return dispatch.NewLogNotifier(log.With("component", "alert")), nil, nil
+	case config.KindWebhook:
+		w := rc.Webhook
+		secrets := make([]string, len(w.Secrets))
+		for i, s := range w.Secrets {
+			secrets[i] = s.Value()
+		}
+		n, err := webhook.New(webhook.Config{Name: rc.Name, URL: w.URL, Secrets: secrets, Template: w.Template,
+			ContentType: w.ContentType, Timeout: w.Timeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		return n, &lua.Budget{Rate: w.Rate, Burst: w.Burst}, nil
+	case config.KindPagerDuty:
+		p := rc.PagerDuty
+		n, err := pagerduty.New(pagerduty.Config{Name: rc.Name, RoutingKey: p.RoutingKey.Value(), URL: p.URL, Timeout: p.Timeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		return n, &lua.Budget{Rate: p.Rate, Burst: p.Burst}, nil
 	}
-	return nil, nil, fmt.Errorf("receivers of kind %q are not built yet", rc.Kind)
+	return nil, nil, fmt.Errorf("unknown receiver kind %q", rc.Kind)
 }
 
 // NewNotifier picks Slack (webhook or bot token) or, without Slack, the log.
