@@ -100,6 +100,9 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 	if len(a.Evidence) > 0 {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(evidenceSection(a)), nil, nil))
 	}
+	if len(a.Links) > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(linksSection(a.Links)), nil, nil))
+	}
 	blocks = append(blocks, slack.NewContextBlock("", mrkdwn(
 		"fraudwatch · "+clipMrkdwn(metric, 60)+" rule "+clipMrkdwn(a.Rule, 200)+" · "+at)))
 
@@ -126,6 +129,22 @@ func Format(a alert.Alert) (fallback string, blocks []slack.Block) {
 		fb.WriteString("\nlatest orders: " + clipMrkdwn(strings.Join(ids, ", "), maxFallbackEvidence))
 	}
 	return fb.String(), blocks
+}
+
+// maxLinks bounds the links a message shows.
+const maxLinks = 10
+
+// linksSection lists the alert's links as Slack links (<url|text>). The
+// URL's | and > would end the link early: they go percent-encoded; the
+// text is escaped as any shown text.
+func linksSection(links []alert.Link) string {
+	var b strings.Builder
+	b.WriteString("*Links*")
+	for _, l := range links[:min(len(links), maxLinks)] {
+		u := strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C").Replace(l.URL)
+		b.WriteString("\n• <" + clipPlain(u, 1000) + "|" + clipMrkdwn(l.Text, 200) + ">")
+	}
+	return clipLines(b.String(), maxSectionText)
 }
 
 // evidenceSection lists the orders behind the crossing, newest first, and

@@ -554,3 +554,25 @@ func TestFormatEscapesEvidenceOnce(t *testing.T) {
 		t.Errorf("fallback's group line, names only, escaped once:\n%s", fallback)
 	}
 }
+
+// An alert's links show as Slack links, their text escaped and their URL
+// unable to end the link early (docs/configuration.md, Routes and links).
+func TestFormatShowsLinks(t *testing.T) {
+	a := testkit.SampleAlert()
+	a.Links = []alert.Link{
+		{Text: "Order ord-1", URL: "https://bo.example/orders/ord-1"},
+		{Text: "<!channel> & co", URL: "https://bo.example/x|evil>y"},
+	}
+	_, blocks := Format(a)
+	text := allText(textObjects(t, blocks))
+	for _, want := range []string{"*Links*", "<https://bo.example/orders/ord-1|Order ord-1>",
+		"<https://bo.example/x%7Cevil%3Ey|&lt;!channel&gt; &amp; co>"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the message lacks %q:\n%s", want, text)
+		}
+	}
+	a.Links = nil
+	if _, blocks := Format(a); strings.Contains(allText(textObjects(t, blocks)), "*Links*") {
+		t.Error("an alert without links shows a Links section")
+	}
+}
