@@ -225,6 +225,15 @@ type Dispatcher struct {
 	// alerts, so that fraudwatch_alerts_parked is what Redis holds.
 	parking sync.Mutex
 	waits   waits
+	// unbudgeted: the notifier has no budget to keep (Unbudgeted: the
+	// log), and its alerts never wait.
+	unbudgeted bool
+}
+
+// Unbudgeted is a Notifier that has no budget to keep, whose alerts never
+// wait: the log's. Any other keeps to ChannelBudget and OverallBudget.
+type Unbudgeted interface {
+	Unbudgeted() bool
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -252,6 +261,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
 	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m}
+	if u, ok := n.(Unbudgeted); ok {
+		d.unbudgeted = u.Unbudgeted()
+	}
 	if dd, ok := n.(defaultDestination); ok {
 		d.defaultChannel = dd.DefaultDestination()
 	}
@@ -322,12 +334,14 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		if !send {
 			continue
 		}
-		waits, err := d.pastBudget(ctx, a)
-		if err != nil {
-			return i, err
-		}
-		if waits {
-			continue
+		if !d.unbudgeted {
+			waits, err := d.pastBudget(ctx, a)
+			if err != nil {
+				return i, err
+			}
+			if waits {
+				continue
+			}
 		}
 		if err := d.send(ctx, a); err != nil {
 			return i, err

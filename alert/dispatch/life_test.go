@@ -307,3 +307,18 @@ func TestABudgetHoldsWithoutDigests(t *testing.T) {
 		t.Errorf("the budget was asked %d times, want every message to take from it", sb.calls)
 	}
 }
+
+// The log has no budget: its alerts never wait, whatever the budget says.
+func TestTheLogHasNoBudget(t *testing.T) {
+	n := dispatch.NewLogNotifier(nil)
+	e := testDispatcher(t, n, dispatch.DispatcherConfig{})
+	sb := e.withBudget(t, n, false, false)
+	a, b := e.alert("card-1", "evt-a"), e.alert("card-2", "evt-b")
+	if got, err := e.d.HandleMessages(t.Context(), []kafka.Message{e.message(t, a, 1), e.message(t, b, 2)}); got != 2 || err != nil {
+		t.Fatal(got, err)
+	}
+	if sb.calls != 0 || e.record(t, a, "log").State != "sent" || e.record(t, b, "log").State != "sent" {
+		t.Errorf("the log asked the budget %d times, recorded %q and %q; want none asked, both sent", sb.calls,
+			e.record(t, a, "log").State, e.record(t, b, "log").State)
+	}
+}
