@@ -356,6 +356,9 @@ func TestAlertScriptsRejectBadArguments(t *testing.T) {
 		{alertIndex, AlertIndexName, 2, []any{"r/e", "{}", 10, 0}},
 		{alertIndex, AlertIndexName, 2, []any{"r/e", strings.Repeat("r", 2049), 10, 60}},
 		{alertIndex, AlertIndexName, 1, []any{"r/e", "{}", 10, 60}},
+		{alertRepeat, AlertRepeatName, 1, []any{"c", "again"}},
+		{alertRepeat, AlertRepeatName, 1, []any{"", "count"}},
+		{alertRepeat, AlertRepeatName, 2, []any{"c", "count"}},
 		{alertAck, AlertAckName, 2, []any{"who"}},
 	} {
 		if _, err := s.single(ctx, tc.script, tc.name, keys[:tc.keys], tc.args...); !errors.Is(err, ErrInvalidArguments) {

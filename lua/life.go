@@ -240,3 +240,64 @@ func (s *Scripts) Lives(ctx context.Context, keys ...string) ([]Life, error) {
 	}
 	return out, nil
 }
+
+// Repeat is what alert_repeat did with a repeat crossing for a receiver.
+type Repeat int
+
+// Repeats.
+const (
+	// RepeatNone: no suppressed record, or nothing pending to mark
+	// replied; nothing written.
+	RepeatNone Repeat = 0
+	// RepeatNew: counted now; with RepeatReply, its reply is the
+	// claimant's to post.
+	RepeatNew Repeat = 1
+	// RepeatSeen: counted before (replied, or counted without a reply).
+	RepeatSeen Repeat = 2
+	// RepeatRetry: its reply is pending under this claimant already (an
+	// attempt that crashed): post it, not counted again.
+	RepeatRetry Repeat = 4
+	// RepeatElsewhere: its reply is pending under another claimant.
+	RepeatElsewhere Repeat = 5
+)
+
+// RepeatOp is what MarkRepeat is asked to do.
+type RepeatOp string
+
+// RepeatOps.
+const (
+	RepeatCount   RepeatOp = "count"   // count it, reply nowhere
+	RepeatReply   RepeatOp = "reply"   // count it and claim its reply
+	RepeatReplied RepeatOp = "replied" // its reply was posted
+)
+
+// MarkRepeat counts a repeat crossing (an alert suppressed because another
+// alert of its group holds the cooldown) in its record for one receiver,
+// once, and gives its reply in the holder's thread to claimant, once
+// (alert_repeat).
+func (s *Scripts) MarkRepeat(ctx context.Context, recordKey, claimant string, op RepeatOp) (Repeat, error) {
+	n, err := s.single(ctx, alertRepeat, AlertRepeatName, []string{recordKey}, claimant, string(op))
+	if err != nil {
+		return RepeatNone, err
+	}
+	switch Repeat(n) {
+	case RepeatNone, RepeatNew, RepeatSeen, RepeatRetry, RepeatElsewhere:
+		return Repeat(n), nil
+	}
+	return RepeatNone, s.fail(AlertRepeatName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
+}
+
+// CooldownHolder is the id of the alert that holds a cooldown; "" for
+// none.
+func (s *Scripts) CooldownHolder(ctx context.Context, key string) (string, error) {
+	pipe := s.rdb.Pipeline()
+	c := pipe.Get(ctx, key)
+	_, err := pipe.Exec(ctx)
+	switch {
+	case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("lua: read a cooldown: %w", err)
+	}
+	return c.Val(), nil
+}

@@ -40,6 +40,7 @@ const (
 	AlertShownName       = "alert_shown"
 	AlertObserveName     = "alert_observe"
 	AlertIndexName       = "alert_index"
+	AlertRepeatName      = "alert_repeat"
 )
 
 var (
@@ -79,6 +80,8 @@ var (
 	alertObserveSrc string
 	//go:embed alert_index.lua
 	alertIndexSrc string
+	//go:embed alert_repeat.lua
+	alertRepeatSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -96,6 +99,7 @@ var (
 	alertShown       = redis.NewScript(alertShownSrc)
 	alertObserve     = redis.NewScript(alertObserveSrc)
 	alertIndex       = redis.NewScript(alertIndexSrc)
+	alertRepeat      = redis.NewScript(alertRepeatSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -125,6 +129,7 @@ var (
 		{AlertShownName, alertShown},
 		{AlertObserveName, alertObserve},
 		{AlertIndexName, alertIndex},
+		{AlertRepeatName, alertRepeat},
 	}
 )
 
@@ -315,6 +320,7 @@ func Text(name string) (string, bool) {
 		AlertShownName:       alertShownSrc,
 		AlertObserveName:     alertObserveSrc,
 		AlertIndexName:       alertIndexSrc,
+		AlertRepeatName:      alertRepeatSrc,
 	}[name]
 	return text, ok
 }

@@ -18,20 +18,13 @@ import (
 // delivers it again later.
 var ErrNotDelivered = errors.New("alert: not delivered yet")
 
-// claim decides an alert (alert_claim) for the dispatcher's receiver and
-// records the decision: true when it is to be sent, now its claimant's;
-// false when it is settled (shadow, suppressed, silenced, sent or given up
-// before) or another claimant holds it (a copy on another partition:
-// that claimant's own message stays uncommitted until it settles). Every
-// alert passes here before it is sent, whether read from the topic or
-// parked.
-func (d *Dispatcher) claim(ctx context.Context, a alert.Alert) (bool, error) {
-	c, err := d.claimed(ctx, a)
-	return c == lua.ClaimSend && err == nil, err
-}
-
-// claimed is claim's decision as alert_claim answers it; a shadow alert's
-// is ClaimSuppressed.
+// claimed decides an alert (alert_claim) for the dispatcher's receiver
+// and records the decision: ClaimSend when it is to be sent, now its
+// claimant's; otherwise it is settled (shadow, suppressed, silenced, sent
+// or given up before) or another claimant holds it (a copy on another
+// partition: that claimant's own message stays uncommitted until it
+// settles). Every alert passes here before it is sent, whether read from
+// the topic, waiting or parked. A shadow alert's is ClaimSuppressed.
 func (d *Dispatcher) claimed(ctx context.Context, a alert.Alert) (lua.Claim, error) {
 	if a.Shadow() {
 		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)

@@ -181,6 +181,7 @@ type claims interface {
 	Release(ctx context.Context, keys ...string) error
 	waitingStore
 	lifeStore
+	repeatStore
 }
 
 // lifeStore is what the dispatcher needs of alerts' lives: the index of
@@ -279,6 +280,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	for name, r := range rs {
 		r.GroupBy = slices.Clone(r.GroupBy) // alerts get copies of it
 		rs[name] = r
+		d.m.repeats.WithLabelValues(name, d.receiver)
 		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
@@ -322,7 +324,10 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		// The message's place claims it: a forger cannot write another
 		// message there, and a crash delivers this one again as it is.
 		a.Claimant = lua.ClaimantOf(msg.Topic, msg.Partition, msg.Offset)
-		send, err := d.claim(ctx, a)
+		claim, err := d.claimed(ctx, a)
+		if err == nil && claim == lua.ClaimSuppressed && !a.Shadow() {
+			err = d.repeat(ctx, a)
+		}
 		if errors.Is(err, lua.ErrInvalidArguments) {
 			// The script will refuse it every time: retrying would hold
 			// the partition for ever.
@@ -331,7 +336,7 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		if err != nil {
 			return i, err
 		}
-		if !send {
+		if claim != lua.ClaimSend {
 			continue
 		}
 		if !d.unbudgeted {

@@ -322,3 +322,50 @@ func TestTheLogHasNoBudget(t *testing.T) {
 			e.record(t, a, "log").State, e.record(t, b, "log").State)
 	}
 }
+
+// threadNotifier is a lifeNotifier that replies in threads (a Threader).
+type threadNotifier struct {
+	lifeNotifier
+	replies []update // a: the repeat, r: its parent
+}
+
+func (n *threadNotifier) Reply(_ context.Context, repeat alert.Alert, parent alert.Receipt) (alert.Receipt, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.replies = append(n.replies, update{a: repeat, r: parent})
+	return alert.Receipt{Channel: parent.Channel, TS: repeat.EventID}, nil
+}
+
+func (n *threadNotifier) Note(context.Context, alert.Receipt, string) error { return nil }
+
+// A repeat crossing (suppressed: another alert of its group holds the
+// cooldown) is posted once, through redeliveries, as a reply in the
+// thread of the holder's post by a receiver that threads; it is counted
+// once per receiver, threaded or not.
+func TestARepeatGoesInItsAlertsThread(t *testing.T) {
+	slack := &threadNotifier{lifeNotifier: lifeNotifier{name: "slack"}}
+	first := testDispatcher(t, slack, dispatch.DispatcherConfig{})
+	first.knowRule()
+	hook := &plainNotifier{name: "hook"}
+	second := first.second(t, hook, dispatch.DispatcherConfig{})
+	a, b := first.alert("card-1", "evt-a"), first.alert("card-1", "evt-b")
+	for _, e := range []*testEnv{first, second} {
+		for i, x := range []alert.Alert{a, b, b} { // b delivered twice
+			if err := handleOne(t.Context(), e.d, e.message(t, x, int64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(slack.replies) != 1 || slack.replies[0].a.ID != b.ID || slack.replies[0].r != (alert.Receipt{Channel: "C1", TS: "evt-a"}) {
+		t.Fatalf("slack's replies %+v, want b once, in a's thread", slack.replies)
+	}
+	if posts, _ := slack.counts(); posts != 1 || len(hook.sent()) != 1 {
+		t.Errorf("posts: slack %d, hook %d; want a alone at each", posts, len(hook.sent()))
+	}
+	if got := first.metric(t, "fraudwatch_alert_repeats_total", "rule", a.Rule, "receiver", "slack"); got != 1 {
+		t.Errorf("slack counted %v repeats, want 1", got)
+	}
+	if got := second.metric(t, "fraudwatch_alert_repeats_total", "rule", a.Rule, "receiver", "hook"); got != 1 {
+		t.Errorf("the hook counted %v repeats, want 1 (not threaded)", got)
+	}
+}

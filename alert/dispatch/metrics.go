@@ -20,6 +20,7 @@ type dispatcherMetrics struct {
 	elsewhere  *prometheus.CounterVec
 	updates    *prometheus.CounterVec
 	ackSeconds *prometheus.HistogramVec
+	repeats    *prometheus.CounterVec
 }
 
 func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) {
@@ -77,6 +78,10 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 			Help:    "Time from an alert's send decision to its first acknowledgement, observed once per alert by one replica.",
 			Buckets: []float64{30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400},
 		}, []string{"rule"}),
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_repeats_total",
+			Help: "Repeat crossings: alerts suppressed because another alert of their rule and group holds the cooldown, counted once per receiver, whether posted in that alert's thread or not.",
+		}, []string{"rule", "receiver"}),
 	}
 	for _, r := range []string{UpdateShown, UpdateUnchanged, UpdateUnknown, UpdateElsewhere, UpdateFailed} {
 		m.updates.WithLabelValues(r)
@@ -86,7 +91,7 @@ func newDispatcherMetrics(reg prometheus.Registerer) (dispatcherMetrics, error) 
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy,
-			m.elsewhere, m.updates, m.ackSeconds} {
+			m.elsewhere, m.updates, m.ackSeconds, m.repeats} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}
