@@ -50,6 +50,10 @@ func (f NotifierFunc) Notify(ctx context.Context, a Alert) (Receipt, error) {
 	return Receipt{}, f(ctx, a)
 }
 
+// Unbudgeted: a function takes every alert at once, as the log does; the
+// dispatcher keeps it to no budget (dispatch.Unbudgeted).
+func (f NotifierFunc) Unbudgeted() bool { return true }
+
 // Digester is a Notifier that can also post many alerts of one rule as
 // one message: the dispatcher then keeps to the alert budgets, and merges
 // what is past them into digests. The receipt is the digest message's.

@@ -43,6 +43,14 @@ type AlertClaim struct {
 	// it (Keys.AlertRecord), which the claim reads, never writes.
 	RecordKey string
 	LegacyKey string
+	// AlertKey is the alert's hash (Keys.Alert): the send decision its
+	// first claim made, which every receiver's claim follows, and its
+	// life.
+	AlertKey string
+	// Alert is the alert's JSON as the dispatcher trusts it, at most
+	// MaxAlertJSON bytes, which the claim that decides to send it keeps
+	// as its life's copy (for updates and lists); nil keeps no life.
+	Alert []byte
 	// ID is the alert's id; Claimant who claims it (1 to MaxClaimant
 	// bytes): the place of the message that carries it, which a crash
 	// delivers again as it was (ClaimantOf), or ParkedClaimant.
@@ -60,6 +68,9 @@ type AlertClaim struct {
 // MaxClaimant bounds a claimant's name, as the scripts take it.
 const MaxClaimant = 512
 
+// MaxAlertJSON bounds the alert an alert's hash keeps (AlertClaim.Alert).
+const MaxAlertJSON = 1 << 20
+
 // ParkedClaimant is the claimant of parked alerts: a parked alert's claim
 // passes to it (SettleParked), and the retries of parked alerts, one
 // replica at a time, claim with it.
@@ -72,17 +83,24 @@ func ClaimantOf(topic string, partition int, offset int64) string {
 }
 
 // ClaimAlert decides whether the alert c names may be sent through the
-// receiver whose record c.RecordKey is, taking the cooldown for it when
-// free, and gives the send to c.Claimant alone: while the record is
-// pending under another claimant, the answer is ClaimElsewhere. Every
-// redelivery of one alert gets the same decision for as long as its record
-// lives (Retention).
+// receiver whose record c.RecordKey is, and gives the send to c.Claimant
+// alone: while the record is pending under another claimant, the answer
+// is ClaimElsewhere. The decision is the alert's, made by its first claim
+// of any receiver (taking the cooldown when free) and followed by every
+// other: a receiver that comes later sends what the first sent, whatever
+// the cooldown says by then; a silence begun meanwhile still silences what
+// a receiver holds pending (waiting, parked). Every redelivery of one
+// alert gets the same decision for as long as its record lives
+// (Retention).
 func (s *Scripts) ClaimAlert(ctx context.Context, c AlertClaim) (Claim, error) {
-	keys := []string{c.CooldownKey, c.RecordKey, c.LegacyKey}
+	if c.AlertKey == "" {
+		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: no alert key", ErrInvalidArguments))
+	}
+	keys := []string{c.CooldownKey, c.RecordKey, c.LegacyKey, c.AlertKey}
 	if c.SilenceKey != "" && c.RuleSilenceKey != "" {
 		keys = append(keys, c.SilenceKey, c.RuleSilenceKey)
 	}
-	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, c.ID, seconds(c.Cooldown), seconds(s.cfg.Retention), c.Claimant)
+	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, c.ID, seconds(c.Cooldown), seconds(s.cfg.Retention), c.Claimant, c.Alert)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +171,7 @@ const (
 	// SettleSent: delivered; the record keeps the receipt.
 	SettleSent Ending = "sent"
 	// SettleFailed: refused for good; the cooldown goes back if the alert
-	// still holds it.
+	// still holds it and no other receiver sent it or holds its send.
 	SettleFailed Ending = "failed"
 	// SettleParked: not ended but parked: the claim passes from the
 	// claimant to ParkedClaimant, if the claimant still holds it.
@@ -165,7 +183,8 @@ const MaxReceipt = 512
 
 // Settlement is one claimed alert whose ending SettleAlerts records.
 type Settlement struct {
-	CooldownKey, RecordKey, ID string
+	// AlertKey is the alert's hash (AlertClaim.AlertKey).
+	CooldownKey, RecordKey, AlertKey, ID string
 	// Claimant is the claim's (AlertClaim.Claimant).
 	Claimant string
 	// Receipt is what the receiver gave back for the message that carried
@@ -180,9 +199,14 @@ type Settlement struct {
 // alert whose claim its claimant no longer holds (settled, or claimed by
 // another since) is left as it is.
 func (s *Scripts) SettleAlerts(ctx context.Context, end Ending, alerts ...Settlement) error {
+	for _, a := range alerts {
+		if a.AlertKey == "" {
+			return s.fail(AlertSettleName, fmt.Errorf("%w: no alert key", ErrInvalidArguments))
+		}
+	}
 	retention := seconds(s.cfg.Retention)
 	args := func(a Settlement) ([]string, []any) {
-		return []string{a.CooldownKey, a.RecordKey}, []any{a.ID, string(end), retention, a.Claimant, a.Receipt}
+		return []string{a.CooldownKey, a.RecordKey, a.AlertKey}, []any{a.ID, string(end), retention, a.Claimant, a.Receipt}
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(alerts))

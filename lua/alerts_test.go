@@ -103,7 +103,7 @@ func TestSettleAlertsRecordsEach(t *testing.T) {
 			if got, err := s.ClaimAlert(ctx, c); err != nil || got != ClaimSend {
 				t.Fatalf("claim %s = %v, %v", c.ID, got, err)
 			}
-			a := Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, ID: c.ID, Claimant: c.Claimant}
+			a := Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, AlertKey: c.AlertKey, ID: c.ID, Claimant: c.Claimant}
 			if sent {
 				a.Receipt = `{"channel":"C1","ts":"1.2"}`
 			}
@@ -146,15 +146,15 @@ func TestSettleAlertsRecordsEach(t *testing.T) {
 	}
 	s, _, prefix := newScripts(t)
 	for _, bad := range []Settlement{
-		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", Claimant: "c"},
-		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", ID: "a"},
-		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", ID: "a", Claimant: "c", Receipt: strings.Repeat("r", MaxReceipt+1)},
+		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", AlertKey: prefix + ":{a}:h", Claimant: "c"},
+		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", AlertKey: prefix + ":{a}:h", ID: "a"},
+		{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", AlertKey: prefix + ":{a}:h", ID: "a", Claimant: "c", Receipt: strings.Repeat("r", MaxReceipt+1)},
 	} {
 		if err := s.SettleAlerts(t.Context(), SettleSent, bad); !errors.Is(err, ErrInvalidArguments) {
 			t.Errorf("%+v: err = %v, want ErrInvalidArguments", bad, err)
 		}
 	}
-	bad := Settlement{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", ID: "a", Claimant: "c", Receipt: "r"}
+	bad := Settlement{CooldownKey: prefix + ":{a}:cd", RecordKey: prefix + ":{a}:rec", AlertKey: prefix + ":{a}:h", ID: "a", Claimant: "c", Receipt: "r"}
 	if err := s.SettleAlerts(t.Context(), SettleFailed, bad); !errors.Is(err, ErrInvalidArguments) {
 		t.Errorf("a failed alert's receipt: err = %v, want ErrInvalidArguments", err)
 	}
@@ -217,7 +217,8 @@ func TestClaimsAreExclusive(t *testing.T) {
 					}
 					continue
 				}
-				err := s.SettleAlerts(ctx, Ending(st.do), Settlement{CooldownKey: cooldown, RecordKey: record, ID: "r/e1", Claimant: st.claimant})
+				err := s.SettleAlerts(ctx, Ending(st.do), Settlement{CooldownKey: cooldown, RecordKey: record,
+					AlertKey: testAlertKey(cooldown, "r/e1"), ID: "r/e1", Claimant: st.claimant})
 				if err != nil {
 					t.Fatalf("step %d: %s: %v", i, st.do, err)
 				}
@@ -311,7 +312,7 @@ func TestAcknowledgeAlert(t *testing.T) {
 func TestAlertScriptsRejectBadArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	keys := []string{prefix + ":{t}:cd", prefix + ":{t}:rec", prefix + ":{t}:old"}
+	keys := []string{prefix + ":{t}:cd", prefix + ":{t}:rec", prefix + ":{t}:old", prefix + ":{t}:h"}
 	long := strings.Repeat("c", MaxClaimant+1)
 	for _, tc := range []struct {
 		script *redis.Script
@@ -319,24 +320,45 @@ func TestAlertScriptsRejectBadArguments(t *testing.T) {
 		keys   int
 		args   []any
 	}{
-		{alertClaim, AlertClaimName, 3, []any{"", 60, 3600, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", -1, 3600, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", 60, 0, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", "x", 3600, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", "05", 3600, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", 60, "99999999999", "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", "99999999999", 3600, "c"}},
-		{alertClaim, AlertClaimName, 3, []any{"a", 60, 3600}},
-		{alertClaim, AlertClaimName, 3, []any{"a", 60, 3600, ""}},
-		{alertClaim, AlertClaimName, 3, []any{"a", 60, 3600, long}},
-		{alertClaim, AlertClaimName, 2, []any{"a", 60, 3600, "c"}},
-		{alertSettle, AlertSettleName, 2, []any{"a", "maybe", 3600, "c", ""}},
-		{alertSettle, AlertSettleName, 2, []any{"", "sent", 3600, "c", ""}},
-		{alertSettle, AlertSettleName, 2, []any{"a", "sent", 0, "c", ""}},
-		{alertSettle, AlertSettleName, 2, []any{"a", "sent", 3600, "", ""}},
-		{alertSettle, AlertSettleName, 2, []any{"a", "sent", 3600, "c"}},
-		{alertSettle, AlertSettleName, 2, []any{"a", "parked", 3600, "c", "r"}},
-		{alertSettle, AlertSettleName, 3, []any{"a", "sent", 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"", 60, 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", -1, 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, 0, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", "x", 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", "05", 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, "99999999999", "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", "99999999999", 3600, "c", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, 3600, "c"}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, 3600, "", ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, 3600, long, ""}},
+		{alertClaim, AlertClaimName, 4, []any{"a", 60, 3600, "c", strings.Repeat("b", MaxAlertJSON+1)}},
+		{alertClaim, AlertClaimName, 3, []any{"a", 60, 3600, "c", ""}},
+		{alertSettle, AlertSettleName, 3, []any{"a", "maybe", 3600, "c", ""}},
+		{alertSettle, AlertSettleName, 3, []any{"", "sent", 3600, "c", ""}},
+		{alertSettle, AlertSettleName, 3, []any{"a", "sent", 0, "c", ""}},
+		{alertSettle, AlertSettleName, 3, []any{"a", "sent", 3600, "", ""}},
+		{alertSettle, AlertSettleName, 3, []any{"a", "sent", 3600, "c"}},
+		{alertSettle, AlertSettleName, 3, []any{"a", "parked", 3600, "c", "r"}},
+		{alertSettle, AlertSettleName, 2, []any{"a", "sent", 3600, "c", ""}},
+		{alertSettle, AlertSettleName, 4, []any{"a", "sent", 3600, "c", ""}},
+		{alertLife, AlertLifeName, 1, []any{"snooze", "who"}},
+		{alertLife, AlertLifeName, 1, []any{"resolve", ""}},
+		{alertLife, AlertLifeName, 1, []any{"resolve", strings.Repeat("w", 257)}},
+		{alertLife, AlertLifeName, 2, []any{"resolve", "who"}},
+		{alertShown, AlertShownName, 1, []any{"0"}},
+		{alertShown, AlertShownName, 1, []any{"x"}},
+		{alertShown, AlertShownName, 1, []any{"1234567890123456"}},
+		{alertShown, AlertShownName, 2, []any{"1"}},
+		{alertObserve, AlertObserveName, 2, nil},
+		{alertIndex, AlertIndexName, 2, []any{"", "{}", 10, 60}},
+		{alertIndex, AlertIndexName, 2, []any{"r/e", "", 10, 60}},
+		{alertIndex, AlertIndexName, 2, []any{"r/e", "{}", 0, 60}},
+		{alertIndex, AlertIndexName, 2, []any{"r/e", "{}", 1000001, 60}},
+		{alertIndex, AlertIndexName, 2, []any{"r/e", "{}", 10, 0}},
+		{alertIndex, AlertIndexName, 2, []any{"r/e", strings.Repeat("r", 2049), 10, 60}},
+		{alertIndex, AlertIndexName, 1, []any{"r/e", "{}", 10, 60}},
+		{alertRepeat, AlertRepeatName, 1, []any{"c", "again"}},
+		{alertRepeat, AlertRepeatName, 1, []any{"", "count"}},
+		{alertRepeat, AlertRepeatName, 2, []any{"c", "count"}},
 		{alertAck, AlertAckName, 2, []any{"who"}},
 	} {
 		if _, err := s.single(ctx, tc.script, tc.name, keys[:tc.keys], tc.args...); !errors.Is(err, ErrInvalidArguments) {

@@ -98,11 +98,11 @@ func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 
 // testClaim is a claim of alert id by one claimant, on its cooldown and
 // record keys, with no record of an older version (its key is beside the
-// record's, in its hash tag); silences, when given, are the group's and
-// the rule's.
+// record's, in its hash tag) and its alert's hash beside the cooldown
+// (testAlertKey); silences, when given, are the group's and the rule's.
 func testClaim(cooldownKey, recordKey, id string, cooldown time.Duration, silences ...string) AlertClaim {
 	c := AlertClaim{CooldownKey: cooldownKey, RecordKey: recordKey, LegacyKey: recordKey + ":legacy", ID: id,
-		Claimant: "alerts/0/1", Cooldown: cooldown}
+		AlertKey: testAlertKey(cooldownKey, id), Claimant: "alerts/0/1", Cooldown: cooldown}
 	if len(silences) == 2 {
 		c.SilenceKey, c.RuleSilenceKey = silences[0], silences[1]
 	}
@@ -115,5 +115,10 @@ func settleOne(ctx context.Context, s *Scripts, cooldownKey, recordKey, id strin
 	if sent {
 		end = SettleSent
 	}
-	return s.SettleAlerts(ctx, end, Settlement{CooldownKey: cooldownKey, RecordKey: recordKey, ID: id, Claimant: "alerts/0/1"})
+	return s.SettleAlerts(ctx, end, Settlement{CooldownKey: cooldownKey, RecordKey: recordKey, AlertKey: testAlertKey(cooldownKey, id),
+		ID: id, Claimant: "alerts/0/1"})
 }
+
+// testAlertKey is the hash of alert id whose cooldown is cooldownKey, in
+// its hash tag: one for all the alert's receivers.
+func testAlertKey(cooldownKey, id string) string { return cooldownKey + ":h:" + id }

@@ -288,6 +288,22 @@ func (k Keys) Record(g Group, rule, eventID, receiver string) string {
 	return k.key("r", g, rule) + ":" + hex.EncodeToString(sum[:16]) + ":" + receiver
 }
 
+// Alert is the key of one alert's hash, in the hash tag of its cooldown
+// and records: the send decision its first claim made, which every
+// receiver follows (alert_claim), and its life after its post: open,
+// acknowledged, resolved, who, its assignee and its JSON (alert_life).
+func (k Keys) Alert(g Group, rule, eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return k.key("h", g, rule) + ":" + hex.EncodeToString(sum[:16])
+}
+
+// OpenAlerts names the index of open alerts, in a hash tag of its own: a
+// sorted set of alert ids by when they opened, and their refs (id -> the
+// alert.Ref's JSON, which names the alert's keys).
+func (k Keys) OpenAlerts() (index, refs string) {
+	return k.prefix + ":{alerts}:open", k.prefix + ":{alerts}:refs"
+}
+
 // maxPlainGroup bounds the readable form of a group; longer groups are
 // hashed so that a 10 KB address cannot make 10 KB keys.
 const maxPlainGroup = 200

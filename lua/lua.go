@@ -36,6 +36,11 @@ const (
 	AlertParkName        = "alert_park"
 	AlertAckName         = "alert_ack"
 	AlertWaitName        = "alert_wait"
+	AlertLifeName        = "alert_life"
+	AlertShownName       = "alert_shown"
+	AlertObserveName     = "alert_observe"
+	AlertIndexName       = "alert_index"
+	AlertRepeatName      = "alert_repeat"
 )
 
 var (
@@ -67,6 +72,16 @@ var (
 	alertAckSrc string
 	//go:embed alert_wait.lua
 	alertWaitSrc string
+	//go:embed alert_life.lua
+	alertLifeSrc string
+	//go:embed alert_shown.lua
+	alertShownSrc string
+	//go:embed alert_observe.lua
+	alertObserveSrc string
+	//go:embed alert_index.lua
+	alertIndexSrc string
+	//go:embed alert_repeat.lua
+	alertRepeatSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -80,6 +95,11 @@ var (
 	alertPark        = redis.NewScript(alertParkSrc)
 	alertAck         = redis.NewScript(alertAckSrc)
 	alertWait        = redis.NewScript(alertWaitSrc)
+	alertLife        = redis.NewScript(alertLifeSrc)
+	alertShown       = redis.NewScript(alertShownSrc)
+	alertObserve     = redis.NewScript(alertObserveSrc)
+	alertIndex       = redis.NewScript(alertIndexSrc)
+	alertRepeat      = redis.NewScript(alertRepeatSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -105,6 +125,11 @@ var (
 		{AlertParkName, alertPark},
 		{AlertAckName, alertAck},
 		{AlertWaitName, alertWait},
+		{AlertLifeName, alertLife},
+		{AlertShownName, alertShown},
+		{AlertObserveName, alertObserve},
+		{AlertIndexName, alertIndex},
+		{AlertRepeatName, alertRepeat},
 	}
 )
 
@@ -291,6 +316,11 @@ func Text(name string) (string, bool) {
 		AlertParkName:        alertParkSrc,
 		AlertAckName:         alertAckSrc,
 		AlertWaitName:        alertWaitSrc,
+		AlertLifeName:        alertLifeSrc,
+		AlertShownName:       alertShownSrc,
+		AlertObserveName:     alertObserveSrc,
+		AlertIndexName:       alertIndexSrc,
+		AlertRepeatName:      alertRepeatSrc,
 	}[name]
 	return text, ok
 }

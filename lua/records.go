@@ -28,9 +28,20 @@ type Record struct {
 	// AckedBy acknowledged it at AckedAt; "" if no one did.
 	AckedBy string
 	AckedAt time.Time
+	// Shown is the version of the alert's life (Life.Version) the receiver
+	// shows, as alert_shown recorded it: 0 as first sent.
+	Shown int64
 	// Legacy is true when the record is one a version before records per
 	// receiver wrote: its state alone.
 	Legacy bool
+}
+
+// recordOf reads a record's hash; State "" when there is none.
+func recordOf(f map[string]string) Record {
+	r := Record{State: f["state"], Claimant: f["claimant"], Receipt: f["receipt"], AckedBy: f["acked_by"],
+		AckedAt: millis(f["acked_at"])}
+	r.Shown, _ = strconv.ParseInt(f["shown"], 10, 64)
+	return r
 }
 
 // Record reads an alert's record for one receiver (recordKey), or, when
@@ -47,11 +58,7 @@ func (s *Scripts) Record(ctx context.Context, recordKey, legacyKey string) (Reco
 		return Record{}, fmt.Errorf("lua: read an alert's record: %w", err)
 	}
 	if f := h.Val(); len(f) > 0 {
-		r := Record{State: f["state"], Claimant: f["claimant"], Receipt: f["receipt"], AckedBy: f["acked_by"]}
-		if ms, err := strconv.ParseInt(f["acked_at"], 10, 64); err == nil {
-			r.AckedAt = time.UnixMilli(ms)
-		}
-		return r, nil
+		return recordOf(f), nil
 	}
 	if old != nil && old.Err() == nil {
 		return Record{State: old.Val(), Legacy: true}, nil

@@ -18,20 +18,13 @@ import (
 // delivers it again later.
 var ErrNotDelivered = errors.New("alert: not delivered yet")
 
-// claim decides an alert (alert_claim) for the dispatcher's receiver and
-// records the decision: true when it is to be sent, now its claimant's;
-// false when it is settled (shadow, suppressed, silenced, sent or given up
-// before) or another claimant holds it (a copy on another partition:
-// that claimant's own message stays uncommitted until it settles). Every
-// alert passes here before it is sent, whether read from the topic or
-// parked.
-func (d *Dispatcher) claim(ctx context.Context, a alert.Alert) (bool, error) {
-	c, err := d.claimed(ctx, a)
-	return c == lua.ClaimSend && err == nil, err
-}
-
-// claimed is claim's decision as alert_claim answers it; a shadow alert's
-// is ClaimSuppressed.
+// claimed decides an alert (alert_claim) for the dispatcher's receiver
+// and records the decision: ClaimSend when it is to be sent, now its
+// claimant's; otherwise it is settled (shadow, suppressed, silenced, sent
+// or given up before) or another claimant holds it (a copy on another
+// partition: that claimant's own message stays uncommitted until it
+// settles). Every alert passes here before it is sent, whether read from
+// the topic, waiting or parked. A shadow alert's is ClaimSuppressed.
 func (d *Dispatcher) claimed(ctx context.Context, a alert.Alert) (lua.Claim, error) {
 	if a.Shadow() {
 		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)
@@ -40,15 +33,20 @@ func (d *Dispatcher) claimed(ctx context.Context, a alert.Alert) (lua.Claim, err
 	if a.Claimant == "" {
 		return 0, fmt.Errorf("alert: claim %s: no claimant", a.ID)
 	}
-	record, err := d.recordKey(a)
+	k, err := d.alertKeys(a)
 	if err != nil {
 		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
 	}
-	claim, err := d.claims.ClaimAlert(ctx, lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: record,
-		LegacyKey: a.RecordKey, ID: a.ID, Claimant: a.Claimant, Cooldown: a.Cooldown,
+	claim, err := d.claims.ClaimAlert(ctx, lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: k.record,
+		LegacyKey: a.RecordKey, AlertKey: k.alert, Alert: lifeCopy(a), ID: a.ID, Claimant: a.Claimant, Cooldown: a.Cooldown,
 		SilenceKey: a.SilenceKey, RuleSilenceKey: a.RuleSilence})
 	if err != nil {
 		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
+	}
+	if claim == lua.ClaimSend {
+		if err := d.index(ctx, a, k.group); err != nil {
+			return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
+		}
 	}
 	if outcome, settled := claimOutcomes[claim]; settled && (claim != lua.ClaimElsewhere || a.Claimant != lua.ParkedClaimant) {
 		d.record(outcome, []alert.Alert{a}, "claimant", a.Claimant)
@@ -66,18 +64,27 @@ var claimOutcomes = map[lua.Claim]string{
 	lua.ClaimElsewhere:  claimedElsewhere,
 }
 
-// recordKey is the key of the alert's record for the dispatcher's
-// receiver, in the hash tag of its cooldown (the group trust checked, or
-// that its values make, for alerts written before alerts named it).
-func (d *Dispatcher) recordKey(a alert.Alert) (string, error) {
+// keysOf are an alert's keys that the message does not carry.
+type keysOf struct {
+	group  lua.Group
+	record string // its record for the dispatcher's receiver
+	alert  string // its hash: decision and life (lua.Keys.Alert)
+}
+
+// alertKeys are the keys of the alert's record for the dispatcher's
+// receiver and of its hash, in the hash tag of its cooldown (the group
+// trust checked, or that its values make, for alerts written before
+// alerts named it).
+func (d *Dispatcher) alertKeys(a alert.Alert) (keysOf, error) {
 	g := d.keys.Group(a.GroupValues)
 	if a.Group != "" {
 		var err error
 		if g, err = d.keys.ParseGroup(a.Group); err != nil {
-			return "", err
+			return keysOf{}, err
 		}
 	}
-	return d.keys.Record(g, a.Rule, a.EventID, d.receiver), nil
+	return keysOf{group: g, record: d.keys.Record(g, a.Rule, a.EventID, d.receiver),
+		alert: d.keys.Alert(g, a.Rule, a.EventID)}, nil
 }
 
 // send posts claimed alerts of one rule as one message and settles them
@@ -259,11 +266,12 @@ func (d *Dispatcher) settle(ctx context.Context, end lua.Ending, receipt string,
 	backoff := 50 * time.Millisecond
 	records := make([]lua.Settlement, len(alerts))
 	for i, a := range alerts {
-		key, err := d.recordKey(a)
+		k, err := d.alertKeys(a)
 		if err != nil {
 			return fmt.Errorf("alert: record outcome of %s: %w", a.ID, err)
 		}
-		records[i] = lua.Settlement{CooldownKey: a.CooldownKey, RecordKey: key, ID: a.ID, Claimant: a.Claimant, Receipt: receipt}
+		records[i] = lua.Settlement{CooldownKey: a.CooldownKey, RecordKey: k.record, AlertKey: k.alert, ID: a.ID,
+			Claimant: a.Claimant, Receipt: receipt}
 	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)

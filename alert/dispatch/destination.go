@@ -61,6 +61,7 @@ func destinationLabel(dest string) string {
 func (d *Dispatcher) followRule(a *alert.Alert) {
 	if rs, ok := d.inForce(a.Rule); ok {
 		a.Channel = rs.Channel
+		a.Links = alert.MakeLinks(rs.Links, *a)
 	}
 }
 

@@ -48,12 +48,14 @@ type DispatcherConfig struct {
 	// ParkedRetry): past it, an alert whose channel is refused is not
 	// parked but stays on its partition, retried.
 	MaxParked int
-	// ChannelBudget and OverallBudget bound the messages a notifier that
-	// sends digests (Digester) gets, per destination (default 1 a second,
-	// up to 3 at once: Slack's own limit) and in all (default 5 a second,
-	// up to 15), shared by every replica: alerts, digests and parked
-	// retries alike. Past them, alerts wait in Redis and go out as one
-	// digest per rule, of which DigestSize (default 10) are listed.
+	// ChannelBudget and OverallBudget bound the messages the receiver
+	// gets, per destination (default 1 a second, up to 3 at once: Slack's
+	// own limit) and in all (default 5 a second, up to 15), shared by
+	// every replica: alerts, digests and parked retries alike. Past them,
+	// alerts wait in Redis: a notifier that sends digests (Digester) gets
+	// them as one digest per rule, of which DigestSize (default 10) are
+	// listed; any other gets them one by one, as the budget allows (a
+	// webhook, PagerDuty: set its budget within the receiver's own limit).
 	ChannelBudget lua.Budget
 	OverallBudget lua.Budget
 	DigestSize    int
@@ -67,6 +69,10 @@ type DispatcherConfig struct {
 	// WaitingDrain is how often the waiting alerts are sent, as their
 	// budgets allow (default 250 ms).
 	WaitingDrain time.Duration
+	// MaxOpen bounds the index of open alerts that `fraudwatch alert
+	// list` and the status page read (default 10,000, about 100 bytes
+	// each): past it, the oldest leave the index (not their life).
+	MaxOpen int
 	// UnknownRuleGrace is how long a sealed alert (one fraudwatch
 	// published) of a rule the dispatcher does not know is retried before
 	// it is dropped (default a minute), from when it was published or this
@@ -84,8 +90,9 @@ func (c *DispatcherConfig) setDefaults() {
 		MaxRetryAfter: 5 * time.Minute, AttemptTimeout: 15 * time.Second, KeyPrefix: "fw",
 		ParkedRetry: 30 * time.Second, MaxParked: 1000, DigestSize: 10, UnknownRuleGrace: time.Minute,
 		ChannelBudget: lua.Budget{Rate: 1, Burst: 3}, OverallBudget: lua.Budget{Rate: 5, Burst: 15},
-		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond,
+		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond, MaxOpen: 10000,
 	}
+	setDefault(&c.MaxOpen, defaults.MaxOpen)
 	setDefault(&c.MaxAttempts, defaults.MaxAttempts)
 	setDefault(&c.MinBackoff, defaults.MinBackoff)
 	setDefault(&c.MaxBackoff, defaults.MaxBackoff)
@@ -118,8 +125,8 @@ func (c *DispatcherConfig) Validate() error {
 		return errors.New("alert: backoff must satisfy 0 < min <= max")
 	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0:
 		return errors.New("alert: max retry-after and attempt timeout must be positive")
-	case c.MaxParked < 1 || c.MaxParked > 1000000 || c.MaxWaiting < 1 || c.MaxWaiting > 1000000:
-		return errors.New("alert: max parked and max waiting alerts must be 1 to 1,000,000")
+	case c.MaxParked < 1 || c.MaxParked > 1000000 || c.MaxWaiting < 1 || c.MaxWaiting > 1000000 || c.MaxOpen < 1 || c.MaxOpen > 1000000:
+		return errors.New("alert: max parked, max waiting and max open alerts must be 1 to 1,000,000")
 	case c.ParkedRetry <= 0 || c.WaitingDrain <= 0 || c.UnknownRuleGrace < 0:
 		return errors.New("alert: the parked retry and waiting drain intervals must be positive, the unknown-rule grace not negative")
 	}
@@ -173,6 +180,18 @@ type claims interface {
 	Lease(ctx context.Context, ttl time.Duration, keys ...string) ([]bool, error)
 	Release(ctx context.Context, keys ...string) error
 	waitingStore
+	lifeStore
+	repeatStore
+}
+
+// lifeStore is what the dispatcher needs of alerts' lives: the index of
+// open alerts it adds each alert sent to, and what an update reads and
+// records.
+type lifeStore interface {
+	IndexAlert(ctx context.Context, index, refs, id, ref string, limit int, lifetime time.Duration) error
+	LifeAndRecord(ctx context.Context, lifeKey, recordKey string) (lua.Life, lua.Record, error)
+	ObserveAck(ctx context.Context, key string) (opened, acked time.Time, first bool, err error)
+	ShowLife(ctx context.Context, recordKey string, version int64) (bool, error)
 }
 
 // Dispatcher delivers alerts through a Notifier, once each. It checks that
@@ -207,6 +226,15 @@ type Dispatcher struct {
 	// alerts, so that fraudwatch_alerts_parked is what Redis holds.
 	parking sync.Mutex
 	waits   waits
+	// unbudgeted: the notifier has no budget to keep (Unbudgeted: the
+	// log), and its alerts never wait.
+	unbudgeted bool
+}
+
+// Unbudgeted is a Notifier that has no budget to keep, whose alerts never
+// wait: the log's. Any other keeps to ChannelBudget and OverallBudget.
+type Unbudgeted interface {
+	Unbudgeted() bool
 }
 
 // NewDispatcher returns a dispatcher that delivers through n and claims
@@ -234,6 +262,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
 	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m}
+	if u, ok := n.(Unbudgeted); ok {
+		d.unbudgeted = u.Unbudgeted()
+	}
 	if dd, ok := n.(defaultDestination); ok {
 		d.defaultChannel = dd.DefaultDestination()
 	}
@@ -249,6 +280,7 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	for name, r := range rs {
 		r.GroupBy = slices.Clone(r.GroupBy) // alerts get copies of it
 		rs[name] = r
+		d.m.repeats.WithLabelValues(name)
 		d.m.track(name) // series at 0, so that dashboards and rate() see it before its first alert
 		// A series at 0 for each channel in use, so that an alert on
 		// parked alerts has something to evaluate before the first one.
@@ -260,17 +292,24 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 }
 
 // HandleMessages settles a batch of the alerts topic's messages, in order:
-// the dispatcher is the alerts group's handler. With a Digester, every
-// alert takes from its destination's budget; one past it, or of a
-// destination whose alerts wait already, waits in Redis, claimed, for
-// DrainWaitingEvery, which sends each rule's as one digest when the budget
-// allows, and its message is done: a flood of one destination never holds
-// the alerts of another on the partition. It returns how many messages may
-// be committed, and an error (see ErrNotDelivered) when the next must come
-// round again.
+// the dispatcher is the alerts group's handler. An update of an alert's
+// life is shown where the receiver delivered the alert (handleUpdate). An
+// alert whose rule routes to other receivers is skipped. Every alert takes
+// from its destination's budget; one past it, or of a destination whose
+// alerts wait already, waits in Redis, claimed, for DrainWaitingEvery,
+// which sends them when the budget allows (each rule's as one digest, to
+// a Digester; one by one, to any other), and its message is done: a flood
+// of one destination never holds the alerts of another on the partition.
+// It returns how many messages may be committed, and an error (see
+// ErrNotDelivered) when the next must come round again.
 func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
-	_, digests := d.notifier.(alert.Digester)
 	for i, msg := range msgs {
+		if isUpdate(msg.Value) {
+			if err := d.handleUpdate(ctx, msg); err != nil {
+				return i, err
+			}
+			continue
+		}
 		a, ok, err := d.accept(ctx, msg)
 		if err != nil {
 			return i, err
@@ -278,10 +317,17 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		if !ok {
 			continue
 		}
+		if rs, _ := d.ruleOf(a.Rule); !routes(rs.Receivers, d.receiver) {
+			d.m.elsewhere.WithLabelValues(a.Rule).Inc()
+			continue
+		}
 		// The message's place claims it: a forger cannot write another
 		// message there, and a crash delivers this one again as it is.
 		a.Claimant = lua.ClaimantOf(msg.Topic, msg.Partition, msg.Offset)
-		send, err := d.claim(ctx, a)
+		claim, err := d.claimed(ctx, a)
+		if err == nil && claim == lua.ClaimSuppressed && !a.Shadow() {
+			err = d.repeat(ctx, a)
+		}
 		if errors.Is(err, lua.ErrInvalidArguments) {
 			// The script will refuse it every time: retrying would hold
 			// the partition for ever.
@@ -290,10 +336,10 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		if err != nil {
 			return i, err
 		}
-		if !send {
+		if claim != lua.ClaimSend {
 			continue
 		}
-		if digests {
+		if !d.unbudgeted {
 			waits, err := d.pastBudget(ctx, a)
 			if err != nil {
 				return i, err

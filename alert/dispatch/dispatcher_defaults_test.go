@@ -28,6 +28,7 @@ func TestDispatcherDefaults(t *testing.T) {
 		DigestSize:       10,
 		MaxWaiting:       20000,
 		WaitingDrain:     250 * time.Millisecond,
+		MaxOpen:          10000,
 		UnknownRuleGrace: time.Minute,
 	}
 	if c != want {

@@ -127,11 +127,8 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 	if err != nil || n == 0 {
 		return false, err
 	}
-	_, digests := d.notifier.(alert.Digester)
-	if digests {
-		if ok, err := d.takeBudgetOf(ctx, dest); err != nil || !ok {
-			return err == nil, err
-		}
+	if ok, err := d.takeBudgetOf(ctx, dest); err != nil || !ok {
+		return err == nil, err
 	}
 	all, err := d.claims.Sealed(ctx, k)
 	if err != nil {
@@ -159,34 +156,39 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 	return spent, errors.Join(err, d.waitDone(ctx, rule, append(done, settled...)))
 }
 
-// sendWaiting sends claimed alerts of one rule, as one message a
-// destination (a rule's alerts share one but for a rule removed after its
-// channel changed), each within the budget (paid's message is taken
-// already), and returns the ids of those settled; spent when the budget
-// stopped it. A lone alert kept compact (the whole one of its digest
-// settled meanwhile) goes as a digest of one, which shows what it keeps.
+// sendWaiting sends claimed alerts of one rule, each message within the
+// budget (paid's first message is taken already), and returns the ids of
+// those settled; spent when the budget stopped it. To a Digester, the
+// alerts of one destination go as one message (a rule's alerts share one
+// but for a rule removed after its channel changed), and a lone alert kept
+// compact (the whole one of its digest settled meanwhile) goes as a digest
+// of one, which shows what it keeps. To any other notifier, each alert is
+// a message of its own, kept whole.
 func (d *Dispatcher) sendWaiting(ctx context.Context, paid string, alerts []alert.Alert, compact map[string]bool) (settled []string, spent bool, err error) {
+	_, digests := d.notifier.(alert.Digester)
 	byDest := map[string][]alert.Alert{}
 	var order []string
+	var msgs [][]alert.Alert
 	for _, a := range alerts {
 		dest := d.destination(a.Channel)
+		if !digests {
+			msgs = append(msgs, []alert.Alert{a})
+			continue
+		}
 		if byDest[dest] == nil {
 			order = append(order, dest)
 		}
 		byDest[dest] = append(byDest[dest], a)
 	}
-	_, digests := d.notifier.(alert.Digester)
 	for _, dest := range order {
-		msg := byDest[dest]
-		switch {
-		case !digests:
-			msg = msg[:1] // without digests, one alert a message, and no budget
-		case dest == paid:
-			paid = ""
-		default:
-			if ok, err := d.takeBudgetOf(ctx, dest); err != nil || !ok {
-				return settled, err == nil, err
-			}
+		msgs = append(msgs, byDest[dest])
+	}
+	unpaid := true // paid's one message, unused yet
+	for _, msg := range msgs {
+		if dest := d.destination(msg[0].Channel); dest == paid && unpaid {
+			unpaid = false
+		} else if ok, err := d.takeBudgetOf(ctx, dest); err != nil || !ok {
+			return settled, err == nil, err
 		}
 		e, err := d.postAs(ctx, 1, msg, digests && (len(msg) > 1 || compact[msg[0].ID]))
 		if err != nil {

@@ -293,7 +293,7 @@ func TestWaitingAlertsAreSentOnceByOneReplica(t *testing.T) {
 		}
 		if _, err := f.scripts.ClaimAlert(t.Context(), lua.AlertClaim{CooldownKey: a.CooldownKey,
 			RecordKey: f.keys.Record(g, a.Rule, a.EventID, "slack"), LegacyKey: f.keys.AlertRecord(g, a.Rule, a.EventID),
-			ID: a.ID, Claimant: lua.ParkedClaimant, Cooldown: a.Cooldown}); err != nil {
+			AlertKey: f.keys.Alert(g, a.Rule, a.EventID), ID: a.ID, Claimant: lua.ParkedClaimant, Cooldown: a.Cooldown}); err != nil {
 			t.Fatal(err)
 		}
 		data, err := json.Marshal(map[string]any{"id": a.ID, "rule": a.Rule, "group": a.Group, "event_id": a.EventID,

@@ -426,12 +426,22 @@ func (e *testEnv) recordKey(t *testing.T, a alert.Alert, receiver string) string
 	return e.keys.Record(g, a.Rule, a.EventID, receiver)
 }
 
+// alertKey is the key of a's hash: its decision and life.
+func (e *testEnv) alertKey(t *testing.T, a alert.Alert) string {
+	t.Helper()
+	g, err := e.keys.ParseGroup(a.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.keys.Alert(g, a.Rule, a.EventID)
+}
+
 // claim claims a for the receiver as claimant, with no cooldown, as the
 // dispatcher would.
 func (e *testEnv) claim(t *testing.T, a alert.Alert, receiver, claimant string) lua.Claim {
 	t.Helper()
 	c, err := e.scripts.ClaimAlert(t.Context(), lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: e.recordKey(t, a, receiver),
-		LegacyKey: a.RecordKey, ID: a.ID, Claimant: claimant})
+		LegacyKey: a.RecordKey, AlertKey: e.alertKey(t, a), ID: a.ID, Claimant: claimant})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type logNotifier struct{ log *slog.Logger }
 
 func (logNotifier) Name() string { return "log" }
 
+// Unbudgeted: the log takes every alert at once; it has no budget to keep.
+func (logNotifier) Unbudgeted() bool { return true }
+
 func (n logNotifier) Notify(ctx context.Context, a alert.Alert) (alert.Receipt, error) {
 	attrs := []slog.Attr{
 		slog.String("rule", a.Rule),

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,10 @@ type dispatcherMetrics struct {
 	digested   *prometheus.CounterVec
 	copies     *prometheus.CounterVec
 	legacy     prometheus.Counter
+	elsewhere  *prometheus.CounterVec
+	updates    *prometheus.CounterVec
+	ackSeconds *prometheus.HistogramVec
+	repeats    *prometheus.CounterVec
 }
 
 // newDispatcherMetrics makes the metrics of the dispatcher of one
@@ -65,19 +70,61 @@ func newDispatcherMetrics(reg prometheus.Registerer, receiver string) (dispatche
 			Name: "fraudwatch_alerts_waiting",
 			Help: "Alerts waiting in Redis for their destination's budget, by receiver and channel, as Redis held them at this replica's last drain pass (every 250 ms).",
 		}, []string{"channel"}),
+		elsewhere: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_routed_elsewhere_total",
+			Help: "Alerts of the topic this receiver skips: their rule's routes send them to other receivers.",
+		}, []string{"rule"}),
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_updates_total",
+			Help: "Updates of an alert's life read from the alerts topic, by result: shown by the receiver, unchanged (shown already, or nothing to show), unknown (no such alert: forged, or ended), elsewhere (routed to other receivers), failed (refused for good).",
+		}, []string{"result"}),
+		ackSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fraudwatch_alert_ack_seconds",
+			Help:    "Time from an alert's send decision to its first acknowledgement, observed once per alert by one replica.",
+			Buckets: []float64{30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400},
+		}, []string{"rule"}),
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alert_repeats_total",
+			Help: "Repeat crossings: alerts suppressed because another alert of their rule and group holds the cooldown, counted once per receiver, whether posted in that alert's thread or not.",
+		}, []string{"rule"}),
+	}
+	for _, r := range []string{UpdateShown, UpdateUnchanged, UpdateUnknown, UpdateElsewhere, UpdateFailed} {
+		m.updates.WithLabelValues(r)
 	}
 	for _, r := range []string{DroppedUnreadable, DroppedMalformed, DroppedUnverified, DroppedUnknownRule, DroppedRefused, DroppedStale} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
+		// The time to acknowledge is the alert's, not a receiver's: one
+		// series a rule, shared by every dispatcher of the process.
+		ack, err := registerShared(reg, m.ackSeconds)
+		if err != nil {
+			return m, err
+		}
+		m.ackSeconds = ack
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"receiver": receiver}, reg)
-		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy} {
+		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy,
+			m.elsewhere, m.updates, m.repeats} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}
 		}
 	}
 	return m, nil
+}
+
+// registerShared registers c, or returns the collector of its name that
+// another dispatcher of the process registered first.
+func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("alert: register metrics: %w", err)
+	}
+	return c, nil
 }
 
 // track exports zero-valued series for a rule.
@@ -87,6 +134,7 @@ func (m *dispatcherMetrics) track(rule string) {
 	m.failures.WithLabelValues(rule)
 	m.retries.WithLabelValues(rule)
 	m.copies.WithLabelValues(rule)
+	m.elsewhere.WithLabelValues(rule)
 	for _, reason := range []string{SuppressedCooldown, SuppressedShadow, SuppressedSilenced} {
 		m.suppressed.WithLabelValues(rule, reason)
 	}

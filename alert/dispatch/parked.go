@@ -231,12 +231,13 @@ func (d *Dispatcher) retryOnce(ctx context.Context, alerts []alert.Alert) (settl
 	if len(alerts) == 0 {
 		return nil, nil
 	}
-	if _, ok := d.notifier.(alert.Digester); ok {
+	if _, ok := d.notifier.(alert.Digester); !ok {
+		alerts = alerts[:1] // without digests, one alert a try
+	}
+	if !d.unbudgeted {
 		if ok, err := d.takeBudget(ctx, alerts[0].Channel); err != nil || !ok {
 			return nil, err // past the budget: the next pass
 		}
-	} else {
-		alerts = alerts[:1] // without digests, one alert a try
 	}
 	e, err := d.post(ctx, 1, alerts)
 	if err != nil || e.v == channelRefused {

@@ -241,6 +241,8 @@ func (d *Dispatcher) trust(a alert.Alert, v vouched) (_ alert.Alert, reason stri
 	a.RecordKey = d.keys.AlertRecord(g, a.Rule, a.EventID)
 	a.SilenceKey = d.keys.Silences(g, a.Rule)
 	a.RuleSilence = d.keys.RuleSilences(g, a.Rule)
+	// Built from what the alert shows, never taken from the message.
+	a.Links = alert.MakeLinks(rs.Links, a)
 	return a, "", nil
 }
 

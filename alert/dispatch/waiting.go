@@ -63,7 +63,9 @@ func (d *Dispatcher) wait(ctx context.Context, a alert.Alert, dest string) error
 	return nil
 }
 
-// waitingForms are a's two forms in the waiting store: whole, and compact.
+// waitingForms are a's two forms in the waiting store: whole, and compact,
+// which only a Digester's digests show; any other notifier's alerts wait
+// whole, each to be its own message.
 func (d *Dispatcher) waitingForms(a alert.Alert) (whole, compact []byte, err error) {
 	if a.Group == "" {
 		a.Group = d.keys.Group(a.GroupValues).Encoding() // as trust took it
@@ -72,6 +74,9 @@ func (d *Dispatcher) waitingForms(a alert.Alert) (whole, compact []byte, err err
 	now := time.Now()
 	if whole, err = json.Marshal(waitingAlert{parkedAlert{a, now}, true}); err != nil {
 		return nil, nil, err
+	}
+	if _, digests := d.notifier.(alert.Digester); !digests {
+		return whole, whole, nil
 	}
 	a.Evidence, a.Description = nil, ""
 	compact, err = json.Marshal(waitingAlert{parkedAlert{a, now}, false})

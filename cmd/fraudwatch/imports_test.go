@@ -21,6 +21,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"alert":              {},
 		"alert/dispatch":     {"alert", "consumer", "lua"},
 		"alert/silence":      {"alert", "lua"},
+		"alert/life":         {"alert", "lua"},
 		"alert/slack":        {"alert"},
 		"alert/webhook":      {"alert"},
 		"alert/pagerduty":    {"alert"},

@@ -57,6 +57,9 @@ usage:
                                       stop a rule's alerts, or one group's, for a while
   fraudwatch silence list [--history]|expire ID --config FILE
                                       the silences in force, or what they did; end one now
+  fraudwatch alert list [--rule R] [--format json] --config FILE
+  fraudwatch alert ack|resolve ID [--as WHO] --config FILE
+                                      the open alerts; acknowledge or resolve one, as cli:WHO
   fraudwatch version                  version, commit and Go version
 
 Run "fraudwatch COMMAND -h" for the flags of a command. Flags may come before or after
@@ -84,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBacktest(args, stdout, stderr)
 	case "silence":
 		return cmdSilence(args, stdout, stderr)
+	case "alert":
+		return cmdAlert(args, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK

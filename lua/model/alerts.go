@@ -1,6 +1,10 @@
 package model
 
-import "errors"
+import (
+	"errors"
+	"math"
+	"strconv"
+)
 
 // seconds is alert_claim's seconds(s, zero).
 func seconds(s string, ok, zero bool) bool {
@@ -16,13 +20,16 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 	cooldown, cok := args.at(2)
 	life, lok := args.at(3)
 	claimant, clok := args.at(4)
+	body, bok := args.at(5)
 	if !(idOK && len(id) >= 1 && len(id) <= 256 && seconds(cooldown, cok, true) && seconds(life, lok, false) &&
-		clok && len(claimant) >= 1 && len(claimant) <= 512 && (len(keys) == 3 || len(keys) == 5)) {
+		clok && len(claimant) >= 1 && len(claimant) <= 512 && bok && len(body) <= 1<<20 && (len(keys) == 4 || len(keys) == 6)) {
 		return int64(-1), nil
 	}
-	// A record of another type goes.
-	if e := s.get(keys[1]); e != nil && e.kind != kindHash {
-		s.del(keys[1])
+	// A record or an alert's hash of another type goes.
+	for _, k := range []string{keys[1], keys[3]} {
+		if e := s.get(k); e != nil && e.kind != kindHash {
+			s.del(k)
+		}
 	}
 	state, _, err := s.hget(keys[1], "state")
 	if err != nil {
@@ -44,23 +51,26 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 			return int64(5), nil
 		}
 	}
-	put := func(state string) error {
-		if err := s.hset(keys[1], "state", state, "claimant", claimant); err != nil {
-			return err
-		}
-		s.expire(keys[1], duration(life))
-		return nil
+	c := claiming{s: s, keys: keys, life: life, claimant: claimant}
+	c.decision, _, _ = s.hget(keys[3], "decision")
+	if c.decision != "send" && c.decision != "suppressed" && c.decision != "silenced" {
+		c.decision = ""
 	}
-	if len(keys) == 5 {
-		silenced, err := s.silenced(keys[3:])
+	if len(keys) == 6 && (c.decision == "" || state == "pending") {
+		silenced, err := s.silenced(keys[4:])
 		if err != nil {
 			return nil, err
 		}
 		if silenced {
-			return int64(4), put("silenced")
+			return c.settle(4, "silenced", "silenced")
 		}
 	}
-	if cooldown != "0" {
+	switch {
+	case c.decision == "suppressed":
+		return c.settle(0, "", "suppressed")
+	case c.decision == "silenced":
+		return c.settle(4, "", "silenced")
+	case c.decision == "" && cooldown != "0":
 		holder, held, err := s.getString(keys[0])
 		if err != nil && !errors.Is(err, errWrongType) {
 			return nil, err
@@ -68,10 +78,86 @@ func alertClaim(s *Store, keys, args argv) (any, error) {
 		if !held {
 			s.setEx(keys[0], id, duration(cooldown))
 		} else if holder != id {
-			return int64(0), put("suppressed")
+			return c.settle(0, "suppressed", "suppressed")
 		}
 	}
-	return int64(1), put("pending")
+	return c.send(state, body)
+}
+
+// claiming is one alert_claim call past its settled answers.
+type claiming struct {
+	s                        *Store
+	keys                     argv
+	life, claimant, decision string
+}
+
+// decide is alert_claim's decide(d): the first decision stays.
+func (c claiming) decide(d string) error {
+	if c.decision != "" {
+		return nil
+	}
+	if err := c.s.hset(c.keys[3], "decision", d); err != nil {
+		return err
+	}
+	c.s.expire(c.keys[3], duration(c.life))
+	return nil
+}
+
+// put is alert_claim's put(s).
+func (c claiming) put(state string) error {
+	if err := c.s.hset(c.keys[1], "state", state, "claimant", c.claimant); err != nil {
+		return err
+	}
+	c.s.expire(c.keys[1], duration(c.life))
+	return nil
+}
+
+// settle decides d (none: "") and puts state, answering n.
+func (c claiming) settle(n int64, d, state string) (any, error) {
+	if d != "" {
+		if err := c.decide(d); err != nil {
+			return nil, err
+		}
+	}
+	return n, c.put(state)
+}
+
+// send opens the alert's life (its first decision, with a body), decides
+// send, counts the receiver taken unless its claim was pending, and puts
+// pending.
+func (c claiming) send(state, body string) (any, error) {
+	if c.decision == "" && body != "" {
+		now := c.s.base.Add(c.s.now).UnixMicro() / 1000
+		if err := c.s.hset(c.keys[3], "status", "open", "opened_at", strconv.FormatInt(now, 10), "alert", body); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.decide("send"); err != nil {
+		return nil, err
+	}
+	if state != "pending" {
+		taken, err := c.s.count(c.keys[3], "taken")
+		if err != nil {
+			return nil, err
+		}
+		if err := c.s.hset(c.keys[3], "taken", strconv.FormatInt(taken+1, 10)); err != nil {
+			return nil, err
+		}
+	}
+	return int64(1), c.put("pending")
+}
+
+// count is the scripts' math.max(0, math.floor(tonumber(HGET) or 0)).
+func (s *Store) count(key, field string) (int64, error) {
+	v, ok, err := s.hget(key, field)
+	if err != nil {
+		return 0, err
+	}
+	n, isNum, err := tonumber(v, ok)
+	if err != nil || !isNum {
+		return 0, err
+	}
+	return max(0, integer(math.Floor(n))), nil
 }
 
 // silenced reports whether a silence of keys (hashes of silence id -> its
@@ -104,7 +190,7 @@ func alertSettle(s *Store, keys, args argv) (any, error) {
 	life, lok := args.at(3)
 	claimant, clok := args.at(4)
 	receipt, rok := args.at(5)
-	if !(len(keys) == 2 && idOK && len(id) >= 1 && len(id) <= 256 && ook &&
+	if !(len(keys) == 3 && idOK && len(id) >= 1 && len(id) <= 256 && ook &&
 		(outcome == "sent" || outcome == "failed" || outcome == "parked") && positive(life, lok, 10) &&
 		clok && len(claimant) >= 1 && len(claimant) <= 512 && rok && len(receipt) <= 512 &&
 		(outcome == "sent" || receipt == "")) {
@@ -126,12 +212,8 @@ func alertSettle(s *Store, keys, args argv) (any, error) {
 		return int64(1), nil
 	}
 	if outcome == "failed" {
-		holder, held, err := s.getString(keys[0])
-		if err != nil && !errors.Is(err, errWrongType) {
+		if err := giveBack(s, keys, id); err != nil {
 			return nil, err
-		}
-		if held && holder == id {
-			s.del(keys[0])
 		}
 	}
 	if err := s.hset(keys[1], "state", outcome); err != nil {
@@ -144,4 +226,31 @@ func alertSettle(s *Store, keys, args argv) (any, error) {
 	}
 	s.expire(keys[1], duration(life))
 	return int64(1), nil
+}
+
+// giveBack is alert_settle's failed: the receiver leaves the alert's taken
+// count if its claim was pending, and the cooldown goes back when the
+// count is then 0 and the alert still holds it.
+func giveBack(s *Store, keys argv, id string) error {
+	var taken int64
+	if e := s.get(keys[2]); e != nil && e.kind == kindHash {
+		var err error
+		if taken, err = s.count(keys[2], "taken"); err != nil {
+			return err
+		}
+		if state, _, _ := s.hget(keys[1], "state"); taken > 0 && state == "pending" {
+			taken--
+			if err := s.hset(keys[2], "taken", strconv.FormatInt(taken, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	holder, held, err := s.getString(keys[0])
+	if err != nil && !errors.Is(err, errWrongType) {
+		return err
+	}
+	if taken == 0 && held && holder == id {
+		s.del(keys[0])
+	}
+	return nil
 }

@@ -179,19 +179,21 @@ func TestAlertScriptsTakeKeysOfAnotherType(t *testing.T) {
 		}
 	}
 	foreign(p, "rec:a", "string")
-	call(lua.AlertClaimName, 1, []string{"cd", "rec:a", "old:a"}, "a", "0", "600", "c")
+	foreign(p, "h:a", "zset")
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:a", "old:a", "h:a"}, "a", "0", "600", "c", `{"id":"a"}`)
 	foreign(p, "rec:b", "zset")
 	foreign(p, "old:b", "hash")
 	foreign(p, "cd", "zset")
-	call(lua.AlertClaimName, 1, []string{"cd", "rec:b", "old:b"}, "b", "60", "600", "c")
-	call(lua.AlertClaimName, 0, []string{"cd", "rec:c", "old:c"}, "c", "60", "600", "c") // b holds it now
+	call(lua.AlertClaimName, 1, []string{"cd", "rec:b", "old:b", "h:b"}, "b", "60", "600", "c", "")
+	call(lua.AlertClaimName, 0, []string{"cd", "rec:c", "old:c", "h:c"}, "c", "60", "600", "c", "") // b holds it now
 	foreign(p, "s", "string")
 	foreign(p, "rs", "zset")
-	call(lua.AlertClaimName, 1, []string{"cd2", "rec:d", "old:d", "s", "rs"}, "d", "60", "600", "c")
+	call(lua.AlertClaimName, 1, []string{"cd2", "rec:d", "old:d", "h:d", "s", "rs"}, "d", "60", "600", "c", "")
 	foreign(p, "cd", "hash")
-	call(lua.AlertSettleName, 1, []string{"cd", "rec:b"}, "b", "failed", "600", "c", "")
+	foreign(p, "h:b", "string")
+	call(lua.AlertSettleName, 1, []string{"cd", "rec:b", "h:b"}, "b", "failed", "600", "c", "")
 	foreign(p, "rec:e", "string")
-	call(lua.AlertSettleName, 1, []string{"cd", "rec:e"}, "e", "sent", "600", "c", "r")
+	call(lua.AlertSettleName, 1, []string{"cd", "rec:e", "h:e"}, "e", "sent", "600", "c", "r")
 	foreign(p, "rec:f", "zset")
-	call(lua.AlertSettleName, 0, []string{"cd", "rec:f"}, "f", "parked", "600", "c", "")
+	call(lua.AlertSettleName, 0, []string{"cd", "rec:f", "h:f"}, "f", "parked", "600", "c", "")
 }

@@ -34,8 +34,8 @@ var followed = map[string]struct {
 	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
 	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
 	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},
-	lua.AlertClaimName:       {"1adb6423bef0f5e662004857206b2643288408f9", alertClaim},
-	lua.AlertSettleName:      {"c43aff3c725c21aab9636afacda90af1247ec07e", alertSettle},
+	lua.AlertClaimName:       {"990b9b3805ea5f3271570bc8a6187460b1dca029", alertClaim},
+	lua.AlertSettleName:      {"91b0f6c8fbc7bd0521637ae9e9a3e4ec97260b0e", alertSettle},
 }
 
 // scripts are the bodies the model has, by the SHA1s they follow. The other

@@ -235,11 +235,18 @@ func TestAlertClaimAndSettleAsTheScripts(t *testing.T) {
 	p := newPair(t)
 	cool, rec := p.key("cooldown"), p.key("record:a")
 	// Each record's old form (a string) beside it, read when it is none.
+	// Each alert's hash is its record's key and ":h"; an alert's first
+	// claim keeps its JSON as its life, but for e's and f's (none: a
+	// backtest's).
 	claim := func(rec, id, cooldown, claimant string, silences ...string) {
-		p.call(lua.AlertClaimName, append([]string{cool, rec, rec + ":old"}, silences...), id, cooldown, "600", claimant)
+		body := `{"id":"` + id + `"}`
+		if len(silences) > 0 {
+			body = ""
+		}
+		p.call(lua.AlertClaimName, append([]string{cool, rec, rec + ":old", rec + ":h"}, silences...), id, cooldown, "600", claimant, body)
 	}
 	settle := func(rec, id, outcome, claimant, receipt string) {
-		p.call(lua.AlertSettleName, []string{cool, rec}, id, outcome, "600", claimant, receipt)
+		p.call(lua.AlertSettleName, []string{cool, rec, rec + ":h"}, id, outcome, "600", claimant, receipt)
 	}
 	claim(rec, "a", "60", "t/0/1")
 	claim(rec, "a", "60", "t/0/1") // an attempt again, holding the cooldown
@@ -285,15 +292,58 @@ func TestAlertClaimAndSettleAsTheScripts(t *testing.T) {
 	p.st.mu.Unlock()
 	claim(p.key("record:f"), "f", "60", "t/0/6", silences, rule)
 	claim(p.key("record:f"), "f", "60", "t/0/6")
-	g := []string{cool, p.key("record:g"), p.key("record:g:old")}
-	for _, args := range [][]string{{"", "60", "600", "c"}, {"g", "-1", "600", "c"}, {"g", "60", "0", "c"}, {"g", "05", "600", "c"},
-		{"g", "60", "600"}, {"g", "60", "600", ""}, {"g", "60", "600", strings.Repeat("c", 513)}} {
+	// One alert, two receivers: the second follows the first's decision
+	// after the cooldown went to another alert; a failure of one while
+	// the other sent keeps the cooldown; a failure of the last gives it
+	// back.
+	cool2 := p.key("cooldown2")
+	two := func(rec, id, cooldown, claimant, body string) any {
+		return p.call(lua.AlertClaimName, []string{cool2, rec, rec + ":old", p.key("h:" + id)}, id, cooldown, "600", claimant, body)
+	}
+	two(p.key("x:slack"), "x", "60", "t/0/1", `{"id":"x"}`)
+	p.call(lua.AlertSettleName, []string{cool2, p.key("x:slack"), p.key("h:x")}, "x", "sent", "600", "t/0/1", "")
+	p.rdb.Del(t.Context(), cool2)
+	p.st.mu.Lock()
+	p.st.del(cool2)
+	p.st.mu.Unlock()
+	two(p.key("y:slack"), "y", "60", "t/0/2", `{"id":"y"}`) // y holds it now
+	if got := two(p.key("x:pager"), "x", "60", "t/1/1", ""); got != int64(1) {
+		t.Fatalf("x's second receiver: claim %v, want 1 (send, as its first receiver did)", got)
+	}
+	p.call(lua.AlertSettleName, []string{cool2, p.key("y:slack"), p.key("h:y")}, "y", "sent", "600", "t/0/2", "")
+	two(p.key("y:pager"), "y", "60", "t/1/2", "")
+	two(p.key("y:hook"), "y", "60", "t/2/2", "")
+	p.call(lua.AlertSettleName, []string{cool2, p.key("y:pager"), p.key("h:y")}, "y", "failed", "600", "t/1/2", "") // slack sent it
+	p.call(lua.AlertSettleName, []string{cool2, p.key("y:hook"), p.key("h:y")}, "y", "failed", "600", "t/2/2", "")
+	if got := two(p.key("z:hook"), "z", "60", "t/2/3", ""); got != int64(0) {
+		t.Fatalf("z: claim %v, want 0: y's failures keep the cooldown slack sent it under", got)
+	}
+	p.call(lua.AlertSettleName, []string{cool2, p.key("y:slack"), p.key("h:y")}, "y", "sent", "600", "t/0/2", "")
+	p.rdb.Del(t.Context(), cool2)
+	p.st.mu.Lock()
+	p.st.del(cool2)
+	p.st.mu.Unlock()
+	two(p.key("v:hook"), "v", "60", "t/2/5", "")
+	p.call(lua.AlertSettleName, []string{cool2, p.key("v:hook"), p.key("h:v")}, "v", "failed", "600", "t/2/5", "") // its only receiver: given back
+	if n := p.rdb.Exists(t.Context(), cool2).Val(); n != 0 {
+		t.Fatal("v failed at its only receiver, but kept the cooldown")
+	}
+	p.rdb.HSet(t.Context(), p.key("h:w"), "taken", "two")
+	p.st.mu.Lock()
+	_ = p.st.hset(p.key("h:w"), "taken", "two")
+	p.st.mu.Unlock()
+	two(p.key("w:hook"), "w", "0", "t/2/4", "")
+	g := []string{cool, p.key("record:g"), p.key("record:g:old"), p.key("record:g:h")}
+	for _, args := range [][]string{{"", "60", "600", "c", ""}, {"g", "-1", "600", "c", ""}, {"g", "60", "0", "c", ""},
+		{"g", "05", "600", "c", ""}, {"g", "60", "600", ""}, {"g", "60", "600", "", ""}, {"g", "60", "600", "c"},
+		{"g", "60", "600", strings.Repeat("c", 513), ""}, {"g", "60", "600", "c", strings.Repeat("b", 1<<20+1)}} {
 		p.call(lua.AlertClaimName, g, args...)
 	}
-	p.call(lua.AlertClaimName, g[:2], "g", "60", "600", "c")
+	p.call(lua.AlertClaimName, g[:3], "g", "60", "600", "c", "")
 	for _, args := range [][]string{{"a", "lost", "600", "c", ""}, {"", "sent", "600", "c", ""}, {"a", "sent", "0", "c", ""},
 		{"a", "sent", "600", "", ""}, {"a", "sent", "600", "c"}, {"a", "failed", "600", "c", "r"},
 		{"a", "sent", "600", "c", strings.Repeat("r", 513)}} {
-		p.call(lua.AlertSettleName, []string{cool, rec}, args...)
+		p.call(lua.AlertSettleName, []string{cool, rec, rec + ":h"}, args...)
 	}
+	p.call(lua.AlertSettleName, []string{cool, rec}, "a", "sent", "600", "c", "")
 }

@@ -233,12 +233,12 @@ func TestAcknowledgeGoesIntoTheAlertsRecord(t *testing.T) {
 	ctx := t.Context()
 	g := e.keys.Group([]string{"cust-7"})
 	c := lua.AlertClaim{CooldownKey: e.keys.Cooldown(g, "burst"), RecordKey: e.keys.Record(g, "burst", "evt-3", slack.ReceiverName),
-		LegacyKey: e.keys.AlertRecord(g, "burst", "evt-3"), ID: "burst/evt-3", Claimant: "alerts/0/1"}
+		LegacyKey: e.keys.AlertRecord(g, "burst", "evt-3"), AlertKey: e.keys.Alert(g, "burst", "evt-3"), ID: "burst/evt-3", Claimant: "alerts/0/1"}
 	if _, err := e.scripts.ClaimAlert(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.scripts.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey,
-		ID: c.ID, Claimant: c.Claimant, Receipt: `{"channel":"C1","ts":"1.2"}`}); err != nil {
+		AlertKey: c.AlertKey, ID: c.ID, Claimant: c.Claimant, Receipt: `{"channel":"C1","ts":"1.2"}`}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/alert/life"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -17,6 +18,7 @@ import (
 type statusSource struct {
 	a        *App
 	silences *silence.Store
+	lives    *life.Store
 }
 
 func newStatusSource(a *App) (*statusSource, error) {
@@ -24,7 +26,25 @@ func newStatusSource(a *App) (*statusSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	return &statusSource{a: a, silences: silence.NewStore(a.rdb, a.lua, keys)}, nil
+	// Reads only: it says nothing on the alerts topic, and exports no
+	// gauge (nil registry).
+	lives, err := life.New(life.Config{KeyPrefix: a.cfg.Redis.KeyPrefix, Retention: a.lua.Retention()}, a.lua, nil, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	return &statusSource{a: a, silences: silence.NewStore(a.rdb, a.lua, keys), lives: lives}, nil
+}
+
+// openNewest is how many open alerts the page lists.
+const openNewest = 20
+
+func (s *statusSource) Open(ctx context.Context) (status.Open, error) {
+	byRule, err := s.lives.OpenByRule(ctx)
+	if err != nil {
+		return status.Open{}, err
+	}
+	newest, err := s.lives.List(ctx, openNewest)
+	return status.Open{ByRule: byRule, Newest: newest}, err
 }
 
 func (s *statusSource) Rules() (string, []rules.Rule) {

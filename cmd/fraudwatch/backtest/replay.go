@@ -284,7 +284,7 @@ func claim(ctx context.Context, s *lua.Scripts, keys lua.Keys, a alert.Alert) (s
 		return "", fmt.Errorf("backtest: claim alert: %w", err)
 	}
 	c := lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: keys.Record(g, a.Rule, a.EventID, "backtest"),
-		LegacyKey: a.RecordKey, ID: a.ID, Claimant: "backtest", Cooldown: a.Cooldown}
+		LegacyKey: a.RecordKey, AlertKey: keys.Alert(g, a.Rule, a.EventID), ID: a.ID, Claimant: "backtest", Cooldown: a.Cooldown}
 	claimed, err := s.ClaimAlert(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("backtest: claim alert: %w", err)
@@ -292,7 +292,8 @@ func claim(ctx context.Context, s *lua.Scripts, keys lua.Keys, a alert.Alert) (s
 	if claimed != lua.ClaimSend {
 		return dispatch.SuppressedCooldown, nil
 	}
-	err = s.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, ID: c.ID, Claimant: c.Claimant})
+	err = s.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, AlertKey: c.AlertKey,
+		ID: c.ID, Claimant: c.Claimant})
 	if err != nil {
 		return "", fmt.Errorf("backtest: settle alert: %w", err)
 	}

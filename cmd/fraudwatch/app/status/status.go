@@ -1,7 +1,8 @@
 // Package status serves fraudwatch's read-only status page: the rules in
 // force, their version and their where: conditions, what the last reading
 // of the rules file came to, the alerts this process settled last, the
-// silences that run, and the lag of the partitions it holds.
+// open alerts of every replica (per rule, and the newest), the silences
+// that run, and the lag of the partitions it holds.
 //
 // The page is rendered on the server with html/template (every value
 // escaped) and has no script. It names a group's fields but never their
@@ -25,6 +26,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/alert/life"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -42,7 +44,19 @@ type Source interface {
 	Lag() []Lag
 	// Reload is what the last reading of the rules file came to.
 	Reload() Reload
+	// Open is the alerts sent and not resolved, of every replica.
+	Open(ctx context.Context) (Open, error)
 }
+
+// Open is the open alerts (open or acknowledged): how many each rule has,
+// and the newest of them.
+type Open struct {
+	ByRule map[string]int
+	Newest []life.Entry
+}
+
+// Rules are the rules with open alerts, by name.
+func (o Open) Rules() []string { return slices.Sorted(maps.Keys(o.ByRule)) }
 
 // Reload is what the last reading of the rules file came to, as the
 // reloader records it.
@@ -112,6 +126,8 @@ type view struct {
 	Recent      []dispatch.Settled
 	Silences    []silence.Silence
 	SilencesErr string
+	Open        Open
+	OpenErr     string
 	Lag         []Lag
 }
 
@@ -138,6 +154,10 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 			log.Warn("status page: listing silences failed", "err", err)
 		}
 		v.Silences = sils
+		if v.Open, err = src.Open(ctx); err != nil {
+			v.OpenErr = "open alerts could not be read from Redis"
+			log.Warn("status page: listing open alerts failed", "err", err)
+		}
 		v.Lag = src.Lag()
 		slices.SortFunc(v.Lag, func(a, b Lag) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

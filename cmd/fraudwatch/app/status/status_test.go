@@ -13,6 +13,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/alert/life"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -25,7 +26,11 @@ type fakeSource struct {
 	err      error
 	lag      []Lag
 	reload   Reload
+	open     Open
+	openErr  error
 }
+
+func (f *fakeSource) Open(context.Context) (Open, error) { return f.open, f.openErr }
 
 func (f *fakeSource) Rules() (string, []rules.Rule) { return f.version, f.rules }
 func (f *fakeSource) Recent() []dispatch.Settled    { return f.recent }
@@ -61,6 +66,10 @@ func sample() *fakeSource {
 			{ID: "s2", Rule: "cards-per-customer", Reason: "tuning", Ends: at.Add(2 * time.Hour)},
 		},
 		lag: []Lag{{"orders", 10, 7}, {"orders", 2, 0}, {"alerts", 0, 1}},
+		open: Open{ByRule: map[string]int{"orders-per-customer": 3, "amount": 1}, Newest: []life.Entry{
+			{ID: "orders-per-customer/e7", State: alert.State{Status: alert.StatusAcknowledged, OpenedAt: at, AckedBy: "slack:" + hostile},
+				Alert: alert.Alert{Severity: alert.SeverityHigh, GroupValues: []string{"cust-secret-42"}}},
+		}},
 	}
 }
 
@@ -91,6 +100,8 @@ func TestStatusPage(t *testing.T) {
 	long.reload = Reload{File: "rules.yaml", At: time.Now(), Why: "signal", Result: "invalid", Err: "x" + strings.Repeat("é", maxErr) + "THE-END"}
 	taken := sample()
 	taken.reload.Result = "ok"
+	openErr := sample()
+	openErr.open, openErr.openErr = Open{}, errors.New("redis: connection refused")
 	tests := []struct {
 		name string
 		src  *fakeSource
@@ -111,7 +122,11 @@ func TestStatusPage(t *testing.T) {
 			// The last reading of the rules file, taken.
 			"version 0cdd29e7d71e, since 2026-12-01 07:30:00Z",
 			"/etc/fraudwatch/rules.yaml last read at 2026-12-01 08:30:00Z (signal): taken, it holds the rules in force.",
-		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused"}},
+			// Open alerts of every replica: per rule, and the newest.
+			`<tr><td>amount</td><td class="num">1</td></tr>`, `<tr><td>orders-per-customer</td><td class="num">3</td></tr>`,
+			`<td>2026-12-01 09:30:00Z</td><td>orders-per-customer/e7</td><td>high</td>`,
+			`<td class="acknowledged">acknowledged</td><td>slack:&lt;script&gt;`,
+		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused", "No open alert."}},
 		{"reload taken", taken, []string{"(signal): taken, its rules are in force."}, []string{"refused"}},
 		{"reload refused", refused, []string{
 			"The last reading of /etc/fraudwatch/rules.yaml, at 2026-12-01 09:45:00Z (file changed), was refused (invalid).",
@@ -122,7 +137,9 @@ func TestStatusPage(t *testing.T) {
 		{"refusal bounded", long, []string{"was refused (invalid)", "é … (2009 more bytes: the log has the whole error)</pre>"}, []string{"THE-END", "\ufffd"}},
 		{"rules not from a file", empty, []string{"The rules were not read from a file: nothing reloads them."}, []string{", since", "last read"}},
 		{"silences unreadable", withErr, []string{"silences could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No silence runs"}},
-		{"nothing yet", empty, []string{"No alert settled since this process started", "No silence runs", "This process holds no partition"}, nil},
+		{"nothing yet", empty, []string{"No alert settled since this process started", "No silence runs", "This process holds no partition",
+			"No open alert."}, nil},
+		{"open alerts unreadable", openErr, []string{"open alerts could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No open alert."}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
