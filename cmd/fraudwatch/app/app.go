@@ -31,6 +31,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
+	"github.com/fraudwatch/fraudwatch/alert/life"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -70,6 +71,9 @@ type App struct {
 	events *consumer.Consumer
 	// deliveries are the receivers' dispatchers and alerts groups.
 	deliveries []delivery
+	// lives changes alerts' lives (Slack's buttons) and counts the open
+	// ones.
+	lives *life.Store
 	rules      *reloader
 	hup        <-chan os.Signal
 
@@ -167,6 +171,10 @@ func (a *App) build(opts Options) error {
 	}); err != nil {
 		return err
 	}
+	if a.lives, err = life.New(life.Config{KeyPrefix: cfg.Redis.KeyPrefix, Retention: a.lua.Retention()}, a.lua, a.topic,
+		log.With("component", "alert"), a.reg); err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
 	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.topic,
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
@@ -203,6 +211,16 @@ func (a *App) build(opts Options) error {
 		return fmt.Errorf("app: register metrics: %w", err)
 	}
 	return nil
+}
+
+// ruleNames are the names of the rules in force.
+func (a *App) ruleNames() []string {
+	rs := a.rules.inForce()
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.Name
+	}
+	return names
 }
 
 // Addr is the metrics listener's address (useful with listen ":0").
@@ -275,6 +293,7 @@ func (a *App) run(parent context.Context) error {
 	if a.ia != nil && a.ia.sweeper != nil {
 		wg.Go(func() { a.ia.sweeper.Run(ctx) })
 	}
+	wg.Go(func() { a.lives.CountOpenEvery(ctx, a.ruleNames) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.runDeliveries(ctx) })
 	wg.Wait()
