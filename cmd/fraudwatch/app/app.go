@@ -74,8 +74,8 @@ type App struct {
 	// lives changes alerts' lives (Slack's buttons) and counts the open
 	// ones.
 	lives *life.Store
-	rules      *reloader
-	hup        <-chan os.Signal
+	rules *reloader
+	hup   <-chan os.Signal
 
 	receiver string // where alerts go: receiverKind
 
