@@ -12,6 +12,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/pagerduty"
+	"github.com/fraudwatch/fraudwatch/internal/standin"
 	"github.com/fraudwatch/fraudwatch/internal/testkit"
 )
 
@@ -36,13 +37,13 @@ func sample() alert.Alert {
 
 // A trigger is a valid Events API v2 event carrying what on-call needs.
 func TestTheTriggerIsAValidEvent(t *testing.T) {
-	s := newStandIn(t)
+	s := standin.NewPagerDuty(t)
 	n := newNotifier(t, s.URL+"/v2/enqueue")
 	a := sample()
 	if r, err := n.Notify(context.Background(), a); err != nil || !r.IsZero() {
 		t.Fatalf("Notify: %v, %+v", err, r)
 	}
-	evs := s.received()
+	evs := s.Events()
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
 	}
@@ -81,8 +82,8 @@ func TestTheTriggerIsAValidEvent(t *testing.T) {
 
 // fraudwatch's severities map onto PagerDuty's four.
 func TestSeverityIsMapped(t *testing.T) {
-	s := newStandIn(t)
-	n := newNotifier(t, s.URL)
+	s := standin.NewPagerDuty(t)
+	n := newNotifier(t, s.URL+"/v2/enqueue")
 	for sev, want := range map[alert.Severity]string{alert.SeverityCritical: "critical", alert.SeverityHigh: "error",
 		alert.SeverityWarning: "warning", alert.SeverityInfo: "info", "": "error", "urgent": "error"} {
 		a := sample()
@@ -90,7 +91,7 @@ func TestSeverityIsMapped(t *testing.T) {
 		if _, err := n.Notify(context.Background(), a); err != nil {
 			t.Fatalf("%q: Notify: %v", sev, err)
 		}
-		evs := s.received()
+		evs := s.Events()
 		if got := evs[len(evs)-1]["payload"].(map[string]any)["severity"]; got != want {
 			t.Errorf("%q: severity %v, want %s", sev, got, want)
 		}
@@ -101,17 +102,17 @@ func TestSeverityIsMapped(t *testing.T) {
 // and resolved in PagerDuty: the same dedup_key, from any replica; an
 // assignment sends nothing.
 func TestTheIncidentFollowsTheAlertsLife(t *testing.T) {
-	s := newStandIn(t)
+	s := standin.NewPagerDuty(t)
 	a := sample()
 	ctx := context.Background()
-	if _, err := newNotifier(t, s.URL).Notify(ctx, a); err != nil {
+	if _, err := newNotifier(t, s.URL+"/v2/enqueue").Notify(ctx, a); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
 	dedup := pagerduty.DedupKey(a.ID)
-	if got := s.incident(dedup); got != "triggered" {
+	if got := s.Incident(dedup); got != "triggered" {
 		t.Fatalf("incident %q after the trigger", got)
 	}
-	other := newNotifier(t, s.URL) // another replica, a receipt of nothing
+	other := newNotifier(t, s.URL+"/v2/enqueue") // another replica, a receipt of nothing
 	at := a.At.Add(time.Minute)
 	for _, tc := range []struct {
 		st     alert.State
@@ -126,14 +127,14 @@ func TestTheIncidentFollowsTheAlertsLife(t *testing.T) {
 		if err := other.Update(ctx, a, tc.st, alert.Receipt{}); err != nil {
 			t.Fatalf("Update %+v: %v", tc.st, err)
 		}
-		if got := len(s.received()); got != tc.events {
+		if got := len(s.Events()); got != tc.events {
 			t.Errorf("after %+v: %d events, want %d", tc.st, got, tc.events)
 		}
-		if got := s.incident(dedup); got != tc.want {
+		if got := s.Incident(dedup); got != tc.want {
 			t.Errorf("after %+v: incident %q, want %q", tc.st, got, tc.want)
 		}
 	}
-	for i, ev := range s.received() {
+	for i, ev := range s.Events() {
 		if ev["dedup_key"] != dedup {
 			t.Errorf("event %d (%v): dedup_key %v, want %s", i, ev["event_action"], ev["dedup_key"], dedup)
 		}
@@ -153,27 +154,27 @@ func TestAnswersDecideTheRetry(t *testing.T) {
 	badKey := `{"status":"invalid event","message":"Event object is invalid","errors":["Invalid routing key ` + key + `"]}`
 	for _, tc := range []struct {
 		name    string
-		f       forced
+		f       standin.Forced
 		retry   bool
 		wait    time.Duration
 		refused bool
 		inErr   string
 	}{
-		{name: "429", f: forced{code: 429}, retry: true, wait: 30 * time.Second, inErr: "429 Too Many Requests"},
-		{name: "429 Retry-After", f: forced{code: 429, header: map[string]string{"Retry-After": "5"}}, retry: true, wait: 5 * time.Second},
-		{name: "500", f: forced{code: 500}, retry: true, inErr: "500 Internal Server Error"},
-		{name: "503", f: forced{code: 503, body: "<html>down</html>"}, retry: true},
-		{name: "400 invalid", f: forced{code: 400, body: invalid}, retry: false, inErr: "Event object is invalid; 'payload.summary' is missing"},
-		{name: "400 routing key", f: forced{code: 400, body: badKey}, refused: true, inErr: "Invalid routing key [redacted]"},
-		{name: "400 no body", f: forced{code: 400}, retry: false, inErr: "no reason given"},
-		{name: "404", f: forced{code: 404}, refused: true},
-		{name: "403", f: forced{code: 403}, refused: true},
-		{name: "301", f: forced{code: 301, header: map[string]string{"Location": "https://elsewhere.example/"}}, refused: true},
+		{name: "429", f: standin.Forced{Code: 429}, retry: true, wait: 30 * time.Second, inErr: "429 Too Many Requests"},
+		{name: "429 Retry-After", f: standin.Forced{Code: 429, Header: map[string]string{"Retry-After": "5"}}, retry: true, wait: 5 * time.Second},
+		{name: "500", f: standin.Forced{Code: 500}, retry: true, inErr: "500 Internal Server Error"},
+		{name: "503", f: standin.Forced{Code: 503, Body: "<html>down</html>"}, retry: true},
+		{name: "400 invalid", f: standin.Forced{Code: 400, Body: invalid}, retry: false, inErr: "Event object is invalid; 'payload.summary' is missing"},
+		{name: "400 routing key", f: standin.Forced{Code: 400, Body: badKey}, refused: true, inErr: "Invalid routing key [redacted]"},
+		{name: "400 no body", f: standin.Forced{Code: 400}, retry: false, inErr: "no reason given"},
+		{name: "404", f: standin.Forced{Code: 404}, refused: true},
+		{name: "403", f: standin.Forced{Code: 403}, refused: true},
+		{name: "301", f: standin.Forced{Code: 301, Header: map[string]string{"Location": "https://elsewhere.example/"}}, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStandIn(t)
-			s.forceNext(tc.f)
-			_, err := newNotifier(t, s.URL).Notify(context.Background(), sample())
+			s := standin.NewPagerDuty(t)
+			s.ForceNext(tc.f)
+			_, err := newNotifier(t, s.URL+"/v2/enqueue").Notify(context.Background(), sample())
 			if err == nil {
 				t.Fatal("Notify: no error")
 			}
@@ -242,15 +243,15 @@ func TestNoAlertBreaksTheEvent(t *testing.T) {
 		a    alert.Alert
 	}{{"empty", alert.Alert{}}, {"huge", huge}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStandIn(t)
-			n := newNotifier(t, s.URL)
+			s := standin.NewPagerDuty(t)
+			n := newNotifier(t, s.URL+"/v2/enqueue")
 			if _, err := n.Notify(context.Background(), tc.a); err != nil {
 				t.Fatalf("Notify: %v", err)
 			}
 			if err := n.Update(context.Background(), tc.a, alert.State{Status: alert.StatusResolved}, alert.Receipt{}); err != nil {
 				t.Fatalf("Update: %v", err)
 			}
-			ev := s.received()[0]
+			ev := s.Events()[0]
 			p := ev["payload"].(map[string]any)
 			if sum := p["summary"].(string); strings.ContainsAny(sum, "\n\r") || utf8.RuneCountInString(sum) > 1024 {
 				t.Errorf("summary of %d characters, on more than one line", utf8.RuneCountInString(sum))

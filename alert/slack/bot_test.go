@@ -10,7 +10,23 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/internal/standin"
 )
+
+// newBot is a Bot posting to a new Slack stand-in, buttons on or off.
+func newBot(t *testing.T, buttons bool) (*Bot, *standin.Slack) {
+	t.Helper()
+	s := standin.NewSlack(t, testToken)
+	n, err := New(Config{Timeout: testTimeout, Token: testToken, Channel: "#fraud-alerts", APIURL: s.URL + "/api/", Buttons: buttons})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := n.Bot()
+	if !ok {
+		t.Fatal("a token-mode notifier has no Bot")
+	}
+	return b, s
+}
 
 // lifeAlert is the sample alert with its group as its keys spell it, which
 // its buttons carry.
@@ -89,8 +105,7 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStandIn(t)
-			b := s.bot(t, tt.buttons)
+			b, s := newBot(t, tt.buttons)
 			a := lifeAlert()
 			if tt.noGroup {
 				a.Group = ""
@@ -102,9 +117,9 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 			if err := b.Update(context.Background(), a, tt.st, r); err != nil {
 				t.Fatalf("Update: %v", err)
 			}
-			m, _ := s.message(r.Channel, r.TS)
-			if m.Updates != 1 || s.count() != 1 {
-				t.Fatalf("%d updates, %d messages: want the one message edited once", m.Updates, s.count())
+			m, _ := s.Message(r.Channel, r.TS)
+			if m.Updates != 1 || len(s.Messages()) != 1 {
+				t.Fatalf("%d updates, %d messages: want the one message edited once", m.Updates, len(s.Messages()))
 			}
 			for _, w := range append(tt.lines, "amount-per-card-10m", "KRW 1,250,000", "ord-77", stateBlockID) {
 				if !strings.Contains(unescaped(t, m.Blocks), w) {
@@ -122,8 +137,8 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 			if err := b.Update(context.Background(), a, tt.st, r); err != nil {
 				t.Fatal(err)
 			}
-			again, _ := s.message(r.Channel, r.TS)
-			if string(again.Blocks) != string(m.Blocks) || s.count() != 1 {
+			again, _ := s.Message(r.Channel, r.TS)
+			if string(again.Blocks) != string(m.Blocks) || len(s.Messages()) != 1 {
 				t.Errorf("a repeated update changed the message:\n%s\n%s", m.Blocks, again.Blocks)
 			}
 		})
@@ -132,12 +147,12 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 
 // The buttons of a new alert: its two snoozes, then its life's.
 func TestBotPostsLifeButtons(t *testing.T) {
-	s := newStandIn(t)
-	r, err := s.bot(t, true).Notify(context.Background(), lifeAlert())
+	b, s := newBot(t, true)
+	r, err := b.Notify(context.Background(), lifeAlert())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := s.message(r.Channel, r.TS)
+	m, _ := s.Message(r.Channel, r.TS)
 	want := []string{actionSnooze, actionSnooze, actionAck, actionResolve, actionAssign}
 	if got := buttonIDs(t, m.Blocks); !slices.Equal(got, want) {
 		t.Errorf("buttons %q, want %q", got, want)
@@ -169,14 +184,13 @@ func TestBotUpdateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStandIn(t)
-			b := s.bot(t, true)
+			b, s := newBot(t, true)
 			a := lifeAlert()
 			r, err := b.Notify(context.Background(), a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.failNext("chat.update", tt.status, tt.header, tt.body)
+			s.FailNext("chat.update", tt.status, tt.header, tt.body)
 			err = b.Update(context.Background(), a, alert.State{Status: alert.StatusAcknowledged}, r)
 			if err == nil {
 				t.Fatal("Update succeeded")
@@ -195,23 +209,21 @@ func TestBotUpdateErrors(t *testing.T) {
 		})
 	}
 	// A message the stand-in does not hold, and a receipt naming none.
-	s := newStandIn(t)
-	b := s.bot(t, true)
-	err := b.Update(context.Background(), lifeAlert(), alert.State{Status: alert.StatusResolved}, alert.Receipt{Channel: "C0ALERTS", TS: "1.2"})
+	b, s := newBot(t, true)
+	err := b.Update(context.Background(), lifeAlert(), alert.State{Status: alert.StatusResolved}, alert.Receipt{Channel: s.ChannelID("#fraud-alerts"), TS: "1.2"})
 	if retry, _ := alert.RetryPolicy(err); err == nil || retry {
 		t.Errorf("an update of a message that is gone: %v, retry %v", err, retry)
 	}
 	err = b.Update(context.Background(), lifeAlert(), alert.State{Status: alert.StatusResolved}, alert.Receipt{})
-	if retry, _ := alert.RetryPolicy(err); err == nil || retry || s.count() != 0 {
-		t.Errorf("an update without a receipt: %v, retry %v, %d messages", err, retry, s.count())
+	if retry, _ := alert.RetryPolicy(err); err == nil || retry || len(s.Messages()) != 0 {
+		t.Errorf("an update without a receipt: %v, retry %v, %d messages", err, retry, len(s.Messages()))
 	}
 }
 
 // A digest's message carries other alerts: an update of one of them is
 // said in its thread, naming the alert, and leaves the digest as it is.
 func TestBotDigestUpdateRepliesInThread(t *testing.T) {
-	s := newStandIn(t)
-	b := s.bot(t, true)
+	b, s := newBot(t, true)
 	a := lifeAlert()
 	other := lifeAlert()
 	other.OrderID, other.EventID = "ord-78", "evt-992"
@@ -222,15 +234,15 @@ func TestBotDigestUpdateRepliesInThread(t *testing.T) {
 	if !r.Digest {
 		t.Fatalf("a digest's receipt %+v is not marked a digest's", r)
 	}
-	before, _ := s.message(r.Channel, r.TS)
+	before, _ := s.Message(r.Channel, r.TS)
 	if err := b.Update(context.Background(), a, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0}, r); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.message(r.Channel, r.TS)
+	after, _ := s.Message(r.Channel, r.TS)
 	if after.Updates != 0 || string(after.Blocks) != string(before.Blocks) {
 		t.Errorf("the digest was edited:\n%s", after.Blocks)
 	}
-	replies := s.replies(r.Channel, r.TS)
+	replies := s.Replies(r.Channel, r.TS)
 	if len(replies) != 1 || !strings.Contains(replies[0].Text, "ord-77") || strings.Contains(replies[0].Text, "ord-78") ||
 		!strings.Contains(replies[0].Text, "Acknowledged by <@U1>") {
 		t.Errorf("replies %+v, want one naming order ord-77 and its acknowledgement", replies)
@@ -240,8 +252,7 @@ func TestBotDigestUpdateRepliesInThread(t *testing.T) {
 // A repeat crossing goes into the thread of the alert holding the
 // cooldown, short: the value against the threshold, the order, when.
 func TestBotReply(t *testing.T) {
-	s := newStandIn(t)
-	b := s.bot(t, true)
+	b, s := newBot(t, true)
 	a := lifeAlert()
 	parent, err := b.Notify(context.Background(), a)
 	if err != nil {
@@ -254,7 +265,7 @@ func TestBotReply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reply: %v", err)
 	}
-	replies := s.replies(parent.Channel, parent.TS)
+	replies := s.Replies(parent.Channel, parent.TS)
 	if len(replies) != 1 || got != (alert.Receipt{Channel: replies[0].Channel, TS: replies[0].TS}) || got.TS == parent.TS {
 		t.Fatalf("Reply returned %+v, replies %+v: want the reply's receipt", got, replies)
 	}
@@ -263,11 +274,11 @@ func TestBotReply(t *testing.T) {
 			t.Errorf("reply %q lacks %q", replies[0].Text, w)
 		}
 	}
-	if _, err := b.Reply(context.Background(), repeat, alert.Receipt{}); err == nil || s.count() != 2 {
-		t.Errorf("a reply without a parent: %v, %d messages", err, s.count())
+	if _, err := b.Reply(context.Background(), repeat, alert.Receipt{}); err == nil || len(s.Messages()) != 2 {
+		t.Errorf("a reply without a parent: %v, %d messages", err, len(s.Messages()))
 	}
 	// Slack's refusals are Notify's.
-	s.failNext("chat.postMessage", 429, map[string]string{"Retry-After": "2"}, `{"ok":false,"error":"ratelimited"}`)
+	s.FailNext("chat.postMessage", 429, map[string]string{"Retry-After": "2"}, `{"ok":false,"error":"ratelimited"}`)
 	_, err = b.Reply(context.Background(), repeat, parent)
 	if retry, wait := alert.RetryPolicy(err); !retry || wait != 2*time.Second {
 		t.Errorf("a 429: %v (%v, %v)", err, retry, wait)
@@ -276,8 +287,7 @@ func TestBotReply(t *testing.T) {
 
 // A note is plain text in the thread: it mentions nobody.
 func TestBotNote(t *testing.T) {
-	s := newStandIn(t)
-	b := s.bot(t, true)
+	b, s := newBot(t, true)
 	parent, err := b.Notify(context.Background(), lifeAlert())
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +295,7 @@ func TestBotNote(t *testing.T) {
 	if err := b.Note(context.Background(), parent, ":alarm_clock: ended <!channel>"); err != nil {
 		t.Fatal(err)
 	}
-	replies := s.replies(parent.Channel, parent.TS)
+	replies := s.Replies(parent.Channel, parent.TS)
 	if len(replies) != 1 || replies[0].Text != ":alarm_clock: ended &lt;!channel&gt;" {
 		t.Errorf("replies %+v", replies)
 	}

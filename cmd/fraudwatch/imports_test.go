@@ -31,6 +31,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"lua/seedbench":      {"lua"},
 		"consumer/kafkatest": {},
 		"internal/testkit":   {"alert"},
+		"internal/standin":   {},
 		"scripts/kafkaready": {},
 		"scripts":            {},
 		"bench":              {"internal/testkit", "lua", "lua/redistest", "lua/seedbench"},
