@@ -146,3 +146,26 @@ func (s *Scripts) SealsSince(ctx context.Context, key string) (time.Time, bool, 
 	}
 	return time.UnixMilli(ms), true, nil
 }
+
+// ReceiverSince records at, when key holds nothing yet, as when a receiver
+// first ran, and returns what key holds: the first replica's time stays.
+// A value that is no time (written by another) reads as not set: the
+// caller falls back to its own start.
+func (s *Scripts) ReceiverSince(ctx context.Context, key string, at time.Time) (time.Time, bool, error) {
+	pipe := s.rdb.Pipeline()
+	pipe.SetNX(ctx, key, at.UnixMilli(), 0)
+	get := pipe.Get(ctx, key)
+	_, _ = pipe.Exec(ctx) // each command carries its error
+	v, err := get.Result()
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, fmt.Errorf("lua: read when receiver began: %w", err)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(ms), true, nil
+}

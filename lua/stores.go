@@ -52,3 +52,8 @@ func (k Keys) Budget(channel string) (channelKey, overallKey string) {
 	sum := sha256.Sum256([]byte(channel))
 	return k.storePrefix() + ":{budget}:c:" + hex.EncodeToString(sum[:12]), k.storePrefix() + ":{budget}:all"
 }
+
+// ReceiverSince is the key of when a receiver first ran, in any replica
+// (Scripts.ReceiverSince): a receiver added to a running deployment is
+// given the alerts published since, not the alerts topic's history.
+func (k Keys) ReceiverSince(name string) string { return k.prefix + ":receiver-since:" + name }

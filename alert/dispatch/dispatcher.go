@@ -82,6 +82,11 @@ type DispatcherConfig struct {
 	// no seal vouches for is dropped at once. A rule a reload removes is
 	// delivered as long, under its last settings.
 	UnknownRuleGrace time.Duration
+	// SkipHistory makes the receiver deliver only the alerts published
+	// since it first ran, in any replica (since.go): set for a receiver
+	// whose alerts group is new, so that adding one to a running
+	// deployment does not send it the alerts topic's week of history.
+	SkipHistory bool
 }
 
 func (c *DispatcherConfig) setDefaults() {
@@ -184,16 +189,6 @@ type claims interface {
 	repeatStore
 }
 
-// lifeStore is what the dispatcher needs of alerts' lives: the index of
-// open alerts it adds each alert sent to, and what an update reads and
-// records.
-type lifeStore interface {
-	IndexAlert(ctx context.Context, index, refs, id, ref string, limit int, lifetime time.Duration) error
-	LifeAndRecord(ctx context.Context, lifeKey, recordKey string) (lua.Life, lua.Record, error)
-	ObserveAck(ctx context.Context, key string) (opened, acked time.Time, first bool, err error)
-	ShowLife(ctx context.Context, recordKey string, version int64) (bool, error)
-}
-
 // Dispatcher delivers alerts through a Notifier, once each. It checks that
 // Redis decided each crossing, claims the alert in Redis (taking the
 // (rule, group)'s cooldown), sends it within the alert budget, and records
@@ -219,6 +214,10 @@ type Dispatcher struct {
 	// sealsSince is when fraudwatch began to seal alerts in this Redis,
 	// once read (unsealedTaken).
 	sealsSince atomic.Pointer[time.Time]
+	// started is when this dispatcher was made; since, when its receiver
+	// first ran, once read (SkipHistory).
+	started time.Time
+	since   atomic.Pointer[time.Time]
 	// defaultChannel is where the notifier sends a message without a
 	// channel, when it says (defaultDestination).
 	defaultChannel string
@@ -261,7 +260,8 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("alert: key prefix: %w", err)
 	}
-	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m}
+	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m,
+		started: time.Now()}
 	if u, ok := n.(Unbudgeted); ok {
 		d.unbudgeted = u.Unbudgeted()
 	}
@@ -319,6 +319,13 @@ func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (
 		}
 		if rs, _ := d.ruleOf(a.Rule); !routes(rs.Receivers, d.receiver) {
 			d.m.elsewhere.WithLabelValues(a.Rule).Inc()
+			continue
+		}
+		if before, err := d.beforeReceiver(ctx, a); err != nil || before {
+			if err != nil {
+				return i, err
+			}
+			d.m.history.WithLabelValues(a.Rule).Inc()
 			continue
 		}
 		// The message's place claims it: a forger cannot write another

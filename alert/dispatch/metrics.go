@@ -19,6 +19,7 @@ type dispatcherMetrics struct {
 	copies     *prometheus.CounterVec
 	legacy     prometheus.Counter
 	elsewhere  *prometheus.CounterVec
+	history    *prometheus.CounterVec
 	updates    *prometheus.CounterVec
 	ackSeconds *prometheus.HistogramVec
 	repeats    *prometheus.CounterVec
@@ -74,6 +75,10 @@ func newDispatcherMetrics(reg prometheus.Registerer, receiver string) (dispatche
 			Name: "fraudwatch_alerts_routed_elsewhere_total",
 			Help: "Alerts of the topic this receiver skips: their rule's routes send them to other receivers.",
 		}, []string{"rule"}),
+		history: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fraudwatch_alerts_before_receiver_total",
+			Help: "Alerts of the topic a receiver skips because they were published before the receiver first ran (a receiver added to a running deployment is not sent the topic's history).",
+		}, []string{"rule"}),
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alert_updates_total",
 			Help: "Updates of an alert's life read from the alerts topic, by result: shown by the receiver, unchanged (shown already, or nothing to show), unknown (no such alert: forged, or ended), elsewhere (routed to other receivers), failed (refused for good).",
@@ -104,7 +109,7 @@ func newDispatcherMetrics(reg prometheus.Registerer, receiver string) (dispatche
 		m.ackSeconds = ack
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"receiver": receiver}, reg)
 		for _, c := range []prometheus.Collector{m.sent, m.suppressed, m.failures, m.retries, m.dropped, m.parked, m.waiting, m.digested, m.copies, m.legacy,
-			m.elsewhere, m.updates, m.repeats} {
+			m.elsewhere, m.history, m.updates, m.repeats} {
 			if err := reg.Register(c); err != nil {
 				return m, fmt.Errorf("alert: register metrics: %w", err)
 			}

@@ -8,12 +8,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
+
+// lifeStore is what the dispatcher needs of alerts' lives: the index of
+// open alerts it adds each alert sent to, and what an update reads and
+// records.
+type lifeStore interface {
+	IndexAlert(ctx context.Context, index, refs, id, ref string, limit int, lifetime time.Duration) error
+	LifeAndRecord(ctx context.Context, lifeKey, recordKey string) (lua.Life, lua.Record, error)
+	ObserveAck(ctx context.Context, key string) (opened, acked time.Time, first bool, err error)
+	ShowLife(ctx context.Context, recordKey string, version int64) (bool, error)
+}
 
 // An alert's life changes (a click, the CLI) in Redis; then a small
 // message, an update, says so on the alerts topic, keyed like the alert's

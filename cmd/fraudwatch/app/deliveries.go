@@ -87,13 +87,18 @@ func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, o
 		}
 		seen[name] = true
 		log := a.log.With("component", "alert", "receiver", name)
-		d, err := dispatch.NewDispatcher(s.cfg, s.notifier, a.lua, log, a.reg)
+		groupID := alertsGroupID(a.cfg.Kafka, name, len(specs) == 1)
+		dc := s.cfg
+		// A group of its own reads the topic from its start: a receiver
+		// added later is sent what was published since it first ran.
+		dc.SkipHistory = groupID != a.cfg.Kafka.AlertsGroupID()
+		d, err := dispatch.NewDispatcher(dc, s.notifier, a.lua, log, a.reg)
 		if err != nil {
 			return fmt.Errorf("app: receiver %s: %w", name, err)
 		}
 		d.SetRules(ruleSettings(a.cfg.RuleSet(), s.rc))
 		gc := base
-		gc.GroupID = alertsGroupID(a.cfg.Kafka, name, len(specs) == 1)
+		gc.GroupID = groupID
 		if opts.Groups != nil {
 			opts.Groups(&gc)
 		}
