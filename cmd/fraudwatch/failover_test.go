@@ -186,7 +186,8 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 		before, total, took.Round(time.Millisecond), sum, under, 100*float64(under)/float64(total), crossings, posted, doubled)
 }
 
-// scrape sums the samples of a counter or gauge on a replica's /metrics
+// scrape sums the samples of a counter or gauge, or the observations of a
+// histogram, on a replica's /metrics
 // whose labels include the given name, value pairs; 0 when absent or
 // unreachable.
 func scrape(t *testing.T, addr, name string, labels ...string) float64 {
@@ -213,7 +214,7 @@ func scrape(t *testing.T, addr, name string, labels ...string) float64 {
 			match = match && has[labels[i]] == labels[i+1]
 		}
 		if match {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
