@@ -2,15 +2,19 @@
 // an App in-process; cmd/fraudwatch only adds flags and signals. An HTTP
 // server exposes metrics and health.
 //
-// Two consumer groups run in every process, as drawn below. An event's
-// offset is committed once its counters are updated and its crossings are
-// in the alerts topic. An alert's offset is committed once it is settled:
-// sent, suppressed, or refused for good.
+// Every process runs the events group and, for each receiver, an alerts
+// group of its own feeding that receiver's dispatcher (deliveries.go), as
+// drawn below, so that one receiver's outage holds only its own offsets.
+// An event's offset is committed once its counters are updated and its
+// crossings are in the alerts topic. An alert's offset is committed, in
+// each receiver's group, once it is settled for that receiver (sent,
+// suppressed, routed elsewhere, refused for good) or kept in Redis
+// (parked, or waiting for the receiver's budget).
 //
 //	orders, refunds ─▶ events group ─▶ rules engine ─▶ Redis scripts
 //	                                        │ first crossings (acks=all)
 //	                                        ▼
-//	                                   alerts topic ─▶ alerts group ─▶ dispatcher ─▶ Slack
+//	                                   alerts topic ─▶ an alerts group per receiver ─▶ its dispatcher ─▶ Slack / webhook / PagerDuty
 package app
 
 import (
