@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/pagerduty"
 	"github.com/fraudwatch/fraudwatch/alert/webhook"
 	"github.com/fraudwatch/fraudwatch/lua"
 )
@@ -92,6 +93,12 @@ func (k *checker) receiver(i int, spec *ReceiverSpec) (_ Receiver, ok bool) {
 		k.bad(at, "needs one of slack:, webhook: or pagerduty:")
 	case kinds > 1:
 		k.bad(at, "has %d of slack:, webhook: and pagerduty:: a receiver is one kind; make one receiver of each", kinds)
+	case len(k.errs) == before:
+		// Read well: the receiver's own check, so that check refuses what
+		// run would (one rule, the receiver's).
+		if err := ownCheck(r); err != nil {
+			k.bad(at, "%v", err)
+		}
 	}
 	for j, l := range spec.Links {
 		// Its form only: whether a rule's alerts fill its placeholders
@@ -141,6 +148,24 @@ func (k *checker) slackReceiver(at string, s *SlackSpec) *Slack {
 	}
 	k.slackSettings(at+".", &out)
 	return &out
+}
+
+// ownCheck is the receiver's own Validate, on the settings read.
+func ownCheck(r Receiver) error {
+	switch {
+	case r.Webhook != nil:
+		w := r.Webhook
+		secrets := make([]string, len(w.Secrets))
+		for i, s := range w.Secrets {
+			secrets[i] = s.Value()
+		}
+		return webhook.Config{Name: r.Name, URL: w.URL, Secrets: secrets, Template: w.Template,
+			ContentType: w.ContentType, Timeout: w.Timeout}.Validate()
+	case r.PagerDuty != nil:
+		p := r.PagerDuty
+		return pagerduty.Config{Name: r.Name, RoutingKey: p.RoutingKey.Value(), URL: p.URL, Timeout: p.Timeout}.Validate()
+	}
+	return nil
 }
 
 func (k *checker) webhook(at string, s *WebhookSpec) *Webhook {

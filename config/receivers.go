@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/pagerduty"
 )
 
 // ReceiverKind is what a receiver delivers alerts through.
@@ -27,13 +28,13 @@ const (
 
 // Defaults of the webhook and PagerDuty receivers.
 const (
-	DefaultPagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+	DefaultPagerDutyURL = pagerduty.DefaultURL
 	// PagerDuty takes about 120 events a minute per integration key and
 	// answers 429 past it: 1.5 a second with 10 at once stays under it
 	// (at most 100 in any minute), with room for the acknowledge and
 	// resolve events of the same key.
-	DefaultPagerDutyRate  = 1.5
-	DefaultPagerDutyBurst = 10
+	DefaultPagerDutyRate  = pagerduty.BudgetRate
+	DefaultPagerDutyBurst = pagerduty.BudgetBurst
 	// MaxPagerDutyRate is PagerDuty's 120 events a minute.
 	MaxPagerDutyRate = 2.0
 

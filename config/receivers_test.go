@@ -67,7 +67,7 @@ func TestReceiverListWithoutReceivers(t *testing.T) {
 // section's token, channel and budgets where it gives none.
 func TestReceiverListResolves(t *testing.T) {
 	clearEnv(t)
-	t.Setenv("TEST_PD_KEY", "pd-routing-key-1")
+	t.Setenv("TEST_PD_KEY", "pdroutingkey1pdroutingkey1pdrout")
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "rules.yaml"), twoRules)
 	writeFile(t, filepath.Join(dir, "secrets", "hook"), whsec+"\n")
@@ -108,7 +108,7 @@ receivers:
 			Template: `{"rule": "{{.Alert.Rule}}"}`, TemplateFile: filepath.Join(dir, "body.tmpl"), ContentType: "application/json",
 			Timeout: 10 * time.Second, Rate: 10, Burst: 20},
 			Links: []alert.LinkTemplate{{Text: "Customer", URL: "https://bo.example/customers/{customer_id}"}}},
-		{Name: "pager", Kind: KindPagerDuty, PagerDuty: &PagerDuty{RoutingKey: "pd-routing-key-1",
+		{Name: "pager", Kind: KindPagerDuty, PagerDuty: &PagerDuty{RoutingKey: "pdroutingkey1pdroutingkey1pdrout",
 			URL: "https://events.eu.pagerduty.com/v2/enqueue", Timeout: 10 * time.Second, Rate: 1.5, Burst: 10}},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -136,7 +136,7 @@ receivers:
 // Each problem of receivers: fails Load with one message naming the key,
 // never the secret.
 func TestReceiverErrors(t *testing.T) {
-	const pd = "pagerduty: {routing_key: pd-key-secret}"
+	const pd = "pagerduty: {routing_key: pdkeysecretpdkeysecretpdkeysecre}"
 	tests := []struct {
 		name, cfg string
 		env       map[string]string
@@ -175,7 +175,7 @@ func TestReceiverErrors(t *testing.T) {
 		{"a key with white space from a variable", "receivers:\n  - {name: a, pagerduty: {routing_key_env: TEST_PD}}\n",
 			map[string]string{"TEST_PD": "pd-key-secret "},
 			[]string{"receivers[0].pagerduty.routing_key: has leading or trailing white space (set by TEST_PD)"}},
-		{"a budget past PagerDuty's", "receivers:\n  - {name: a, pagerduty: {routing_key: pd-key-secret, rate: 3, burst: 500}}\n", nil,
+		{"a budget past PagerDuty's", "receivers:\n  - {name: a, pagerduty: {routing_key: pdkeysecretpdkeysecretpdkeysecre, rate: 3, burst: 500}}\n", nil,
 			[]string{"receivers[0].pagerduty.rate: must be a number of messages a second above 0 and at most 2, got 3",
 				"receivers[0].pagerduty.burst: must be 1 to 120 messages, got 500"}},
 		{"a slack receiver with no way to post", "receivers:\n  - {name: a, slack: {channel: '#x'}}\n", nil,
@@ -201,7 +201,33 @@ func TestReceiverErrors(t *testing.T) {
 			}
 			_, err := loadWith(t, tt.cfg, twoRules)
 			wantMessages(t, err, tt.want...)
-			if err != nil && strings.Contains(err.Error(), "pd-key-secret") {
+			if err != nil && (strings.Contains(err.Error(), "pd-key-secret") || strings.Contains(err.Error(), "pdkeysecret")) {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+		})
+	}
+}
+
+// What a receiver itself refuses at run, Load (and so check) refuses:
+// the receiver's own check runs on settings that read well.
+func TestReceiversOwnChecks(t *testing.T) {
+	five := strings.Repeat(whsec+", ", 4) + whsec
+	tests := []struct{ name, cfg, want string }{
+		{"a routing key not 32 letters and digits", "receivers:\n  - {name: pager, pagerduty: {routing_key: pdkeysecretpdkeysecretpdkeysec}}\n",
+			"receivers[0]: pagerduty pager: routing_key must be an integration key of 32 letters and digits (it is 30 characters)"},
+		{"five webhook secrets", "receivers:\n  - {name: cases, webhook: {url: https://x.test, secrets: [" + five + "]}}\n",
+			"receivers[0]: webhook cases:"},
+		{"credentials in a webhook's URL", "receivers:\n  - {name: cases, webhook: {url: \"https://u:p@x.test/h\", secrets: [" + whsec + "]}}\n",
+			"receivers[0]: webhook cases:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			_, err := loadWith(t, tt.cfg, twoRules)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Load = %v, want an error with %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "pdkeysecret") || strings.Contains(err.Error(), whsec[6:]) {
 				t.Errorf("the error shows a secret: %v", err)
 			}
 		})
@@ -212,7 +238,7 @@ func TestReceiverErrors(t *testing.T) {
 // theirs, nor does its resolved list.
 func TestReceiverSecretsNeverPrinted(t *testing.T) {
 	clearEnv(t)
-	t.Setenv("TEST_PD_KEY", "pd-routing-key-secret")
+	t.Setenv("TEST_PD_KEY", "pdroutingkeysecretpdroutingkeyse")
 	c, err := loadWith(t, `slack: {token: xoxb-shared-secret}
 receivers:
   - {name: slack, slack: {channel: "#x"}}
@@ -227,7 +253,7 @@ receivers:
 	for _, v := range []any{c, *c, list, list[1], list[2].Webhook, list[3].PagerDuty} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
 			out := fmt.Sprintf(verb, v)
-			for _, secret := range []string{"xoxb-shared-secret", "hook-secret", whsec[6:], "pd-routing-key-secret"} {
+			for _, secret := range []string{"xoxb-shared-secret", "hook-secret", whsec[6:], "pdroutingkeysecretpdroutingkeyse"} {
 				if strings.Contains(out, secret) {
 					t.Errorf("%s of %T shows %q", verb, v, secret)
 				}

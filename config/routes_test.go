@@ -13,7 +13,7 @@ import (
 const threeReceivers = `slack: {token: xoxb-1}
 receivers:
   - {name: slack, slack: {}}
-  - {name: pager, pagerduty: {routing_key: pd-key}}
+  - {name: pager, pagerduty: {routing_key: pdkeypdkeypdkeypdkeypdkeypdkey12}}
   - {name: cases, webhook: {url: "https://cases.test/", secrets: [` + whsec + `]}}
 `
 

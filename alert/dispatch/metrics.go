@@ -33,7 +33,7 @@ func newDispatcherMetrics(reg prometheus.Registerer, receiver string) (dispatche
 	m := dispatcherMetrics{
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_sent_total",
-			Help: "Alerts delivered to the notifier (Slack, or the log).",
+			Help: "Alerts delivered to the receiver (Slack, a webhook, PagerDuty, the log).",
 		}, []string{"rule"}),
 		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fraudwatch_alerts_suppressed_total",

@@ -32,11 +32,12 @@ const DefaultTimeout = 10 * time.Second
 // The budget the dispatcher should keep this receiver to: PagerDuty takes
 // about 120 events a minute per integration key, over a sliding 60 s. A
 // token bucket of BudgetRate a second and BudgetBurst sends at most
-// BudgetBurst + 60 × BudgetRate = 110 in any minute, leaving room for the
+// BudgetBurst + 60 × BudgetRate = 100 in any minute, leaving room for the
 // acknowledge and resolve events, which count against the same limit.
+// config takes them as a pagerduty receiver's default rate and burst.
 const (
 	BudgetRate  = 1.5
-	BudgetBurst = 20
+	BudgetBurst = 10
 )
 
 // RateLimitWait is how long a 429 without Retry-After waits: PagerDuty's

@@ -83,7 +83,7 @@ func TestCheckShowsRoutes(t *testing.T) {
 	const receivers = `rules_file: rules.yaml
 receivers:
   - {name: slack, slack: {webhook_url: "https://hooks.slack.test/x"}}
-  - {name: pager, pagerduty: {routing_key: pd-key-secret-4711}}
+  - {name: pager, pagerduty: {routing_key: pdkeysecret4711pdkeysecret4711ab}}
 `
 	const routes = `routes:
   - match: {rules: [amount-per-card]}
@@ -133,7 +133,7 @@ default_receivers: [slack]
 					t.Errorf("output lacks the line %q:\n%s", w, out)
 				}
 			}
-			if strings.Contains(stdout.String()+stderr.String(), "pd-key-secret-4711") {
+			if strings.Contains(stdout.String()+stderr.String(), "pdkeysecret4711pdkeysecret4711ab") {
 				t.Errorf("check shows the routing key")
 			}
 		})

@@ -25,7 +25,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"alert/slack":        {"alert"},
 		"alert/webhook":      {"alert"},
 		"alert/pagerduty":    {"alert"},
-		"config":             {"alert", "alert/webhook", "event", "lua", "rules"},
+		"config":             {"alert", "alert/pagerduty", "alert/webhook", "event", "lua", "rules"},
 		"lua/redistest":      {},
 		"lua/model":          {"lua"},
 		"lua/seedbench":      {"lua"},
