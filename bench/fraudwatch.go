@@ -31,6 +31,7 @@ type fraudwatchRun struct {
 	replicas int
 	events   int
 	rules    string // the rules file; rulesYAML when empty
+	extra    string // more of the configuration, appended (receivers:)
 }
 
 // result is what a contender achieved.
@@ -69,7 +70,7 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 	}
 	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
 		DeadLetter: r.orders + ".dlq", Alerts: r.orders + ".alerts", RedisAddrs: r.redis, Cluster: r.cluster,
-		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML()
+		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML() + r.extra
 	path := filepath.Join(dir, "fraudwatch.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }

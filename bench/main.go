@@ -35,6 +35,8 @@ type options struct {
 	scriptsFor     time.Duration
 	latencyFor     time.Duration
 	latencyRate    float64
+	routedAlerts   int
+	routedRate     float64
 	trace          bool
 	windows        bool
 	warmup         bool
@@ -61,6 +63,8 @@ func main() {
 	flag.DurationVar(&o.scriptsFor, "scripts-for", 5*time.Second, "how long the seed-style script and incr_and_check run side by side, at 1 and at 8 windows a call, each after a pass over 100,000 groups (0: not at all)")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
+	flag.IntVar(&o.routedAlerts, "routed-alerts", 100, "crossing orders whose alerts' latency to Slack, a webhook and PagerDuty is measured (0: none); at most what PagerDuty's budget carries (120, and 2 a second)")
+	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
 	flag.BoolVar(&o.warmup, "warmup", true, "run (b) once unmeasured first, so that its first row is not a cold machine's")
 	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
@@ -122,6 +126,9 @@ func run(ctx context.Context, o options) error {
 	if o.redis == "" {
 		return fmt.Errorf("no Redis: set -redis or FRAUDWATCH_BENCH_REDIS_ADDR (make bench starts one)")
 	}
+	if err := checkRouted(o.routedAlerts, o.routedRate); err != nil {
+		return err
+	}
 	b := &bench{o: o, brokers: strings.Split(o.brokers, ","), tbl: &table{},
 		suffix: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	kafkaName := "Kafka " + os.Getenv("FRAUDWATCH_BENCH_KAFKA_VERSION")
@@ -154,6 +161,9 @@ func run(ctx context.Context, o options) error {
 	defer os.RemoveAll(dir)
 	b.dir = dir
 	steps := []func(context.Context) error{b.ceilings, b.sideBySide, b.produce, b.fraudwatch}
+	if o.routedAlerts > 0 {
+		steps = append(steps, b.routed)
+	}
 	if o.windows {
 		steps = append(steps, b.windows)
 	}

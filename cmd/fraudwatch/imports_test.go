@@ -34,7 +34,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"internal/standin":   {},
 		"scripts/kafkaready": {},
 		"scripts":            {},
-		"bench":              {"internal/testkit", "lua", "lua/redistest", "lua/seedbench"},
+		"bench":              {"internal/standin", "internal/testkit", "lua", "lua/redistest", "lua/seedbench"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
 	if err != nil {
