@@ -4,6 +4,6 @@
 // signatures. Each is an httptest.Server closed when its test ends; each
 // checks what the client under test sends as the service documents it and
 // fails the test (t.Errorf) with what was wrong. They are shared by the
-// receivers' package tests and the end-to-end tests of cmd/fraudwatch.
-// For tests only, never the service.
+// receivers' package tests, the end-to-end tests of cmd/fraudwatch and
+// make bench's routed-alert rows: never the service.
 package standin
