@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,21 +17,27 @@ import (
 // fraudwatch_alert_receiver exports it for FraudwatchAlertsToLogOnly.
 func TestStartSaysWhereAlertsGo(t *testing.T) {
 	cases := []struct {
-		name     string
-		slack    func(*config.Slack)
-		supplied bool
-		kind     string
-		warn     bool
+		name      string
+		slack     func(*config.Slack)
+		receivers []config.ReceiverSpec
+		supplied  bool
+		kind      string
+		warn      bool
 	}{
 		{name: "no slack setting", slack: func(*config.Slack) {}, kind: "log", warn: true},
 		{name: "webhook", slack: func(s *config.Slack) { s.WebhookURL = "https://hooks.slack.invalid/services/T/B/X" }, kind: "slack_webhook"},
 		{name: "bot token", slack: func(s *config.Slack) { s.Token = "xoxb-test"; s.Channel = "#fraud" }, kind: "slack_bot"},
 		{name: "a notifier supplied", slack: func(*config.Slack) {}, supplied: true, kind: "custom"},
+		{name: "a webhook and PagerDuty", slack: func(*config.Slack) {}, kind: "webhook,pagerduty", receivers: []config.ReceiverSpec{
+			{Name: "cases", Webhook: &config.WebhookSpec{URL: "https://cases.invalid/hook",
+				Secrets: []config.Secret{"whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}}},
+			{Name: "pager", PagerDuty: &config.PagerDutySpec{RoutingKey: "R0UTEDTESTR0UTEDTESTR0UTEDTEST12"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPipeline(t, 1, countRule)
 			tc.slack(&p.cfg.Slack)
+			p.cfg.Receivers = tc.receivers
 			logs := &testkit.Buffer{}
 			opts := p.options()
 			opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
@@ -57,7 +64,7 @@ func TestStartSaysWhereAlertsGo(t *testing.T) {
 			}
 			for _, kind := range allReceiverKinds {
 				want := 0.0
-				if kind == tc.kind {
+				if slices.Contains(strings.Split(tc.kind, ","), kind) {
 					want = 1
 				}
 				if got := r.metric("fraudwatch_alert_receiver", "kind", kind); got != want {
