@@ -17,7 +17,8 @@ const envWebhookDownFor = "FRAUDWATCH_TEST_WEBHOOK_DOWN_FOR"
 // are in flight (docs/receivers.md); a webhook down for a minute delays
 // only its own deliveries; an acknowledge click updates the Slack message,
 // fraudwatch_alert_ack_seconds and the PagerDuty incident, and reaches the
-// webhook once it is back; a repeat crossing lands in the alert's thread.
+// webhook once it is back; a snooze ended early is said in the alert's
+// thread, and so is a repeat crossing.
 func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("receivers end to end through the binary")
@@ -78,11 +79,24 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 			w.pager.Incident(dedup) == "acknowledged"
 	})
 
+	// Snoozed from the message, and the snooze ended early from the CLI:
+	// its end is said in the message's thread.
+	w.click(t, "fraudwatch_snooze")
+	w.expireSnooze(t)
+	waitFor(t, 30*time.Second, "the snooze's end in the thread", func() bool {
+		for _, r := range w.slack.Replies(w.slackCh, w.slackTS) {
+			if strings.Contains(r.Text, "Snooze ended early") {
+				return true
+			}
+		}
+		return false
+	})
+
 	// A repeat crossing of card-A in its cooldown: a reply in its thread.
 	time.Sleep(2100 * time.Millisecond) // the 2 s window ends; the 10 m cooldown holds
 	w.burst(t, "card-A", 3)
 	waitFor(t, 30*time.Second, "the repeat in card-A's thread", func() bool {
-		return len(w.slack.Replies(w.slackCh, w.slackTS)) > 0
+		return len(w.slack.Replies(w.slackCh, w.slackTS)) > 1
 	})
 
 	// Back after a minute: the webhook gets what it missed, each once.

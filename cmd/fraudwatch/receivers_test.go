@@ -251,6 +251,22 @@ func (w *routedWorld) hooks(typ string) []standin.WebhookMessage {
 	return out
 }
 
+// expireSnooze ends the one silence in force from the CLI.
+func (w *routedWorld) expireSnooze(t *testing.T) {
+	out, err := command("silence", "list", "--config", w.config).CombinedOutput()
+	if err != nil {
+		t.Fatalf("silence list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("silence list, want one silence:\n%s", out)
+	}
+	id := strings.Fields(lines[1])[0]
+	if out, err := command("silence", "expire", id, "--config", w.config).CombinedOutput(); err != nil {
+		t.Fatalf("silence expire %s: %v\n%s", id, err, out)
+	}
+}
+
 // click signs and sends a click on the button action of the Slack message
 // at channel and ts, as Slack would.
 func (w *routedWorld) click(t *testing.T, action string) {
