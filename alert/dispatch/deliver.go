@@ -231,6 +231,9 @@ func (d *Dispatcher) conclude(ctx context.Context, e ending, alerts []alert.Aler
 		outcome = OutcomeDigested
 	}
 	d.record(outcome, alerts, attrs...)
+	if len(alerts) == 1 {
+		d.catchUp(ctx, alerts[0])
+	}
 	return nil
 }
 

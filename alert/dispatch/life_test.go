@@ -369,3 +369,36 @@ func TestARepeatGoesInItsAlertsThread(t *testing.T) {
 		t.Errorf("the hook counted %v repeats, want 1 (not threaded)", got)
 	}
 }
+
+// An alert acknowledged while it waited for its budget is posted as it was
+// published, open, and then brought up to date at once: the update that
+// said the change came before there was a post to show it on.
+func TestAnAlertChangedBeforeItsPostIsShownAfterIt(t *testing.T) {
+	slack := &lifeNotifier{name: "slack"}
+	e := testDispatcher(t, slack, dispatch.DispatcherConfig{})
+	e.withBudget(t, slack, true, false, true)
+	first, late := e.alert("card-1", "evt-1"), e.alert("card-2", "evt-2")
+	if n, err := e.d.HandleMessages(t.Context(), []kafka.Message{e.message(t, first, 1), e.message(t, late, 2)}); n != 2 || err != nil {
+		t.Fatalf("HandleMessages = %d, %v", n, err)
+	}
+	if posts, _ := slack.counts(); posts != 1 {
+		t.Fatalf("%d posted, want the first: the second waits for the budget", posts)
+	}
+	if _, _, err := e.scripts.ChangeLife(t.Context(), e.alertKey(t, late), "acknowledge", "cli:ann"); err != nil {
+		t.Fatal(err)
+	}
+	// The update is read while the alert waits: nothing to show it on.
+	if err := handleOne(t.Context(), e.d, updateMessage(t, late, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.DrainWaiting(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	posts, updates := slack.counts()
+	if posts != 2 || updates != 1 || slack.updates[0].a.ID != late.ID || slack.updates[0].st.AckedBy != "cli:ann" {
+		t.Fatalf("%d posts and updates %+v, want the late alert posted and then shown acknowledged by cli:ann", posts, slack.updates)
+	}
+	if rec := e.record(t, late, "slack"); rec.Shown != 1 {
+		t.Errorf("the record shows version %d, want 1", rec.Shown)
+	}
+}

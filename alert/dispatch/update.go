@@ -254,3 +254,32 @@ func (d *Dispatcher) index(ctx context.Context, a alert.Alert, g lua.Group) erro
 	}
 	return nil
 }
+
+// catchUp shows an alert's life where it was just posted, when the life
+// changed before the post: an alert that waited for its budget, or was
+// parked, while someone acknowledged it from the CLI or another receiver
+// is posted as it was published, open, and the update that said the
+// change was read before there was a post to show it on. Best effort: the
+// alert is sent and recorded so, and a failure here is logged, not
+// retried (the next change shows the whole state again).
+func (d *Dispatcher) catchUp(ctx context.Context, a alert.Alert) {
+	up, ok := d.notifier.(alert.Updater)
+	if !ok {
+		return
+	}
+	k, err := d.alertKeys(a)
+	if err == nil {
+		var l lua.Life
+		var rec lua.Record
+		if l, rec, err = d.claims.LifeAndRecord(ctx, k.alert, k.record); err == nil {
+			if l.Version == 0 || rec.State != "sent" || rec.Shown >= l.Version {
+				return
+			}
+			err = d.showLife(ctx, up, a, l, rec, k.record)
+		}
+	}
+	if err != nil {
+		d.log.Warn("an alert changed before its post, and its post could not be brought up to date",
+			"rule", a.Rule, "alert_id", a.ID, "err", err)
+	}
+}
