@@ -61,13 +61,15 @@ func (a *App) receiverSpecs(opts Options) ([]receiverSpec, error) {
 	return specs, nil
 }
 
-// alertsGroupID is the consumer group of receiver's dispatchers. The one
-// receiver of a configuration, and the receiver named "slack" among
-// several, keep the group every version before receivers used
-// (<group_id>.alerts), so that an upgrade resumes where it stopped; every
-// other receiver reads in <group_id>.alerts.<name>.
-func alertsGroupID(k config.Kafka, receiver string, only bool) string {
-	if only || receiver == "slack" {
+// alertsGroupID is the consumer group of receiver's dispatchers. The
+// receivers of versions before receivers, slack and log (the slack:
+// section, or nothing), and a notifier a caller supplies (the demo's
+// console), keep the group those versions used (<group_id>.alerts), so
+// that an upgrade resumes where it stopped; every other receiver reads in
+// <group_id>.alerts.<name>, whatever else the configuration holds, so that
+// no change of the others moves it to another group's offsets.
+func alertsGroupID(k config.Kafka, receiver string, supplied bool) string {
+	if supplied || receiver == config.LegacySlackReceiver || receiver == config.LegacyLogReceiver {
 		return k.AlertsGroupID()
 	}
 	return k.AlertsGroupID() + "." + receiver
@@ -87,7 +89,7 @@ func (a *App) buildDeliveries(specs []receiverSpec, base consumer.GroupConfig, o
 		}
 		seen[name] = true
 		log := a.log.With("component", "alert", "receiver", name)
-		groupID := alertsGroupID(a.cfg.Kafka, name, len(specs) == 1)
+		groupID := alertsGroupID(a.cfg.Kafka, name, s.rc.Kind == "")
 		dc := s.cfg
 		// A group of its own reads the topic from its start: a receiver
 		// added later is sent what was published since it first ran.
