@@ -36,15 +36,24 @@ type receiverSpec struct {
 }
 
 // receiverSpecs makes the notifier and dispatcher settings of each
-// receiver the configuration names, or of the one notifier a caller
-// supplied (the demo's console), which every rule reaches.
+// receiver the configuration names. A notifier a caller supplied (the
+// demo's console) stands in for the configured receiver of its name,
+// which keeps its routes, links and alerts group, beside the others; when
+// no configured receiver has its name, it is the one receiver, which every
+// rule reaches.
 func (a *App) receiverSpecs(opts Options) ([]receiverSpec, error) {
-	if n := opts.Notifier; n != nil {
+	list := a.cfg.ReceiverList()
+	n := opts.Notifier
+	if n != nil && !slices.ContainsFunc(list, func(rc config.Receiver) bool { return rc.Name == n.Name() }) {
 		return []receiverSpec{{rc: config.Receiver{Name: n.Name()}, notifier: n, cfg: dispatcherConfig(a.cfg, opts.Dispatcher)}}, nil
 	}
 	var specs []receiverSpec
-	for _, rc := range a.cfg.ReceiverList() {
-		n, budget, err := newReceiver(rc, a.log)
+	for _, rc := range list {
+		if n != nil && rc.Name == n.Name() {
+			specs = append(specs, receiverSpec{rc: rc, notifier: n, cfg: dispatcherConfig(a.cfg, opts.Dispatcher)})
+			continue
+		}
+		made, budget, err := newReceiver(rc, a.log)
 		if err != nil {
 			return nil, fmt.Errorf("app: receiver %s: %w", rc.Name, err)
 		}
@@ -56,7 +65,7 @@ func (a *App) receiverSpecs(opts Options) ([]receiverSpec, error) {
 			// One destination: its budget is the receiver's.
 			dc.ChannelBudget, dc.OverallBudget = *budget, *budget
 		}
-		specs = append(specs, receiverSpec{rc: rc, notifier: n, cfg: dc})
+		specs = append(specs, receiverSpec{rc: rc, notifier: made, cfg: dc})
 	}
 	return specs, nil
 }

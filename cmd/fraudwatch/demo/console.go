@@ -49,18 +49,76 @@ func (o *output) style(code, s string) string {
 	return code + s + ansiReset
 }
 
-// console is the demo's Notifier: it prints each alert as it is delivered.
+// console is the demo's Notifier: it prints each alert as it is
+// delivered, the changes of its life (alert.Updater), and the repeat
+// crossings of its group in its thread (alert.Threader).
 type console struct {
 	out *output
+
+	mu      sync.Mutex
+	acks    int // acknowledgements shown
+	replies int // repeat crossings shown in a thread
 }
 
+// consoleName is the console's receiver name, which the demo's routes
+// name.
+const consoleName = "console"
+
 // Name is the console's receiver name.
-func (c *console) Name() string { return "console" }
+func (c *console) Name() string { return consoleName }
 
 // Notify prints one alert. It never fails: the terminal is always there.
+// Its receipt names the alert, the thread its repeats are shown in.
 func (c *console) Notify(_ context.Context, a alert.Alert) (alert.Receipt, error) {
 	c.out.print(c.format(a))
-	return alert.Receipt{}, nil
+	return alert.Receipt{Channel: consoleName, TS: a.ID}, nil
+}
+
+// Update prints the alert's new state under it.
+func (c *console) Update(_ context.Context, a alert.Alert, st alert.State, _ alert.Receipt) error {
+	var what string
+	switch {
+	case st.Status == alert.StatusResolved:
+		what = "resolved by " + st.ResolvedBy
+	case st.Status == alert.StatusAcknowledged:
+		what = "acknowledged by " + st.AckedBy
+		c.mu.Lock()
+		c.acks++
+		c.mu.Unlock()
+	case st.Assignee != "":
+		what = "assigned to " + st.Assignee
+	default:
+		return nil
+	}
+	c.out.print(c.out.style(ansiBold, fmt.Sprintf("  ✔ %s: %s %s", clean(what), clean(a.Rule), clean(a.ID))) + "\n")
+	return nil
+}
+
+// Reply prints a repeat crossing of parent's group as a reply in its
+// thread.
+func (c *console) Reply(_ context.Context, repeat alert.Alert, parent alert.Receipt) (alert.Receipt, error) {
+	c.mu.Lock()
+	c.replies++
+	c.mu.Unlock()
+	value := alert.FormatValue(repeat.Metric, repeat.Current, repeat.Currency)
+	if repeat.OrderID != "" {
+		value += " · order " + clean(repeat.OrderID)
+	}
+	c.out.print(fmt.Sprintf("  ↳ again: %s (in the thread of %s)\n", value, clean(parent.TS)))
+	return alert.Receipt{Channel: consoleName, TS: repeat.ID}, nil
+}
+
+// Note prints text in parent's thread.
+func (c *console) Note(_ context.Context, parent alert.Receipt, text string) error {
+	c.out.print(fmt.Sprintf("  ↳ %s (in the thread of %s)\n", clean(text), clean(parent.TS)))
+	return nil
+}
+
+// shown is how many acknowledgements and thread replies it printed.
+func (c *console) shown() (acks, replies int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acks, c.replies
 }
 
 // format renders an alert as a block of two lines, and a third naming the
@@ -147,8 +205,8 @@ type withSlack struct {
 	printed map[string]bool // rule and event id of alerts printed but not yet in Slack
 }
 
-// Name is Slack's: the console only shows what goes there.
-func (n *withSlack) Name() string { return n.slack.Name() }
+// Name is the console's: it stands in for the console in routes.
+func (n *withSlack) Name() string { return consoleName }
 
 // Notify prints the alert once, then posts it to Slack, whose receipt it
 // returns.

@@ -99,20 +99,36 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	con := &console{out: out}
+	notifier, err := notifierFor(&cfg, con, log)
+	if err != nil {
+		return err
+	}
+	shown := cfg // the header shows the Slack section that addReceivers clears
+	went := delivered{console: con}
+	if opts.Config == nil || len(opts.Config.Rules) == 0 {
+		// The built-in rules route one rule to a case system.
+		if went.cases, err = startCases(&cfg, out); err != nil {
+			return err
+		}
+		defer went.cases.close()
+	}
 	w, err := startWorld(&cfg)
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	notifier, err := notifierFor(&cfg, out, log)
-	if err != nil {
-		return err
-	}
 	a, err := app.New(&cfg, app.Options{Logger: log, Notifier: notifier})
 	if err != nil {
 		return fmt.Errorf("demo: start pipeline: %w", err)
 	}
-	out.print(header(ctx, &cfg, rulesFrom, w.kafka.ListenAddrs()[0], w.redis.Addr(), a.Addr(), out))
+	out.print(header(ctx, &shown, rulesFrom, w.kafka.ListenAddrs()[0], w.redis.Addr(), a.Addr(), went.cases != nil, out))
+	ack, err := acknowledge(ctx, &cfg, went.cases, out)
+	if err != nil {
+		_ = a.Close()
+		return err
+	}
+	defer ack.stop()
 
 	// The App runs on its own context: it stops only once the traffic has
 	// stopped and the pipeline has caught up.
@@ -138,6 +154,7 @@ func Run(ctx context.Context, opts Options) error {
 	if failure == nil {
 		waitCaughtUp(a, final.total())
 	}
+	ack.stop()
 
 	stopApp()
 	var runErr error
@@ -149,7 +166,7 @@ func Run(ctx context.Context, opts Options) error {
 	elapsed := time.Since(started)
 	w.close()
 
-	out.print(summary(elapsed, seed, final, gather(a), &cfg, out))
+	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, out))
 	if rec != nil {
 		out.print(rec.summary(cmp.Or(opts.RecordName, "the recording")))
 	}
@@ -216,8 +233,7 @@ func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()
 	}
 }
 
-func notifierFor(cfg *config.Config, out *output, log *slog.Logger) (alert.Notifier, error) {
-	con := &console{out: out}
+func notifierFor(cfg *config.Config, con *console, log *slog.Logger) (alert.Notifier, error) {
 	if cfg.Slack.Mode() == config.SlackOff {
 		return con, nil
 	}
@@ -243,11 +259,12 @@ func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err
 
 	rulesFrom = "from " + cfg.RulesFile
 	if len(cfg.Rules) == 0 {
-		rs, err := config.ParseRules(builtinRules, builtinRulesPath)
+		set, err := config.ParseRuleSet(builtinRules, builtinRulesPath)
 		if err != nil {
 			return config.Config{}, "", fmt.Errorf("demo: built-in rules: %w", err)
 		}
-		cfg.Rules = rs
+		cfg.Rules, cfg.EventFields = set.Rules, set.EventFields
+		cfg.Routes, cfg.DefaultReceivers, cfg.Routing = set.Routes, set.DefaultReceivers, set.Routing
 		rulesFrom = builtinRulesName + ", " + builtinRulesPath
 	}
 	return cfg, rulesFrom, nil

@@ -118,6 +118,7 @@ func TestRunCatchesFraud(t *testing.T) {
 	if n := number(t, summary, `suppressed\s+(\d+) shadow`); n == 0 {
 		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
 	}
+	checkRoutedAckedThreaded(t, out, summary)
 
 	// Halfway, the rules file is rewritten with a lower threshold: the
 	// terminal says so, and the next card spike is alerted at it.

@@ -148,7 +148,7 @@ func (rr *rulesReload) swap(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("replace the rules file: %w", err)
 	}
 	for deadline := time.Now().Add(reloadWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if gather(a).get("fraudwatch_rules_reloads_total", "ok") > 0 {
+		if gather(a).sum("fraudwatch_rules_reloads_total", "result", "ok") > 0 {
 			return nil
 		}
 		if ctx.Err() != nil {

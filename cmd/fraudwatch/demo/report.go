@@ -26,11 +26,19 @@ const (
 	metricSuppressed = "fraudwatch_alerts_suppressed_total"
 	metricFailures   = "fraudwatch_alert_failures_total"
 	metricClamped    = "fraudwatch_refunds_clamped_total"
+	metricElsewhere  = "fraudwatch_alerts_routed_elsewhere_total"
+	metricRepeats    = "fraudwatch_alert_repeats_total"
 )
 
-// snapshot holds the counters of one Gather: metric name, then the label
-// values joined by ",", in label-name order.
-type snapshot map[string]map[string]float64
+// snapshot holds the counters of one Gather: metric name, then its
+// series.
+type snapshot map[string][]series
+
+// series is one counter's labels and value.
+type series struct {
+	labels map[string]string
+	v      float64
+}
 
 // gather reads the App's counters. A failed Gather gives an empty snapshot:
 // the demo's report is not worth failing for.
@@ -41,49 +49,75 @@ func gather(a *app.App) snapshot {
 		return s
 	}
 	for _, mf := range mfs {
-		series := map[string]float64{}
 		for _, m := range mf.GetMetric() {
 			if m.GetCounter() == nil {
 				continue
 			}
-			var labels []string
+			labels := map[string]string{}
 			for _, lp := range m.GetLabel() {
-				labels = append(labels, lp.GetValue())
+				labels[lp.GetName()] = lp.GetValue()
 			}
-			series[strings.Join(labels, ",")] += m.GetCounter().GetValue()
+			s[mf.GetName()] = append(s[mf.GetName()], series{labels: labels, v: m.GetCounter().GetValue()})
 		}
-		s[mf.GetName()] = series
 	}
 	return s
 }
 
-// get is one series; labels are the values in label-name order.
-func (s snapshot) get(name string, labels ...string) int64 {
-	return int64(s[name][strings.Join(labels, ",")])
-}
-
-// total sums every series of a metric.
-func (s snapshot) total(name string) int64 {
+// sum adds up the series of a metric whose labels hold every name, value
+// pair of where; with none, every series.
+func (s snapshot) sum(name string, where ...string) int64 {
 	var sum float64
-	for _, v := range s[name] {
-		sum += v
+	for _, sr := range s[name] {
+		ok := true
+		for i := 0; i+1 < len(where); i += 2 {
+			ok = ok && sr.labels[where[i]] == where[i+1]
+		}
+		if ok {
+			sum += sr.v
+		}
 	}
 	return int64(sum)
 }
 
-// processed counts events the pipeline is done with, valid or not.
-func (s snapshot) processed() float64 {
-	return float64(s.total(metricConsumed) + s.total(metricInvalid))
+// by sums a metric's series by the value of one label, matching where.
+func (s snapshot) by(name, label string, where ...string) map[string]int64 {
+	out := map[string]int64{}
+	for _, sr := range s[name] {
+		if v, ok := sr.labels[label]; ok {
+			out[v] = s.sum(name, append([]string{label, v}, where...)...)
+		}
+	}
+	return out
 }
 
-// settled says whether every crossing's alert was sent, suppressed or
-// given up on: none is still on its way through the alerts topic.
+// processed counts events the pipeline is done with, valid or not.
+func (s snapshot) processed() float64 {
+	return float64(s.sum(metricConsumed) + s.sum(metricInvalid))
+}
+
+// settled says whether every crossing's alert was sent, suppressed, given
+// up on or routed elsewhere by each receiver (each has a series of sent
+// alerts a rule from the start): none is still on its way through the
+// alerts topic.
 func (s snapshot) settled() bool {
-	return s.total(metricSent)+s.total(metricSuppressed)+s.total(metricFailures) >= s.total(metricCrossings)
+	receivers := map[string]bool{}
+	for _, sr := range s[metricSent] {
+		receivers[sr.labels["receiver"]] = true
+	}
+	for r := range receivers {
+		done := int64(0)
+		for _, m := range []string{metricSent, metricSuppressed, metricFailures, metricElsewhere} {
+			done += s.sum(m, "receiver", r)
+		}
+		if done < s.sum(metricCrossings) {
+			return false
+		}
+	}
+	return true
 }
 
 // header tells a newcomer what is running and what to expect.
-func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redisAddr, metricsAddr string, out *output) string {
+func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redisAddr, metricsAddr string, routed bool, out *output) string {
 	var b strings.Builder
 	k := &cfg.Kafka
 	b.WriteString(out.style(ansiBold, "fraudwatch demo") +
@@ -101,11 +135,23 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 	default:
 		fmt.Fprintf(tw, "  alerts\tprinted below as they fire (with a slack: section in --config, also to Slack)\n")
 	}
+	if routed {
+		var to []string
+		for _, r := range cfg.Rules {
+			if slices.Contains(cfg.Routing[r.Name].Receivers, casesName) {
+				to = append(to, r.Name)
+			}
+		}
+		fmt.Fprintf(tw, "  %s\ta webhook endpoint the demo runs, which verifies each signature (→ lines); the routes\n", casesName)
+		fmt.Fprintf(tw, "\tsend it %s's alerts. The first it gets is acknowledged by %s (✔), and a repeat\n", strings.Join(to, ", "), ackedBy)
+		fmt.Fprintf(tw, "\tcrossing within a cooldown is shown in its alert's thread (↳)\n")
+	}
 	fmt.Fprintf(tw, "  logs\ton stderr; WARN lines about invalid events and clamped refunds are expected:\n")
 	fmt.Fprintf(tw, "\tthe traffic includes both on purpose (--log-level info shows every step)\n")
 	fmt.Fprintf(tw, "  traffic\t%d-%d orders/s by ordinary shoppers, %s to %s each, mixed with fraud:\n", minRate, maxRate,
 		alert.FormatValue(alert.Amount, 5_000, demoCurrency), alert.FormatValue(alert.Count, 150_000, ""))
-	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a bot IP, card testing, refunds, malformed events\n")
+	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a card that comes back, a bot IP, card testing, refunds,\n")
+	fmt.Fprintf(tw, "\tmalformed events\n")
 	if dl, ok := ctx.Deadline(); ok {
 		fmt.Fprintf(tw, "  runs\tfor %s (Ctrl-C stops it sooner), then prints a summary\n", time.Until(dl).Round(time.Second))
 	} else {
@@ -157,7 +203,7 @@ func describeRule(r rules.Rule) string {
 // that traffic still flows.
 func progressLine(elapsed time.Duration, sent produced, s snapshot, out *output) string {
 	line := fmt.Sprintf("  · %s  sent %s · processed %d · %s so far",
-		clock(elapsed), sent, int64(s.processed()), plural(s.total(metricSent), "alert"))
+		clock(elapsed), sent, int64(s.processed()), plural(s.sum(metricSent, "receiver", consoleName), "alert"))
 	return out.style(ansiDim, line) + "\n"
 }
 
@@ -166,37 +212,32 @@ func clock(d time.Duration) string {
 	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }
 
-// summary reports the run from the App's own metrics.
-func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg *config.Config, out *output) string {
+// summary reports the run from the App's own metrics, as the console's
+// receiver counts its alerts, and where else they went.
+func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg *config.Config, went delivered, out *output) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s after %s (--seed %d repeats this traffic)\n", out.style(ansiBold, "Summary"),
 		elapsed.Round(100*time.Millisecond), int64(seed))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  events sent\t%s\n", sent)
 	fmt.Fprintf(tw, "  events consumed\t%s, %s\n",
-		plural(s.get(metricConsumed, string(event.Order)), "order"), plural(s.get(metricConsumed, string(event.Refund)), "refund"))
-	fmt.Fprintf(tw, "  dead-lettered\t%d%s, to %s\n", s.total(metricInvalid), breakdown(s[metricInvalid]), cfg.Kafka.DeadLetterTopic)
-	// Labels are reason, rule (label-name order).
-	shadow, cooldown := int64(0), int64(0)
-	for labels, v := range s[metricSuppressed] {
-		switch reason, _, _ := strings.Cut(labels, ","); reason {
-		case dispatch.SuppressedShadow:
-			shadow += int64(v)
-		case dispatch.SuppressedCooldown:
-			cooldown += int64(v)
-		}
-	}
-	fmt.Fprintf(tw, "  alerts sent\t%d\n", s.total(metricSent))
-	fmt.Fprintf(tw, "  suppressed\t%d shadow, %d cooldown\n", shadow, cooldown)
-	if f := s.total(metricFailures); f > 0 {
+		plural(s.sum(metricConsumed, "type", string(event.Order)), "order"), plural(s.sum(metricConsumed, "type", string(event.Refund)), "refund"))
+	fmt.Fprintf(tw, "  dead-lettered\t%d%s, to %s\n", s.sum(metricInvalid), breakdown(s.by(metricInvalid, "reason")), cfg.Kafka.DeadLetterTopic)
+	console := []string{"receiver", consoleName}
+	fmt.Fprintf(tw, "  alerts sent\t%d\n", s.sum(metricSent, console...))
+	fmt.Fprintf(tw, "  suppressed\t%d shadow, %d cooldown\n",
+		s.sum(metricSuppressed, append(console, "reason", dispatch.SuppressedShadow)...),
+		s.sum(metricSuppressed, append(console, "reason", dispatch.SuppressedCooldown)...))
+	if f := s.sum(metricFailures, console...); f > 0 {
 		fmt.Fprintf(tw, "  not delivered\t%d\n", f)
 	}
-	if n := s.total(metricClamped); n > 0 {
+	if n := s.sum(metricClamped); n > 0 {
 		fmt.Fprintf(tw, "  refunds clamped\t%d%s: larger than the window's total, which stopped at 0\n",
-			n, breakdown(s[metricClamped]))
+			n, breakdown(s.by(metricClamped, "rule")))
 	} else {
 		fmt.Fprintf(tw, "  refunds clamped\t0\n")
 	}
+	went.report(tw, s)
 	_ = tw.Flush()
 
 	width := len("rule")
@@ -205,20 +246,22 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	}
 	fmt.Fprintf(&b, "\n  %-*s  %9s  %7s  %6s  %8s\n", width, "rule", "crossings", "alerted", "shadow", "cooldown")
 	for _, r := range cfg.Rules {
+		rule := append([]string{"rule", r.Name}, console...)
 		fmt.Fprintf(&b, "  %-*s  %9d  %7d  %6d  %8d\n", width, r.Name,
-			s.get(metricCrossings, r.Name), s.get(metricSent, r.Name),
-			s.get(metricSuppressed, dispatch.SuppressedShadow, r.Name), s.get(metricSuppressed, dispatch.SuppressedCooldown, r.Name))
+			s.sum(metricCrossings, "rule", r.Name), s.sum(metricSent, rule...),
+			s.sum(metricSuppressed, append(rule, "reason", dispatch.SuppressedShadow)...),
+			s.sum(metricSuppressed, append(rule, "reason", dispatch.SuppressedCooldown)...))
 	}
 	b.WriteString("  crossings: first times a group reached the rule's threshold in a window;\n" +
 		"  shadow, cooldown: crossings not alerted, because the rule is in shadow mode or the group was alerted recently\n")
 	return b.String()
 }
 
-// breakdown lists the non-zero series of a one-label counter: " (a 2, b 1)".
-func breakdown(series map[string]float64) string {
+// breakdown lists the non-zero counts by label value: " (a 2, b 1)".
+func breakdown(counts map[string]int64) string {
 	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(series)) {
-		if v := int64(series[k]); v > 0 {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		if v := counts[k]; v > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", k, v))
 		}
 	}

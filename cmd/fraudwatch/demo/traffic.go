@@ -145,6 +145,7 @@ func (g *generator) planCycle(base time.Duration) {
 	if base%(3*cycle) == 0 {
 		g.cardTesting(jitter(7 * time.Second))
 	}
+	g.cardReturn(jitter(6 * time.Second))
 	for t := invalidPeriod / 4; t < cycle; t += invalidPeriod {
 		g.invalid(jitter(t))
 	}
@@ -189,6 +190,34 @@ func (g *generator) cardSpike(at time.Duration) {
 		amount := roundTo(300_000+g.rng.Int64N(200_001), 1_000)
 		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
 		at += g.between(500*time.Millisecond, 1200*time.Millisecond)
+	}
+}
+
+// cardReturn: a stolen card pays two big orders from two new accounts
+// (amount-per-card-10m), one is refunded, and a third account pays another:
+// the card crosses its threshold again within its cooldown, a repeat
+// crossing shown in the thread of its alert. 600,000 an order crosses the
+// threshold after the reload too (700,000), and the refund falls below
+// both.
+func (g *generator) cardReturn(at time.Duration) {
+	const amount = 600_000
+	thief := g.fraudster()
+	var first *eventJSON
+	for i := range 3 {
+		who := g.fraudster()
+		who.card, who.device, who.ip = thief.card, thief.device, thief.ip
+		ev := g.order(who, amount)
+		g.add(planned{at: at, kind: kindOrder, ev: ev, key: who.customer})
+		if i == 0 {
+			first = ev
+		}
+		if i == 1 {
+			// Its refund comes between the second order and the third,
+			// far enough from each that the topics' order holds.
+			at += g.between(1500*time.Millisecond, 2000*time.Millisecond)
+			g.add(planned{at: at, kind: kindRefund, ev: g.refund(first, amount), key: first.CustomerID})
+		}
+		at += g.between(1500*time.Millisecond, 2000*time.Millisecond)
 	}
 }
 
