@@ -49,8 +49,10 @@ type Options struct {
 	// Registry receives every metric; nil makes a new one with the Go and
 	// process collectors.
 	Registry *prometheus.Registry
-	// Notifier replaces the one the configuration implies (Slack, or the
-	// log). The demo uses it to print alerts to the terminal.
+	// Notifier stands in for the configured receiver of its name (its
+	// routes, links and alerts group kept), beside the others; when no
+	// receiver has its name, it replaces them all. The demo uses it to
+	// print alerts to the terminal.
 	Notifier alert.Notifier
 	// Dispatcher tunes alert delivery (tests shorten the backoff).
 	Dispatcher dispatch.DispatcherConfig
