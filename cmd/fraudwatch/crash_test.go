@@ -36,6 +36,9 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long fault-injection test")
 	}
+	// Beside the receivers' end-to-end test (TestRoutedAlertsReachEachReceiverOnce),
+	// whose minute of waiting it fills: they share nothing but the servers.
+	t.Parallel()
 	k := kafkatest.New(t)
 	if !k.Real {
 		// kfake restarts its rebalance timer whenever a member joins or

@@ -23,6 +23,10 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("receivers end to end through the binary")
 	}
+	// Beside the crash test, the other long test of the binary: most of
+	// this one is waiting (the webhook's minute down), and both run in
+	// each of .ci/run's suites.
+	t.Parallel()
 	downFor := time.Minute
 	if v := os.Getenv(envWebhookDownFor); v != "" {
 		d, err := time.ParseDuration(v)
