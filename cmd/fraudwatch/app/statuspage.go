@@ -43,8 +43,13 @@ func (s *statusSource) Open(ctx context.Context) (status.Open, error) {
 	if err != nil {
 		return status.Open{}, err
 	}
-	newest, err := s.lives.List(ctx, openNewest)
-	return status.Open{ByRule: byRule, Newest: newest}, err
+	// The newest first: up to life.MaxList of them make each rule's
+	// figures of acknowledgement, the first openNewest are listed.
+	listed, err := s.lives.List(ctx, life.MaxList)
+	if err != nil {
+		return status.Open{}, err
+	}
+	return status.Open{ByRule: byRule, Newest: listed[:min(len(listed), openNewest)], Acks: status.AcksOf(listed, time.Now())}, nil
 }
 
 func (s *statusSource) Rules() (string, []rules.Rule) {

@@ -53,6 +53,8 @@ type Source interface {
 type Open struct {
 	ByRule map[string]int
 	Newest []life.Entry
+	// Acks are each rule's open alerts by acknowledgement (AcksOf).
+	Acks map[string]Acks
 }
 
 // Rules are the rules with open alerts, by name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,7 +70,7 @@ func sample() *fakeSource {
 		open: Open{ByRule: map[string]int{"orders-per-customer": 3, "amount": 1}, Newest: []life.Entry{
 			{ID: "orders-per-customer/e7", State: alert.State{Status: alert.StatusAcknowledged, OpenedAt: at, AckedBy: "slack:" + hostile},
 				Alert: alert.Alert{Severity: alert.SeverityHigh, GroupValues: []string{"cust-secret-42"}}},
-		}},
+		}, Acks: map[string]Acks{"orders-per-customer": {Acknowledged: 2, Median: 4 * time.Minute, Waiting: 1, Oldest: 90 * time.Minute}}},
 	}
 }
 
@@ -123,7 +124,9 @@ func TestStatusPage(t *testing.T) {
 			"version 0cdd29e7d71e, since 2026-12-01 07:30:00Z",
 			"/etc/fraudwatch/rules.yaml last read at 2026-12-01 08:30:00Z (signal): taken, it holds the rules in force.",
 			// Open alerts of every replica: per rule, and the newest.
-			`<tr><td>amount</td><td class="num">1</td></tr>`, `<tr><td>orders-per-customer</td><td class="num">3</td></tr>`,
+			`<tr><td>amount</td><td class="num">1</td>`, `<tr><td>orders-per-customer</td><td class="num">3</td>`,
+			// How they stand with acknowledgement, from Redis.
+			`<td class="num">2</td><td class="num">4m</td>` + "\n" + `<td class="num">1</td><td class="num">1h30m</td></tr>`,
 			`<td>2026-12-01 09:30:00Z</td><td>orders-per-customer/e7</td><td>high</td>`,
 			`<td class="acknowledged">acknowledged</td><td>slack:&lt;script&gt;`,
 		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused", "No open alert."}},
@@ -172,5 +175,33 @@ func TestStatusPage(t *testing.T) {
 	}
 	if resp, _ := get(t, sample(), "/other"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /other = %d, want 404", resp.StatusCode)
+	}
+}
+
+// Open alerts by acknowledgement: the median time to acknowledge of those
+// acknowledged, and the oldest of those waiting, per rule.
+func TestAcksOf(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	entry := func(rule string, status alert.Status, opened, acked time.Duration) life.Entry {
+		st := alert.State{Status: status, OpenedAt: now.Add(-opened)}
+		if status == alert.StatusAcknowledged {
+			st.AckedAt = st.OpenedAt.Add(acked)
+		}
+		return life.Entry{Ref: alert.Ref{Rule: rule}, State: st}
+	}
+	got := AcksOf([]life.Entry{
+		entry("a", alert.StatusAcknowledged, time.Hour, time.Minute),
+		entry("a", alert.StatusAcknowledged, time.Hour, 9*time.Minute),
+		entry("a", alert.StatusAcknowledged, time.Hour, 3*time.Minute),
+		entry("a", alert.StatusOpen, 20*time.Minute, 0),
+		entry("a", alert.StatusOpen, 50*time.Minute, 0),
+		entry("b", alert.StatusOpen, 5*time.Minute, 0),
+	}, now)
+	want := map[string]Acks{
+		"a": {Acknowledged: 3, Median: 3 * time.Minute, Waiting: 2, Oldest: 50 * time.Minute},
+		"b": {Waiting: 1, Oldest: 5 * time.Minute},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("AcksOf = %+v, want %+v", got, want)
 	}
 }
