@@ -102,8 +102,10 @@ func TestStatusPageInABrowser(t *testing.T) {
 		"o-3", `class="sent">sent`,
 		"one group by customer_id", "known reseller &lt;b&gt;", "kim",
 		"<td>" + p.cfg.Kafka.OrdersTopic + "</td>",
-		// The alert sent is open, counted under its rule and listed.
-		`<tr><td>orders-per-customer</td><td class="num">1</td></tr>`, "<td>orders-per-customer/", `class="open">open`,
+		// The alert sent is open, counted under its rule (none acknowledged,
+		// one waiting) and listed.
+		`<tr><td>orders-per-customer</td><td class="num">1</td>`, `<td class="num">0</td><td class="num"></td>`,
+		"<td>orders-per-customer/", `class="open">open`,
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered page lacks %q:\n%s", want, dom)
