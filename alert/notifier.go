@@ -3,6 +3,9 @@ package alert
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -115,6 +118,26 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string             { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error             { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.wait }
+
+// ParseRetryAfter reads an HTTP Retry-After header, seconds or an
+// HTTP-date, as of now: false for none, a date past, or more than a day
+// (the backoff then decides). Receivers speaking HTTP share it.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 || s > 24*3600 {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) && t.Sub(now) <= 24*time.Hour {
+		return t.Sub(now), true
+	}
+	return 0, false
+}
 
 // RetryPolicy says whether a failed delivery is worth another attempt, and
 // how long the receiver asked to wait first (0: use the backoff). An error

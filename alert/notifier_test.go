@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -44,5 +45,27 @@ func TestRetryPolicy(t *testing.T) {
 	}
 	if alert.Permanent(nil) != nil || alert.RetryAfter(nil, time.Second) != nil {
 		t.Error("marking a nil error made an error")
+	}
+}
+
+// Retry-After as seconds or an HTTP-date; none, a date past, or more than
+// a day leave the wait to the backoff.
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false}, {" 30 ", 30 * time.Second, true}, {"-1", 0, false}, {"90000", 0, false},
+		{now.Add(2 * time.Minute).Format(http.TimeFormat), 2 * time.Minute, true},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0, false},
+		{now.Add(48 * time.Hour).Format(http.TimeFormat), 0, false}, {"soon", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := alert.ParseRetryAfter(tt.in, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
 	}
 }

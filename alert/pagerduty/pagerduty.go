@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -111,14 +110,14 @@ func (n *Notifier) classify(what string, resp *http.Response, data []byte) error
 	case code >= 200 && code < 300:
 		return nil
 	case code == http.StatusTooManyRequests:
-		wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"), n.now())
+		wait, ok := alert.ParseRetryAfter(resp.Header.Get("Retry-After"), n.now())
 		if !ok {
 			wait = RateLimitWait
 		}
 		return alert.RetryAfter(fmt.Errorf("%s: %s (about 120 events a minute per routing key)", what, status), wait)
 	case code >= 500 || code == http.StatusRequestTimeout:
 		err := fmt.Errorf("%s: %s", what, status)
-		if wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"), n.now()); ok {
+		if wait, ok := alert.ParseRetryAfter(resp.Header.Get("Retry-After"), n.now()); ok {
 			return alert.RetryAfter(err, wait)
 		}
 		return err
@@ -152,24 +151,6 @@ func (n *Notifier) reasons(data []byte) string {
 	s := strings.Join(parts, "; ")
 	s = strings.ReplaceAll(s, n.cfg.RoutingKey, "[redacted]")
 	return safe(s, 300)
-}
-
-// parseRetryAfter reads Retry-After as seconds or an HTTP-date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > 24*3600 {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now), true
-	}
-	return 0, false
 }
 
 // redact keeps the transport error's URL to the endpoint's, keeping the

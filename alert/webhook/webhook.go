@@ -163,7 +163,7 @@ func classify(what string, code int, retryAfter, name string, now time.Time) err
 		return nil
 	case code == http.StatusTooManyRequests || code >= 500 || code == http.StatusRequestTimeout:
 		err := fmt.Errorf("%s: %s", what, status)
-		if wait, ok := parseRetryAfter(retryAfter, now); ok {
+		if wait, ok := alert.ParseRetryAfter(retryAfter, now); ok {
 			return alert.RetryAfter(err, wait)
 		}
 		return err // retried with the backoff
@@ -174,25 +174,6 @@ func classify(what string, code int, retryAfter, name string, now time.Time) err
 		return &alert.ChannelError{Channel: name, Err: fmt.Errorf("%s: refused: %s", what, status)}
 	}
 	return fmt.Errorf("%s: an unexpected answer: %s", what, status)
-}
-
-// parseRetryAfter reads Retry-After as seconds or an HTTP-date; a date
-// past, or nothing, is the backoff's to decide.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > 24*3600 {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now), true
-	}
-	return 0, false
 }
 
 // redact keeps the URL's path and query out of a transport error (Go's
