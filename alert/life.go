@@ -2,6 +2,7 @@ package alert
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,32 @@ type State struct {
 	ResolvedBy string    `json:"resolved_by,omitempty"`
 	ResolvedAt time.Time `json:"resolved_at,omitzero"`
 	Assignee   string    `json:"assignee,omitempty"`
+	// Label is what a person said the alert itself was (Slack's Fraud and
+	// Not fraud, `fraudwatch label add --alert`): it wins over its orders'
+	// outcomes (docs/outcomes.md). A later label replaces it; a resolved
+	// alert can still be labelled.
+	Label      Label     `json:"label,omitempty"`
+	LabelledBy string    `json:"labelled_by,omitempty"`
+	LabelledAt time.Time `json:"labelled_at,omitzero"`
+}
+
+// Label is what became of an order, or what an alert was: an outcome
+// (docs/outcomes.md).
+type Label string
+
+// Labels.
+const (
+	LabelFraud   Label = "fraud"
+	LabelLegit   Label = "legit"
+	LabelUnclear Label = "unclear"
+)
+
+// Labels lists every label.
+var Labels = []Label{LabelFraud, LabelLegit, LabelUnclear}
+
+// Valid reports whether l is one of Labels.
+func (l Label) Valid() bool {
+	return l == LabelFraud || l == LabelLegit || l == LabelUnclear
 }
 
 // Updater is a Notifier that can show an alert's new state where it
@@ -72,7 +99,24 @@ const (
 	OpResolve     Op = "resolve"
 	// OpAssign makes who the alert's assignee (Slack's Assign to me).
 	OpAssign Op = "assign"
+	// OpLabelFraud, OpLabelLegit and OpLabelUnclear label the alert (and
+	// so its orders): Slack's Fraud and Not fraud, `fraudwatch label add`.
+	OpLabelFraud   Op = "label_fraud"
+	OpLabelLegit   Op = "label_legit"
+	OpLabelUnclear Op = "label_unclear"
 )
+
+// LabelOp is the op that labels an alert l.
+func LabelOp(l Label) Op { return Op("label_" + string(l)) }
+
+// Label is the label op gives an alert; false when op labels nothing.
+func (op Op) Label() (Label, bool) {
+	l, ok := strings.CutPrefix(string(op), "label_")
+	if !ok || !Label(l).Valid() {
+		return "", false
+	}
+	return Label(l), true
+}
 
 // Ref names one alert as its keys in Redis do: its rule, its group as the
 // keys encode it (Alert.Group) and the event that crossed. A button's value

@@ -38,6 +38,8 @@ type Config struct {
 	Redis   Redis   `mapstructure:"redis"`
 	Slack   Slack   `mapstructure:"slack"`
 	Metrics Metrics `mapstructure:"metrics"`
+	// Outcomes bounds the outcomes kept in Redis (docs/outcomes.md).
+	Outcomes Outcomes `mapstructure:"outcomes"`
 	// Receivers, when set, are where alerts go, in the slack: section's
 	// stead (receivers.go); ReceiverList resolves them.
 	Receivers []ReceiverSpec `mapstructure:"receivers"`
@@ -76,6 +78,10 @@ type Kafka struct {
 	// the alert dispatchers (group GroupID + ".alerts"); a feed for other
 	// systems too.
 	AlertsTopic string `mapstructure:"alerts_topic"`
+	// OutcomesTopic carries outcomes of orders that other systems write
+	// (chargebacks, reviews), read in the group GroupID + ".outcomes"
+	// (docs/outcomes.md).
+	OutcomesTopic string `mapstructure:"outcomes_topic"`
 	// StartOffset is where a new consumer group starts: earliest | latest.
 	StartOffset string `mapstructure:"start_offset"`
 	ClientID    string `mapstructure:"client_id"`
@@ -95,6 +101,19 @@ type Kafka struct {
 // SameTopic reports whether orders and refunds share one topic, in which
 // case every event must carry its "type".
 func (k *Kafka) SameTopic() bool { return k.OrdersTopic == k.RefundsTopic }
+
+// OutcomesGroupID is the consumer group that reads the outcomes topic.
+func (k *Kafka) OutcomesGroupID() string { return k.GroupID + ".outcomes" }
+
+// Outcomes is the outcomes: section.
+type Outcomes struct {
+	// Retention is how long an order's outcome, and an alert's record of
+	// its orders, are kept after they are last written.
+	Retention time.Duration `mapstructure:"retention"`
+	// MaxOrders bounds the orders with an outcome: past it the oldest
+	// written are dropped first.
+	MaxOrders int `mapstructure:"max_orders"`
+}
 
 // SASL is kafka.sasl.
 type SASL struct {
@@ -203,6 +222,7 @@ func Default() Config {
 			RefundsTopic:      "refunds",
 			DeadLetterTopic:   "fraudwatch.dlq",
 			AlertsTopic:       "fraudwatch.alerts",
+			OutcomesTopic:     "fraudwatch.outcomes",
 			StartOffset:       StartLatest,
 			ClientID:          "fraudwatch",
 			MaxEventBytes:     64 << 10,
@@ -225,7 +245,9 @@ func Default() Config {
 			// Slack's own limit: about one message a second a channel.
 			Rate: 1, Burst: 3, OverallRate: 5, OverallBurst: 15, DigestSize: 10,
 		},
-		Metrics:         Metrics{Listen: "127.0.0.1:9464"},
+		Metrics: Metrics{Listen: "127.0.0.1:9464"},
+		// Chargebacks come within 120 days of an order.
+		Outcomes:        Outcomes{Retention: 180 * 24 * time.Hour, MaxOrders: 1_000_000},
 		RulesFile:       "rules.yaml",
 		ShutdownTimeout: 30 * time.Second,
 	}

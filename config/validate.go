@@ -54,6 +54,7 @@ func (c *Config) checkSettings() []error {
 	k.receivers()
 	k.addresses()
 	k.positive("shutdown_timeout", c.ShutdownTimeout)
+	k.outcomes(c.Outcomes)
 	return k.errs
 }
 
@@ -93,6 +94,16 @@ func (k *checker) topics(kc *Kafka) {
 	k.topic("kafka.refunds_topic", kc.RefundsTopic)
 	k.topic("kafka.dead_letter_topic", kc.DeadLetterTopic)
 	k.topic("kafka.alerts_topic", kc.AlertsTopic)
+	k.topic("kafka.outcomes_topic", kc.OutcomesTopic)
+	if ot := kc.OutcomesTopic; ot != "" {
+		for _, other := range []struct{ key, name string }{{"orders_topic", kc.OrdersTopic},
+			{"refunds_topic", kc.RefundsTopic}, {"dead_letter_topic", kc.DeadLetterTopic}, {"alerts_topic", kc.AlertsTopic}} {
+			if ot == other.name {
+				k.bad("kafka.outcomes_topic", "must differ from kafka.%s (%q)", other.key, ot)
+				break
+			}
+		}
+	}
 	if dlq := kc.DeadLetterTopic; dlq != "" {
 		switch dlq {
 		case kc.OrdersTopic:
@@ -117,6 +128,19 @@ func (k *checker) topics(kc *Kafka) {
 		case kc.DeadLetterTopic:
 			k.bad("kafka.alerts_topic", "must differ from kafka.dead_letter_topic (%q)", at)
 		}
+	}
+}
+
+// MaxOutcomeOrders bounds outcomes.max_orders: about 300 bytes an order
+// in Redis, 3 GB at the bound.
+const MaxOutcomeOrders = 10_000_000
+
+func (k *checker) outcomes(o Outcomes) {
+	if o.Retention < 24*time.Hour || o.Retention > 3*365*24*time.Hour {
+		k.bad("outcomes.retention", "must be between a day (24h) and three years (26280h), got %v", o.Retention)
+	}
+	if o.MaxOrders < 1 || o.MaxOrders > MaxOutcomeOrders {
+		k.bad("outcomes.max_orders", "must be between 1 and %d, got %d", MaxOutcomeOrders, o.MaxOrders)
 	}
 }
 
