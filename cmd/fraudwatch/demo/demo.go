@@ -70,6 +70,11 @@ type Options struct {
 	// names it in the summary.
 	Record     io.Writer
 	RecordName string
+	// Truth, when set, is given what the traffic planted and sent, once
+	// it has stopped: which orders are fraud and which legitimate
+	// look-alikes, the rules each burst trips, and the outcomes written
+	// (see Burst).
+	Truth func(Truth)
 }
 
 // Run runs the demo until ctx ends, then stops the traffic, lets the
@@ -155,18 +160,16 @@ func Run(ctx context.Context, opts Options) error {
 		waitCaughtUp(a, final.total())
 	}
 	ack.stop()
+	truth := tr.truth()
 
-	stopApp()
-	var runErr error
-	select {
-	case runErr = <-appDone:
-	case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-		runErr = errors.New("did not stop within its shutdown timeout")
-	}
+	runErr := stopPipeline(stopApp, appDone, cfg.ShutdownTimeout+5*time.Second)
 	elapsed := time.Since(started)
 	w.close()
 
-	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, out))
+	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, truth, out))
+	if opts.Truth != nil {
+		opts.Truth(truth)
+	}
 	if rec != nil {
 		out.print(rec.summary(cmp.Or(opts.RecordName, "the recording")))
 	}
@@ -230,6 +233,17 @@ func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()
 		case <-t.C:
 			progress()
 		}
+	}
+}
+
+// stopPipeline stops the App and waits, at most timeout, until it has.
+func stopPipeline(stop context.CancelFunc, done chan error, timeout time.Duration) error {
+	stop()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return errors.New("did not stop within its shutdown timeout")
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -61,7 +62,9 @@ func TestRunCatchesFraud(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var buf, record bytes.Buffer
-	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
+	var truth *Truth
+	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record,
+		Truth: func(tr Truth) { truth = &tr }})
 	out := buf.String()
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -136,7 +139,7 @@ func TestRunCatchesFraud(t *testing.T) {
 	// A backtest of the recording raises the alerts the run raised, alert
 	// by alert: rule, group, order and value, under the rules the
 	// recording carries, the reload's from the point it took effect.
-	if !regexp.MustCompile(`(?m)^Recorded \d+ events to the recording, and the rules they ran under: built-in demo rules, ` +
+	if !regexp.MustCompile(`(?m)^Recorded \d+ events and \d+ outcomes to the recording, and the rules they ran under: built-in demo rules, ` +
 		`cmd/fraudwatch/demo/rules.yaml, reloaded at 0:\d\d: amount-per-card-10m threshold 1000000 → 700000$`).MatchString(out) {
 		t.Error("the summary does not say what was recorded")
 	}
@@ -148,7 +151,8 @@ func TestRunCatchesFraud(t *testing.T) {
 	if len(printed) != len(alerts) {
 		t.Fatalf("read %d of the %d printed alerts", len(printed), len(alerts))
 	}
-	evs, err := backtest.Read(&record, config.Default().Kafka.MaxEventBytes)
+	checkOutcomesSent(t, summary, record.Bytes(), truth)
+	evs, err := backtest.Read(bytes.NewReader(record.Bytes()), config.Default().Kafka.MaxEventBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +171,47 @@ func TestRunCatchesFraud(t *testing.T) {
 			}
 		}
 		slices.Sort(replayed)
+		// Each crossing is of a burst whose truth says it trips the rule,
+		// and each complete burst trips them all, the reload included.
+		checkTrips(t, *truth, rep.Alerts)
 		if !slices.Equal(printed, replayed) {
 			t.Errorf("the run alerted (rule, group, order, value)\n%s\nits backtest (%s)\n%s",
 				strings.Join(printed, "\n"), e, strings.Join(replayed, "\n"))
 		}
+	}
+}
+
+// checkOutcomesSent checks the outcomes the summary says were sent
+// against the recording's outcome lines and the truth Run gave.
+func checkOutcomesSent(t *testing.T, summary string, record []byte, truth *Truth) {
+	t.Helper()
+	if truth == nil {
+		t.Fatal("Run did not give its truth")
+	}
+	sent := number(t, summary, `outcomes sent\s+(\d+) to fraudwatch.outcomes, one an order: \d+ fraud \(chargebacks\)`)
+	if n := number(t, summary, `planted\s+(\d+) fraud bursts`); n == 0 || sent == 0 {
+		t.Errorf("summary: %d fraud bursts planted, %d outcomes sent", n, sent)
+	}
+	labels := map[string]int{}
+	for line := range bytes.Lines(record) {
+		o, err := outcome.Decode(line, time.Now())
+		if err != nil {
+			continue // an event or a rules line
+		}
+		kind, b := truth.Of(o.OrderID)
+		if b == nil || b.Outcome != o.Label {
+			t.Errorf("recorded outcome %s for order %s, a %s order (burst %v)", o.Label, o.OrderID, kind, b)
+		}
+		labels[string(o.Label)]++
+	}
+	want := map[string]int{}
+	for _, b := range truth.Bursts {
+		if b.Outcome != "" {
+			want[string(b.Outcome)] += len(b.Orders)
+		}
+	}
+	if !maps.Equal(labels, want) || labels["fraud"]+labels["legit"]+labels["unclear"] != sent {
+		t.Errorf("recorded outcomes %v, the truth's %v, the summary says %d sent", labels, want, sent)
 	}
 }
 
