@@ -75,6 +75,12 @@ type Options struct {
 	// look-alikes, the rules each burst trips, and the outcomes written
 	// (see Burst).
 	Truth func(Truth)
+	// Quality, when set, is called with the pipeline once built, and
+	// gives the live figures of each rule's alerts judged by their
+	// outcomes: the summary then shows them (rule quality). Unset, the
+	// pipeline's own are shown if it has them (an App with a Quality
+	// method).
+	Quality func(*app.App) Qualities
 }
 
 // Run runs the demo until ctx ends, then stops the traffic, lets the
@@ -161,12 +167,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ack.stop()
 	truth := tr.truth()
+	quality := liveQuality(opts, a, &cfg, time.Since(started), final)
 
 	runErr := stopPipeline(stopApp, appDone, cfg.ShutdownTimeout+5*time.Second)
 	elapsed := time.Since(started)
 	w.close()
 
-	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, truth, out))
+	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, truth, out) + quality)
 	if opts.Truth != nil {
 		opts.Truth(truth)
 	}
@@ -245,6 +252,25 @@ func stopPipeline(stop context.CancelFunc, done chan error, timeout time.Duratio
 	case <-time.After(timeout):
 		return errors.New("did not stop within its shutdown timeout")
 	}
+}
+
+// liveQuality is the summary's rule quality block, read while the
+// pipeline still runs, or "" when there are no live figures to show.
+func liveQuality(opts Options, a *app.App, cfg *config.Config, elapsed time.Duration, sent produced) string {
+	var q Qualities
+	if opts.Quality != nil {
+		q = opts.Quality(a)
+	} else if own, ok := any(a).(Qualities); ok {
+		q = own
+	}
+	if q == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), qualityWait)
+	defer cancel()
+	// A period that holds the whole run.
+	qs, err := readQuality(ctx, q, elapsed+time.Minute, sent.fraud)
+	return qualityBlock(cfg, qs, err)
 }
 
 func notifierFor(cfg *config.Config, con *console, log *slog.Logger) (alert.Notifier, error) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/outcome"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -254,7 +255,13 @@ rules:
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
 	defer cancel()
 	var buf bytes.Buffer
-	err = Run(ctx, Options{Config: &cfg, Out: &buf, Seed: 11, Logger: testLogger(t)})
+	// The summary shows the live figures Quality gives, read while the
+	// pipeline still runs.
+	figures := &fakeQualities{answers: [][]outcome.RuleQuality{{{Rule: "orders-per-email-1m", Alerts: 7, Fraud: 4, Legit: 1,
+		WithOutcome: 5, Precision: share(0.8), FraudOrders: 10, Caught: 4, Missed: 6, Truncated: true}}}}
+	var given *app.App
+	err = Run(ctx, Options{Config: &cfg, Out: &buf, Seed: 11, Logger: testLogger(t),
+		Quality: func(a *app.App) Qualities { given = a; return figures }})
 	out := buf.String()
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -274,6 +281,10 @@ rules:
 		if a[2] != "orders-per-email-1m" {
 			t.Errorf("alert for rule %s, want only orders-per-email-1m", a[2])
 		}
+	}
+	if !strings.Contains(out, "\n  rule quality, live from the outcome store") || given == nil ||
+		!strings.Contains(out, "  orders-per-email-1m       7             5       80 %                    4       6    40 %\n") {
+		t.Errorf("the summary does not show the figures Quality gave (given the pipeline: %v)", given != nil)
 	}
 	if got := int(posts.Load()); got != len(alerts) {
 		t.Errorf("Slack received %d posts for %d printed alerts", got, len(alerts))
