@@ -269,3 +269,64 @@ func TestHoldQuiet(t *testing.T) {
 		}
 	}
 }
+
+// expectedScore is what a scored backtest of the traffic should find for
+// one rule, counted from the truth alone (see Burst): each burst with an
+// outcome that trips the rule is one alert (sent, or a shadow rule's
+// crossing; not a repeat within the cooldown) of that outcome, and when it
+// is fraud, every order of it is caught: the alert lists the first, the
+// rest fall in its window after the crossing.
+type expectedScore struct {
+	fraud, legit, unclear int
+	caught                int
+}
+
+// expectScores counts each rule's expected figures from the truth, and
+// the fraud orders: all of them, and those no rule trips on (missed).
+// Precision is fraud / (fraud + legit), recall caught / fraudOrders.
+func expectScores(truth Truth) (byRule map[string]expectedScore, fraudOrders, missed int) {
+	byRule = map[string]expectedScore{}
+	for _, b := range truth.Bursts {
+		if b.Outcome == alert.LabelFraud {
+			fraudOrders += len(b.Orders)
+			if len(b.Trips) == 0 {
+				missed += len(b.Orders)
+			}
+		}
+		for _, r := range b.Trips {
+			s := byRule[r]
+			switch b.Outcome {
+			case alert.LabelFraud:
+				s.fraud++
+				s.caught += len(b.Orders)
+			case alert.LabelLegit:
+				s.legit++
+			case alert.LabelUnclear:
+				s.unclear++
+			}
+			byRule[r] = s
+		}
+	}
+	return byRule, fraudOrders, missed
+}
+
+func TestExpectScores(t *testing.T) {
+	ids := func(n int) []string { return make([]string, n) }
+	truth := Truth{Bursts: []Burst{
+		{Pattern: PatternOrderBurst, Fraud: true, Orders: ids(5), Trips: []string{ruleCustomer, ruleDevice}, Outcome: alert.LabelFraud},
+		{Pattern: PatternOrderBurst, Fraud: true, Orders: ids(4), Trips: []string{ruleCustomer, ruleDevice}}, // not charged back
+		{Pattern: PatternReseller, Orders: ids(4), Trips: []string{ruleCustomer, ruleCard, ruleDevice}, Outcome: alert.LabelLegit},
+		{Pattern: PatternFamilyCard, Orders: ids(3), Trips: []string{ruleCard}, Outcome: alert.LabelUnclear},
+		{Pattern: PatternCardReturn, Fraud: true, Orders: ids(3), Trips: []string{ruleCard}, Repeats: []string{ruleCard}, Outcome: alert.LabelFraud},
+		{Pattern: PatternLoneFraud, Fraud: true, Orders: ids(1), Outcome: alert.LabelFraud},
+	}}
+	byRule, fraudOrders, missed := expectScores(truth)
+	want := map[string]expectedScore{
+		ruleCustomer: {fraud: 1, legit: 1, caught: 5},
+		ruleDevice:   {fraud: 1, legit: 1, caught: 5},
+		ruleCard:     {fraud: 1, legit: 1, unclear: 1, caught: 3},
+	}
+	if fmt.Sprint(byRule) != fmt.Sprint(want) || fraudOrders != 9 || missed != 1 {
+		t.Errorf("expected %v, %d fraud orders, %d missed; want %v, 9, 1", byRule, fraudOrders, missed, want)
+	}
+}
