@@ -222,7 +222,8 @@ func (d *Dispatcher) observeAck(ctx context.Context, lifeKey, rule string, l lua
 // StateOf is the alert.State a life holds.
 func StateOf(l lua.Life) alert.State {
 	return alert.State{Status: alert.Status(l.Status), OpenedAt: l.OpenedAt, AckedBy: l.AckedBy, AckedAt: l.AckedAt,
-		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee}
+		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee, Label: alert.Label(l.Label),
+		LabelledBy: l.LabelledBy, LabelledAt: l.LabelledAt}
 }
 
 // lifeCopy is the alert as its life keeps it (lua.AlertClaim.Alert): whole,
