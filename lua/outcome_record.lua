@@ -30,8 +30,10 @@
 --      outcome ('' for none), and the ms from its opening to its first
 --      outcome (-1 when it had one before)
 --   2  a later outcome with the same label: written, no alert changes
---   0  an older outcome than the order's (by when it occurred; on a tie
---      the later write wins), or the same again: nothing written
+--   0  an outcome that occurred no later than the order's: older, the
+--      same again, or another of the same time (the first written stays,
+--      so that a redelivery never flips it back and counts it again):
+--      nothing written
 -- and dropped counts the orders this call dropped past the bounds (their
 -- outcome, and their place in KEYS[3] and KEYS[4]). -2: the links name an
 -- alert the call was not given (one opened since the caller read them):
@@ -77,7 +79,7 @@ local at, when = now(), tonumber(occurred)
 local code = 1
 if LABELS[had[1]] and tonumber(had[2]) then
   local before = tonumber(had[2])
-  if when < before or (when == before and label == had[1]) then
+  if when <= before then
     return {0, 0}
   end
   if label == had[1] then

@@ -28,7 +28,8 @@ func at(m int) time.Time { return time.Date(2026, 12, 1, 10, m, 0, 0, time.UTC) 
 // An order's outcome is replaced by a later one, never by an older one;
 // the same again changes nothing; a later one with the same label is
 // written without changing the label (so it never counts twice); on a
-// tie of times the later write wins.
+// tie of times the first written stays (a redelivery of both never flips
+// it back and forth).
 func TestAnOrdersOutcomeTheLatestWins(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	ctx := t.Context()
@@ -45,7 +46,7 @@ func TestAnOrdersOutcomeTheLatestWins(t *testing.T) {
 		{"legit", 5, RecordedNone, "fraud", "s1"},       // older
 		{"fraud", 20, RecordedRefreshed, "fraud", "s4"}, // later, same label
 		{"legit", 15, RecordedNone, "fraud", "s4"},      // older than the refreshed one
-		{"legit", 20, RecordedChanged, "legit", "s6"},   // a tie: the later write
+		{"legit", 20, RecordedNone, "fraud", "s4"},      // a tie: the first stays
 		{"unclear", 30, RecordedChanged, "unclear", "s7"},
 	} {
 		o := OrderOutcome{OrderID: "o-1", Label: step.label, Source: fmt.Sprint("s", i+1), OccurredAt: at(step.minute), Via: "topic"}
