@@ -59,11 +59,12 @@ func (s *Scripts) StoredOutcomeOf(ctx context.Context, k OutcomeKeys, orderID st
 // StoredOutcomes reads up to limit orders' outcomes of an index (Orders,
 // by when written, or Fraud, by when labelled fraud) newer than since,
 // newest first, skipping the first skip; the index's entries whose
-// outcome ended are left out.
-func (s *Scripts) StoredOutcomes(ctx context.Context, k OutcomeKeys, index string, since time.Time, skip, limit int) ([]StoredOutcome, error) {
+// outcome ended are left out. read is how many entries of the index it
+// read: fewer than limit, it has no more.
+func (s *Scripts) StoredOutcomes(ctx context.Context, k OutcomeKeys, index string, since time.Time, skip, limit int) (outcomes []StoredOutcome, read int, err error) {
 	ids, err := s.newest(ctx, index, since, skip, limit)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]StoredOutcome, 0, len(ids))
 	for start := 0; start < len(ids); start += readChunk {
@@ -75,7 +76,7 @@ func (s *Scripts) StoredOutcomes(ctx context.Context, k OutcomeKeys, index strin
 		}
 		_, err := pipe.Exec(ctx)
 		if err := readErr("orders' outcomes", err); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for i, c := range cmds {
 			if o := storedOutcome(part[i].Member.(string), c.Val()); o.Label != "" {
@@ -83,7 +84,7 @@ func (s *Scripts) StoredOutcomes(ctx context.Context, k OutcomeKeys, index strin
 			}
 		}
 	}
-	return out, nil
+	return out, len(ids), nil
 }
 
 // newest reads up to limit members of a sorted set scored after since,
@@ -105,9 +106,11 @@ type StoredAlert struct {
 	Rule     string
 	Ref      []byte
 	OpenedAt time.Time
-	// Outcome is "" for none; Label its own label.
-	Outcome string
-	Label   string
+	// Outcome is "" for none; Label its own label, by whom and when.
+	Outcome    string
+	Label      string
+	LabelledBy string
+	LabelledAt time.Time
 	// Orders are the orders it lists, with their labels ("" for none).
 	Orders map[string]string
 }
@@ -125,7 +128,8 @@ func (s *Scripts) StoredAlertOf(ctx context.Context, k OutcomeKeys, id string) (
 		return StoredAlert{}, false, nil
 	}
 	a := StoredAlert{ID: id, Rule: f["rule"], Ref: []byte(f["ref"]), OpenedAt: outcomeMillis(f["opened"]),
-		Outcome: f["outcome"], Label: f["label"], Orders: map[string]string{}}
+		Outcome: f["outcome"], Label: f["label"], LabelledBy: f["labelled_by"], LabelledAt: outcomeMillis(f["labelled_at"]),
+		Orders: map[string]string{}}
 	for name, v := range f {
 		if o, ok := strings.CutPrefix(name, "o:"); ok {
 			a.Orders[o] = v
