@@ -267,11 +267,11 @@ func TestOutcomeScriptsRejectBadArguments(t *testing.T) {
 		{outcomeRecord, OutcomeRecordName, rec, with(6, 0)},
 		{outcomeRecord, OutcomeRecordName, rec, with(6, 10000001)},
 		{outcomeRecord, OutcomeRecordName, rec, with(7, 0)},
-		{outcomeRecord, OutcomeRecordName, rec, with(8, 1)},                    // an alert id missing
-		{outcomeRecord, OutcomeRecordName, rec, with(8, "x")},                  // not a count
-		{outcomeRecord, OutcomeRecordName, rec, good[:8]},                      // too few
-		{outcomeRecord, OutcomeRecordName, rec[:3], good},                      // a key missing
-		{outcomeRecord, OutcomeRecordName, append(rec, "x"), append(good, "")}, // an empty id
+		{outcomeRecord, OutcomeRecordName, rec, with(8, 1)},                             // an alert id missing
+		{outcomeRecord, OutcomeRecordName, rec, with(8, "x")},                           // not a count
+		{outcomeRecord, OutcomeRecordName, rec, good[:8]},                               // too few
+		{outcomeRecord, OutcomeRecordName, rec[:3], good},                               // a key missing
+		{outcomeRecord, OutcomeRecordName, append(rec, k.Order("x")), append(good, "")}, // an empty id
 		{outcomeOpen, OutcomeOpenName, open, withOpen(0, "")},
 		{outcomeOpen, OutcomeOpenName, open, withOpen(1, strings.Repeat("r", 65))},
 		{outcomeOpen, OutcomeOpenName, open, withOpen(2, "")},
