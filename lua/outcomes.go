@@ -255,18 +255,24 @@ func (s *Scripts) OpenOutcomeAlert(ctx context.Context, k OutcomeKeys, a Outcome
 type OutcomeLabelled struct {
 	// Found is false when the alert has no record (nothing written).
 	Found bool
-	// Changed says the label is new; false when it was so already.
+	// Changed says the label is new; false when it was so already, or a
+	// later one stands.
 	Changed bool
 	// Orders are the orders the alert lists, for their outcomes.
 	Orders  []string
 	Changes []AlertChange
 }
 
-// LabelOutcomeAlert gives an alert's record its own label by who
-// (outcome_label), and answers the orders it lists, labelled or not
-// before.
-func (s *Scripts) LabelOutcomeAlert(ctx context.Context, k OutcomeKeys, id, label, who string) (OutcomeLabelled, error) {
-	v, err := outcomeLabel.Run(ctx, s.rdb, []string{k.Alert(id)}, id, label, who).Result()
+// LabelOutcomeAlert gives an alert's record its own label by who, given
+// at (the label's time in the alert's life; zero: now, by Redis's clock),
+// unless a later label stands (outcome_label); it answers the orders the
+// alert lists, labelled or not before.
+func (s *Scripts) LabelOutcomeAlert(ctx context.Context, k OutcomeKeys, id, label, who string, at time.Time) (OutcomeLabelled, error) {
+	var ms int64
+	if !at.IsZero() {
+		ms = at.UnixMilli()
+	}
+	v, err := outcomeLabel.Run(ctx, s.rdb, []string{k.Alert(id)}, id, label, who, ms).Result()
 	if err != nil {
 		return OutcomeLabelled{}, s.redisError(ctx, OutcomeLabelName, err)
 	}

@@ -109,7 +109,8 @@ func TestAnAlertIsJudgedByItsOrders(t *testing.T) {
 			t.Fatalf("step %d: %+v, want %s", i, changes, step.want)
 		}
 	}
-	l, err := s.LabelOutcomeAlert(ctx, k, a.ID, "legit", "slack:U1")
+	given := time.Now()
+	l, err := s.LabelOutcomeAlert(ctx, k, a.ID, "legit", "slack:U1", given)
 	if err != nil || !l.Found || !l.Changed || len(l.Changes) != 1 || l.Changes[0].Previous != "fraud" || l.Changes[0].Outcome != "legit" {
 		t.Fatalf("label: %+v, %v; want its own label to win", l, err)
 	}
@@ -117,8 +118,21 @@ func TestAnAlertIsJudgedByItsOrders(t *testing.T) {
 	if !slices.Equal(l.Orders, a.Orders) {
 		t.Errorf("label answered orders %v, want %v", l.Orders, a.Orders)
 	}
-	if again, err := s.LabelOutcomeAlert(ctx, k, a.ID, "legit", "cli:bob"); err != nil || again.Changed || len(again.Changes) != 0 || len(again.Orders) != 3 {
+	if again, err := s.LabelOutcomeAlert(ctx, k, a.ID, "legit", "cli:bob", time.Time{}); err != nil || again.Changed || len(again.Changes) != 0 || len(again.Orders) != 3 {
 		t.Errorf("label again: %+v, %v; want unchanged, its orders still answered", again, err)
+	}
+	// A label given before the one that stands (two clicks at once, come
+	// here in the other order than to the life) changes nothing.
+	for _, when := range []time.Time{given.Add(-time.Second), given} {
+		if late, err := s.LabelOutcomeAlert(ctx, k, a.ID, "fraud", "cli:eve", when); err != nil || late.Changed || len(late.Orders) != 3 {
+			t.Errorf("a label given at %v, before the one that stands: %+v, %v; want unchanged", when, late, err)
+		}
+	}
+	if later, err := s.LabelOutcomeAlert(ctx, k, a.ID, "unclear", "cli:eve", given.Add(time.Second)); err != nil || !later.Changed {
+		t.Errorf("a label given later: %+v, %v; want it to replace", later, err)
+	}
+	if back, err := s.LabelOutcomeAlert(ctx, k, a.ID, "legit", "cli:eve", time.Time{}); err != nil || !back.Changed {
+		t.Errorf("a label given now: %+v, %v; want it to replace", back, err)
 	}
 	if changes := record("o-1", "fraud", 9); len(changes) != 0 {
 		t.Errorf("a fraud order under a legit label: %+v, want no change", changes)
@@ -127,7 +141,7 @@ func TestAnAlertIsJudgedByItsOrders(t *testing.T) {
 	if err != nil || !ok || st.Outcome != "legit" || st.Label != "legit" || st.Orders["o-1"] != "fraud" || string(st.Ref) != `{"rule":"burst"}` {
 		t.Errorf("stored %+v, %v, %v", st, ok, err)
 	}
-	if nobody, err := s.LabelOutcomeAlert(ctx, k, "burst/none", "fraud", "cli:ann"); err != nil || nobody.Found {
+	if nobody, err := s.LabelOutcomeAlert(ctx, k, "burst/none", "fraud", "cli:ann", time.Time{}); err != nil || nobody.Found {
 		t.Errorf("label of no record: %+v, %v", nobody, err)
 	}
 }
@@ -282,10 +296,12 @@ func TestOutcomeScriptsRejectBadArguments(t *testing.T) {
 		{outcomeOpen, OutcomeOpenName, open, withOpen(6, 2)},
 		{outcomeOpen, OutcomeOpenName, open, withOpen(7, strings.Repeat("o", 129))},
 		{outcomeOpen, OutcomeOpenName, open[:3], goodOpen},
-		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "maybe", "cli:ann"}},
-		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "fraud", ""}},
-		{outcomeLabel, OutcomeLabelName, open[:1], []any{"", "fraud", "cli:ann"}},
-		{outcomeLabel, OutcomeLabelName, open[:2], []any{"r/e", "fraud", "cli:ann"}},
+		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "maybe", "cli:ann", 0}},
+		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "fraud", "", 0}},
+		{outcomeLabel, OutcomeLabelName, open[:1], []any{"", "fraud", "cli:ann", 0}},
+		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "fraud", "cli:ann", "-5"}},
+		{outcomeLabel, OutcomeLabelName, open[:1], []any{"r/e", "fraud", "cli:ann"}},
+		{outcomeLabel, OutcomeLabelName, open[:2], []any{"r/e", "fraud", "cli:ann", 0}},
 	} {
 		if _, err := s.single(ctx, tc.script, tc.name, tc.keys, tc.args...); !errors.Is(err, ErrInvalidArguments) {
 			t.Errorf("%s %v: err = %v, want ErrInvalidArguments", tc.name, tc.args, err)

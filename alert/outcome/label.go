@@ -80,12 +80,12 @@ func (s *Store) label(ctx context.Context, ref alert.Ref, l alert.Label, via Via
 			return alert.State{}, errors.Join(fmt.Errorf("%w: no alert %s", ErrUnknown, id), lifeErr, err)
 		}
 	}
-	lab, err := s.s.LabelOutcomeAlert(ctx, s.keys, id, string(l), who)
+	lab, err := s.s.LabelOutcomeAlert(ctx, s.keys, id, string(l), who, st.LabelledAt)
 	if err == nil && !lab.Found {
 		// Sent before there were outcomes, or its record ended: made
 		// from the copy its life keeps.
 		if err = s.openFromLife(ctx, ref); err == nil {
-			lab, err = s.s.LabelOutcomeAlert(ctx, s.keys, id, string(l), who)
+			lab, err = s.s.LabelOutcomeAlert(ctx, s.keys, id, string(l), who, st.LabelledAt)
 		}
 	}
 	if err != nil {

@@ -76,7 +76,7 @@ func (c *StoreConfig) Validate() error {
 type scripts interface {
 	RecordOutcome(ctx context.Context, k lua.OutcomeKeys, o lua.OrderOutcome, b lua.OutcomeBounds) (lua.OutcomeRecorded, error)
 	OpenOutcomeAlert(ctx context.Context, k lua.OutcomeKeys, a lua.OutcomeAlert, b lua.OutcomeBounds) (bool, []lua.AlertChange, error)
-	LabelOutcomeAlert(ctx context.Context, k lua.OutcomeKeys, id, label, who string) (lua.OutcomeLabelled, error)
+	LabelOutcomeAlert(ctx context.Context, k lua.OutcomeKeys, id, label, who string, at time.Time) (lua.OutcomeLabelled, error)
 	StoredOutcomeOf(ctx context.Context, k lua.OutcomeKeys, orderID string) (lua.StoredOutcome, bool, error)
 	StoredOutcomes(ctx context.Context, k lua.OutcomeKeys, index string, since time.Time, skip, limit int) ([]lua.StoredOutcome, int, error)
 	StoredAlertOf(ctx context.Context, k lua.OutcomeKeys, id string) (lua.StoredAlert, bool, error)
