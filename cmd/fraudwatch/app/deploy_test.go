@@ -150,7 +150,8 @@ func TestDashboardPanels(t *testing.T) {
 	want := []string{"Ready replicas", "Rules in force", "Events/s", "Alerts sent (1h)", "Events by type",
 		"Lag per partition", "Threshold crossings by rule", "Alerts by rule", "Suppressed alerts by rule and reason",
 		"Dead letters by reason", "Latency from produce to processed", "Batch processing time", "Script errors",
-		"Alert delivery", "Late, future and clamped events", "Skipped events by rule and reason"}
+		"Alert delivery", "Late, future and clamped events", "Skipped events by rule and reason",
+		"Precision by rule", "Alert outcomes by rule", "Time from alert to outcome", "Outcomes recorded and refused"}
 	if !slices.Equal(got, want) {
 		t.Errorf("panels %q,\nwant %q", got, want)
 	}
