@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/life"
 )
 
 // HandlerConfig tunes a Handler. Zero values take the defaults.
@@ -28,6 +32,7 @@ func (c *HandlerConfig) setDefaults() {
 // recorder is what the handler needs of the Store.
 type recorder interface {
 	Record(ctx context.Context, o Outcome, via Via, by string) (bool, error)
+	LabelAlert(ctx context.Context, id string, l alert.Label, via Via, source, who string) (alert.State, error)
 }
 
 // deadLetterer takes the records the handler refuses
@@ -85,7 +90,7 @@ func (h *Handler) HandleMessages(ctx context.Context, msgs []kafka.Message) (int
 	for i, msg := range msgs {
 		o, err := Decode(msg.Value, h.cfg.Now())
 		if err == nil {
-			_, err = h.store.Record(ctx, o, ViaTopic, "")
+			err = h.record(ctx, o)
 		}
 		var bad *InvalidError
 		switch {
@@ -98,6 +103,35 @@ func (h *Handler) HandleMessages(ctx context.Context, msgs []kafka.Message) (int
 		}
 	}
 	return len(msgs), nil
+}
+
+// record records o: an order's outcome, or an alert's label (and so its
+// orders'), which must name an alert the store keeps.
+func (h *Handler) record(ctx context.Context, o Outcome) error {
+	// fraudwatch label add writes its records by cli:<who>: counted as
+	// the CLI's (a label only; nothing else trusts it).
+	via := ViaTopic
+	if strings.HasPrefix(o.By, "cli:") {
+		via = ViaCLI
+	}
+	if o.AlertID == "" {
+		_, err := h.store.Record(ctx, o, via, o.By)
+		return err
+	}
+	who := o.By
+	if who == "" {
+		who = "topic:" + o.Source
+	}
+	_, err := h.store.LabelAlert(ctx, o.AlertID, o.Label, via, o.Source, who)
+	if errors.Is(err, ErrUnknown) {
+		return invalid(ReasonInvalidAlert, "alert_id", "names no alert fraudwatch keeps")
+	}
+	if errors.Is(err, life.ErrNotSaid) {
+		// Recorded; the receivers show it at the alert's next change.
+		h.log.Warn("an alert labelled from the outcomes topic, not said to its receivers", "alert_id", o.AlertID, "err", err)
+		return nil
+	}
+	return err
 }
 
 // refuse counts, logs and dead-letters a record refused; why names the

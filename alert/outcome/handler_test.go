@@ -79,7 +79,7 @@ func TestTheHandlerRecordsAndRefuses(t *testing.T) {
 	if err != nil || done != len(msgs) {
 		t.Fatalf("handled %d of %d, %v", done, len(msgs), err)
 	}
-	wantWhys := []string{"outcome malformed_json ", "outcome invalid_outcome: outcome", "outcome oversized ",
+	wantWhys := []string{"outcome malformed_json: ", "outcome invalid_outcome: outcome", "outcome oversized: ",
 		"outcome missing_field: source", "outcome invalid_occurred_at: occurred_at", "outcome invalid_order_id: order_id"}
 	if len(dl.whys) != len(wantWhys) || dl.offsets[0] != 1 || dl.offsets[5] != 6 {
 		t.Fatalf("dead letters at %v: %q; want offsets 1 to 6", dl.offsets, dl.whys)

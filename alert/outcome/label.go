@@ -32,7 +32,7 @@ func (s *Store) Change(ctx context.Context, ref alert.Ref, op alert.Op, who stri
 	if err != nil {
 		return alert.State{}, err
 	}
-	return s.label(ctx, ref, l, via, who)
+	return s.label(ctx, ref, l, via, string(via), who)
 }
 
 // viaOf is the way in who's prefix names.
@@ -47,10 +47,14 @@ func viaOf(who string) (Via, error) {
 }
 
 // LabelAlert labels an alert by its id ("rule/event_id"), as Change does,
-// given via: any alert the store keeps a record of, open or not;
-// ErrUnknown for another.
-func (s *Store) LabelAlert(ctx context.Context, id string, l alert.Label, via Via, who string) (alert.State, error) {
-	if !l.Valid() || !via.valid() || who == "" || len(who) > maxBy {
+// given via, its orders' outcomes from source (as a record of the topic
+// names it; "" takes via's name): any alert the store keeps a record of,
+// open or not; ErrUnknown for another.
+func (s *Store) LabelAlert(ctx context.Context, id string, l alert.Label, via Via, source, who string) (alert.State, error) {
+	if source == "" {
+		source = string(via)
+	}
+	if !l.Valid() || !via.valid() || who == "" || len(who) > maxBy || len(source) > MaxSourceBytes {
 		return alert.State{}, fmt.Errorf("outcome: label %q via %q by %d bytes: not a label", l, via, len(who))
 	}
 	rec, ok, err := s.s.StoredAlertOf(ctx, s.keys, id)
@@ -61,12 +65,12 @@ func (s *Store) LabelAlert(ctx context.Context, id string, l alert.Label, via Vi
 	if !ok || json.Unmarshal(rec.Ref, &ref) != nil || ref.Rule+"/"+ref.EventID != id {
 		return alert.State{}, fmt.Errorf("%w: no alert %s", ErrUnknown, id)
 	}
-	return s.label(ctx, ref, l, via, who)
+	return s.label(ctx, ref, l, via, source, who)
 }
 
 // label labels ref's alert l via, by who: its life, its record, its
-// orders.
-func (s *Store) label(ctx context.Context, ref alert.Ref, l alert.Label, via Via, who string) (alert.State, error) {
+// orders, whose outcomes name source.
+func (s *Store) label(ctx context.Context, ref alert.Ref, l alert.Label, via Via, source, who string) (alert.State, error) {
 	id := ref.Rule + "/" + ref.EventID
 	st, lifeErr := s.lives.Change(ctx, ref, alert.LabelOp(l), who)
 	ended := errors.Is(lifeErr, life.ErrUnknown)
@@ -105,7 +109,7 @@ func (s *Store) label(ctx context.Context, ref alert.Ref, l alert.Label, via Via
 		at = time.Now()
 	}
 	for _, order := range lab.Orders {
-		if _, err := s.Record(ctx, Outcome{OrderID: order, Label: l, Source: string(via), OccurredAt: at}, via, who); err != nil {
+		if _, err := s.Record(ctx, Outcome{OrderID: order, Label: l, Source: source, OccurredAt: at}, via, who); err != nil {
 			return st, fmt.Errorf("outcome: label the orders of %s: %w", id, err)
 		}
 	}

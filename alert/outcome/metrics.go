@@ -55,3 +55,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// SetRules exports the per-rule series of rules (the rules in force) at
+// zero, so that a rule's precision reads from its first alert on, and the
+// dashboard and alert rules find every series from the start.
+func (s *Store) SetRules(rules []string) {
+	for _, r := range rules {
+		for _, l := range alert.Labels {
+			s.m.alertOutcomes.WithLabelValues(r, string(l))
+		}
+		s.m.outcomeSeconds.WithLabelValues(r)
+	}
+}

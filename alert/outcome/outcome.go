@@ -91,11 +91,13 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string {
 	s := string(e.Reason)
-	if e.Field != "" {
-		s += ": " + e.Field
+	if e.Field != "" || e.Detail != "" {
+		s += ":"
 	}
-	if e.Detail != "" {
-		s += " " + e.Detail
+	for _, part := range []string{e.Field, e.Detail} {
+		if part != "" {
+			s += " " + part
+		}
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,21 +10,52 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// OrderRecord is an order's outcome as the store keeps it: when it was
-// written, how it came in and by whom, and the alerts that list the
-// order (their ids, rule/event_id). Its Label is "" when alerts list the
-// order but no outcome is known.
+// OrderRecord is an order's outcome as the store keeps it (its By says by
+// whom): when it was written, how it came in, and the alerts that list
+// the order (their ids, rule/event_id). Its Label is "" when alerts list
+// the order but no outcome is known.
 type OrderRecord struct {
 	Outcome
 	RecordedAt time.Time `json:"recorded_at,omitzero"`
 	Via        Via       `json:"via,omitempty"`
-	By         string    `json:"by,omitempty"`
 	Alerts     []string  `json:"alerts,omitempty"`
 }
 
 func recordOf(o lua.StoredOutcome) OrderRecord {
-	return OrderRecord{Outcome: Outcome{OrderID: o.OrderID, Label: alert.Label(o.Label), Source: o.Source, OccurredAt: o.OccurredAt},
-		RecordedAt: o.RecordedAt, Via: Via(o.Via), By: o.By, Alerts: o.Alerts}
+	return OrderRecord{Outcome: Outcome{OrderID: o.OrderID, Label: alert.Label(o.Label), Source: o.Source, OccurredAt: o.OccurredAt, By: o.By},
+		RecordedAt: o.RecordedAt, Via: Via(o.Via), Alerts: o.Alerts}
+}
+
+// Recorded reports whether the store holds o, or an outcome that replaced
+// it: for an order, its outcome at o's time or later (of the same label at
+// the same time); for an alert, its own label as o gives it, by o.By.
+func (s *Store) Recorded(ctx context.Context, o Outcome) (bool, error) {
+	if o.AlertID != "" {
+		rec, ok, err := s.s.StoredAlertOf(ctx, s.keys, o.AlertID)
+		if err != nil || !ok {
+			return false, err
+		}
+		return rec.Label == string(o.Label) && rec.LabelledBy == o.By, nil
+	}
+	rec, err := s.Order(ctx, o.OrderID)
+	if errors.Is(err, ErrUnknown) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	at := o.OccurredAt.Truncate(time.Millisecond) // as Redis keeps it
+	return rec.OccurredAt.After(at) || (rec.OccurredAt.Equal(at) && rec.Label == o.Label), nil
+}
+
+// KnowsAlert reports whether the store keeps a record of the alert whose
+// id is id (rule/event_id): whether LabelAlert can label it.
+func (s *Store) KnowsAlert(ctx context.Context, id string) (bool, error) {
+	_, ok, err := s.s.StoredAlertOf(ctx, s.keys, id)
+	if err != nil {
+		return false, fmt.Errorf("outcome: find alert %s: %w", id, err)
+	}
+	return ok, nil
 }
 
 // Order reads an order's outcome and the alerts that list it; ErrUnknown

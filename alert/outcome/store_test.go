@@ -241,7 +241,7 @@ func TestLabelAnAlertWhateverItsState(t *testing.T) {
 	// The life ends (its records are kept a week, outcomes longer).
 	ended, _ := e.send(t, "burst", "cust-3", "evt-ended", "o-3")
 	e.rdb.Del(ctx, e.keys.Alert(e.keys.Group([]string{"cust-3"}), "burst", "evt-ended"))
-	st, err := e.s.LabelAlert(ctx, ended.ID, alert.LabelUnclear, outcome.ViaCLI, "cli:bob")
+	st, err := e.s.LabelAlert(ctx, ended.ID, alert.LabelUnclear, outcome.ViaCLI, "", "cli:bob")
 	if err != nil || st.Label != alert.LabelUnclear || st.LabelledBy != "cli:bob" || st.LabelledAt.IsZero() {
 		t.Errorf("label an ended alert: %+v, %v", st, err)
 	}
@@ -256,7 +256,7 @@ func TestLabelAnAlertWhateverItsState(t *testing.T) {
 	if o, _ := e.s.Order(ctx, "o-3"); o.Label != alert.LabelUnclear {
 		t.Errorf("o-3 after the forged ref: %+v, want unclear still", o)
 	}
-	if _, err := e.s.LabelAlert(ctx, "burst/none", alert.LabelFraud, outcome.ViaCLI, "cli:bob"); !errors.Is(err, outcome.ErrUnknown) {
+	if _, err := e.s.LabelAlert(ctx, "burst/none", alert.LabelFraud, outcome.ViaCLI, "", "cli:bob"); !errors.Is(err, outcome.ErrUnknown) {
 		t.Errorf("label of no alert: %v, want ErrUnknown", err)
 	}
 	if _, err := e.s.Change(ctx, oldRef, alert.OpLabelFraud, "mail:x"); err == nil {
