@@ -69,7 +69,7 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 		return "", err
 	}
 	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
-		DeadLetter: r.orders + ".dlq", Alerts: r.orders + ".alerts", RedisAddrs: r.redis, Cluster: r.cluster,
+		DeadLetter: r.orders + ".dlq", Alerts: r.orders + ".alerts", Outcomes: r.orders + ".outcomes", RedisAddrs: r.redis, Cluster: r.cluster,
 		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML() + r.extra
 	path := filepath.Join(dir, "fraudwatch.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)

@@ -219,7 +219,7 @@ func (b *bench) produceTo(ctx context.Context, w workload, orders, refunds strin
 	if err := createTopics(ctx, b.brokers, partitions, orders, refunds); err != nil {
 		return err
 	}
-	if err := createTopics(ctx, b.brokers, 1, orders+".dlq"); err != nil {
+	if err := createTopics(ctx, b.brokers, 1, orders+".dlq", orders+".outcomes"); err != nil {
 		return err
 	}
 	if err := createTopics(ctx, b.brokers, partitions, orders+".alerts"); err != nil {

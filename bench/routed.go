@@ -65,7 +65,7 @@ func (b *bench) routed(ctx context.Context) error {
 	if err := createTopics(ctx, b.brokers, b.o.partitions, run.orders, run.refunds, run.orders+".alerts"); err != nil {
 		return err
 	}
-	if err := createTopics(ctx, b.brokers, 1, run.orders+".dlq"); err != nil {
+	if err := createTopics(ctx, b.brokers, 1, run.orders+".dlq", run.orders+".outcomes"); err != nil {
 		return err
 	}
 	base := "rt" + b.suffix + "-"

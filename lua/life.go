@@ -30,6 +30,11 @@ type Life struct {
 	ResolvedBy string
 	ResolvedAt time.Time
 	Assignee   string
+	// Label is what a person said the alert was (fraud, legit, unclear),
+	// by whom and when; "" when no one has.
+	Label      string
+	LabelledBy string
+	LabelledAt time.Time
 	// Version counts the changes since it opened (0: none).
 	Version int64
 	// Alert is the alert's JSON as the dispatcher that opened it trusted
@@ -47,7 +52,8 @@ var ErrNoLife = errors.New("no such alert: never sent, or its records ended")
 func lifeOf(f map[string]string) Life {
 	l := Life{Decision: f["decision"], Status: f["status"], AckedBy: f["acked_by"], ResolvedBy: f["resolved_by"],
 		Assignee: f["assignee"], OpenedAt: millis(f["opened_at"]), AckedAt: millis(f["acked_at"]),
-		ResolvedAt: millis(f["resolved_at"])}
+		ResolvedAt: millis(f["resolved_at"]), Label: f["label"], LabelledBy: f["labelled_by"],
+		LabelledAt: millis(f["labelled_at"])}
 	l.Version, _ = strconv.ParseInt(f["version"], 10, 64)
 	l.Taken, _ = strconv.ParseInt(f["taken"], 10, 64)
 	if a, ok := f["alert"]; ok {
@@ -88,9 +94,11 @@ func (s *Scripts) LifeAndRecord(ctx context.Context, lifeKey, recordKey string) 
 }
 
 // ChangeLife changes the life of the alert whose hash is key (alert_life):
-// op is acknowledge, resolve or assign, by who. It returns the life as it
-// is now, and whether this call changed it (the first acknowledgement
-// stays; a resolved alert is final). ErrNoLife: the alert has none.
+// op is acknowledge, resolve, assign or label_fraud, label_legit,
+// label_unclear, by who. It returns the life as it is now, and whether
+// this call changed it (the first acknowledgement stays; a resolved alert
+// is final, but for its label; the same label again changes nothing).
+// ErrNoLife: the alert has none.
 func (s *Scripts) ChangeLife(ctx context.Context, key, op, who string) (Life, bool, error) {
 	v, err := alertLife.Run(ctx, s.rdb, []string{key}, op, who).Result()
 	if err != nil {
@@ -103,7 +111,8 @@ func (s *Scripts) ChangeLife(ctx context.Context, key, op, who string) (Life, bo
 	if len(reply) == 1 && reply[0] == int64(0) {
 		return Life{}, false, fmt.Errorf("lua: %s: %w", AlertLifeName, ErrNoLife)
 	}
-	names := []string{"status", "opened_at", "acked_by", "acked_at", "resolved_by", "resolved_at", "assignee", "version"}
+	names := []string{"status", "opened_at", "acked_by", "acked_at", "resolved_by", "resolved_at", "assignee", "version",
+		"label", "labelled_by", "labelled_at"}
 	if len(reply) != len(names)+1 || (reply[0] != int64(1) && reply[0] != int64(2)) {
 		return Life{}, false, s.fail(AlertLifeName, fmt.Errorf("%w: %v", ErrUnexpectedReply, v))
 	}

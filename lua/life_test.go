@@ -140,6 +140,15 @@ func TestAnAlertsLife(t *testing.T) {
 		{"acknowledge", "cli:eve", false, "resolved", 4, func(l Life) bool { return l.AckedBy == "slack:U2" }}, // final
 		{"resolve", "cli:eve", false, "resolved", 4, func(l Life) bool { return l.ResolvedBy == "cli:bob" }},
 		{"assign", "cli:eve", false, "resolved", 4, func(l Life) bool { return l.Assignee == "cli:bob" }},
+		// A label comes after resolving; the same label again is
+		// unchanged, whoever gives it; another replaces it.
+		{"label_fraud", "slack:U2", true, "resolved", 5, func(l Life) bool {
+			return l.Label == "fraud" && l.LabelledBy == "slack:U2" && !l.LabelledAt.Before(l.ResolvedAt)
+		}},
+		{"label_fraud", "cli:eve", false, "resolved", 5, func(l Life) bool { return l.LabelledBy == "slack:U2" }},
+		{"label_legit", "cli:eve", true, "resolved", 6, func(l Life) bool { return l.Label == "legit" && l.LabelledBy == "cli:eve" }},
+		{"label_unclear", "cli:eve", true, "resolved", 7, func(l Life) bool { return l.Label == "unclear" }},
+		{"resolve", "cli:eve", false, "resolved", 7, func(l Life) bool { return l.Label == "unclear" && l.ResolvedBy == "cli:bob" }},
 	}
 	for i, st := range steps {
 		l, changed, err := s.ChangeLife(ctx, c.AlertKey, st.op, st.who)

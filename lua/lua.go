@@ -41,6 +41,9 @@ const (
 	AlertObserveName     = "alert_observe"
 	AlertIndexName       = "alert_index"
 	AlertRepeatName      = "alert_repeat"
+	OutcomeOpenName      = "outcome_open"
+	OutcomeRecordName    = "outcome_record"
+	OutcomeLabelName     = "outcome_label"
 )
 
 var (
@@ -82,6 +85,16 @@ var (
 	alertIndexSrc string
 	//go:embed alert_repeat.lua
 	alertRepeatSrc string
+	// outcomePrelude is what the three outcome scripts share, prepended
+	// to each as prelude is to the counting scripts.
+	//go:embed outcome_prelude.lua
+	outcomePrelude string
+	//go:embed outcome_open.lua
+	outcomeOpenSrc string
+	//go:embed outcome_record.lua
+	outcomeRecordSrc string
+	//go:embed outcome_label.lua
+	outcomeLabelSrc string
 
 	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
@@ -100,6 +113,9 @@ var (
 	alertObserve     = redis.NewScript(alertObserveSrc)
 	alertIndex       = redis.NewScript(alertIndexSrc)
 	alertRepeat      = redis.NewScript(alertRepeatSrc)
+	outcomeOpen      = redis.NewScript(outcomePrelude + outcomeOpenSrc)
+	outcomeRecord    = redis.NewScript(outcomePrelude + outcomeRecordSrc)
+	outcomeLabel     = redis.NewScript(outcomePrelude + outcomeLabelSrc)
 
 	// The counting scripts' hashes, which their calls send by pointer (see
 	// command).
@@ -130,6 +146,9 @@ var (
 		{AlertObserveName, alertObserve},
 		{AlertIndexName, alertIndex},
 		{AlertRepeatName, alertRepeat},
+		{OutcomeOpenName, outcomeOpen},
+		{OutcomeRecordName, outcomeRecord},
+		{OutcomeLabelName, outcomeLabel},
 	}
 )
 
@@ -321,6 +340,9 @@ func Text(name string) (string, bool) {
 		AlertObserveName:     alertObserveSrc,
 		AlertIndexName:       alertIndexSrc,
 		AlertRepeatName:      alertRepeatSrc,
+		OutcomeOpenName:      outcomePrelude + outcomeOpenSrc,
+		OutcomeRecordName:    outcomePrelude + outcomeRecordSrc,
+		OutcomeLabelName:     outcomePrelude + outcomeLabelSrc,
 	}[name]
 	return text, ok
 }

@@ -207,10 +207,12 @@ type Dispatcher struct {
 	rules   atomic.Pointer[map[string]RuleSettings]
 	removed removedRules
 	dead    atomic.Pointer[deadLetterer]
-	log     *slog.Logger
-	m       dispatcherMetrics
-	recent  recent
-	seen    firstSeen
+	// outcomes notes each alert sent (SetOutcomes); nil: none.
+	outcomes atomic.Pointer[outcomeNoter]
+	log      *slog.Logger
+	m        dispatcherMetrics
+	recent   recent
+	seen     firstSeen
 	// sealsSince is when fraudwatch began to seal alerts in this Redis,
 	// once read (unsealedTaken).
 	sealsSince atomic.Pointer[time.Time]

@@ -196,9 +196,20 @@ func TestAnUpdateIsShownOnceWhereTheAlertIs(t *testing.T) {
 	if _, updates := slack.counts(); updates != 2 || slack.updates[1].st.Status != alert.StatusResolved {
 		t.Errorf("after the resolve: %d updates, want it shown", updates)
 	}
+	// A label comes after the resolve, and is shown as the rest is.
+	if _, _, err := first.scripts.ChangeLife(t.Context(), key, "label_fraud", "slack:U7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := handleOne(t.Context(), first.d, updateMessage(t, a, 14)); err != nil {
+		t.Fatal(err)
+	}
+	if _, updates := slack.counts(); updates != 3 || slack.updates[2].st.Label != alert.LabelFraud ||
+		slack.updates[2].st.LabelledBy != "slack:U7" || slack.updates[2].st.LabelledAt.IsZero() {
+		t.Errorf("after the label: %d updates (%+v), want it shown with who and when", updates, slack.updates[len(slack.updates)-1].st)
+	}
 	// Of no alert: counted, nothing shown, committed; malformed: dead-lettered.
 	ghost := first.alert("card-9", "evt-ghost")
-	if err := handleOne(t.Context(), first.d, updateMessage(t, ghost, 13)); err != nil {
+	if err := handleOne(t.Context(), first.d, updateMessage(t, ghost, 15)); err != nil {
 		t.Fatal(err)
 	}
 	if got := first.metric(t, "fraudwatch_alert_updates_total", "result", dispatch.UpdateUnknown); got != 1 {
@@ -213,8 +224,8 @@ func TestAnUpdateIsShownOnceWhereTheAlertIs(t *testing.T) {
 	if len(dl.whys) != 3 {
 		t.Errorf("dead-lettered %d malformed updates, want 3: %q", len(dl.whys), dl.whys)
 	}
-	if _, updates := slack.counts(); updates != 2 {
-		t.Errorf("%d updates shown after the forged ones, want 2", updates)
+	if _, updates := slack.counts(); updates != 3 {
+		t.Errorf("%d updates shown after the forged ones, want 3", updates)
 	}
 }
 

@@ -222,7 +222,8 @@ func (d *Dispatcher) observeAck(ctx context.Context, lifeKey, rule string, l lua
 // StateOf is the alert.State a life holds.
 func StateOf(l lua.Life) alert.State {
 	return alert.State{Status: alert.Status(l.Status), OpenedAt: l.OpenedAt, AckedBy: l.AckedBy, AckedAt: l.AckedAt,
-		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee}
+		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee, Label: alert.Label(l.Label),
+		LabelledBy: l.LabelledBy, LabelledAt: l.LabelledAt}
 }
 
 // lifeCopy is the alert as its life keeps it (lua.AlertClaim.Alert): whole,
@@ -240,17 +241,34 @@ func lifeCopy(a alert.Alert) []byte {
 	return nil
 }
 
-// index adds a claimed alert to the index of open alerts. Every claim that
-// sends adds it (ZADD NX: its first place stays), so that a crash between
-// the claim and its index is mended by the claim that comes round again.
+// outcomeNoter notes an alert sent, with the orders it lists, for their
+// outcomes to judge (outcome.Store.Opened). Idempotent.
+type outcomeNoter interface {
+	Opened(ctx context.Context, a alert.Alert, ref alert.Ref) error
+}
+
+// SetOutcomes makes the dispatcher note each alert it sends in o
+// (docs/outcomes.md); without it, alerts are judged only once labelled.
+func (d *Dispatcher) SetOutcomes(o outcomeNoter) { d.outcomes.Store(&o) }
+
+// index adds a claimed alert to the index of open alerts, and notes it
+// for its outcomes. Every claim that sends does both (ZADD NX: its first
+// place stays; the note is idempotent), so that a crash between the claim
+// and these is mended by the claim that comes round again.
 func (d *Dispatcher) index(ctx context.Context, a alert.Alert, g lua.Group) error {
-	ref, err := json.Marshal(alert.Ref{Rule: a.Rule, Group: g.Encoding(), EventID: a.EventID})
+	r := alert.Ref{Rule: a.Rule, Group: g.Encoding(), EventID: a.EventID}
+	ref, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	index, refs := d.keys.OpenAlerts()
 	if err := d.claims.IndexAlert(ctx, index, refs, a.ID, string(ref), d.cfg.MaxOpen, d.claims.Retention()); err != nil {
 		return fmt.Errorf("index it open: %w", err)
+	}
+	if o := d.outcomes.Load(); o != nil {
+		if err := (*o).Opened(ctx, a, r); err != nil {
+			return fmt.Errorf("note it for its outcomes: %w", err)
+		}
 	}
 	return nil
 }

@@ -140,12 +140,14 @@ const maxWho = 256
 
 // Change changes ref's alert's life as op says, by who ("slack:U123",
 // "cli:alice"), and returns its state now: the first acknowledgement
-// stays, a resolved alert is final, an assignment replaces the assignee.
+// stays, a resolved alert is final but for its label, an assignment
+// replaces the assignee, a label replaces another (alert.OpLabelFraud…;
+// what it does to the alert's orders is package outcome's).
 // Then it says so on the alerts topic, changed or not (a retry of a
 // change whose word was lost says it again; receivers show each state
 // once). An error after the change in Redis wraps ErrNotSaid.
 func (s *Store) Change(ctx context.Context, ref alert.Ref, op alert.Op, who string) (alert.State, error) {
-	if op != alert.OpAcknowledge && op != alert.OpResolve && op != alert.OpAssign {
+	if _, label := op.Label(); !label && op != alert.OpAcknowledge && op != alert.OpResolve && op != alert.OpAssign {
 		return alert.State{}, fmt.Errorf("life: unknown change %q", op)
 	}
 	if who == "" || len(who) > maxWho {
@@ -243,5 +245,6 @@ func (s *Store) ByID(ctx context.Context, id string) (alert.Ref, error) {
 
 func stateOf(l lua.Life) alert.State {
 	return alert.State{Status: alert.Status(l.Status), OpenedAt: l.OpenedAt, AckedBy: l.AckedBy, AckedAt: l.AckedAt,
-		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee}
+		ResolvedBy: l.ResolvedBy, ResolvedAt: l.ResolvedAt, Assignee: l.Assignee, Label: alert.Label(l.Label),
+		LabelledBy: l.LabelledBy, LabelledAt: l.LabelledAt}
 }

@@ -133,6 +133,42 @@ func TestChangeWritesThenSays(t *testing.T) {
 	}
 }
 
+// A label is a change like the others: made after the resolve, said on
+// the alerts topic (so the receivers show it), read back by Get; the same
+// label again is said again but changes nothing.
+func TestALabelIsAChange(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	ref := e.open(t, "burst", "cust-1", "evt-1")
+	if _, err := e.s.Change(ctx, ref, alert.OpResolve, "cli:bob"); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
+		op   alert.Op
+		who  string
+		want alert.Label
+		by   string
+	}{
+		{alert.OpLabelFraud, "slack:U1", alert.LabelFraud, "slack:U1"},
+		{alert.OpLabelFraud, "cli:ann", alert.LabelFraud, "slack:U1"},
+		{alert.OpLabelLegit, "cli:ann", alert.LabelLegit, "cli:ann"},
+	} {
+		st, err := e.s.Change(ctx, ref, step.op, step.who)
+		if err != nil || st.Status != alert.StatusResolved || st.Label != step.want || st.LabelledBy != step.by || st.LabelledAt.IsZero() {
+			t.Fatalf("step %d, %s by %s: %+v, %v", i, step.op, step.who, st, err)
+		}
+	}
+	if len(e.pub.refs) != 4 {
+		t.Errorf("said %d changes, want 4 (the resolve and each label)", len(e.pub.refs))
+	}
+	if got, err := e.s.Get(ctx, ref); err != nil || got.State.Label != alert.LabelLegit || got.State.LabelledBy != "cli:ann" {
+		t.Errorf("Get: %+v, %v; want the last label", got.State, err)
+	}
+	if _, err := e.s.Change(ctx, ref, "label_maybe", "cli:ann"); err == nil {
+		t.Error("a label that is none was taken")
+	}
+}
+
 // List shows the open alerts newest first and drops from the index those
 // resolved or ended meanwhile; the gauge counts the index by rule.
 func TestListMendsTheIndexAndTheGaugeCountsIt(t *testing.T) {

@@ -8,6 +8,10 @@
 //
 //	{"type": "outcome", "order_id": "o-1", "outcome": "fraud",
 //	 "source": "chargeback", "occurred_at": "2026-12-01T10:00:00Z"}
+//
+// or, to label an alert fraudwatch sent (and so every order it lists) as
+// Slack's buttons do, "alert_id": "rule/event_id" in order_id's stead and
+// who says so in "by" (`fraudwatch label add --alert` writes these).
 package outcome
 
 import (
@@ -30,6 +34,10 @@ const (
 	MaxOrderIDBytes = 128
 	// MaxSourceBytes bounds source.
 	MaxSourceBytes = 64
+	// MaxAlertIDBytes bounds alert_id: a rule's name, "/", an event id.
+	MaxAlertIDBytes = 64 + 1 + 128
+	// MaxByBytes bounds by.
+	MaxByBytes = 256
 )
 
 // Type is the type member every outcome record carries.
@@ -39,10 +47,15 @@ const Type = "outcome"
 // (Source: "chargeback", "manual_review", "slack", "cli"; free text) and
 // when it happened.
 type Outcome struct {
-	OrderID    string      `json:"order_id"`
+	OrderID string `json:"order_id,omitempty"`
+	// AlertID, in OrderID's stead, labels an alert: the alert itself and
+	// every order it lists (Store.LabelAlert).
+	AlertID    string      `json:"alert_id,omitempty"`
 	Label      alert.Label `json:"outcome"`
 	Source     string      `json:"source"`
 	OccurredAt time.Time   `json:"occurred_at"`
+	// By is who says so, when a person does ("cli:alice"); optional.
+	By string `json:"by,omitempty"`
 }
 
 // Reason says why an outcome record is refused: the reason label of
@@ -57,6 +70,8 @@ const (
 	ReasonInvalidType   Reason = "invalid_type"
 	ReasonMissingField  Reason = "missing_field"
 	ReasonInvalidOrder  Reason = "invalid_order_id"
+	ReasonInvalidAlert  Reason = "invalid_alert_id"
+	ReasonInvalidBy     Reason = "invalid_by"
 	ReasonInvalidLabel  Reason = "invalid_outcome"
 	ReasonInvalidSource Reason = "invalid_source"
 	ReasonInvalidTime   Reason = "invalid_occurred_at"
@@ -64,7 +79,7 @@ const (
 
 // Reasons lists every reason.
 var Reasons = []Reason{ReasonOversized, ReasonMalformed, ReasonInvalidType, ReasonMissingField,
-	ReasonInvalidOrder, ReasonInvalidLabel, ReasonInvalidSource, ReasonInvalidTime}
+	ReasonInvalidOrder, ReasonInvalidAlert, ReasonInvalidBy, ReasonInvalidLabel, ReasonInvalidSource, ReasonInvalidTime}
 
 // InvalidError says why a record is refused. Its text names the reason and
 // the field, never a value: it goes to logs and dead-letter headers.
@@ -76,11 +91,13 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string {
 	s := string(e.Reason)
-	if e.Field != "" {
-		s += ": " + e.Field
+	if e.Field != "" || e.Detail != "" {
+		s += ":"
 	}
-	if e.Detail != "" {
-		s += " " + e.Detail
+	for _, part := range []string{e.Field, e.Detail} {
+		if part != "" {
+			s += " " + part
+		}
 	}
 	return s
 }
@@ -93,6 +110,8 @@ func invalid(r Reason, field, detail string) *InvalidError {
 type record struct {
 	Type       *string `json:"type"`
 	OrderID    *string `json:"order_id"`
+	AlertID    *string `json:"alert_id"`
+	By         *string `json:"by"`
 	Outcome    *string `json:"outcome"`
 	Source     *string `json:"source"`
 	OccurredAt *string `json:"occurred_at"`
@@ -120,7 +139,7 @@ func Decode(b []byte, now time.Time) (Outcome, error) {
 	for _, m := range []struct {
 		name string
 		v    *string
-	}{{"type", r.Type}, {"order_id", r.OrderID}, {"outcome", r.Outcome}, {"source", r.Source}, {"occurred_at", r.OccurredAt}} {
+	}{{"type", r.Type}, {"order_id", cmpOr(r.OrderID, r.AlertID)}, {"outcome", r.Outcome}, {"source", r.Source}, {"occurred_at", r.OccurredAt}} {
 		if m.v == nil {
 			return Outcome{}, invalid(ReasonMissingField, m.name, "is required")
 		}
@@ -132,7 +151,14 @@ func Decode(b []byte, now time.Time) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, invalid(ReasonInvalidTime, "occurred_at", "is not an RFC 3339 time")
 	}
-	o := Outcome{OrderID: *r.OrderID, Label: alert.Label(*r.Outcome), Source: *r.Source, OccurredAt: at.UTC()}
+	if r.OrderID != nil && r.AlertID != nil {
+		return Outcome{}, invalid(ReasonInvalidAlert, "alert_id", "and order_id cannot both be given")
+	}
+	o := Outcome{OrderID: deref(r.OrderID), AlertID: deref(r.AlertID), By: deref(r.By),
+		Label: alert.Label(*r.Outcome), Source: *r.Source, OccurredAt: at.UTC()}
+	if r.By != nil && o.By == "" {
+		return Outcome{}, invalid(ReasonInvalidBy, "by", "must not be empty")
+	}
 	if err := o.validate(now); err != nil {
 		return Outcome{}, err
 	}
@@ -150,16 +176,39 @@ func (o Outcome) Validate(now time.Time) error {
 
 func (o Outcome) validate(now time.Time) *InvalidError {
 	switch {
+	case o.AlertID != "" && o.OrderID != "":
+		return invalid(ReasonInvalidAlert, "alert_id", "and order_id cannot both be given")
+	case o.AlertID != "":
+		rule, event, ok := strings.Cut(o.AlertID, "/")
+		if !ok || rule == "" || event == "" || len(o.AlertID) > MaxAlertIDBytes || !printable(o.AlertID) {
+			return invalid(ReasonInvalidAlert, "alert_id", "must be rule/event_id, as fraudwatch alert list shows it")
+		}
 	case o.OrderID == "" || len(o.OrderID) > MaxOrderIDBytes || !printable(o.OrderID):
 		return invalid(ReasonInvalidOrder, "order_id", fmt.Sprintf("must be 1 to %d bytes of printable text", MaxOrderIDBytes))
 	case !o.Label.Valid():
 		return invalid(ReasonInvalidLabel, "outcome", "must be fraud, legit or unclear")
 	case o.Source == "" || len(o.Source) > MaxSourceBytes || !printable(o.Source):
 		return invalid(ReasonInvalidSource, "source", fmt.Sprintf("must be 1 to %d bytes of printable text", MaxSourceBytes))
+	case len(o.By) > MaxByBytes || !printable(o.By):
+		return invalid(ReasonInvalidBy, "by", fmt.Sprintf("must be at most %d bytes of printable text", MaxByBytes))
 	case o.OccurredAt.IsZero() || o.OccurredAt.Year() < 2000 || o.OccurredAt.After(now.Add(24*time.Hour)):
 		return invalid(ReasonInvalidTime, "occurred_at", "must be after 2000 and at most a day ahead")
 	}
 	return nil
+}
+
+func cmpOr(a, b *string) *string {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // printable reports whether s is valid UTF-8 without control characters.

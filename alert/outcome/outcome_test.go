@@ -32,6 +32,10 @@ func TestDecode(t *testing.T) {
 		{"empty order", with(`"o-1"`, `""`), outcome.ReasonInvalidOrder, "order_id"},
 		{"long order", with(`"o-1"`, `"`+strings.Repeat("x", 129)+`"`), outcome.ReasonInvalidOrder, "order_id"},
 		{"control in order", with(`"o-1"`, `"o\n1"`), outcome.ReasonInvalidOrder, "order_id"},
+		{"alert and order", with(`"order_id"`, `"alert_id":"r/e","order_id"`), outcome.ReasonInvalidAlert, "alert_id"},
+		{"alert without event", with(`"order_id":"o-1"`, `"alert_id":"r/"`), outcome.ReasonInvalidAlert, "alert_id"},
+		{"empty by", with(`"type"`, `"by":"","type"`), outcome.ReasonInvalidBy, "by"},
+		{"by with a newline", with(`"type"`, `"by":"a\nb","type"`), outcome.ReasonInvalidBy, "by"},
 		{"unknown outcome", with(`"fraud"`, `"maybe"`), outcome.ReasonInvalidLabel, "outcome"},
 		{"upper-case outcome", with(`"fraud"`, `"FRAUD"`), outcome.ReasonInvalidLabel, "outcome"},
 		{"no source", with(`"source":"chargeback",`, ``), outcome.ReasonMissingField, "source"},
@@ -41,6 +45,9 @@ func TestDecode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := outcome.Decode([]byte(tc.in), now)
+			if err == nil && tc.reason != "" {
+				t.Fatalf("Decode = %+v, want %s", o, tc.reason)
+			}
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("Decode: %v", err)
@@ -64,5 +71,19 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("error %q carries a value", err)
 			}
 		})
+	}
+}
+
+func TestDecodeAlertLabel(t *testing.T) {
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	in := `{"type":"outcome","alert_id":"card-burst/e-9","outcome":"legit","source":"cli","by":"cli:alice","occurred_at":"2026-12-05T10:00:00Z"}`
+	o, err := outcome.Decode([]byte(in), now)
+	want := outcome.Outcome{AlertID: "card-burst/e-9", Label: alert.LabelLegit, Source: "cli", By: "cli:alice",
+		OccurredAt: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)}
+	if err != nil || o != want {
+		t.Fatalf("Decode = %+v, %v; want %+v", o, err, want)
+	}
+	if back, err := outcome.Decode(o.Record(), now); err != nil || back != o {
+		t.Fatalf("Decode(Record()) = %+v, %v", back, err)
 	}
 }

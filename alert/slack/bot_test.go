@@ -82,6 +82,7 @@ var t0 = time.Date(2026, 12, 1, 12, 5, 0, 0, time.UTC)
 // line for each fact of its life, and the buttons that still make sense.
 func TestBotUpdateEditsInPlace(t *testing.T) {
 	snoozes := []string{actionSnooze, actionSnooze}
+	labels := []string{actionFraud, actionLegit}
 	tests := []struct {
 		name    string
 		buttons bool
@@ -92,12 +93,12 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 	}{
 		{"acknowledged", true, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
 			[]string{":white_check_mark: Acknowledged by <@U1> at 2026-12-01 12:05 UTC"},
-			append(snoozes, actionResolve, actionAssign), false},
+			append(snoozes, actionResolve, actionAssign, actionFraud, actionLegit), false},
 		{"assigned while open", true, alert.State{Status: alert.StatusOpen, Assignee: "slack:U2"},
-			[]string{":bust_in_silhouette: Assigned to <@U2>"}, append(snoozes, actionAck, actionResolve, actionAssign), false},
+			[]string{":bust_in_silhouette: Assigned to <@U2>"}, append(snoozes, actionAck, actionResolve, actionAssign, actionFraud, actionLegit), false},
 		{"resolved from the CLI", true, alert.State{Status: alert.StatusResolved, AckedBy: "slack:U1", AckedAt: t0,
 			ResolvedBy: "cli:<!channel>", ResolvedAt: t0.Add(time.Hour), Assignee: "slack:U2"},
-			[]string{"Acknowledged by <@U1>", ":heavy_check_mark: Resolved by cli:&lt;!channel&gt; at 2026-12-01 13:05 UTC", "Assigned to <@U2>"}, nil, false},
+			[]string{"Acknowledged by <@U1>", ":heavy_check_mark: Resolved by cli:&lt;!channel&gt; at 2026-12-01 13:05 UTC", "Assigned to <@U2>"}, labels, false},
 		{"an alert that cannot name its group", true, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
 			[]string{"Acknowledged by <@U1>"}, nil, true},
 		{"no buttons configured", false, alert.State{Status: alert.StatusAcknowledged, AckedBy: "slack:U1", AckedAt: t0},
@@ -145,7 +146,8 @@ func TestBotUpdateEditsInPlace(t *testing.T) {
 	}
 }
 
-// The buttons of a new alert: its two snoozes, then its life's.
+// The buttons of a new alert: its two snoozes, then its life's, then
+// Fraud and Not fraud.
 func TestBotPostsLifeButtons(t *testing.T) {
 	b, s := newBot(t, true)
 	r, err := b.Notify(context.Background(), lifeAlert())
@@ -153,7 +155,7 @@ func TestBotPostsLifeButtons(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := s.Message(r.Channel, r.TS)
-	want := []string{actionSnooze, actionSnooze, actionAck, actionResolve, actionAssign}
+	want := []string{actionSnooze, actionSnooze, actionAck, actionResolve, actionAssign, actionFraud, actionLegit}
 	if got := buttonIDs(t, m.Blocks); !slices.Equal(got, want) {
 		t.Errorf("buttons %q, want %q", got, want)
 	}

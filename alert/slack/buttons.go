@@ -17,6 +17,8 @@ const (
 	actionAck     = "fraudwatch_ack"
 	actionResolve = "fraudwatch_resolve"
 	actionAssign  = "fraudwatch_assign"
+	actionFraud   = "fraudwatch_label_fraud"
+	actionLegit   = "fraudwatch_label_legit"
 )
 
 // Block ids of what an alert's message shows of its life: its buttons,
@@ -32,8 +34,8 @@ var snoozes = []time.Duration{time.Hour, 24 * time.Hour}
 // buttonValue is what a button carries back: the alert's rule and group;
 // a Snooze's how long, and the group's values to show in its silence
 // (which must make the group: silence.Store checks it); an Acknowledge's,
-// a Resolve's and an Assign to me's event id, which with the rule and
-// group names the alert (alert.Ref). Slack
+// a Resolve's, an Assign to me's, a Fraud's and a Not fraud's event id,
+// which with the rule and group names the alert (alert.Ref). Slack
 // returns it as sent, but only in a request signed with the app's signing
 // secret. Acknowledge buttons posted before acknowledgements went into the
 // alert's record carry no event id.
@@ -49,9 +51,9 @@ type buttonValue struct {
 const maxButtonValue = 2000
 
 // buttons are an alert's actions as it is posted, open: snooze its group
-// for each of snoozes, acknowledge it, resolve it, and assign it to
-// whoever clicks (its rule, group and event id name it). Nil when the
-// alert cannot name its group.
+// for each of snoozes, acknowledge it, resolve it, assign it to whoever
+// clicks, and label it fraud or not fraud (its rule, group and event id
+// name it). Nil when the alert cannot name its group.
 func buttons(rule, group, eventID, identity string, match map[string]string) slack.Block {
 	if group == "" {
 		return nil
@@ -85,31 +87,62 @@ func snoozeButtons(rule, group, identity string, match map[string]string) []slac
 
 // actionsFor is the actions block of an alert in state st: its snoozes
 // (as posted), then what its life still allows: Acknowledge while it is
-// open, Resolve and Assign to me until it is resolved. A resolved alert
-// has no buttons; nor has one without an event id (it names no alert)
-// any but its snoozes. Nil when no button is left.
+// open, Resolve and Assign to me until it is resolved, and Fraud and Not
+// fraud always, to label it or label it again (labelButtons). A resolved
+// alert keeps only Fraud and Not fraud: an analyst often learns what it
+// was after resolving it. One without an event id (it names no alert)
+// has none but its snoozes. Nil when no button is left. Seven buttons at
+// most: Slack allows 25 in a block.
 func actionsFor(st alert.State, ref alert.Ref, snoozed []slack.BlockElement) slack.Block {
-	if st.Status == alert.StatusResolved {
-		return nil
+	var elems []slack.BlockElement
+	if st.Status != alert.StatusResolved {
+		elems = append(elems, snoozed...)
 	}
-	elems := append([]slack.BlockElement(nil), snoozed...)
 	if ref.EventID != "" && ref.Group != "" {
-		v, ok := encodeValue(buttonValue{Rule: ref.Rule, Group: ref.Group, Event: ref.EventID})
-		if ok && st.Status != alert.StatusAcknowledged {
-			ack := slack.NewButtonBlockElement(actionAck, v, slack.NewTextBlockObject(slack.PlainTextType, "Acknowledge", false, false))
-			ack.Style = slack.StylePrimary
-			elems = append(elems, ack)
-		}
-		if ok {
-			elems = append(elems,
-				slack.NewButtonBlockElement(actionResolve, v, slack.NewTextBlockObject(slack.PlainTextType, "Resolve", false, false)),
-				slack.NewButtonBlockElement(actionAssign, v, slack.NewTextBlockObject(slack.PlainTextType, "Assign to me", false, false)))
+		if v, ok := encodeValue(buttonValue{Rule: ref.Rule, Group: ref.Group, Event: ref.EventID}); ok {
+			elems = append(elems, lifeButtons(st, v)...)
 		}
 	}
 	if len(elems) == 0 {
 		return nil
 	}
 	return slack.NewActionBlock(actionsBlockID, elems...)
+}
+
+// lifeButtons are the buttons that change the life of the alert v names,
+// in state st.
+func lifeButtons(st alert.State, v string) []slack.BlockElement {
+	var elems []slack.BlockElement
+	if st.Status != alert.StatusResolved {
+		if st.Status != alert.StatusAcknowledged {
+			ack := slack.NewButtonBlockElement(actionAck, v, plainText("Acknowledge"))
+			ack.Style = slack.StylePrimary
+			elems = append(elems, ack)
+		}
+		elems = append(elems,
+			slack.NewButtonBlockElement(actionResolve, v, plainText("Resolve")),
+			slack.NewButtonBlockElement(actionAssign, v, plainText("Assign to me")))
+	}
+	return append(elems, labelButtons(st.Label, v)...)
+}
+
+// labelButtons label the alert v names fraud or not fraud. The button of
+// its label l, if it has one, is marked chosen ("✓" and a style); the
+// other stays, to label it again.
+func labelButtons(l alert.Label, v string) []slack.BlockElement {
+	fraud := slack.NewButtonBlockElement(actionFraud, v, plainText("Fraud"))
+	legit := slack.NewButtonBlockElement(actionLegit, v, plainText("Not fraud"))
+	switch l {
+	case alert.LabelFraud:
+		fraud.Text, fraud.Style = plainText("✓ Fraud"), slack.StyleDanger
+	case alert.LabelLegit:
+		legit.Text, legit.Style = plainText("✓ Not fraud"), slack.StylePrimary
+	}
+	return []slack.BlockElement{fraud, legit}
+}
+
+func plainText(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
 }
 
 // identity is how a button names the alert's group: its values.

@@ -42,7 +42,7 @@ func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slac
 	switch act.ActionID {
 	case actionSnooze:
 		return h.snooze(ctx, v, who, clicked(cb))
-	case actionAck, actionResolve, actionAssign:
+	case actionAck, actionResolve, actionAssign, actionFraud, actionLegit:
 		if v.Event == "" {
 			return answer{}, errors.New("this Acknowledge button was posted by a fraudwatch that did not keep acknowledgements " +
 				"with each alert, and names no alert: nothing was recorded (the Snooze buttons still work)")
@@ -59,11 +59,14 @@ func (h *Interactions) act(ctx context.Context, act *slack.BlockAction, cb *slac
 // say them.
 var ops = map[string]struct {
 	op   alert.Op
+	verb string // what a failure could not do
 	done string
 }{
-	actionAck:     {alert.OpAcknowledge, "alert acknowledged in slack"},
-	actionResolve: {alert.OpResolve, "alert resolved in slack"},
-	actionAssign:  {alert.OpAssign, "alert assigned in slack"},
+	actionAck:     {alert.OpAcknowledge, "acknowledge the alert", "alert acknowledged in slack"},
+	actionResolve: {alert.OpResolve, "resolve the alert", "alert resolved in slack"},
+	actionAssign:  {alert.OpAssign, "assign the alert", "alert assigned in slack"},
+	actionFraud:   {alert.OpLabelFraud, "label the alert fraud", "alert labelled in slack"},
+	actionLegit:   {alert.OpLabelLegit, "label the alert not fraud", "alert labelled in slack"},
 }
 
 // change asks the Life for the button's change of the alert's life.
@@ -75,10 +78,16 @@ func (h *Interactions) change(ctx context.Context, v buttonValue, action, who st
 	ref := alert.Ref{Rule: v.Rule, Group: v.Group, EventID: v.Event}
 	st, err := h.life.Change(ctx, ref, op.op, "slack:"+who)
 	if err != nil {
-		return answer{}, fmt.Errorf("could not %s the alert: %w", op.op, err)
+		return answer{}, fmt.Errorf("could not %s: %w", op.verb, err)
 	}
-	h.log.Info(op.done, "action", string(op.op), "slack_user", who, "rule", v.Rule,
-		"alert_id", v.Rule+"/"+v.Event, "status", string(st.Status))
+	attrs := []any{"action", string(op.op), "slack_user", who, "rule", v.Rule,
+		"alert_id", v.Rule + "/" + v.Event, "status", string(st.Status)}
+	if _, ok := op.op.Label(); ok {
+		// The label the alert has after the click: another click may
+		// have come in between.
+		attrs = append(attrs, "label", string(st.Label))
+	}
+	h.log.Info(op.done, attrs...)
 	return answer{state: &st, ref: ref}, nil
 }
 

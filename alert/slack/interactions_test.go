@@ -125,7 +125,7 @@ func TestInteractions(t *testing.T) {
 	signed := request(t, testSecret, now, snooze1h)
 	// A Snooze leaves the alert's life's buttons; a click that did nothing
 	// leaves them all.
-	lifeIDs := "fraudwatch_ack,fraudwatch_resolve,fraudwatch_assign"
+	lifeIDs := "fraudwatch_ack,fraudwatch_resolve,fraudwatch_assign,fraudwatch_label_fraud,fraudwatch_label_legit"
 	allIDs := "fraudwatch_snooze,fraudwatch_snooze," + lifeIDs
 
 	tests := []struct {
@@ -202,12 +202,12 @@ func leftButtons(t *testing.T, body string) string {
 
 // Each alert carries its buttons in token mode with interactivity: two
 // snoozes, naming its rule and group (and showing its values), and
-// Acknowledge, Resolve and Assign to me, naming the alert: its rule, group
-// and event id.
+// Acknowledge, Resolve, Assign to me, Fraud and Not fraud, naming the
+// alert: its rule, group and event id.
 func TestButtons(t *testing.T) {
 	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42\u202e"}, EventID: "evt-9"}
 	b, ok := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)).(*slack.ActionBlock)
-	if !ok || len(b.Elements.ElementSet) != 5 {
+	if !ok || len(b.Elements.ElementSet) != 7 {
 		t.Fatalf("buttons %+v", b)
 	}
 	var labels []string
@@ -223,7 +223,7 @@ func TestButtons(t *testing.T) {
 			t.Errorf("button %q carries %q: want a snooze's values, or the acknowledgement's event", btn.Text.Text, btn.Value)
 		}
 	}
-	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge|Resolve|Assign to me" {
+	if got := strings.Join(labels, "|"); got != "Snooze cust-42 1 h|Snooze cust-42 24 h|Acknowledge|Resolve|Assign to me|Fraud|Not fraud" {
 		t.Errorf("labels %q", got)
 	}
 	// An alert that cannot name its group (written before alerts did) has
@@ -234,6 +234,17 @@ func TestButtons(t *testing.T) {
 	long := map[string]string{"address": strings.Repeat("x", 3000)}
 	if buttons("burst", "~abc", "e", "x", long) == nil {
 		t.Error("a long group lost its buttons")
+	}
+	// The longest rule, group (a value of 1 KiB, plain) and event id an
+	// alert can have keep every button, each value within Slack's limit.
+	big, ok := buttons(strings.Repeat("r", 64), strings.Repeat("g", 1024), strings.Repeat("e", 128), "x", nil).(*slack.ActionBlock)
+	if !ok || len(big.Elements.ElementSet) != 7 {
+		t.Fatalf("the longest alert's buttons: %+v", big)
+	}
+	for _, e := range big.Elements.ElementSet {
+		if btn := e.(*slack.ButtonBlockElement); len(btn.Value) > maxButtonValue || !strings.Contains(btn.Value, strings.Repeat("e", 128)) && btn.ActionID != actionSnooze {
+			t.Errorf("button %s carries %d bytes: %.80q", btn.ActionID, len(btn.Value), btn.Value)
+		}
 	}
 	// Values cut for display do not make their group: a snooze shows none.
 	cut, ok := buttons("burst", "~abc", "e", "x", map[string]string{"address": "12 Long Road…"}).(*slack.ActionBlock)

@@ -46,6 +46,11 @@ func (f *fakeLife) Change(_ context.Context, ref alert.Ref, op alert.Op, who str
 		f.st.Status, f.st.ResolvedBy, f.st.ResolvedAt = alert.StatusResolved, who, t0.Add(time.Hour)
 	case alert.OpAssign:
 		f.st.Assignee = who
+	default:
+		// A label replaces the one before, resolved or not.
+		if l, ok := op.Label(); ok {
+			f.st.Label, f.st.LabelledBy, f.st.LabelledAt = l, who, t0.Add(2*time.Hour)
+		}
 	}
 	return f.st, nil
 }
@@ -129,7 +134,7 @@ func (r *responses) take(t *testing.T) (body string, blocks json.RawMessage) {
 // With a Life, Acknowledge, Resolve and Assign to me change the alert's
 // life there, and the message shows its state (one line of it, however
 // often it changes) and the buttons it still allows, its snoozes as they
-// were.
+// were: once resolved, Fraud and Not fraud alone.
 func TestLifeClicks(t *testing.T) {
 	var logs bytes.Buffer
 	life := &fakeLife{st: alert.State{Status: alert.StatusOpen}}
@@ -144,6 +149,7 @@ func TestLifeClicks(t *testing.T) {
 	_, blocks := Format(a)
 	blocks = append(blocks, buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a)))
 	now := time.Now()
+	const labels = "fraudwatch_label_fraud,fraudwatch_label_legit"
 	steps := []struct {
 		name   string
 		button int // in the message's buttons as they are
@@ -152,12 +158,12 @@ func TestLifeClicks(t *testing.T) {
 		left   string
 	}{
 		{"assign to me", 4, "burst cust-42 evt-9 assign slack:U123", []string{"Assigned to <@U123>"},
-			"fraudwatch_snooze,fraudwatch_snooze,fraudwatch_ack,fraudwatch_resolve,fraudwatch_assign"},
+			"fraudwatch_snooze,fraudwatch_snooze,fraudwatch_ack,fraudwatch_resolve,fraudwatch_assign," + labels},
 		{"acknowledge", 2, "burst cust-42 evt-9 acknowledge slack:U123",
 			[]string{":white_check_mark: Acknowledged by <@U123> at 2026-12-01 12:05 UTC", "Assigned to <@U123>"},
-			"fraudwatch_snooze,fraudwatch_snooze,fraudwatch_resolve,fraudwatch_assign"},
+			"fraudwatch_snooze,fraudwatch_snooze,fraudwatch_resolve,fraudwatch_assign," + labels},
 		{"resolve", 2, "burst cust-42 evt-9 resolve slack:U123",
-			[]string{"Acknowledged by <@U123>", ":heavy_check_mark: Resolved by <@U123> at 2026-12-01 13:05 UTC"}, ""},
+			[]string{"Acknowledged by <@U123>", ":heavy_check_mark: Resolved by <@U123> at 2026-12-01 13:05 UTC"}, labels},
 	}
 	for i, st := range steps {
 		life.calls = nil
@@ -214,7 +220,7 @@ func TestLifeClickRefused(t *testing.T) {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, request(t, testSecret, time.Now(), clickOn(t, rs.URL, blocks, 3)))
 	body, raw := rs.take(t)
-	if !strings.Contains(body, ":warning: could not resolve the alert: redis down") || len(buttonIDs(t, raw)) != 5 {
+	if !strings.Contains(body, ":warning: could not resolve the alert: redis down") || len(buttonIDs(t, raw)) != 7 {
 		t.Errorf("answer %s: want why, and every button", body)
 	}
 	old := strings.Replace(clickOn(t, rs.URL, blocks, 2), `\"e\":\"evt-9\"`, `\"m\":{}`, 1)

@@ -10,8 +10,9 @@ import (
 )
 
 // stateText is an alert's life as its message shows it, one line a fact:
-// who acknowledged it and when, who resolved it and when, who has it. ""
-// for an open alert nobody has.
+// who acknowledged it and when, who resolved it and when, who has it, what
+// it was labelled, by whom and when. "" for an open alert nobody has or
+// labelled.
 func stateText(st alert.State) string {
 	var lines []string
 	if st.AckedBy != "" || st.Status == alert.StatusAcknowledged {
@@ -23,7 +24,17 @@ func stateText(st alert.State) string {
 	if st.Assignee != "" {
 		lines = append(lines, ":bust_in_silhouette: Assigned to "+mention(st.Assignee))
 	}
+	if l, ok := labelLines[st.Label]; ok {
+		lines = append(lines, l+byAt(st.LabelledBy, st.LabelledAt))
+	}
 	return strings.Join(lines, "\n")
+}
+
+// labelLines say an alert's label.
+var labelLines = map[alert.Label]string{
+	alert.LabelFraud:   ":red_circle: Labelled fraud",
+	alert.LabelLegit:   ":large_green_circle: Labelled not fraud",
+	alert.LabelUnclear: ":grey_question: Labelled unclear",
 }
 
 // byAt is " by <who> at <when>", each part left out when unknown.

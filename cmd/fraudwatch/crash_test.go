@@ -58,6 +58,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 
 	orders, refunds := k.Topic(t, "orders", 4), k.Topic(t, "refunds", 4)
 	dlq, alertsTopic := k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
+	outcomesTopic := k.Topic(t, "outcomes", 1)
 	slack := newSlackLog()
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
@@ -76,7 +77,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 	for i := range configs {
 		metrics[i] = freeAddr(t)
 		configs[i] = replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: group, Orders: orders, Refunds: refunds,
-			DeadLetter: dlq, Alerts: alertsTopic, RedisAddrs: redisAddrs, Cluster: redistest.Cluster(), Prefix: prefix,
+			DeadLetter: dlq, Alerts: alertsTopic, Outcomes: outcomesTopic, RedisAddrs: redisAddrs, Cluster: redistest.Cluster(), Prefix: prefix,
 			Webhook: srv.URL + "/hook", Metrics: metrics[i], Slack: []string{"digest_size: 100"}}, crashRules)
 	}
 	var everyReplica []*replica // the killed ones too, for their logs

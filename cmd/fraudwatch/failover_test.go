@@ -44,6 +44,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	rdb := cluster.Client(t)
 	orders := k.Topic(t, "orders", 4)
 	refunds, dlq, alerts := k.Topic(t, "refunds", 1), k.Topic(t, "dlq", 1), k.Topic(t, "alerts", 2)
+	outcomesTopic := k.Topic(t, "outcomes", 1)
 	slack := newSlackLog()
 	srv := httptest.NewServer(slack)
 	defer srv.Close()
@@ -68,7 +69,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 		// No alert budget to speak of: every alert is posted alone, and
 		// counted.
 		cfg := replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: group, Orders: orders, Refunds: refunds,
-			DeadLetter: dlq, Alerts: alerts, RedisAddrs: cluster.Addrs, Cluster: true, Prefix: prefix,
+			DeadLetter: dlq, Alerts: alerts, Outcomes: outcomesTopic, RedisAddrs: cluster.Addrs, Cluster: true, Prefix: prefix,
 			Webhook: srv.URL + "/hook", Metrics: m,
 			Slack: []string{"rate: 1000", "burst: 1000", "overall_rate: 1000", "overall_burst: 1000"}}, failoverRules)
 		cmd := command("run", "--config", cfg, "--log-format", "text")

@@ -132,7 +132,7 @@ func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 	defer srv.Close()
 	prefix, metrics := redistest.Prefix(t), freeAddr(t)
 	cfg := replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: kafkatest.Group(t, "fw"), Orders: orders,
-		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: alertsTopic,
+		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: alertsTopic, Outcomes: k.Topic(t, "outcomes", 1),
 		RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: prefix, Metrics: metrics}, floodRules)
 	slackSection := fmt.Sprintf("slack:\n  token: \"xoxb-flood-test\"\n  channel: \"#fraud\"\n  api_url: %q\n", srv.URL+"/api/")
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)

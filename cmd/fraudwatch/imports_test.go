@@ -22,6 +22,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		"alert/dispatch":     {"alert", "consumer", "lua"},
 		"alert/silence":      {"alert", "lua"},
 		"alert/life":         {"alert", "lua"},
+		"alert/outcome":      {"alert", "alert/life", "lua"},
 		"alert/slack":        {"alert"},
 		"alert/webhook":      {"alert"},
 		"alert/pagerduty":    {"alert"},

@@ -50,7 +50,7 @@ usage:
   fraudwatch produce --config FILE --input events.jsonl
                                       send JSON-lines events to the configured topics;
                                       [--raw --topic TOPIC [--key K]]: every line as it is, to one
-                                      topic, by its role (orders, refunds, dead-letter, alerts) or name
+                                      topic, by its role (orders, refunds, dead-letter, alerts, outcomes) or name
   fraudwatch topics --config FILE [--partitions 6] [--replication-factor 3] [--dry-run]
                                       create the configured topics that do not exist yet
   fraudwatch silence add --config FILE --rule R [--match F=V ...] --for 2h --reason TEXT
@@ -60,6 +60,10 @@ usage:
   fraudwatch alert list [--rule R] [--format json] --config FILE
   fraudwatch alert ack|resolve ID [--as WHO] --config FILE
                                       the open alerts; acknowledge or resolve one, as cli:WHO
+  fraudwatch label add --outcome fraud|legit|unclear ORDER_ID...|--alert ID --config FILE
+  fraudwatch label list [--order ID] [--outcome O] [--format json] --config FILE
+                                      say what became of orders (or an alert's), through the outcomes
+                                      topic; the outcomes recorded
   fraudwatch version                  version, commit and Go version
 
 Run "fraudwatch COMMAND -h" for the flags of a command. Flags may come before or after
@@ -89,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSilence(args, stdout, stderr)
 	case "alert":
 		return cmdAlert(args, stdout, stderr)
+	case "label":
+		return cmdLabel(args, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK

@@ -24,7 +24,7 @@ func (f *produceFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&f.path, "config", "", "configuration file (YAML): brokers and topics")
 	fs.StringVar(&f.input, "input", "", `JSON-lines file of events, or "-" for standard input`)
 	fs.BoolVar(&f.raw, "raw", false, "send every line as it is, whatever it holds, blank lines too, to --topic, rather than events to the topics of their type")
-	fs.StringVar(&f.topic, "topic", "", "with --raw: the topic, by its role (orders, refunds, dead-letter, alerts) or its configured name")
+	fs.StringVar(&f.topic, "topic", "", "with --raw: the topic, by its role (orders, refunds, dead-letter, alerts, outcomes) or its configured name")
 	fs.StringVar(&f.key, "key", "", "with --raw: every message's key (default none: they are spread over the partitions)")
 	return fs
 }
@@ -42,7 +42,7 @@ func cmdProduce(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fraudwatch produce: --topic and --key go with --raw")
 		return exitUsage
 	case f.raw && f.topic == "":
-		fmt.Fprintln(stderr, "fraudwatch produce: --raw needs --topic: orders, refunds, dead-letter, alerts or a configured topic's name")
+		fmt.Fprintln(stderr, "fraudwatch produce: --raw needs --topic: orders, refunds, dead-letter, alerts, outcomes or a configured topic's name")
 		return exitUsage
 	}
 	cfg, ok := loadConfig("produce", f.path, stderr)

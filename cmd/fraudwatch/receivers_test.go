@@ -122,6 +122,8 @@ type routedWorld struct {
 	config, metrics  string
 	interactions     string
 	orders           *kafka.Writer
+	brokers          []string
+	outcomes, dlq    string // topics
 	replicas         []*replica
 	slackCh, slackTS string // where the first alert of card-A is
 }
@@ -145,9 +147,10 @@ func newRoutedWorld(t *testing.T) *routedWorld {
 		w.gates = append(w.gates, g)
 	}
 	orders := k.Topic(t, "orders", 2)
+	w.brokers, w.outcomes, w.dlq = k.Brokers, k.Topic(t, "outcomes", 2), k.Topic(t, "dlq", 1)
 	w.config = replicaConfig(t, testkit.Process{Brokers: k.Brokers[:1], Group: kafkatest.Group(t, "fw"), Orders: orders,
-		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: k.Topic(t, "alerts", 2),
-		RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: redistest.Prefix(t), Metrics: w.metrics}, routedRules)
+		Refunds: k.Topic(t, "refunds", 1), DeadLetter: w.dlq, Alerts: k.Topic(t, "alerts", 2),
+		Outcomes: w.outcomes, RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: redistest.Prefix(t), Metrics: w.metrics}, routedRules)
 	more := fmt.Sprintf(`slack:
   token: %q
   api_url: %q
@@ -294,9 +297,12 @@ func (w *routedWorld) click(t *testing.T, action string) {
 	if value == "" {
 		t.Fatalf("the message has no %s button: %s", action, m.Blocks)
 	}
+	// Each click of Slack's is its own request (its trigger_id): the same
+	// button clicked twice is not a replay.
 	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": "U42"},
-		"container": map[string]string{"channel_id": w.slackCh, "message_ts": w.slackTS},
-		"actions":   []map[string]string{{"action_id": action, "block_id": "fraudwatch_actions", "type": "button", "value": value}}})
+		"trigger_id": strconv.FormatInt(time.Now().UnixNano(), 10),
+		"container":  map[string]string{"channel_id": w.slackCh, "message_ts": w.slackTS},
+		"actions":    []map[string]string{{"action_id": action, "block_id": "fraudwatch_actions", "type": "button", "value": value}}})
 	body := "payload=" + url.QueryEscape(string(payload))
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(routedSigning))

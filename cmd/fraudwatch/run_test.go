@@ -31,6 +31,7 @@ func processConfig(t *testing.T, k *kafkatest.Cluster, orders, hookURL, metrics 
 	t.Helper()
 	p := testkit.Process{Brokers: k.Brokers[:1], Group: kafkatest.Group(t, "fw"), Orders: orders,
 		Refunds: k.Topic(t, "refunds", 1), DeadLetter: k.Topic(t, "dlq", 1), Alerts: k.Topic(t, "alerts", 2),
+		Outcomes:   k.Topic(t, "outcomes", 1),
 		Kafka:      append([]string{"heartbeat_interval: 200ms", "session_timeout: 6s"}, kafka...),
 		RedisAddrs: redistest.Addrs(t), Cluster: redistest.Cluster(), Prefix: redistest.Prefix(t),
 		Webhook: hookURL, Metrics: metrics, Shutdown: shutdown, Rules: "rules.yaml"}

@@ -14,15 +14,18 @@ import (
 type Process struct {
 	Brokers                                    []string
 	Group, Orders, Refunds, DeadLetter, Alerts string
-	Kafka                                      []string // more lines of the kafka section, "key: value"
-	RedisAddrs                                 []string
-	Cluster                                    bool
-	Prefix                                     string
-	Webhook                                    string   // the Slack webhook; empty: no slack section
-	Slack                                      []string // more lines of the slack section
-	Metrics                                    string   // the metrics listener
-	Shutdown                                   string   // shutdown_timeout, a duration
-	Rules                                      string   // rules_file, relative to the config's directory
+	// Outcomes is the outcomes topic; a replica's outcomes group waits
+	// for it (and logs an ERROR while it is missing).
+	Outcomes   string
+	Kafka      []string // more lines of the kafka section, "key: value"
+	RedisAddrs []string
+	Cluster    bool
+	Prefix     string
+	Webhook    string   // the Slack webhook; empty: no slack section
+	Slack      []string // more lines of the slack section
+	Metrics    string   // the metrics listener
+	Shutdown   string   // shutdown_timeout, a duration
+	Rules      string   // rules_file, relative to the config's directory
 }
 
 // YAML is p as a configuration file.
@@ -33,7 +36,7 @@ func (p Process) YAML() string {
 		line(&b, "brokers", "["+quoted(p.Brokers)+"]")
 	}
 	for _, kv := range [][2]string{{"group_id", p.Group}, {"orders_topic", p.Orders}, {"refunds_topic", p.Refunds},
-		{"dead_letter_topic", p.DeadLetter}, {"alerts_topic", p.Alerts}} {
+		{"dead_letter_topic", p.DeadLetter}, {"alerts_topic", p.Alerts}, {"outcomes_topic", p.Outcomes}} {
 		if kv[1] != "" {
 			line(&b, kv[0], strconv.Quote(kv[1]))
 		}

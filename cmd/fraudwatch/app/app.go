@@ -15,6 +15,8 @@
 //	                                        │ first crossings (acks=all)
 //	                                        ▼
 //	                                   alerts topic ─▶ an alerts group per receiver ─▶ its dispatcher ─▶ Slack / webhook / PagerDuty
+//	                                                                                        │ opened alerts
+//	outcomes topic ─▶ outcomes group ─▶ outcome store (Redis) ◀── Slack's Fraud / Not fraud ◀┘
 package app
 
 import (
@@ -36,6 +38,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/life"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/consumer"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -80,8 +83,13 @@ type App struct {
 	// lives changes alerts' lives (Slack's buttons) and counts the open
 	// ones.
 	lives *life.Store
-	rules *reloader
-	hup   <-chan os.Signal
+	// outcomes keeps orders' outcomes; outcomeGroup reads the outcomes
+	// topic into it through outcomesIn.
+	outcomes     *outcome.Store
+	outcomesIn   *outcome.Handler
+	outcomeGroup *consumer.Group
+	rules        *reloader
+	hup          <-chan os.Signal
 
 	receiver string // where alerts go: receiverKind
 
@@ -181,6 +189,9 @@ func (a *App) build(opts Options) error {
 		log.With("component", "alert"), a.reg); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
+	if err := a.buildOutcomes(alerts, opts); err != nil {
+		return err
+	}
 	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.topic,
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
@@ -201,6 +212,7 @@ func (a *App) build(opts Options) error {
 	for _, d := range a.deliveries {
 		d.disp.SetDeadLetters(a.events)
 	}
+	a.outcomesIn.SetDeadLetters(a.events)
 	// Readiness as Prometheus sees it, for alerting on flapping: what
 	// /readyz checks of Kafka, read at each scrape. Redis's trouble shows
 	// in fraudwatch_script_errors_total.
@@ -287,7 +299,7 @@ func (a *App) run(parent context.Context) error {
 	// Each returns once ctx is done and its in-flight work is drained and
 	// committed.
 	var wg sync.WaitGroup
-	var eventsErr, alertsErr error
+	var eventsErr, alertsErr, outcomesErr error
 	if a.cfg.RulesFile != "" {
 		wg.Go(func() { a.rules.watch(ctx, a.hup) })
 	}
@@ -302,9 +314,10 @@ func (a *App) run(parent context.Context) error {
 	wg.Go(func() { a.lives.CountOpenEvery(ctx, a.ruleNames) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.runDeliveries(ctx) })
+	wg.Go(func() { outcomesErr = a.outcomeGroup.Run(ctx) })
 	wg.Wait()
 
-	errs := []error{eventsErr, alertsErr}
+	errs := []error{eventsErr, alertsErr, outcomesErr}
 	if parent.Err() == nil {
 		errs = append(errs, context.Cause(ctx))
 	}

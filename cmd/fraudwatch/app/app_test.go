@@ -79,6 +79,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	cfg.Kafka.RefundsTopic = k.Topic(t, "refunds", partitions)
 	cfg.Kafka.DeadLetterTopic = k.Topic(t, "dlq", 1)
 	cfg.Kafka.AlertsTopic = k.Topic(t, "alerts", 2)
+	cfg.Kafka.OutcomesTopic = k.Topic(t, "outcomes", 1)
 	cfg.Kafka.StartOffset = config.StartEarliest
 	cfg.Redis.Addrs, cfg.Redis.Cluster = redistest.Addrs(t), redistest.Cluster()
 	cfg.Redis.KeyPrefix = redistest.Prefix(t)

@@ -129,7 +129,7 @@ func (a *App) ruleTakers() dispatchers {
 	for i, d := range a.deliveries {
 		ds[i] = receiverRules{Receiver: d.rc, Rules: d.disp}
 	}
-	return ds
+	return append(ds, receiverRules{Rules: outcomeRules{a.outcomes}})
 }
 
 // alertsReady reports whether every receiver's alerts group holds its

@@ -36,13 +36,28 @@ func promtool(t testing.TB) string {
 	return ""
 }
 
+// ruleTests are the alert rules' unit test files: fraudwatch-rules.test.yml,
+// and files of their own for tests that need another evaluation_interval
+// (fraudwatch-quality.test.yml: 31 days, evaluated every hour).
+func ruleTests(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(deployDir, "prometheus", "*.test.yml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule tests in %s: %v", filepath.Join(deployDir, "prometheus"), err)
+	}
+	for i, f := range files {
+		files[i] = filepath.Base(f)
+	}
+	return files
+}
+
 // The alert rules are valid and do what their unit tests say.
 func TestAlertRulesPassPromtool(t *testing.T) {
 	bin := promtool(t)
 	dir := filepath.Join(deployDir, "prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", "fraudwatch-rules.yml"},
-		{"test", "rules", "fraudwatch-rules.test.yml"},
+		append([]string{"test", "rules"}, ruleTests(t)...),
 	} {
 		cmd := exec.CommandContext(t.Context(), bin, args...)
 		cmd.Dir = dir
@@ -70,14 +85,17 @@ func TestEveryAlertRuleIsTestedBothWays(t *testing.T) {
 			} `yaml:"alert_rule_test"`
 		}
 	}
-	readYAMLFile(t, filepath.Join(deployDir, "prometheus", "fraudwatch-rules.test.yml"), &tests)
 	fires, quiet := map[string]bool{}, map[string]bool{}
-	for _, tc := range tests.Tests {
-		for _, a := range tc.AlertRuleTest {
-			if len(a.ExpAlerts) > 0 {
-				fires[a.Alertname] = true
-			} else {
-				quiet[a.Alertname] = true
+	for _, f := range ruleTests(t) {
+		tests.Tests = nil
+		readYAMLFile(t, filepath.Join(deployDir, "prometheus", f), &tests)
+		for _, tc := range tests.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname] = true
+				} else {
+					quiet[a.Alertname] = true
+				}
 			}
 		}
 	}
@@ -132,7 +150,8 @@ func TestDashboardPanels(t *testing.T) {
 	want := []string{"Ready replicas", "Rules in force", "Events/s", "Alerts sent (1h)", "Events by type",
 		"Lag per partition", "Threshold crossings by rule", "Alerts by rule", "Suppressed alerts by rule and reason",
 		"Dead letters by reason", "Latency from produce to processed", "Batch processing time", "Script errors",
-		"Alert delivery", "Late, future and clamped events", "Skipped events by rule and reason"}
+		"Alert delivery", "Late, future and clamped events", "Skipped events by rule and reason",
+		"Precision by rule", "Alert outcomes by rule", "Time from alert to outcome", "Outcomes recorded and refused"}
 	if !slices.Equal(got, want) {
 		t.Errorf("panels %q,\nwant %q", got, want)
 	}

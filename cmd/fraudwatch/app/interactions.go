@@ -40,7 +40,7 @@ func (a *App) buildInteractions() error {
 	}
 	store := silence.NewStore(a.rdb, a.lua, keys)
 	h, err := slack.NewInteractions(s.SigningSecret.Value(), clicks{store: store, records: a.lua, keys: keys, rules: a.rules.inForce},
-		slack.NewRedisReplays(a.rdb, a.cfg.Redis.KeyPrefix), nil, a.log.With("component", "slack"), slack.WithLife(a.lives))
+		slack.NewRedisReplays(a.rdb, a.cfg.Redis.KeyPrefix), nil, a.log.With("component", "slack"), slack.WithLife(a.outcomes))
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
 	}

@@ -112,8 +112,8 @@ rules:
 		t.Fatalf("blocks %s: %v", posts[0], err)
 	}
 	last := blocks[len(blocks)-1]
-	if last.Type != "actions" || len(last.Elements) != 5 || !strings.Contains(string(last.Elements[0].Text), `"text":"Snooze c 1 h"`) {
-		t.Fatalf("the alert's last block is %+v, want its five buttons (two Snoozes, Acknowledge, Resolve, Assign to me)", last)
+	if last.Type != "actions" || len(last.Elements) != 7 || !strings.Contains(string(last.Elements[0].Text), `"text":"Snooze c 1 h"`) {
+		t.Fatalf("the alert's last block is %+v, want its seven buttons (two Snoozes, Acknowledge, Resolve, Assign to me, Fraud, Not fraud)", last)
 	}
 
 	click := func(secretUsed string, button int) int {

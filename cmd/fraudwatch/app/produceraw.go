@@ -19,11 +19,11 @@ type topicRole struct{ role, topic string }
 
 func topicRoles(k config.Kafka) []topicRole {
 	return []topicRole{{"orders", k.OrdersTopic}, {"refunds", k.RefundsTopic},
-		{"dead-letter", k.DeadLetterTopic}, {"alerts", k.AlertsTopic}}
+		{"dead-letter", k.DeadLetterTopic}, {"alerts", k.AlertsTopic}, {"outcomes", k.OutcomesTopic}}
 }
 
 // RawTopic is the configured topic that name names: by its role (orders,
-// refunds, dead-letter, alerts) or by its name. Any other name is refused,
+// refunds, dead-letter, alerts, outcomes) or by its name. Any other name is refused,
 // so that a typo cannot write to a new topic (a broker may create it), and
 // so is a role that is also another topic's name.
 func RawTopic(k config.Kafka, name string) (string, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/life"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app/status"
 	"github.com/fraudwatch/fraudwatch/lua"
@@ -50,6 +51,12 @@ func (s *statusSource) Open(ctx context.Context) (status.Open, error) {
 		return status.Open{}, err
 	}
 	return status.Open{ByRule: byRule, Newest: listed[:min(len(listed), openNewest)], Acks: status.AcksOf(listed, time.Now())}, nil
+}
+
+func (s *statusSource) Quality(ctx context.Context, now time.Time) ([]outcome.RuleQuality, error) {
+	// Every rule in force has its row, those with no alert and no
+	// outcome too.
+	return s.a.outcomes.QualityOf(ctx, now, s.a.ruleNames(), status.QualityPeriods...)
 }
 
 func (s *statusSource) Rules() (string, []rules.Rule) {

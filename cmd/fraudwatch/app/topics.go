@@ -70,6 +70,10 @@ func (c TopicsConfig) Validate() error {
 	return nil
 }
 
+// outcomesRetention is the outcomes topic's retention as topics creates
+// it.
+const outcomesRetention = 180 * 24 * time.Hour
+
 // wantedTopic is one topic of the configuration and its settings.
 type wantedTopic struct {
 	name, key string // key: the configuration key naming it
@@ -93,6 +97,11 @@ func wantedTopics(k config.Kafka, replication int) []wantedTopic {
 			settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
 		{name: k.AlertsTopic, key: "alerts_topic", holds: "alerts not yet posted", minRetention: alertsRetention,
 			settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: retention}}},
+		// Kept as long as outcomes are worth scoring a backtest with
+		// (backtest --outcomes-from-topic): chargebacks come within 120
+		// days.
+		{name: k.OutcomesTopic, key: "outcomes_topic", holds: "outcomes not yet recorded",
+			settings: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: strconv.FormatInt(outcomesRetention.Milliseconds(), 10)}}},
 	}
 	if k.RefundsTopic == k.OrdersTopic {
 		ts = append(ts[:1], ts[2:]...)

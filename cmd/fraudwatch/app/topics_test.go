@@ -18,11 +18,12 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// topicsKafka is a kafka section naming four topics unique to the test.
+// topicsKafka is a kafka section naming five topics unique to the test.
 func topicsKafka(t *testing.T, brokers []string) config.Kafka {
 	return config.Kafka{Brokers: brokers, ClientID: "fraudwatch-test",
 		OrdersTopic: kafkatest.Group(t, "orders"), RefundsTopic: kafkatest.Group(t, "refunds"),
-		DeadLetterTopic: kafkatest.Group(t, "dlq"), AlertsTopic: kafkatest.Group(t, "alerts")}
+		DeadLetterTopic: kafkatest.Group(t, "dlq"), AlertsTopic: kafkatest.Group(t, "alerts"),
+		OutcomesTopic: kafkatest.Group(t, "outcomes")}
 }
 
 func createTopics(t *testing.T, k config.Kafka, c TopicsConfig) (string, error) {
@@ -83,10 +84,10 @@ func settingsOf(t *testing.T, brokers []string, topic string, names ...string) m
 func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 	k := kafkatest.New(t)
 	kc := topicsKafka(t, k.Brokers)
-	all := []string{kc.OrdersTopic, kc.RefundsTopic, kc.DeadLetterTopic, kc.AlertsTopic}
+	all := []string{kc.OrdersTopic, kc.RefundsTopic, kc.DeadLetterTopic, kc.AlertsTopic, kc.OutcomesTopic}
 
 	out, err := createTopics(t, kc, TopicsConfig{ReplicationFactor: 1, DryRun: true})
-	if err != nil || strings.Count(out, ": would create, 6 partitions, replication factor 1") != 4 {
+	if err != nil || strings.Count(out, ": would create, 6 partitions, replication factor 1") != 5 {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
 	if got := partitionsOf(t, k.Brokers, all...); len(got) != 0 {
@@ -102,6 +103,7 @@ func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 		kc.RefundsTopic + " (refunds_topic): created, 6 partitions",
 		kc.DeadLetterTopic + " (dead_letter_topic): created, 6 partitions, replication factor 1, retention.ms=604800000, cleanup.policy=delete\n",
 		kc.AlertsTopic + " (alerts_topic): created, 6 partitions, replication factor 1, retention.ms=604800000, cleanup.policy=delete\n",
+		kc.OutcomesTopic + " (outcomes_topic): created, 6 partitions, replication factor 1, retention.ms=15552000000, cleanup.policy=delete\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -115,6 +117,9 @@ func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 		if name == kc.DeadLetterTopic || name == kc.AlertsTopic {
 			want["retention.ms"] = "604800000"
 		}
+		if name == kc.OutcomesTopic {
+			want["retention.ms"] = "15552000000"
+		}
 		got := settingsOf(t, k.Brokers, name, "cleanup.policy", "retention.ms")
 		for key, v := range want {
 			if got[key] != v {
@@ -125,7 +130,7 @@ func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 
 	// Fewer partitions asked for: every topic has enough, and stays as it is.
 	out, err = createTopics(t, kc, TopicsConfig{Partitions: 2, ReplicationFactor: 1})
-	if err != nil || strings.Count(out, ": exists, 6 partitions; left as it is\n") != 4 || strings.Contains(out, "created") {
+	if err != nil || strings.Count(out, ": exists, 6 partitions; left as it is\n") != 5 || strings.Contains(out, "created") {
 		t.Fatalf("second run: %v\n%s", err, out)
 	}
 
@@ -135,7 +140,7 @@ func TestTopicsCreatedThenExistThenRefused(t *testing.T) {
 	}
 	want := kc.AlertsTopic + " (alerts_topic): refused: it has 6 partitions, fewer than the 8 asked for; " +
 		"fraudwatch does not add partitions, since that moves keys between partitions"
-	if !strings.Contains(out, want) || strings.Count(out, "refused") != 4 {
+	if !strings.Contains(out, want) || strings.Count(out, "refused") != 5 {
 		t.Errorf("output lacks %q for each topic:\n%s", want, out)
 	}
 	for name, n := range partitionsOf(t, k.Brokers, all...) {
@@ -158,8 +163,8 @@ func TestTopicsOrdersAndRefundsInOneTopic(t *testing.T) {
 	if !errors.Is(err, ErrTopicRefused) || !strings.Contains(err.Error(), kc.AlertsTopic) {
 		t.Fatalf("err %v, want the alerts topic refused\n%s", err, out)
 	}
-	if lines := strings.Count(out, "\n"); lines != 3 || strings.Contains(out, "refunds_topic") {
-		t.Errorf("want 3 lines, none for refunds_topic:\n%s", out)
+	if lines := strings.Count(out, "\n"); lines != 4 || strings.Contains(out, "refunds_topic") {
+		t.Errorf("want 4 lines, none for refunds_topic:\n%s", out)
 	}
 	got := partitionsOf(t, k.Brokers, kc.OrdersTopic, kc.DeadLetterTopic, kc.AlertsTopic)
 	if got[kc.OrdersTopic] != 2 || got[kc.DeadLetterTopic] != 2 || got[kc.AlertsTopic] != 1 {
@@ -294,8 +299,8 @@ func TestTopicsRefuseSettingsThatBreakPromises(t *testing.T) {
 			}
 			// The other topics are created all the same; this one is left
 			// as it is.
-			if got := strings.Count(out, ": created,"); got != 3 {
-				t.Errorf("created %d topics, want the 3 others:\n%s", got, out)
+			if got := strings.Count(out, ": created,"); got != 4 {
+				t.Errorf("created %d topics, want the 4 others:\n%s", got, out)
 			}
 			for key, v := range tc.settings {
 				if got := settingsOf(t, k.Brokers, name, key)[key]; got != v {

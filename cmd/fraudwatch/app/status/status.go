@@ -1,7 +1,8 @@
 // Package status serves fraudwatch's read-only status page: the rules in
 // force, their version and their where: conditions, what the last reading
 // of the rules file came to, the alerts this process settled last, the
-// open alerts of every replica (per rule, and the newest), the silences
+// open alerts of every replica (per rule, and the newest), each rule's
+// quality by the outcomes of its alerts (7 and 30 days), the silences
 // that run, and the lag of the partitions it holds.
 //
 // The page is rendered on the server with html/template (every value
@@ -27,6 +28,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/life"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -46,6 +48,38 @@ type Source interface {
 	Reload() Reload
 	// Open is the alerts sent and not resolved, of every replica.
 	Open(ctx context.Context) (Open, error)
+	// Quality is each rule's alerts judged by their outcomes over each
+	// of QualityPeriods up to now, of every replica.
+	Quality(ctx context.Context, now time.Time) ([]outcome.RuleQuality, error)
+}
+
+// QualityPeriods are the periods the page judges each rule over.
+var QualityPeriods = []time.Duration{7 * 24 * time.Hour, 30 * 24 * time.Hour}
+
+// Quality is one rule's row of the quality table: its figures over each
+// of QualityPeriods, in their order.
+type Quality struct {
+	Rule string
+	By   []outcome.RuleQuality
+}
+
+// qualityRows sets the figures out a rule a row, rules in name order.
+func qualityRows(qs []outcome.RuleQuality) []Quality {
+	byRule := map[string][]outcome.RuleQuality{}
+	for _, q := range qs {
+		byRule[q.Rule] = append(byRule[q.Rule], q)
+	}
+	var rows []Quality
+	for _, rule := range slices.Sorted(maps.Keys(byRule)) {
+		by := make([]outcome.RuleQuality, len(QualityPeriods))
+		for _, q := range byRule[rule] {
+			if i := slices.Index(QualityPeriods, q.Period); i >= 0 {
+				by[i] = q
+			}
+		}
+		rows = append(rows, Quality{Rule: rule, By: by})
+	}
+	return rows
 }
 
 // Open is the open alerts (open or acknowledged): how many each rule has,
@@ -117,6 +151,12 @@ var page = template.Must(template.New("status").Funcs(template.FuncMap{
 	"fields": func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), ", ") },
 	"where":  config.WhereSummary, // as check's table shows it
 	"clip":   clip,
+	"pct": func(p *float64) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f%%", *p*100)
+	},
 }).Parse(pageHTML))
 
 // view is what the template renders.
@@ -130,7 +170,11 @@ type view struct {
 	SilencesErr string
 	Open        Open
 	OpenErr     string
-	Lag         []Lag
+	Quality     []Quality
+	QualityErr  string
+	// QualityPeriods heads the quality table's columns.
+	QualityPeriods []time.Duration
+	Lag            []Lag
 }
 
 // Handler serves the page at GET /.
@@ -160,6 +204,12 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 			v.OpenErr = "open alerts could not be read from Redis"
 			log.Warn("status page: listing open alerts failed", "err", err)
 		}
+		qs, err := src.Quality(ctx, v.Now)
+		if err != nil {
+			v.QualityErr = "the rules' outcomes could not be read from Redis"
+			log.Warn("status page: reading the rules' outcomes failed", "err", err)
+		}
+		v.Quality, v.QualityPeriods = qualityRows(qs), QualityPeriods
 		v.Lag = src.Lag()
 		slices.SortFunc(v.Lag, func(a, b Lag) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

@@ -15,6 +15,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/alert/life"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -29,9 +30,14 @@ type fakeSource struct {
 	reload   Reload
 	open     Open
 	openErr  error
+	quality  []outcome.RuleQuality
+	qualErr  error
 }
 
 func (f *fakeSource) Open(context.Context) (Open, error) { return f.open, f.openErr }
+func (f *fakeSource) Quality(context.Context, time.Time) ([]outcome.RuleQuality, error) {
+	return f.quality, f.qualErr
+}
 
 func (f *fakeSource) Rules() (string, []rules.Rule) { return f.version, f.rules }
 func (f *fakeSource) Recent() []dispatch.Settled    { return f.recent }
@@ -71,8 +77,19 @@ func sample() *fakeSource {
 			{ID: "orders-per-customer/e7", State: alert.State{Status: alert.StatusAcknowledged, OpenedAt: at, AckedBy: "slack:" + hostile},
 				Alert: alert.Alert{Severity: alert.SeverityHigh, GroupValues: []string{"cust-secret-42"}}},
 		}, Acks: map[string]Acks{"orders-per-customer": {Acknowledged: 2, Median: 4 * time.Minute, Waiting: 1, Oldest: 90 * time.Minute}}},
+		quality: []outcome.RuleQuality{
+			// 30 days first: the page sets them out by period, not as given.
+			{Rule: "orders-per-customer", Period: 30 * 24 * time.Hour, Alerts: 40, WithOutcome: 20, Fraud: 15, Legit: 5,
+				Precision: ptr(0.75), FraudOrders: 30, Caught: 18, Missed: 12, Truncated: true},
+			{Rule: "orders-per-customer", Period: 7 * 24 * time.Hour, Alerts: 9, WithOutcome: 4, Fraud: 1, Legit: 3,
+				Precision: ptr(0.25), FraudOrders: 6, Caught: 2, Missed: 4},
+			{Rule: "amount", Period: 7 * 24 * time.Hour, Alerts: 2, FraudOrders: 6, Missed: 6},
+			{Rule: "amount", Period: 30 * 24 * time.Hour, Alerts: 3, FraudOrders: 30, Missed: 30},
+		},
 	}
 }
+
+func ptr(f float64) *float64 { return &f }
 
 func get(t *testing.T, src Source, path string) (*http.Response, string) {
 	t.Helper()
@@ -103,6 +120,8 @@ func TestStatusPage(t *testing.T) {
 	taken.reload.Result = "ok"
 	openErr := sample()
 	openErr.open, openErr.openErr = Open{}, errors.New("redis: connection refused")
+	qualErr := sample()
+	qualErr.quality, qualErr.qualErr = nil, errors.New("redis: connection refused")
 	tests := []struct {
 		name string
 		src  *fakeSource
@@ -129,7 +148,13 @@ func TestStatusPage(t *testing.T) {
 			`<td class="num">2</td><td class="num">4m</td>` + "\n" + `<td class="num">1</td><td class="num">1h30m</td></tr>`,
 			`<td>2026-12-01 09:30:00Z</td><td>orders-per-customer/e7</td><td>high</td>`,
 			`<td class="acknowledged">acknowledged</td><td>slack:&lt;script&gt;`,
-		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused", "No open alert."}},
+			// Each rule's quality: 7 days, then 30; no verdict yet is a dash.
+			`<tr><td>amount</td><td class="num">2</td><td class="num">0</td>` + "\n" +
+				`<td class="num">–</td><td class="num">0</td><td class="num">6</td><td class="num">3</td>`,
+			`<tr><td>orders-per-customer</td><td class="num">9</td><td class="num">4</td>` + "\n" +
+				`<td class="num">25%</td><td class="num">2</td><td class="num">4</td><td class="num">40</td><td class="num">20</td>` + "\n" +
+				`<td class="num">75%</td><td class="num">18</td><td class="num">12 (newest only)</td></tr>`,
+		}, []string{"<script>", "cust-secret-42", "redis: connection refused", "refused", "No open alert.", "No alert or outcome"}},
 		{"reload taken", taken, []string{"(signal): taken, its rules are in force."}, []string{"refused"}},
 		{"reload refused", refused, []string{
 			"The last reading of /etc/fraudwatch/rules.yaml, at 2026-12-01 09:45:00Z (file changed), was refused (invalid).",
@@ -141,7 +166,8 @@ func TestStatusPage(t *testing.T) {
 		{"rules not from a file", empty, []string{"The rules were not read from a file: nothing reloads them."}, []string{", since", "last read"}},
 		{"silences unreadable", withErr, []string{"silences could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No silence runs"}},
 		{"nothing yet", empty, []string{"No alert settled since this process started", "No silence runs", "This process holds no partition",
-			"No open alert."}, nil},
+			"No open alert.", "No alert or outcome recorded in the last 30 days."}, nil},
+		{"outcomes unreadable", qualErr, []string{"the rules&#39; outcomes could not be read from Redis"}, []string{"connection refused", "No alert or outcome"}},
 		{"open alerts unreadable", openErr, []string{"open alerts could not be read from Redis", "orders-per-customer"}, []string{"connection refused", "No open alert."}},
 	}
 	for _, tt := range tests {
