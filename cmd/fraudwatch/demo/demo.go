@@ -77,9 +77,8 @@ type Options struct {
 	Truth func(Truth)
 	// Quality, when set, is called with the pipeline once built, and
 	// gives the live figures of each rule's alerts judged by their
-	// outcomes: the summary then shows them (rule quality). Unset, the
-	// pipeline's own are shown if it has them (an App with a Quality
-	// method).
+	// outcomes, which the summary shows (rule quality). Unset, they come
+	// from the pipeline's outcome store (App.Outcomes).
 	Quality func(*app.App) Qualities
 }
 
@@ -260,8 +259,8 @@ func liveQuality(opts Options, a *app.App, cfg *config.Config, elapsed time.Dura
 	var q Qualities
 	if opts.Quality != nil {
 		q = opts.Quality(a)
-	} else if own, ok := any(a).(Qualities); ok {
-		q = own
+	} else if store := a.Outcomes(); store != nil {
+		q = store
 	}
 	if q == nil {
 		return ""

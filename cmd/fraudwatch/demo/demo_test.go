@@ -119,6 +119,25 @@ func TestRunCatchesFraud(t *testing.T) {
 	if crossings == 0 {
 		t.Error("summary: no threshold crossings")
 	}
+	// The live quality, from the pipeline's outcome store: each alerting
+	// rule's alerts are those it alerted, some judged by the outcomes.
+	if !strings.Contains(summary, "\n  rule quality, live from the outcome store") {
+		t.Error("summary: no rule quality")
+	}
+	judged := 0
+	for _, r := range []string{"orders-per-customer-1m", "amount-per-card-10m", "orders-per-ip-1m"} {
+		alerted := number(t, summary, `(?m)^  `+r+`\s+\d+\s+(\d+)\s+\d+\s+\d+$`)
+		m := regexp.MustCompile(`(?m)^  ` + r + `\s+(\d+)\s+(\d+)\s+(\d+ %|-)`).FindStringSubmatch(summary)
+		if m == nil || m[1] != strconv.Itoa(alerted) {
+			t.Errorf("rule quality of %s: %v, want %d alerts as alerted", r, m, alerted)
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		judged += n
+	}
+	if judged == 0 {
+		t.Error("rule quality: no alert judged by an outcome")
+	}
 	if n := number(t, summary, `suppressed\s+(\d+) shadow`); n == 0 {
 		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
 	}
