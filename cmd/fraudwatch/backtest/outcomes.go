@@ -51,8 +51,9 @@ func NewOutcomes(now time.Time) *Outcomes {
 }
 
 // Add reads one record. A refused one is counted by its reason; an outcome
-// of an order that has one replaces it when it happened later, or at the
-// same time (the later record wins).
+// of an order that has one replaces it when it happened later: of two of
+// one time, the first read stays, as the outcomes' store keeps the first
+// written (docs/outcomes.md).
 func (o *Outcomes) Add(record []byte) {
 	o.Read++
 	out, err := outcome.Decode(record, o.now)
@@ -66,7 +67,7 @@ func (o *Outcomes) Add(record []byte) {
 	}
 	if old, ok := o.byOrder[out.OrderID]; ok {
 		o.Replaced++
-		if out.OccurredAt.Before(old.OccurredAt) {
+		if !out.OccurredAt.After(old.OccurredAt) {
 			return
 		}
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 )
 
-// An order's outcome is its latest (by occurred_at; of one time, the later
-// record's); a refused record is counted by its reason and loses nothing
+// An order's outcome is its latest (by occurred_at; of one time, the first
+// read); a refused record is counted by its reason and loses nothing
 // else.
 func TestOutcomes(t *testing.T) {
 	rec := func(order, label string, at time.Duration) string {
@@ -32,7 +32,7 @@ func TestOutcomes(t *testing.T) {
 		{"one each", []string{rec("a", "fraud", 0), rec("b", "legit", 0)}, "a=fraud b=legit", nil, 0},
 		{"a later one replaces", []string{rec("a", "fraud", 0), rec("a", "legit", time.Hour)}, "a=legit", nil, 1},
 		{"an earlier one read later does not", []string{rec("a", "legit", time.Hour), rec("a", "fraud", 0)}, "a=legit", nil, 1},
-		{"of one time, the later record", []string{rec("a", "legit", 0), rec("a", "unclear", 0)}, "a=unclear", nil, 1},
+		{"of one time, the first", []string{rec("a", "legit", 0), rec("a", "unclear", 0)}, "a=legit", nil, 1},
 		{"refused, by reason", []string{rec("a", "maybe", 0), `{"type":"outcome"`, rec("", "fraud", 0), rec("b", "fraud", 0),
 			rec("c", "fraud", 73*time.Hour), `{"type":"order","order_id":"c"}`},
 			"b=fraud", map[outcome.Reason]int{outcome.ReasonInvalidLabel: 1, outcome.ReasonMalformed: 1, outcome.ReasonInvalidOrder: 1,
