@@ -97,7 +97,7 @@ func newWindows(base time.Time, fraud map[int64]bool) *windows {
 // checked against the new text and the hash follows.
 var readings = map[string]struct {
 	name, sha string
-	read      func(w *windows, keys, args []string, reply []int64)
+	read      func(w *windows, c call, reply []int64)
 }{
 	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "a34a36d125f3676e928e629e39924977e6b55eb6", (*windows).readCount},
 	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", (*windows).readSlide},
@@ -105,8 +105,8 @@ var readings = map[string]struct {
 }
 
 // readingBySHA is readings by their SHA1s.
-var readingBySHA = func() map[string]func(w *windows, keys, args []string, reply []int64) {
-	m := map[string]func(w *windows, keys, args []string, reply []int64){}
+var readingBySHA = func() map[string]func(w *windows, c call, reply []int64) {
+	m := map[string]func(w *windows, c call, reply []int64){}
 	for _, r := range readings {
 		m[r.sha] = r.read
 	}
@@ -130,79 +130,111 @@ func checkFollowed() error {
 	return nil
 }
 
+// call is a script call's KEYS and ARGV as the client sends them, read
+// one argument at a time: most are never needed.
+type call struct{ keys, argv []any }
+
+// int is ARGV[i] (from 0) as an int; false when there is none.
+func (c call) int(i int) (int, bool) {
+	if i < 0 || i >= len(c.argv) {
+		return 0, false
+	}
+	switch v := c.argv[i].(type) {
+	case int64:
+		return int(v), true
+	case *int64:
+		return int(*v), true
+	case int:
+		return v, true
+	}
+	n, err := strconv.Atoi(text(c.argv[i]))
+	return n, err == nil
+}
+
+// key is KEYS[i] (from 0); false when there is none.
+func (c call) key(i int) (string, bool) {
+	if i < 0 || i >= len(c.keys) {
+		return "", false
+	}
+	return text(c.keys[i]), true
+}
+
 // readCount reads incr_and_check: a change counted into a window that is
 // not alive starts it, for the window's length.
-func (w *windows) readCount(keys, args []string, reply []int64) {
-	n, ok := atoi(args, 2)
+func (w *windows) readCount(c call, reply []int64) {
+	n, ok := c.int(2)
 	first := 3 + 2*n
-	for j := 0; ok && first+4*j+3 < len(args) && 2*j+1 < len(reply); j++ {
+	changes := (len(c.argv) - first) / 4
+	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
 		if reply[2*j] == -1 && reply[2*j+1] == -1 {
 			continue // refused: nothing written
 		}
-		i, ok1 := atoi(args, first+4*j)
-		length, ok2 := atoi(args, 3+2*(i-1))
-		key, ok3 := at(keys, 2*i-1)
+		i, ok1 := c.int(first + 4*j)
+		length, ok2 := c.int(3 + 2*(i-1))
+		key, ok3 := c.key(2*i - 1)
 		if !ok1 || !ok2 || !ok3 {
 			break
 		}
 		if _, alive := w.left(key); !alive {
 			w.set(key, time.Duration(length)*time.Second)
 		}
-		w.count(key, args, first+4*j+1)
+		w.count(key, c, first+4*j+1)
 	}
-	w.check(ok && len(reply) == 2*((len(args)-first)/4), "incr_and_check")
+	w.check(ok && len(reply) == 2*changes, "incr_and_check")
 }
 
 // readSlide reads slide_and_check: an order it counted (not late, not
 // refused) gives its window the window's TTL.
-func (w *windows) readSlide(keys, args []string, reply []int64) {
-	n, ok := atoi(args, 2)
+func (w *windows) readSlide(c call, reply []int64) {
+	n, ok := c.int(2)
 	first := 3 + 4*n
-	for j := 0; ok && first+5*j+4 < len(args) && 2*j+1 < len(reply); j++ {
-		if flag := reply[2*j+1]; reply[2*j] == -1 || (flag != 0 && flag != 1) || strings.HasPrefix(args[first+5*j+4], "-") {
+	changes := (len(c.argv) - first) / 5
+	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
+		amount, _ := c.int(first + 5*j + 4)
+		if flag := reply[2*j+1]; reply[2*j] == -1 || (flag != 0 && flag != 1) || amount < 0 {
 			continue
 		}
-		i, ok1 := atoi(args, first+5*j)
-		ttl, ok2 := atoi(args, 3+4*(i-1)+3)
-		key, ok3 := at(keys, 2*i-1)
+		i, ok1 := c.int(first + 5*j)
+		ttl, ok2 := c.int(3 + 4*(i-1) + 3)
+		key, ok3 := c.key(2*i - 1)
 		if !ok1 || !ok2 || !ok3 {
 			break
 		}
 		w.set(key, time.Duration(ttl)*time.Second)
-		w.count(key, args, first+5*j+1)
+		w.count(key, c, first+5*j+1)
 	}
-	w.check(ok && len(reply) == 2*((len(args)-first)/5), "slide_and_check")
+	w.check(ok && len(reply) == 2*changes, "slide_and_check")
 }
 
 // readDistinct reads distinct_and_check: an order it counted starts a
 // fixed window that is not alive, and renews a sliding one, each for the
 // TTL the call gives it.
-func (w *windows) readDistinct(keys, args []string, reply []int64) {
-	n, ok := atoi(args, 2)
+func (w *windows) readDistinct(c call, reply []int64) {
+	n, ok := c.int(2)
 	first := 3 + 5*n
-	for j := 0; ok && first+5*j+4 < len(args) && 2*j+1 < len(reply); j++ {
+	changes := (len(c.argv) - first) / 5
+	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
 		if flag := reply[2*j+1]; reply[2*j] == -1 || (flag != 0 && flag != 1) {
 			continue
 		}
-		i, ok1 := atoi(args, first+5*j)
-		ttl, ok2 := atoi(args, 3+5*(i-1)+4)
-		key, ok3 := at(keys, 3*i-2)
+		i, ok1 := c.int(first + 5*j)
+		ttl, ok2 := c.int(3 + 5*(i-1) + 4)
+		key, ok3 := c.key(3*i - 2)
 		if !ok1 || !ok2 || !ok3 {
 			break
 		}
-		if _, alive := w.left(key); !alive || args[3+5*(i-1)] == "sliding" {
+		if _, alive := w.left(key); !alive || text(c.argv[3+5*(i-1)]) == "sliding" {
 			w.set(key, time.Duration(ttl)*time.Second)
 		}
-		w.count(key, args, first+5*j+1)
+		w.count(key, c, first+5*j+1)
 	}
-	w.check(ok && len(reply) == 2*((len(args)-first)/5), "distinct_and_check")
+	w.check(ok && len(reply) == 2*changes, "distinct_and_check")
 }
 
-// count notes a fraud order counted into key, its offset args[i].
-func (w *windows) count(key string, args []string, i int) {
-	off, err := strconv.ParseInt(args[i], 10, 64)
-	if err == nil && w.fraud[off] {
-		w.counted[key] = append(w.counted[key], countedOrder{off, w.now})
+// count notes a fraud order counted into key, its offset ARGV[i].
+func (w *windows) count(key string, c call, i int) {
+	if off, ok := c.int(i); ok && w.fraud[int64(off)] {
+		w.counted[key] = append(w.counted[key], countedOrder{int64(off), w.now})
 	}
 }
 
@@ -211,23 +243,6 @@ func (w *windows) check(ok bool, script string) {
 	if !ok && w.err == nil {
 		w.err = fmt.Errorf("backtest: a scored replay could not read a call of %s and its reply", script)
 	}
-}
-
-// atoi is args[i] as an int; false when there is none.
-func atoi(args []string, i int) (int, bool) {
-	if i < 0 || i >= len(args) {
-		return 0, false
-	}
-	n, err := strconv.Atoi(args[i])
-	return n, err == nil
-}
-
-// at is keys[i]; false when there is none.
-func at(keys []string, i int) (string, bool) {
-	if i < 0 || i >= len(keys) {
-		return "", false
-	}
-	return keys[i], true
 }
 
 // observe reads one command and its reply, if it is a counting call.
@@ -251,16 +266,12 @@ func (w *windows) observe(cmd redis.Cmder) {
 	default:
 		err = fmt.Errorf("a reply of %T", cmd)
 	}
-	strs := make([]string, len(args)-2)
-	for i, a := range args[2:] {
-		strs[i] = text(a)
-	}
-	nkeys, nerr := strconv.Atoi(strs[0])
-	if err != nil || nerr != nil || nkeys+1 > len(strs) {
+	nkeys, ok := call{argv: args}.int(2)
+	if err != nil || !ok || 3+nkeys > len(args) {
 		w.check(false, sha)
 		return
 	}
-	read(w, strs[1:1+nkeys], strs[1+nkeys:], reply)
+	read(w, call{keys: args[3 : 3+nkeys], argv: args[3+nkeys:]}, reply)
 }
 
 // text is a command's argument as go-redis writes it.
