@@ -1,6 +1,8 @@
 package backtest
 
 import (
+	"context"
+	"runtime"
 	"slices"
 
 	"github.com/fraudwatch/fraudwatch/alert"
@@ -51,6 +53,19 @@ type OutcomeCounts struct {
 	Replaced   int            `json:"replaced"`
 	Orders     int            `json:"orders"`
 	NotInInput int            `json:"not_in_input"`
+}
+
+// ReplayScored is ReplaySets scored against outs: the report, whose
+// alerts carry the orders they list and those caught after them, and each
+// rule's scores, as a scored backtest gives them.
+func ReplayScored(ctx context.Context, sets []RuleSet, evs *Events, outs *Outcomes, engine Engine, progress func(done int)) (*Report, Scores, error) {
+	t := truthOf(evs, outs)
+	rep, err := replaySets(ctx, sets, evs, replayConfig{engine: engine, progress: progress, parallel: runtime.GOMAXPROCS(0),
+		score: &scoring{fraud: t.fraud}})
+	if err != nil {
+		return nil, Scores{}, err
+	}
+	return rep, t.score(rep), nil
 }
 
 // maxMissedOrders is how many missed orders a report names.

@@ -314,4 +314,20 @@ fraud orders no rule caught: 1 of 4 (o8)
 	if !strings.Contains(text, want) || !strings.Contains(text, outcomes) {
 		t.Errorf("the worked example gives:\n%s\nwant, as docs/outcomes.md says:\n%s", text, want)
 	}
+	// The same through ReplayScored, as a caller in Go has it.
+	evs, err := Read(strings.NewReader(strings.Join(lines, "\n")), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := NewOutcomes(o.Now)
+	for _, l := range evs.OutcomeLines {
+		outs.Add(l)
+	}
+	_, scores, err := ReplayScored(t.Context(), []RuleSet{{Rules: o.Rules}}, evs, outs, Model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := figures(scores.Rules[1]); f != "alerts 1, fraud 1, legit 0, unclear 0, caught 2" || scores.Missed != 1 {
+		t.Errorf("ReplayScored: big-card %s, %d missed", f, scores.Missed)
+	}
 }

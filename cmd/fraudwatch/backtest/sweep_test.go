@@ -193,3 +193,34 @@ func TestSweepBudget(t *testing.T) {
 		}
 	}
 }
+
+// A sweep replays its rule under the rule sets a recording carries: here
+// one its reload adds, which the first set lacks.
+func TestSweepOfARuleAReloadAdds(t *testing.T) {
+	input := strings.Join([]string{
+		rulesLineAt(t, -time.Second, "v1", "rules:\n  - {name: other, metric: count, group_by: [ip], window: 1m, threshold: 9}\n"),
+		line("a1", "", "a", "k", 1, 10*time.Second),
+		line("a2", "", "a", "k", 1, 11*time.Second),
+		rulesLineAt(t, 30*time.Second, "v2", rulesV2),
+		line("b1", "", "b", "k", 1, 31*time.Second),
+		line("b2", "", "b", "k", 1, 32*time.Second),
+		outcomeLine("b1", "fraud", 0),
+	}, "\n")
+	s, err := ParseSweep("burst:threshold=1,2,3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{InputName: "events.jsonl", Format: "json", Now: now, Sweep: s}
+	var got struct{ Sweep SweepReport }
+	if err := json.Unmarshal([]byte(run(t, o, input)), &got); err != nil {
+		t.Fatal(err)
+	}
+	var alerts []int
+	for _, r := range got.Sweep.Rows {
+		alerts = append(alerts, r.Alerts)
+	}
+	// a's orders came before burst was in force; at 1, b1 crosses, at 2, b2.
+	if fmt.Sprint(alerts) != "[1 1 0]" || *got.Sweep.Rows[1].Recall != 1 {
+		t.Errorf("alerts %v, recall at 2 %v; want [1 1 0], 1", alerts, *got.Sweep.Rows[1].Recall)
+	}
+}
