@@ -171,7 +171,7 @@ func run(ctx context.Context, o options) error {
 	if o.sizingEvents > 0 {
 		steps = append(steps, b.sizingRuns)
 	}
-	steps = append(steps, b.backtest)
+	steps = append(steps, b.backtest, b.scoredBacktest)
 	for i, step := range []func(context.Context) error{b.naive, b.node, b.streams} {
 		if strings.ContainsRune(o.contenders, rune('c'+i)) {
 			steps = append(steps, step)

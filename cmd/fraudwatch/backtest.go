@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/demo"
@@ -22,6 +24,10 @@ type backtestFlags struct {
 	path, input, other, compare, format string
 	fromTopic, useLua                   bool
 	since                               time.Duration
+	// Scoring (docs/outcomes.md).
+	outcomes, now, sweep string
+	outcomesFromTopic    bool
+	maxPerDay            float64
 }
 
 // defaultSettings is what a backtest without --config says of its settings.
@@ -38,6 +44,11 @@ func (f *backtestFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&f.compare, "compare", "", "also replay this rules file, and list the alerts the rules add, remove and move against it, and each rule's totals under both")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
 	fs.BoolVar(&f.useLua, "lua", false, "run the Lua scripts themselves, in an in-process Redis, rather than their Go model: several times slower (docs/backtest.md, Speed), the same report")
+	fs.StringVar(&f.outcomes, "outcomes", "", "score the rules against these outcomes: JSON lines, as the outcomes topic holds them (docs/outcomes.md)")
+	fs.BoolVar(&f.outcomesFromTopic, "outcomes-from-topic", false, "score the rules against what the configured outcomes topic holds, joining no group and committing nothing")
+	fs.StringVar(&f.now, "now", "", "when the backtest runs, RFC 3339 (default: now): an outcome more than a day after it is refused")
+	fs.StringVar(&f.sweep, "sweep", "", "replay one rule at each value of a setting and score each: RULE:threshold=2..10, RULE:threshold=2,4,8, RULE:window=1m..10m/1m")
+	fs.Float64Var(&f.maxPerDay, "max-alerts-per-day", -1, "with --sweep: mark the values within this many alerts a day, and name the best recall within it")
 	return fs
 }
 
@@ -54,6 +65,10 @@ func cmdBacktest(args []string, stdout, stderr io.Writer) int {
 	}
 	closeInput, ok := f.openInput(&opts, cfg, stderr)
 	if !ok {
+		return exitUsage
+	}
+	if opts.Outcomes, ok = f.outcomesOf(cfg, stderr); !ok {
+		closeInput()
 		return exitUsage
 	}
 	defer closeInput()
@@ -86,6 +101,12 @@ func (f *backtestFlags) options(stdout, stderr io.Writer) (backtest.Options, *co
 	case f.fromTopic && f.path == "":
 		fmt.Fprintln(stderr, "fraudwatch backtest: --from-topic needs --config: its brokers, topics and rules")
 		return opts, nil, false
+	case f.outcomesFromTopic && f.path == "":
+		fmt.Fprintln(stderr, "fraudwatch backtest: --outcomes-from-topic needs --config: its brokers and outcomes topic")
+		return opts, nil, false
+	}
+	if !f.scoring(&opts, stderr) {
+		return opts, nil, false
 	}
 	cfg := config.Default()
 	opts.SettingsFrom = defaultSettings
@@ -117,6 +138,70 @@ func (f *backtestFlags) options(stdout, stderr io.Writer) (backtest.Options, *co
 		opts.Compare, opts.CompareFrom = rs, f.compare
 	}
 	return opts, &cfg, true
+}
+
+// scoring sets opts' --now, --sweep and --max-alerts-per-day.
+func (f *backtestFlags) scoring(opts *backtest.Options, stderr io.Writer) bool {
+	if f.now != "" {
+		now, err := time.Parse(time.RFC3339Nano, f.now)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: --now %q is not an RFC 3339 time\n", f.now)
+			return false
+		}
+		opts.Now = now
+	}
+	if f.sweep != "" {
+		s, err := backtest.ParseSweep(f.sweep)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+			return false
+		}
+		opts.Sweep = s
+	}
+	switch {
+	case f.maxPerDay >= 0 && f.sweep == "":
+		fmt.Fprintln(stderr, "fraudwatch backtest: --max-alerts-per-day is a sweep's budget: give --sweep")
+		return false
+	case f.maxPerDay >= 0:
+		opts.MaxAlertsPerDay = &f.maxPerDay
+	}
+	if f.sweep != "" && f.compare != "" {
+		fmt.Fprintln(stderr, "fraudwatch backtest: --sweep and --compare do not go together")
+		return false
+	}
+	return true
+}
+
+// outcomesOf reads --outcomes FILE's outcomes, then the outcomes topic's
+// with --outcomes-from-topic; nil with neither.
+func (f *backtestFlags) outcomesOf(cfg *config.Config, stderr io.Writer) (func(context.Context, *backtest.Outcomes) error, bool) {
+	if f.outcomes == "" && !f.outcomesFromTopic {
+		return nil, true
+	}
+	var transport kafka.RoundTripper
+	if f.outcomesFromTopic {
+		var err error
+		if transport, err = app.KafkaTransport(cfg.Kafka); err != nil {
+			fmt.Fprintf(stderr, "fraudwatch backtest: %v\n", err)
+			return nil, false
+		}
+	}
+	return func(ctx context.Context, outs *backtest.Outcomes) error {
+		if f.outcomes != "" {
+			file, err := os.Open(f.outcomes)
+			if err != nil {
+				return fmt.Errorf("backtest: --outcomes: %w", err)
+			}
+			defer file.Close()
+			if err := outs.ReadLines(file); err != nil {
+				return fmt.Errorf("--outcomes %s: %w", f.outcomes, err)
+			}
+		}
+		if f.outcomesFromTopic {
+			return backtest.OutcomesFromTopic(ctx, cfg.Kafka, transport, outs)
+		}
+		return nil
+	}, true
 }
 
 // openInput sets the events opts replays: --from-topic's, standard

@@ -46,7 +46,8 @@ usage:
   fraudwatch check --config FILE      validate the configuration and rules [--diff OLD_RULES]
   fraudwatch backtest [--config FILE] --input events.jsonl
                                       replay recorded events through the rules [--rules F] [--compare F];
-                                      --config is optional for a demo's recording, which carries its rules
+                                      --config is optional for a demo's recording, which carries its rules;
+                                      [--outcomes F] scores them, [--sweep RULE:threshold=2..10] one rule
   fraudwatch produce --config FILE --input events.jsonl
                                       send JSON-lines events to the configured topics;
                                       [--raw --topic TOPIC [--key K]]: every line as it is, to one

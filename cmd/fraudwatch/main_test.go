@@ -98,6 +98,13 @@ not an event
 	// Input that opens but cannot be read: a failure of the run, not of
 	// its arguments.
 	unreadable := t.TempDir()
+	// Outcomes of the orders of events: 1 fraud, one refused.
+	outcomes := filepath.Join(t.TempDir(), "outcomes.jsonl")
+	if err := os.WriteFile(outcomes, []byte(`{"type":"outcome","order_id":"1","outcome":"fraud","source":"chargeback","occurred_at":"2026-03-02T00:00:00Z"}
+{"type":"outcome","order_id":"2","outcome":"maybe","source":"chargeback","occurred_at":"2026-03-02T00:00:00Z"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -162,6 +169,25 @@ not an event
 		{"backtest of input it cannot read fails with 1", []string{"backtest", "--config", good, "--input", unreadable}, 1, nil, []string{"is a directory"}},
 		{"run with a bad log format", []string{"run", "--config", good, "--log-format", "xml"}, 2, nil, []string{"--log-format"}},
 		{"backtest in an unknown format", []string{"backtest", "--config", good, "--input", events, "--format", "xml"}, 2, nil, []string{"text or json"}},
+		{"backtest scored by outcomes", []string{"backtest", "--config", good, "--input", events, "--outcomes", outcomes, "--now", "2026-03-03T00:00:00Z"}, 0,
+			[]string{"outcomes: 2 records (1 refused: invalid_outcome 1)", "scores (docs/outcomes.md):", "fraud orders no rule caught: 0 of 1"}, nil},
+		{"backtest refuses an outcome more than a day after --now", []string{"backtest", "--config", good, "--input", events, "--outcomes", outcomes,
+			"--now", "2026-02-28T23:59:59Z"}, 0, []string{"invalid_occurred_at 1"}, nil},
+		{"backtest of outcomes it cannot read fails with 1", []string{"backtest", "--config", good, "--input", events, "--outcomes", unreadable}, 1,
+			nil, []string{"--outcomes", "is a directory"}},
+		{"backtest sweeps a rule", []string{"backtest", "--config", good, "--input", events, "--outcomes", outcomes, "--sweep",
+			"orders-per-customer:threshold=2..4", "--max-alerts-per-day", "50000"}, 0,
+			[]string{"orders-per-customer alone, at each threshold (3 replays):", "best recall within 50000.0 alerts a day: threshold=2"}, nil},
+		{"backtest of a sweep it cannot read", []string{"backtest", "--config", good, "--input", events, "--sweep", "orders-per-customer:limit=2"}, 2,
+			nil, []string{"the setting is threshold or window"}},
+		{"backtest budget without a sweep", []string{"backtest", "--config", good, "--input", events, "--max-alerts-per-day", "5"}, 2,
+			nil, []string{"--max-alerts-per-day is a sweep's budget: give --sweep"}},
+		{"backtest sweep against other rules", []string{"backtest", "--config", good, "--input", events, "--compare", older, "--sweep",
+			"orders-per-customer:threshold=2"}, 2, nil, []string{"--sweep and --compare do not go together"}},
+		{"backtest --outcomes-from-topic without --config", []string{"backtest", "--input", events, "--rules", older, "--outcomes-from-topic"}, 2,
+			nil, []string{"--outcomes-from-topic needs --config"}},
+		{"backtest at a time it cannot read", []string{"backtest", "--config", good, "--input", events, "--now", "yesterday"}, 2,
+			nil, []string{`--now "yesterday" is not an RFC 3339 time`}},
 		{"stray argument", []string{"check", "--config", good, "extra"}, 2, nil, []string{"unexpected arguments"}},
 		{"run with a bad log level", []string{"run", "--config", good, "--log-level", "loud"}, 2, nil, []string{"--log-level"}},
 		{"produce without input", []string{"produce", "--config", good}, 2, nil, []string{"--input is required"}},

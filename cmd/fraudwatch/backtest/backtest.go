@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/config"
@@ -40,17 +41,22 @@ type Events struct {
 	// RuleSets are the rules lines of the input, in its order: the rules
 	// a recording ran under (see RulesType).
 	RuleSets []RuleSet
+	// OutcomeLines are the outcome lines of the input (IsOutcomeLine), in
+	// its order, as they came: a scored backtest decodes them (Outcomes).
+	OutcomeLines [][]byte
 }
 
 // Len is how many events there are.
 func (e *Events) Len() int { return len(e.list) }
 
 // record is one valid event as it came: its bytes, the type its topic
-// implies ("" for a line, which must say), and its time.
+// implies ("" for a line, which must say), and its time; and an order's
+// id ("" for a refund), which a scored backtest judges it by.
 type record struct {
-	data []byte
-	typ  event.Type
-	at   time.Time
+	data  []byte
+	typ   event.Type
+	at    time.Time
+	order string
 }
 
 // decoded decodes events from to to, which are one partition in event-time
@@ -132,17 +138,19 @@ func (r *reader) add(data []byte, typ event.Type, offset int64, recordTime time.
 	case !recordTime.IsZero():
 		r.last = recordTime
 	}
+	order := ""
 	if ev.Type == event.Refund {
 		r.evs.Refunds++
 	} else {
 		r.evs.Orders++
+		order = strings.Clone(ev.OrderID) // not the line's whole copy
 	}
 	if cap(r.block)-len(r.block) < len(data) {
 		r.block = make([]byte, 0, max(blockSize, len(data)))
 	}
 	n := len(r.block)
 	r.block = append(r.block, data...)
-	r.evs.list = append(r.evs.list, record{data: r.block[n:len(r.block):len(r.block)], typ: typ, at: r.last})
+	r.evs.list = append(r.evs.list, record{data: r.block[n:len(r.block):len(r.block)], typ: typ, at: r.last, order: order})
 }
 
 // done puts the events in event-time order, those of one time in the order
@@ -162,6 +170,7 @@ func (r *reader) done() *Events {
 //     its message would be, and is not kept whole.
 //   - Rules lines (RulesType) go to RuleSets. One that is unusable, or not
 //     later than the one before, fails the read.
+//   - Outcome lines (IsOutcomeLine) go to OutcomeLines, not yet decoded.
 //   - A line whose event_id a line at most kafka.retry_window (default)
 //     before had is a producer's retry: counted in Retried, not replayed,
 //     as the consumer would with line numbers for offsets.
@@ -196,6 +205,8 @@ func readEvents(in io.Reader, maxBytes, retryWindow int) (*Events, error) {
 			if err := r.addRules(line, n); err != nil {
 				return nil, err
 			}
+		case IsOutcomeLine(line):
+			r.evs.OutcomeLines = append(r.evs.OutcomeLines, bytes.Clone(line))
 		case len(bytes.TrimSpace(line)) > 0:
 			r.add(line, "", int64(n), time.Time{})
 		}

@@ -253,8 +253,9 @@ func TestReplayIsDeterministic(t *testing.T) {
 // The scripts' Go model and the Lua scripts give the same report: here on
 // random histories whose gaps let windows, marks and cooldowns expire,
 // through every kind of window, refunds among the orders.
-func TestEnginesAgree(t *testing.T) {
-	o := parseRules(t, `rules:
+// everyKind are rules of every kind of window, cooldowns and a shadow
+// rule, whose thresholds randomHistory crosses often.
+const everyKind = `rules:
   - {name: count-fixed, metric: count, group_by: [customer_id], window: 2m, threshold: 3, cooldown: 1m}
   - {name: amount-fixed, metric: amount, group_by: [card_fingerprint], window: 1m, threshold: 900}
   - {name: count-sliding, metric: count, group_by: [customer_id], window_type: sliding, window: 90s, threshold: 3, cooldown: 30s}
@@ -262,33 +263,12 @@ func TestEnginesAgree(t *testing.T) {
   - {name: cards-fixed, metric: distinct, field: card_fingerprint, group_by: [customer_id], window: 10m, threshold: 2, cooldown: 0s}
   - {name: cards-sliding, metric: distinct, field: card_fingerprint, group_by: [customer_id], window_type: sliding, window: 3m, threshold: 2}
   - {name: shadow, metric: count, group_by: [card_fingerprint], window: 30s, threshold: 2, mode: shadow}
-`)
+`
+
+func TestEnginesAgree(t *testing.T) {
+	o := parseRules(t, everyKind)
 	for seed := range uint64(4) {
-		r := rand.New(rand.NewPCG(seed, 3))
-		var lines []string
-		at := time.Duration(0)
-		for i := range 1200 {
-			// Mostly close together, now and then minutes or hours apart.
-			switch n := r.IntN(100); {
-			case n < 80:
-				at += time.Duration(r.IntN(3000)) * time.Millisecond
-			case n < 97:
-				at += time.Duration(r.IntN(300)) * time.Second
-			default:
-				at += time.Duration(r.IntN(5)) * time.Hour
-			}
-			if seed%2 == 1 {
-				// Whole seconds: a step of the clock often comes just as a
-				// window or a cooldown ends.
-				at = at.Truncate(time.Second)
-			}
-			typ := ""
-			if r.IntN(8) == 0 {
-				typ = "refund"
-			}
-			lines = append(lines, line(fmt.Sprint("e", i), typ, fmt.Sprint("c", r.IntN(40)), fmt.Sprint("k", r.IntN(25)),
-				int64(50+r.IntN(20)*50), at))
-		}
+		lines := randomHistory(seed, 1200, true)
 		evs, err := Read(strings.NewReader(strings.Join(lines, "\n")), 1<<16)
 		if err != nil {
 			t.Fatal(err)
@@ -310,10 +290,41 @@ func TestEnginesAgree(t *testing.T) {
 	}
 }
 
+// randomHistory is n events whose gaps let windows, marks and cooldowns
+// expire: mostly close together, now and then minutes or hours apart; odd
+// seeds' in whole seconds. With refunds, one in eight is one.
+func randomHistory(seed uint64, n int, refunds bool) []string {
+	r := rand.New(rand.NewPCG(seed, 3))
+	var lines []string
+	at := time.Duration(0)
+	for i := range n {
+		switch n := r.IntN(100); {
+		case n < 80:
+			at += time.Duration(r.IntN(3000)) * time.Millisecond
+		case n < 97:
+			at += time.Duration(r.IntN(300)) * time.Second
+		default:
+			at += time.Duration(r.IntN(5)) * time.Hour
+		}
+		if seed%2 == 1 {
+			// Whole seconds: a step of the clock often comes just as a
+			// window or a cooldown ends.
+			at = at.Truncate(time.Second)
+		}
+		typ := ""
+		if r.IntN(8) == 0 && refunds {
+			typ = "refund"
+		}
+		lines = append(lines, line(fmt.Sprint("e", i), typ, fmt.Sprint("c", r.IntN(40)), fmt.Sprint("k", r.IntN(25)),
+			int64(50+r.IntN(20)*50), at))
+	}
+	return lines
+}
+
 // reportDiff is the first crossings where two reports part.
 func reportDiff(a, b *Report) string {
 	for i := range max(len(a.Alerts), len(b.Alerts)) {
-		if i >= len(a.Alerts) || i >= len(b.Alerts) || a.Alerts[i] != b.Alerts[i] {
+		if i >= len(a.Alerts) || i >= len(b.Alerts) || !reflect.DeepEqual(a.Alerts[i], b.Alerts[i]) {
 			return fmt.Sprintf("crossing %d: %+v\nagainst %+v", i, a.Alerts[i:min(i+3, len(a.Alerts))], b.Alerts[i:min(i+3, len(b.Alerts))])
 		}
 	}
@@ -339,7 +350,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := parseRules(t, testRules).Rules
-	one, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, Model, nil, 1)
+	one, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, replayConfig{engine: Model, parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +362,7 @@ func TestReplayDoesNotDependOnShares(t *testing.T) {
 		t.Fatalf("crossings of %d rules of %d: the input tests too little", len(rules), len(rs))
 	}
 	for _, parallel := range []int{2, 3, 4, 8} {
-		got, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, Model, nil, parallel)
+		got, err := replay(t.Context(), []RuleSet{{Rules: rs}}, evs, replayConfig{engine: Model, parallel: parallel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +381,7 @@ func TestReplayStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for _, e := range engines {
-		if _, err := replay(ctx, []RuleSet{{Rules: parseRules(t, testRules).Rules}}, evs, e.e, nil, 2); !errors.Is(err, context.Canceled) {
+		if _, err := replay(ctx, []RuleSet{{Rules: parseRules(t, testRules).Rules}}, evs, replayConfig{engine: e.e, parallel: 2}); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: replay of a cancelled context: %v", e.name, err)
 		}
 	}

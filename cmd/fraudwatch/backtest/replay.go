@@ -5,20 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/dispatch"
 	"github.com/fraudwatch/fraudwatch/lua"
-	"github.com/fraudwatch/fraudwatch/lua/model"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -53,28 +48,41 @@ func (c *collector) Publish(_ context.Context, alerts ...alert.Alert) error {
 // does does not depend on the share it is in: each share steps its clock
 // and cuts its batches as the events alone say.
 func Replay(ctx context.Context, rs []rules.Rule, evs *Events, engine Engine, progress func(done int)) (*Report, error) {
-	return replay(ctx, []RuleSet{{Rules: rs}}, evs, engine, progress, runtime.GOMAXPROCS(0))
+	return replay(ctx, []RuleSet{{Rules: rs}}, evs, replayConfig{engine: engine, progress: progress, parallel: runtime.GOMAXPROCS(0)})
 }
 
-// replay is ReplaySets over at most parallel servers. The report's version
-// is the last set's.
-func replay(ctx context.Context, sets []RuleSet, evs *Events, engine Engine, progress func(done int), parallel int) (*Report, error) {
+// replayConfig is how a replay runs: its engine, its progress, over at
+// most parallel servers, and, when score is set, scored.
+type replayConfig struct {
+	engine   Engine
+	progress func(done int)
+	parallel int
+	score    *scoring
+}
+
+// replay is ReplaySets as c says. The report's version is the last set's.
+func replay(ctx context.Context, sets []RuleSet, evs *Events, c replayConfig) (*Report, error) {
 	rep := &Report{Version: rules.Version(sets[len(sets)-1].Rules)}
 	if n := len(evs.list); n > 0 {
 		rep.From, rep.To = evs.list[0].at, evs.list[n-1].at
 	}
+	if c.score != nil {
+		if err := checkFollowed(); err != nil {
+			return nil, err
+		}
+	}
 	rs := allRules(sets)
-	n := max(1, min(len(rs), parallel))
-	shares := shareSets(sets, rs, n)
+	n := max(1, min(len(rs), c.parallel))
+	shares := shareSets(sets, rs, n, c.score != nil)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := &shareProgress{done: make([]int, n), report: progress}
+	done := &shareProgress{done: make([]int, n), report: c.progress}
 	found := make([][]batchAlert, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, share := range shares {
 		wg.Go(func() {
-			found[i], errs[i] = replayShare(ctx, share, evs, engine, func(d int) { done.update(i, d) })
+			found[i], errs[i] = replayShare(ctx, share, evs, c, func(d int) { done.update(i, d) })
 			if errs[i] != nil {
 				cancel()
 			}
@@ -131,6 +139,22 @@ type shareProgress struct {
 	report func(int)
 }
 
+// add is update for replays that each replay every event (a sweep's):
+// it reports the events they replayed in all.
+func (p *shareProgress) add(replay, done int) {
+	if p.report == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done[replay] = done
+	sum := 0
+	for _, d := range p.done {
+		sum += d
+	}
+	p.report(sum)
+}
+
 func (p *shareProgress) update(share, done int) {
 	if p.report == nil {
 		return
@@ -141,173 +165,129 @@ func (p *shareProgress) update(share, done int) {
 	p.report(slices.Min(p.done))
 }
 
-// replayShare runs every event through rs on a fresh in-process Redis and
-// returns their crossings in the order the engine found them.
-func replayShare(ctx context.Context, sets []RuleSet, evs *Events, engine Engine, progress func(done int)) ([]batchAlert, error) {
-	list := evs.list
-	var redisTime time.Time
-	if len(list) > 0 {
-		redisTime = list[0].at
+// share is one share's replay: its server, the engine over it, and what
+// it found.
+type share struct {
+	srv       *replayServer
+	scripts   *lua.Scripts
+	keys      lua.Keys
+	eng       *rules.Engine
+	sink      *collector
+	clock     time.Time // the engine's, the latest time of the batch
+	redisTime time.Time // the server's
+	follow    *follower // a scored replay's; nil for a plain one
+	found     []batchAlert
+}
+
+// newShare starts a share's server and engine, under the first set.
+func newShare(sets []RuleSet, evs *Events, c replayConfig) (*share, error) {
+	s := &share{sink: &collector{}}
+	if len(evs.list) > 0 {
+		s.redisTime = evs.list[0].at
 	}
-	srv, err := newServer(engine, redisTime)
-	if err != nil {
+	var err error
+	if s.srv, err = newServer(c.engine, s.redisTime); err != nil {
 		return nil, err
 	}
-	defer srv.close()
-	scripts, err := lua.New(lua.Config{}, srv.rdb, nil)
-	if err != nil {
+	rdb := s.srv.rdb
+	if c.score != nil {
+		s.follow = newFollower(c.score, s.redisTime)
+		rdb = tapped(rdb, s.follow.windows)
+	}
+	if s.scripts, err = lua.New(lua.Config{}, rdb, nil); err != nil {
+		s.srv.close()
 		return nil, err
 	}
-	var clock time.Time // the engine's, the latest time of the batch
-	sink := &collector{}
+	counters := replayScripts{Scripts: s.scripts}
+	if s.follow != nil {
+		counters.evidence = s.follow.evidence
+	}
 	// One bucket: no cluster to spread keys over, and each call costs
 	// more than each change (in miniredis, a Lua state of its own).
-	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return clock }, Buckets: 1},
-		sets[0].Rules, unsealed{scripts}, sink, nil, nil)
+	s.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return s.clock }, Buckets: 1},
+		sets[0].Rules, counters, s.sink, nil, nil)
+	if err == nil {
+		s.keys, err = lua.NewKeysIn("backtest", 1)
+	}
+	if err != nil {
+		s.srv.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// replayShare runs every event through the sets on a fresh in-process
+// Redis and returns their crossings in the order the engine found them.
+func replayShare(ctx context.Context, sets []RuleSet, evs *Events, c replayConfig, progress func(done int)) ([]batchAlert, error) {
+	s, err := newShare(sets, evs, c)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := lua.NewKeysIn("backtest", 1)
-	if err != nil {
-		return nil, err
-	}
-	var found []batchAlert
+	defer s.srv.close()
+	list := evs.list
 	next := 1 // the next set to take effect
 	for start, batchNo := 0, 0; start < len(list); batchNo++ {
 		// A set takes effect between batches, as a reload does.
 		for ; next < len(sets) && !list[start].at.Before(sets[next].At); next++ {
-			eng.SetRules(sets[next].Rules)
+			s.eng.SetRules(sets[next].Rules)
 		}
 		end := start + 1
 		for end < len(list) && end-start < batchSize && list[end].at.Sub(list[start].at) < batchSpan &&
 			(next == len(sets) || list[end].at.Before(sets[next].At)) {
 			end++
 		}
-		batch, err := evs.decoded(start, end)
-		if err != nil {
+		if err := s.batch(ctx, evs, start, end, batchNo); err != nil {
 			return nil, err
-		}
-		// Redis's clock moves to the batch, so that TTLs (fixed windows,
-		// cooldowns) run out as they did, to within clockStep.
-		if at := batch[0].Source.Time; at.Sub(redisTime) >= clockStep {
-			srv.advance(at)
-			redisTime = at
-		}
-		clock = batch[len(batch)-1].Source.Time
-		sink.alerts = sink.alerts[:0]
-		if _, err := eng.Handle(ctx, batch); err != nil {
-			return nil, fmt.Errorf("backtest: events %d to %d: %w", start, end, err)
-		}
-		for _, a := range sink.alerts {
-			outcome, err := claim(ctx, scripts, keys, a)
-			if err != nil {
-				return nil, err
-			}
-			// Copies: the batch's events share one allocation, which an
-			// alert must not keep.
-			found = append(found, batchAlert{batch: batchNo, Alert: Alert{At: a.At, Rule: a.Rule, Group: groupText(a),
-				Value: a.Current, Order: strings.Clone(a.OrderID), Event: strings.Clone(a.EventID), Outcome: outcome}})
 		}
 		start = end
 		if progress != nil {
 			progress(start)
 		}
 	}
-	return found, nil
-}
-
-// unsealed is the scripts without the alerts' seals: a replay's alerts go
-// to no dispatcher, so nothing would read them. (Written, a batch's seals
-// are one pipeline of two commands an alert, which miniredis's in-memory
-// pipe, unbuffered, could not take: the server blocked answering the
-// first while the client still wrote the rest.)
-type unsealed struct{ *lua.Scripts }
-
-func (unsealed) Seal(context.Context, string, []lua.Seal) error { return nil }
-
-// Engine is what does the scripts' work in a replay.
-type Engine int
-
-const (
-	// Model runs what the scripts do in Go (package lua/model, held to
-	// the scripts by its tests), over ten times faster.
-	Model Engine = iota
-	// Lua runs the scripts themselves, in miniredis's Lua interpreter.
-	Lua
-)
-
-// String is how a report names the engine.
-func (e Engine) String() string {
-	if e == Lua {
-		return "lua"
+	if s.follow != nil {
+		s.follow.finish(s.found, evs)
 	}
-	return "go model"
+	return s.found, nil
 }
 
-// replayServer is a replay's Redis: a client for the scripts' calls that never
-// leaves the process, and its clock.
-type replayServer struct {
-	rdb     *redis.Client
-	advance func(now time.Time) // moves the clock to now: keys due expire
-	close   func()
-}
-
-func newServer(engine Engine, now time.Time) (*replayServer, error) {
-	if engine == Model {
-		st := model.New(now)
-		rdb := st.Client()
-		return &replayServer{rdb: rdb, advance: st.SetTime, close: func() { rdb.Close() }}, nil
-	}
-	// No listener: the client's connections are pipes in memory, so a
-	// replay opens no port and never touches the network.
-	mr := miniredis.NewMiniRedis()
-	clk, err := newExpiry(mr, now)
+// batch replays events start to end, the batch numbered batchNo.
+func (s *share) batch(ctx context.Context, evs *Events, start, end, batchNo int) error {
+	batch, err := evs.decoded(start, end)
 	if err != nil {
-		mr.Close()
-		return nil, err
+		return err
 	}
-	rdb := redis.NewClient(&redis.Options{MaxRetries: -1,
-		Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() }})
-	return &replayServer{rdb: rdb, advance: clk.advance, close: func() { rdb.Close(); mr.Close() }}, nil
-}
-
-// claim decides an alert as the dispatcher does: shadow rules never
-// notify, and an alert whose (rule, group) holds a cooldown is suppressed.
-// Its record is the replay's own receiver's ("backtest"), claimed by the
-// alert's one delivery.
-func claim(ctx context.Context, s *lua.Scripts, keys lua.Keys, a alert.Alert) (string, error) {
-	if a.Shadow() {
-		return dispatch.SuppressedShadow, nil
-	}
-	g, err := keys.ParseGroup(a.Group)
-	if err != nil {
-		return "", fmt.Errorf("backtest: claim alert: %w", err)
-	}
-	c := lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: keys.Record(g, a.Rule, a.EventID, "backtest"),
-		LegacyKey: a.RecordKey, AlertKey: keys.Alert(g, a.Rule, a.EventID), ID: a.ID, Claimant: "backtest", Cooldown: a.Cooldown}
-	claimed, err := s.ClaimAlert(ctx, c)
-	if err != nil {
-		return "", fmt.Errorf("backtest: claim alert: %w", err)
-	}
-	if claimed != lua.ClaimSend {
-		return dispatch.SuppressedCooldown, nil
-	}
-	err = s.SettleAlerts(ctx, lua.SettleSent, lua.Settlement{CooldownKey: c.CooldownKey, RecordKey: c.RecordKey, AlertKey: c.AlertKey,
-		ID: c.ID, Claimant: c.Claimant})
-	if err != nil {
-		return "", fmt.Errorf("backtest: settle alert: %w", err)
-	}
-	return "sent", nil
-}
-
-func groupText(a alert.Alert) string {
-	parts := make([]string, len(a.GroupBy))
-	for i, f := range a.GroupBy {
-		v := ""
-		if i < len(a.GroupValues) {
-			v = a.GroupValues[i]
+	// Redis's clock moves to the batch, so that TTLs (fixed windows,
+	// cooldowns) run out as they did, to within clockStep.
+	if at := batch[0].Source.Time; at.Sub(s.redisTime) >= clockStep {
+		s.srv.advance(at)
+		s.redisTime = at
+		if s.follow != nil {
+			s.follow.advance(at)
 		}
-		parts[i] = f + "=" + v
 	}
-	return strings.Join(parts, ",")
+	s.clock = batch[len(batch)-1].Source.Time
+	s.sink.alerts = s.sink.alerts[:0]
+	if _, err := s.eng.Handle(ctx, batch); err != nil {
+		return fmt.Errorf("backtest: events %d to %d: %w", start, end, err)
+	}
+	if s.follow != nil && s.follow.windows.err != nil {
+		return s.follow.windows.err
+	}
+	for _, a := range s.sink.alerts {
+		outcome, err := claim(ctx, s.scripts, s.keys, a)
+		if err != nil {
+			return err
+		}
+		// Copies: the batch's events share one allocation, which an
+		// alert must not keep.
+		s.found = append(s.found, batchAlert{batch: batchNo, Alert: Alert{At: a.At, Rule: a.Rule, Group: groupText(a),
+			Value: a.Current, Order: strings.Clone(a.OrderID), Event: strings.Clone(a.EventID), Outcome: outcome}})
+		if s.follow != nil && outcome != dispatch.SuppressedCooldown {
+			s.follow.crossed(s.found, len(s.found)-1, a, batch)
+		}
+	}
+	if s.follow != nil && s.follow.afterBatch != nil {
+		return s.follow.afterBatch(s.srv, s.follow)
+	}
+	return nil
 }

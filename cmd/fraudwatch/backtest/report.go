@@ -19,6 +19,12 @@ type Alert struct {
 	Event string    `json:"event_id"`
 	// Outcome is "sent", or why not: "cooldown" or "shadow".
 	Outcome string `json:"outcome"`
+	// In a scored replay, an alert sent or a shadow rule's crossing
+	// lists orders, its crossing order and its evidence's; and
+	// CaughtAfter are the fraud orders counted into its window after it,
+	// before the window ended (docs/outcomes.md, Definitions).
+	Listed      []string `json:"listed_orders,omitempty"`
+	CaughtAfter []string `json:"caught_after,omitempty"`
 }
 
 // Rule sums up one rule's crossings.

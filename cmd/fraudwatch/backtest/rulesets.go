@@ -88,6 +88,11 @@ func parseRulesLine(line []byte, name string) (RuleSet, error) {
 // across the change, as a reload keeps them. The sets' times must
 // increase.
 func ReplaySets(ctx context.Context, sets []RuleSet, evs *Events, engine Engine, progress func(done int)) (*Report, error) {
+	return replaySets(ctx, sets, evs, replayConfig{engine: engine, progress: progress, parallel: runtime.GOMAXPROCS(0)})
+}
+
+// replaySets is ReplaySets as c says.
+func replaySets(ctx context.Context, sets []RuleSet, evs *Events, c replayConfig) (*Report, error) {
 	if len(sets) == 0 {
 		return nil, errors.New("backtest: no rules")
 	}
@@ -96,7 +101,7 @@ func ReplaySets(ctx context.Context, sets []RuleSet, evs *Events, engine Engine,
 			return nil, fmt.Errorf("backtest: rule set %d is in force from %s, not after the one before it", i+1, atText(sets[i].At))
 		}
 	}
-	return replay(ctx, sets, evs, engine, progress, runtime.GOMAXPROCS(0))
+	return replay(ctx, sets, evs, c)
 }
 
 // allRules is every rule of the sets, by name, in the order they first
@@ -118,8 +123,9 @@ func allRules(sets []RuleSet) []rules.Rule {
 }
 
 // shareSets cuts the sets into n shares: a rule, by its name's place in
-// all, is in the same share in every set.
-func shareSets(sets []RuleSet, all []rules.Rule, n int) [][]RuleSet {
+// all, is in the same share in every set. Without evidence, the rules keep
+// none.
+func shareSets(sets []RuleSet, all []rules.Rule, n int, evidence bool) [][]RuleSet {
 	share := make(map[string]int, len(all))
 	for i, r := range all {
 		share[r.Name] = i % n
@@ -133,7 +139,9 @@ func shareSets(sets []RuleSet, all []rules.Rule, n int) [][]RuleSet {
 	}
 	for j, s := range sets {
 		for _, r := range s.Rules {
-			r.Evidence = 0 // the report lists no evidence: keeping it would only slow the replay
+			if !evidence {
+				r.Evidence = 0 // a plain report lists no evidence: keeping it would only slow the replay
+			}
 			i := share[r.Name]
 			out[i][j].Rules = append(out[i][j].Rules, r)
 		}

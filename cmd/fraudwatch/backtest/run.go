@@ -3,14 +3,10 @@ package backtest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
-	"text/tabwriter"
+	"runtime"
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/config"
@@ -55,44 +51,42 @@ type Options struct {
 	// then (a terminal's).
 	Out      io.Writer
 	Progress io.Writer
+	// Outcomes, when set, adds outcomes after the input's own outcome
+	// lines (IsOutcomeLine): --outcomes FILE's, then the outcomes
+	// topic's. A backtest with outcomes from either is scored
+	// (docs/outcomes.md).
+	Outcomes func(context.Context, *Outcomes) error
+	// Now is when the backtest runs (default: when Run starts): an outcome
+	// more than a day after it is refused, as the outcomes topic's
+	// consumer refuses it.
+	Now time.Time
+	// Sweep, when set, replays its rule alone once for each of its values
+	// and scores each, rather than the plain backtest; MaxAlertsPerDay,
+	// when set, is the budget its rows are marked within.
+	Sweep           *Sweep
+	MaxAlertsPerDay *float64
 }
 
 // ErrNoRules is Run's error when Options give no rules and the input
 // carries none.
 var ErrNoRules = errors.New("no rules")
 
+// result is what a backtest found: the replay of the rules (rep) and, with
+// Compare, of the old ones; and, scored, their scores.
+type result struct {
+	evs               *Events
+	rep, old          *Report
+	scores, oldScores *Scores
+}
+
 // Run replays the input and writes the report.
 func Run(ctx context.Context, o Options) error {
-	if o.Format == "" {
-		o.Format = "text"
+	if err := o.check(); err != nil {
+		return err
 	}
-	if o.MaxEventBytes == 0 {
-		o.MaxEventBytes = config.Default().Kafka.MaxEventBytes
-	}
-	if o.Format != "text" && o.Format != "json" {
-		return fmt.Errorf("backtest: --format must be text or json, not %q", o.Format)
-	}
-	if len(o.Rules) == 0 && o.Input == nil {
-		return fmt.Errorf("backtest: %w: topics carry none", ErrNoRules) // only a recording does
-	}
-	var evs *Events
-	var err error
-	switch {
-	case o.Input != nil:
-		evs, err = readUntilDone(ctx, o.Input, o.MaxEventBytes, o.RetryWindow)
-	case o.Events != nil:
-		evs, err = o.Events(ctx)
-	default:
-		err = errors.New("backtest: no input")
-	}
+	evs, err := o.read(ctx)
 	if err != nil {
 		return stopped(ctx, err)
-	}
-	progress := func(string) func(int) { return nil }
-	if o.Progress != nil {
-		progress = func(what string) func(int) {
-			return newProgress(o.Progress, what, evs.Len(), time.Now).update
-		}
 	}
 	sets := []RuleSet{{Rules: o.Rules}}
 	if len(evs.RuleSets) > 0 && !o.RulesOverInput {
@@ -101,20 +95,102 @@ func Run(ctx context.Context, o Options) error {
 	if len(sets[0].Rules) == 0 {
 		return fmt.Errorf("backtest: %w: %s carries none", ErrNoRules, o.InputName)
 	}
-	rep, err := ReplaySets(ctx, sets, evs, o.Engine, progress(o.RulesFrom))
+	tr, err := o.truth(ctx, evs)
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	var old *Report
+	if o.Sweep != nil {
+		return o.sweep(ctx, evs, sets, *tr)
+	}
+	res := result{evs: evs}
+	c := replayConfig{engine: o.Engine, progress: o.progress(o.RulesFrom, evs.Len()), parallel: runtime.GOMAXPROCS(0)}
+	if tr != nil {
+		c.score = &scoring{fraud: tr.fraud}
+	}
+	if res.rep, err = replaySets(ctx, sets, evs, c); err != nil {
+		return stopped(ctx, err)
+	}
 	if o.Compare != nil {
-		if old, err = Replay(ctx, o.Compare, evs, o.Engine, progress(o.CompareFrom)); err != nil {
+		c.progress = o.progress(o.CompareFrom, evs.Len())
+		if res.old, err = replay(ctx, []RuleSet{{Rules: o.Compare}}, evs, c); err != nil {
 			return stopped(ctx, err)
 		}
 	}
-	if o.Format == "json" {
-		return writeJSON(o, evs, rep, old)
+	if tr != nil {
+		s := tr.score(res.rep)
+		res.scores = &s
+		if res.old != nil {
+			old := tr.score(res.old)
+			res.oldScores = &old
+		}
 	}
-	return writeText(o, evs, rep, old)
+	if o.Format == "json" {
+		return writeJSON(o, res)
+	}
+	return writeText(o, res)
+}
+
+// check fills in the defaults and refuses options that cannot run.
+func (o *Options) check() error {
+	o.Format = cmp.Or(o.Format, "text")
+	if o.MaxEventBytes == 0 {
+		o.MaxEventBytes = config.Default().Kafka.MaxEventBytes
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	switch {
+	case o.Format != "text" && o.Format != "json":
+		return fmt.Errorf("backtest: --format must be text or json, not %q", o.Format)
+	case len(o.Rules) == 0 && o.Input == nil:
+		return fmt.Errorf("backtest: %w: topics carry none", ErrNoRules) // only a recording does
+	case o.Sweep != nil && o.Compare != nil:
+		return errors.New("backtest: --sweep and --compare do not go together")
+	case o.MaxAlertsPerDay != nil && o.Sweep == nil:
+		return errors.New("backtest: --max-alerts-per-day is a sweep's budget: give --sweep")
+	case o.MaxAlertsPerDay != nil && *o.MaxAlertsPerDay < 0:
+		return fmt.Errorf("backtest: --max-alerts-per-day must not be negative, not %v", *o.MaxAlertsPerDay)
+	}
+	return nil
+}
+
+// read reads the input's events.
+func (o *Options) read(ctx context.Context) (*Events, error) {
+	switch {
+	case o.Input != nil:
+		return readUntilDone(ctx, o.Input, o.MaxEventBytes, o.RetryWindow)
+	case o.Events != nil:
+		return o.Events(ctx)
+	}
+	return nil, errors.New("backtest: no input")
+}
+
+// truth reads the outcomes, the input's own lines first, and what they
+// say of the input; nil when the backtest is not scored: no outcome lines
+// in the input, no Outcomes and no sweep.
+func (o *Options) truth(ctx context.Context, evs *Events) (*truth, error) {
+	if len(evs.OutcomeLines) == 0 && o.Outcomes == nil && o.Sweep == nil {
+		return nil, nil
+	}
+	outs := NewOutcomes(o.Now)
+	for _, l := range evs.OutcomeLines {
+		outs.Add(l)
+	}
+	if o.Outcomes != nil {
+		if err := o.Outcomes(ctx, outs); err != nil {
+			return nil, err
+		}
+	}
+	t := truthOf(evs, outs)
+	return &t, nil
+}
+
+// progress is a replay's progress line, when Progress is set.
+func (o *Options) progress(what string, total int) func(int) {
+	if o.Progress == nil {
+		return nil
+	}
+	return newProgress(o.Progress, what, total, time.Now).update
 }
 
 // stopped says that a run was interrupted (a signal), rather than where
@@ -191,107 +267,4 @@ func (p *progress) update(done int) {
 	if done >= p.total {
 		fmt.Fprintln(p.w)
 	}
-}
-
-// replayJSON is a plain backtest's JSON: one rule set's replay of the
-// input.
-type replayJSON struct {
-	Input        string         `json:"input"`
-	Orders       int            `json:"orders"`
-	Refunds      int            `json:"refunds"`
-	Invalid      map[string]int `json:"invalid"`
-	Retried      int            `json:"retried"`
-	RulesFrom    string         `json:"rules_from"`
-	SettingsFrom string         `json:"settings_from"`
-	Scripts      string         `json:"scripts"`
-	Report       *Report        `json:"report"`
-}
-
-// writeJSON writes rep as a plain backtest's JSON; against old, both
-// replays (old, new) and the comparison.
-func writeJSON(o Options, evs *Events, rep, old *Report) error {
-	invalid := map[string]int{}
-	for r, n := range evs.Invalid {
-		invalid[string(r)] = n
-	}
-	of := func(from string, r *Report) replayJSON {
-		return replayJSON{o.InputName, evs.Orders, evs.Refunds, invalid, evs.Retried, from, o.SettingsFrom, o.Engine.String(), r}
-	}
-	var out any = of(o.RulesFrom, rep)
-	if old != nil {
-		out = struct {
-			Old     replayJSON `json:"old"`
-			New     replayJSON `json:"new"`
-			Compare Difference `json:"compare"`
-		}{of(o.CompareFrom, old), of(o.RulesFrom, rep), Compare(old, rep)}
-	}
-	enc := json.NewEncoder(o.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
-func writeText(o Options, evs *Events, rep, old *Report) error {
-	w := o.Out
-	fmt.Fprintf(w, "backtest of %s: %s (%s, %s)", o.InputName, plural(evs.Len(), "event"), plural(evs.Orders, "order"), plural(evs.Refunds, "refund"))
-	if evs.Len() > 0 {
-		fmt.Fprintf(w, " from %s to %s", stamp(rep.From), stamp(rep.To))
-	}
-	fmt.Fprintln(w)
-	if len(evs.Invalid) > 0 {
-		total := 0
-		var parts []string
-		for _, r := range slices.Sorted(maps.Keys(evs.Invalid)) {
-			total += evs.Invalid[r]
-			parts = append(parts, fmt.Sprintf("%s %d", r, evs.Invalid[r]))
-		}
-		fmt.Fprintf(w, "invalid lines: %d (%s)\n", total, strings.Join(parts, ", "))
-	}
-	if evs.Retried > 0 {
-		fmt.Fprintf(w, "retries: %d (second records of an event, not replayed)\n", evs.Retried)
-	}
-	fmt.Fprintf(w, "rules: %s, version %s; ", o.RulesFrom, rep.Version)
-	if o.SettingsFrom != "" {
-		fmt.Fprintf(w, "settings: %s; ", o.SettingsFrom)
-	}
-	fmt.Fprintf(w, "scripts: %s\n\n", o.Engine)
-
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tCROSSINGS\tALERTS\tCOOLDOWN\tSHADOW\tTOP GROUPS")
-	for _, r := range rep.Rules {
-		top := make([]string, len(r.Top))
-		for i, g := range r.Top {
-			top[i] = fmt.Sprintf("%s (%d)", g.Group, g.Crossings)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Crossings, r.Sent, r.Cooldown, r.Shadow, cmp.Or(strings.Join(top, ", "), "-"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\ncrossings (%d): time, rule, group, value, order, outcome\n", len(rep.Alerts))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, a := range rep.Alerts {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", stamp(a.At), a.Rule, a.Group, a.Value, a.Order, a.Outcome)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if old != nil {
-		return writeDifference(w, o.CompareFrom, Compare(old, rep))
-	}
-	return nil
-}
-
-// stampLayout prints a time at one width, in UTC to the millisecond: an
-// input's events may carry several zones, and finer digits than a Kafka
-// record's timestamp are noise in a replay whose clock steps by seconds.
-const stampLayout = "2006-01-02T15:04:05.000Z07:00"
-
-func stamp(t time.Time) string { return t.UTC().Format(stampLayout) }
-
-// plural is "1 order", "2 orders".
-func plural(n int, one string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %ss", n, one)
 }

@@ -28,15 +28,25 @@ func FromTopics(ctx context.Context, k config.Kafka, transport kafka.RoundTrippe
 		topic string
 		typ   event.Type
 	}{{k.OrdersTopic, event.Order}, {k.RefundsTopic, event.Refund}} {
-		if err := readTopic(ctx, c, r, t.topic, t.typ, now.Add(-since)); err != nil {
+		add := func(m kafka.Message) { r.add(m.Value, t.typ, m.Offset, m.Time) }
+		if err := readTopic(ctx, c, t.topic, now.Add(-since), r.partition, add); err != nil {
 			return nil, err
 		}
 	}
 	return r.done(), nil
 }
 
-// readTopic adds to r what topic holds from from to its end.
-func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, typ event.Type, from time.Time) error {
+// OutcomesFromTopic adds to outs the records the outcomes topic
+// (kafka.outcomes_topic) holds, all of them, to its ends as they are at the
+// start, partition by partition, as FromTopics reads: no group, no commit.
+func OutcomesFromTopic(ctx context.Context, k config.Kafka, transport kafka.RoundTripper, outs *Outcomes) error {
+	c := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: transport, Timeout: 30 * time.Second}
+	return readTopic(ctx, c, k.OutcomesTopic, time.Time{}, func() {}, func(m kafka.Message) { outs.Add(m.Value) })
+}
+
+// readTopic hands add what topic holds from from (zero: its start) to its
+// end, calling partition before each partition's records.
+func readTopic(ctx context.Context, c *kafka.Client, topic string, from time.Time, partition func(), add func(kafka.Message)) error {
 	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return fmt.Errorf("backtest: metadata of %s: %w", topic, err)
@@ -49,7 +59,11 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 	}
 	var reqs []kafka.OffsetRequest
 	for _, p := range md.Topics[0].Partitions {
-		reqs = append(reqs, kafka.TimeOffsetOf(p.ID, from), kafka.LastOffsetOf(p.ID))
+		first := kafka.FirstOffsetOf(p.ID)
+		if !from.IsZero() {
+			first = kafka.TimeOffsetOf(p.ID, from)
+		}
+		reqs = append(reqs, first, kafka.LastOffsetOf(p.ID))
 	}
 	// Read committed, a partition ends at its last stable offset: an open
 	// transaction's records are not replayed.
@@ -62,27 +76,30 @@ func readTopic(ctx context.Context, c *kafka.Client, r *reader, topic string, ty
 		if po.Error != nil {
 			return fmt.Errorf("backtest: offsets of %s/%d: %w", topic, po.Partition, po.Error)
 		}
-		// The first offset at or after from; none (-1) when every record
-		// is older.
+		// The first offset at or after from (the partition's first
+		// without one); none (-1) when every record is older.
 		start, end := int64(-1), po.LastOffset
+		if from.IsZero() {
+			start = po.FirstOffset
+		}
 		for o := range po.Offsets {
 			start = o
 		}
 		if start < 0 {
 			start = end
 		}
-		r.partition()
-		if err := readPartition(ctx, c, r, topic, po.Partition, typ, start, end, from); err != nil {
+		partition()
+		if err := readPartition(ctx, c, topic, po.Partition, start, end, from, add); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readPartition adds to r the committed records of one partition from
+// readPartition hands add the committed records of one partition from
 // start to end (read committed, as run reads them: no record of an
 // aborted transaction).
-func readPartition(ctx context.Context, c *kafka.Client, r *reader, topic string, partition int, typ event.Type, start, end int64, from time.Time) error {
+func readPartition(ctx context.Context, c *kafka.Client, topic string, partition int, start, end int64, from time.Time, add func(kafka.Message)) error {
 	transport := c.Transport
 	if transport == nil {
 		transport = kafka.DefaultTransport
@@ -98,7 +115,7 @@ func readPartition(ctx context.Context, c *kafka.Client, r *reader, topic string
 				break
 			}
 			if !m.Time.Before(from) { // a broker may answer with its batch's first offset
-				r.add(m.Value, typ, m.Offset, m.Time)
+				add(m)
 			}
 		}
 		if f.Next <= off {
