@@ -58,7 +58,7 @@ func number(t *testing.T, out string, re string) int {
 func TestRunCatchesFraud(t *testing.T) {
 	t.Parallel() // 20 s of the demo, mostly waiting: run alongside
 	// Long enough for the second card spike of a cycle (from 15 s, its
-	// third order by 17.8 s at the latest), after the rules' reload
+	// second order by 16.6 s at the latest), after the rules' reload
 	// halfway.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -179,11 +179,18 @@ func TestRunCatchesFraud(t *testing.T) {
 	if len(evs.RuleSets) != 2 || len(evs.Invalid) == 0 {
 		t.Fatalf("the recording has %d rule sets (want 2: the start's, the reload's), invalid lines %v", len(evs.RuleSets), evs.Invalid)
 	}
+	// Scored against the outcomes it carries, each rule's precision and
+	// recall are those the traffic's own truth gives (checkScores).
+	outs := backtest.NewOutcomes(time.Now())
+	for _, l := range evs.OutcomeLines {
+		outs.Add(l)
+	}
 	for _, e := range []backtest.Engine{backtest.Model, backtest.Lua} {
-		rep, err := backtest.ReplaySets(t.Context(), evs.RuleSets, evs, e, nil)
+		rep, scores, err := backtest.ReplayScored(t.Context(), evs.RuleSets, evs, outs, e, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkScores(t, *truth, scores)
 		var replayed []string
 		for _, a := range rep.Alerts {
 			if a.Outcome == "sent" {

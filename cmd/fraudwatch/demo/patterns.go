@@ -52,7 +52,10 @@ func (g *generator) burst(at time.Duration) {
 }
 
 // cardSpike: one stolen card pays 4 big orders from 4 new accounts on one
-// device (amount-per-card-10m, and the shadow device rule at the 4th).
+// device (amount-per-card-10m from the 2nd, and the shadow device rule at
+// the 4th). Each order is at least half the card rule's threshold, so
+// that its alert lists the first as well (docs/alerts.md, Evidence) and
+// every order of the spike is caught.
 func (g *generator) cardSpike(at time.Duration) {
 	b := g.plant(PatternCardSpike, true, ruleCard, ruleDevice)
 	thief := g.fraudster()
@@ -60,7 +63,7 @@ func (g *generator) cardSpike(at time.Duration) {
 	for range 4 {
 		who := g.fraudster()
 		who.card, who.device, who.ip = thief.card, thief.device, thief.ip
-		amount := roundTo(300_000+g.plan.Int64N(200_001), 1_000)
+		amount := roundTo(500_000+g.plan.Int64N(190_001), 1_000)
 		g.place(b, at, who, amount)
 		last, at = at, at+g.after(500*time.Millisecond, 1200*time.Millisecond)
 	}

@@ -61,10 +61,11 @@ const (
 // Burst is one pattern the traffic planted, as far as it was sent.
 //
 // A complete burst trips each rule of Trips exactly once, with one alert
-// (a shadow rule's is suppressed) that lists its first orders, and the
-// rest of its orders fall in that alert's window after the crossing; it
-// trips no other built-in rule. Repeats are the rules it crosses once
-// more within their cooldown (card-return: a repeat, not another alert).
+// (a shadow rule's is suppressed), and no other built-in rule. Repeats
+// are the rules it crosses once more within their cooldown (card-return:
+// a repeat, not another alert). A fraud burst's orders are all caught by
+// each rule it trips: the alert lists those up to its crossing, and the
+// rest are counted in its window after it.
 // Each burst has groups of its own (customer, card, device, IP), so no
 // alert mixes the orders of two bursts; the rules' reload waits for a
 // moment when no burst tripping the changed rule is under way.

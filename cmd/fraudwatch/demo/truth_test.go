@@ -70,10 +70,11 @@ func checkTrips(t *testing.T, truth Truth, alerts []backtest.Alert) map[string]i
 	return byRule
 }
 
-// The truth holds: a backtest of four minutes of simulated traffic,
-// through the Go model and through the Lua scripts, crosses each rule on
-// exactly the bursts whose truth says they trip it, once each, and on
-// nothing else.
+// The truth holds: a backtest of four minutes of simulated traffic, with
+// the outcomes it wrote, through the Go model and through the Lua
+// scripts, crosses each rule on exactly the bursts whose truth says they
+// trip it, once each, and on nothing else; and scores each rule as the
+// truth alone says it should.
 func TestTruthHolds(t *testing.T) {
 	t.Parallel() // the Lua replay takes a few seconds
 	msgs, truth := simulateTruth(t, 42, 4*time.Minute)
@@ -101,11 +102,17 @@ func TestTruthHolds(t *testing.T) {
 	}
 	for _, e := range []backtest.Engine{backtest.Model, backtest.Lua} {
 		t.Run(e.String(), func(t *testing.T) {
-			rep, err := backtest.Replay(t.Context(), rs, evs, e, nil)
+			outs := backtest.NewOutcomes(simStart.Add(time.Hour))
+			for _, l := range evs.OutcomeLines {
+				outs.Add(l)
+			}
+			sets := []backtest.RuleSet{{Rules: rs}}
+			rep, scores, err := backtest.ReplayScored(t.Context(), sets, evs, outs, e, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			byRule := checkTrips(t, truth, rep.Alerts)
+			checkScores(t, truth, scores)
 			for _, r := range rs {
 				if byRule[r.Name] == 0 {
 					t.Errorf("rule %s never crossed", r.Name)
@@ -328,5 +335,44 @@ func TestExpectScores(t *testing.T) {
 	}
 	if fmt.Sprint(byRule) != fmt.Sprint(want) || fraudOrders != 9 || missed != 1 {
 		t.Errorf("expected %v, %d fraud orders, %d missed; want %v, 9, 1", byRule, fraudOrders, missed, want)
+	}
+}
+
+// checkScores checks a scored backtest's figures against those the truth
+// alone gives (expectScores): per rule, the fraud, legit and unclear
+// alerts, precision, the fraud orders caught and recall; the fraud orders
+// and those no rule caught.
+func checkScores(t *testing.T, truth Truth, s backtest.Scores) {
+	t.Helper()
+	byRule, fraudOrders, missed := expectScores(truth)
+	if s.FraudOrders != fraudOrders || s.Missed != missed || fraudOrders == 0 {
+		t.Errorf("%d fraud orders, %d missed; the truth says %d and %d", s.FraudOrders, s.Missed, fraudOrders, missed)
+	}
+	share := func(n, d int) string {
+		if d == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.4f", float64(n)/float64(d))
+	}
+	shown := func(r *float64) string {
+		if r == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%.4f", *r)
+	}
+	judged := 0
+	for _, r := range s.Rules {
+		w := byRule[r.Rule]
+		got := fmt.Sprintf("fraud %d, legit %d, unclear %d, precision %s, caught %d, recall %s", r.FraudAlerts, r.LegitAlerts,
+			r.UnclearAlerts, shown(r.Precision), r.FraudOrdersCaught, shown(r.Recall))
+		want := fmt.Sprintf("fraud %d, legit %d, unclear %d, precision %s, caught %d, recall %s", w.fraud, w.legit,
+			w.unclear, share(w.fraud, w.fraud+w.legit), w.caught, share(w.caught, fraudOrders))
+		if got != want {
+			t.Errorf("rule %s scored\n  %s\nthe truth says\n  %s", r.Rule, got, want)
+		}
+		judged += r.FraudAlerts + r.LegitAlerts
+	}
+	if len(s.Rules) != len(builtinNames(t)) || judged == 0 {
+		t.Errorf("scores for %d rules, %d alerts judged fraud or legit", len(s.Rules), judged)
 	}
 }
