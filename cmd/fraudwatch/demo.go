@@ -19,7 +19,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "optional configuration: its slack section and rules are used")
 	seed := fs.Int64("seed", 0, "traffic generator seed (0: a random one)")
 	noColor := fs.Bool("no-color", false, "never colour the output")
-	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines, with the rules it ran under (input for backtest)")
+	record := fs.String("record", "", "write every event the traffic sends to this file, as JSON lines, with the outcomes it writes and the rules it ran under (input for backtest)")
 	var lf logFlags
 	// The demo's own lines say what happens; the pipeline's INFO lines
 	// would drown them.

@@ -79,7 +79,7 @@ func TestBacklogReplay(t *testing.T) {
 	const partitions = 4
 	parts := make([][]*event.Event, partitions)
 	for _, p := range g.queue {
-		msg, err := p.message("orders", "refunds", start.Add(p.at))
+		msg, err := p.message(testTopics, start.Add(p.at))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,6 +70,16 @@ type Options struct {
 	// names it in the summary.
 	Record     io.Writer
 	RecordName string
+	// Truth, when set, is given what the traffic planted and sent, once
+	// it has stopped: which orders are fraud and which legitimate
+	// look-alikes, the rules each burst trips, and the outcomes written
+	// (see Burst).
+	Truth func(Truth)
+	// Quality, when set, is called with the pipeline once built, and
+	// gives the live figures of each rule's alerts judged by their
+	// outcomes, which the summary shows (rule quality). Unset, they come
+	// from the pipeline's outcome store (App.Outcomes).
+	Quality func(*app.App) Qualities
 }
 
 // Run runs the demo until ctx ends, then stops the traffic, lets the
@@ -155,18 +165,17 @@ func Run(ctx context.Context, opts Options) error {
 		waitCaughtUp(a, final.total())
 	}
 	ack.stop()
+	truth := tr.truth()
+	quality := liveQuality(opts, a, &cfg, time.Since(started), final)
 
-	stopApp()
-	var runErr error
-	select {
-	case runErr = <-appDone:
-	case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-		runErr = errors.New("did not stop within its shutdown timeout")
-	}
+	runErr := stopPipeline(stopApp, appDone, cfg.ShutdownTimeout+5*time.Second)
 	elapsed := time.Since(started)
 	w.close()
 
-	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, out))
+	out.print(summary(elapsed, seed, final, gather(a), &cfg, went, truth, out) + quality)
+	if opts.Truth != nil {
+		opts.Truth(truth)
+	}
 	if rec != nil {
 		out.print(rec.summary(cmp.Or(opts.RecordName, "the recording")))
 	}
@@ -231,6 +240,36 @@ func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()
 			progress()
 		}
 	}
+}
+
+// stopPipeline stops the App and waits, at most timeout, until it has.
+func stopPipeline(stop context.CancelFunc, done chan error, timeout time.Duration) error {
+	stop()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return errors.New("did not stop within its shutdown timeout")
+	}
+}
+
+// liveQuality is the summary's rule quality block, read while the
+// pipeline still runs, or "" when there are no live figures to show.
+func liveQuality(opts Options, a *app.App, cfg *config.Config, elapsed time.Duration, sent produced) string {
+	var q Qualities
+	if opts.Quality != nil {
+		q = opts.Quality(a)
+	} else if store := a.Outcomes(); store != nil {
+		q = store
+	}
+	if q == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), qualityWait)
+	defer cancel()
+	// A period that holds the whole run.
+	qs, err := readQuality(ctx, q, elapsed+time.Minute, sent.fraud)
+	return qualityBlock(cfg, qs, err)
 }
 
 func notifierFor(cfg *config.Config, con *console, log *slog.Logger) (alert.Notifier, error) {

@@ -25,6 +25,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/rules"
@@ -56,12 +58,14 @@ func number(t *testing.T, out string, re string) int {
 func TestRunCatchesFraud(t *testing.T) {
 	t.Parallel() // 20 s of the demo, mostly waiting: run alongside
 	// Long enough for the second card spike of a cycle (from 15 s, its
-	// third order by 17.8 s at the latest), after the rules' reload
+	// second order by 16.6 s at the latest), after the rules' reload
 	// halfway.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var buf, record bytes.Buffer
-	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record})
+	var truth *Truth
+	err := Run(ctx, Options{Out: &buf, Color: false, Seed: 7, Logger: testLogger(t), Record: &record,
+		Truth: func(tr Truth) { truth = &tr }})
 	out := buf.String()
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -115,6 +119,25 @@ func TestRunCatchesFraud(t *testing.T) {
 	if crossings == 0 {
 		t.Error("summary: no threshold crossings")
 	}
+	// The live quality, from the pipeline's outcome store: each alerting
+	// rule's alerts are those it alerted, some judged by the outcomes.
+	if !strings.Contains(summary, "\n  rule quality, live from the outcome store") {
+		t.Error("summary: no rule quality")
+	}
+	judged := 0
+	for _, r := range []string{"orders-per-customer-1m", "amount-per-card-10m", "orders-per-ip-1m"} {
+		alerted := number(t, summary, `(?m)^  `+r+`\s+\d+\s+(\d+)\s+\d+\s+\d+$`)
+		m := regexp.MustCompile(`(?m)^  ` + r + `\s+(\d+)\s+(\d+)\s+(\d+ %|-)`).FindStringSubmatch(summary)
+		if m == nil || m[1] != strconv.Itoa(alerted) {
+			t.Errorf("rule quality of %s: %v, want %d alerts as alerted", r, m, alerted)
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		judged += n
+	}
+	if judged == 0 {
+		t.Error("rule quality: no alert judged by an outcome")
+	}
 	if n := number(t, summary, `suppressed\s+(\d+) shadow`); n == 0 {
 		t.Error("summary: no shadow suppression, although every burst crosses the device rule")
 	}
@@ -136,7 +159,7 @@ func TestRunCatchesFraud(t *testing.T) {
 	// A backtest of the recording raises the alerts the run raised, alert
 	// by alert: rule, group, order and value, under the rules the
 	// recording carries, the reload's from the point it took effect.
-	if !regexp.MustCompile(`(?m)^Recorded \d+ events to the recording, and the rules they ran under: built-in demo rules, ` +
+	if !regexp.MustCompile(`(?m)^Recorded \d+ events and \d+ outcomes to the recording, and the rules they ran under: built-in demo rules, ` +
 		`cmd/fraudwatch/demo/rules.yaml, reloaded at 0:\d\d: amount-per-card-10m threshold 1000000 → 700000$`).MatchString(out) {
 		t.Error("the summary does not say what was recorded")
 	}
@@ -148,18 +171,26 @@ func TestRunCatchesFraud(t *testing.T) {
 	if len(printed) != len(alerts) {
 		t.Fatalf("read %d of the %d printed alerts", len(printed), len(alerts))
 	}
-	evs, err := backtest.Read(&record, config.Default().Kafka.MaxEventBytes)
+	checkOutcomesSent(t, summary, record.Bytes(), truth)
+	evs, err := backtest.Read(bytes.NewReader(record.Bytes()), config.Default().Kafka.MaxEventBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(evs.RuleSets) != 2 || len(evs.Invalid) == 0 {
 		t.Fatalf("the recording has %d rule sets (want 2: the start's, the reload's), invalid lines %v", len(evs.RuleSets), evs.Invalid)
 	}
+	// Scored against the outcomes it carries, each rule's precision and
+	// recall are those the traffic's own truth gives (checkScores).
+	outs := backtest.NewOutcomes(time.Now())
+	for _, l := range evs.OutcomeLines {
+		outs.Add(l)
+	}
 	for _, e := range []backtest.Engine{backtest.Model, backtest.Lua} {
-		rep, err := backtest.ReplaySets(t.Context(), evs.RuleSets, evs, e, nil)
+		rep, scores, err := backtest.ReplayScored(t.Context(), evs.RuleSets, evs, outs, e, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkScores(t, *truth, scores)
 		var replayed []string
 		for _, a := range rep.Alerts {
 			if a.Outcome == "sent" {
@@ -167,10 +198,47 @@ func TestRunCatchesFraud(t *testing.T) {
 			}
 		}
 		slices.Sort(replayed)
+		// Each crossing is of a burst whose truth says it trips the rule,
+		// and each complete burst trips them all, the reload included.
+		checkTrips(t, *truth, rep.Alerts)
 		if !slices.Equal(printed, replayed) {
 			t.Errorf("the run alerted (rule, group, order, value)\n%s\nits backtest (%s)\n%s",
 				strings.Join(printed, "\n"), e, strings.Join(replayed, "\n"))
 		}
+	}
+}
+
+// checkOutcomesSent checks the outcomes the summary says were sent
+// against the recording's outcome lines and the truth Run gave.
+func checkOutcomesSent(t *testing.T, summary string, record []byte, truth *Truth) {
+	t.Helper()
+	if truth == nil {
+		t.Fatal("Run did not give its truth")
+	}
+	sent := number(t, summary, `outcomes sent\s+(\d+) to fraudwatch.outcomes, one an order: \d+ fraud \(chargebacks\)`)
+	if n := number(t, summary, `planted\s+(\d+) fraud bursts`); n == 0 || sent == 0 {
+		t.Errorf("summary: %d fraud bursts planted, %d outcomes sent", n, sent)
+	}
+	labels := map[string]int{}
+	for line := range bytes.Lines(record) {
+		o, err := outcome.Decode(line, time.Now())
+		if err != nil {
+			continue // an event or a rules line
+		}
+		kind, b := truth.Of(o.OrderID)
+		if b == nil || b.Outcome != o.Label {
+			t.Errorf("recorded outcome %s for order %s, a %s order (burst %v)", o.Label, o.OrderID, kind, b)
+		}
+		labels[string(o.Label)]++
+	}
+	want := map[string]int{}
+	for _, b := range truth.Bursts {
+		if b.Outcome != "" {
+			want[string(b.Outcome)] += len(b.Orders)
+		}
+	}
+	if !maps.Equal(labels, want) || labels["fraud"]+labels["legit"]+labels["unclear"] != sent {
+		t.Errorf("recorded outcomes %v, the truth's %v, the summary says %d sent", labels, want, sent)
 	}
 }
 
@@ -213,7 +281,13 @@ rules:
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
 	defer cancel()
 	var buf bytes.Buffer
-	err = Run(ctx, Options{Config: &cfg, Out: &buf, Seed: 11, Logger: testLogger(t)})
+	// The summary shows the live figures Quality gives, read while the
+	// pipeline still runs.
+	figures := &fakeQualities{answers: [][]outcome.RuleQuality{{{Rule: "orders-per-email-1m", Alerts: 7, Fraud: 4, Legit: 1,
+		WithOutcome: 5, Precision: share(0.8), FraudOrders: 10, Caught: 4, Missed: 6, Truncated: true}}}}
+	var given *app.App
+	err = Run(ctx, Options{Config: &cfg, Out: &buf, Seed: 11, Logger: testLogger(t),
+		Quality: func(a *app.App) Qualities { given = a; return figures }})
 	out := buf.String()
 	t.Logf("demo output:\n%s", out)
 	if err != nil {
@@ -233,6 +307,10 @@ rules:
 		if a[2] != "orders-per-email-1m" {
 			t.Errorf("alert for rule %s, want only orders-per-email-1m", a[2])
 		}
+	}
+	if !strings.Contains(out, "\n  rule quality, live from the outcome store") || given == nil ||
+		!strings.Contains(out, "  orders-per-email-1m       7             5       80 %                    4       6    40 %\n") {
+		t.Errorf("the summary does not show the figures Quality gave (given the pipeline: %v)", given != nil)
 	}
 	if got := int(posts.Load()); got != len(alerts) {
 		t.Errorf("Slack received %d posts for %d printed alerts", got, len(alerts))

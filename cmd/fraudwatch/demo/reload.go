@@ -23,6 +23,10 @@ const reloadWithout = time.Minute
 // reloadWait bounds the wait for the pipeline to take the new rules.
 const reloadWait = 5 * time.Second
 
+// quietWait bounds the wait for a moment when no burst that trips the
+// changed rule is under way: every cycle has two.
+const quietWait = 2 * cycle
+
 // rulesReload is the demo's hot reload: its rules are in a file of its
 // own, which it rewrites halfway with one threshold lowered, as an
 // operator would, so that the terminal shows the swap and the next alerts
@@ -107,6 +111,10 @@ func (rr *rulesReload) when(ctx context.Context) time.Duration {
 // later one (stamped later) runs under the new. rec, when set, records the
 // new rules between the two, where a backtest of the recording swaps them
 // too.
+//
+// It waits first for a moment when no burst that trips the rule is under
+// way: a lower threshold arriving mid-burst would find the window already
+// above it, and the burst would never cross (prev < threshold <= current).
 func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *recorder, out *output, started time.Time) {
 	if rr == nil || rr.content == nil {
 		return
@@ -116,7 +124,9 @@ func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *re
 		return
 	case <-time.After(rr.when(ctx)):
 	}
-	tr.turn.Lock()
+	if !tr.holdQuiet(ctx, rr.rule, quietWait) {
+		return
+	}
 	defer tr.turn.Unlock()
 	caughtUp := waitCaughtUp(a, tr.sentSoFar().total())
 	if err := rr.swap(ctx, a); err != nil {

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -150,8 +151,12 @@ func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redis
 	fmt.Fprintf(tw, "\tthe traffic includes both on purpose (--log-level info shows every step)\n")
 	fmt.Fprintf(tw, "  traffic\t%d-%d orders/s by ordinary shoppers, %s to %s each, mixed with fraud:\n", minRate, maxRate,
 		alert.FormatValue(alert.Amount, 5_000, demoCurrency), alert.FormatValue(alert.Count, 150_000, ""))
-	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a card that comes back, a bot IP, card testing, refunds,\n")
-	fmt.Fprintf(tw, "\tmalformed events\n")
+	fmt.Fprintf(tw, "\torder bursts, big orders on one card, a card that comes back, bots, card testing, a stolen card\n")
+	fmt.Fprintf(tw, "\tused once; and legitimate look-alikes that trip rules too: a reseller's bulk orders, a family\n")
+	fmt.Fprintf(tw, "\tsharing a card; refunds, malformed events\n")
+	fmt.Fprintf(tw, "  outcomes\tto %s, a few seconds after each burst, as a chargeback feed and reviews would:\n", k.OutcomesTopic)
+	fmt.Fprintf(tw, "\tfraud for %.0f %% of the fraud, legit or unclear for %.0f %% of the look-alikes\n",
+		chargebackShare*100, (reviewLegitShare+reviewUnclearShare)*100)
 	if dl, ok := ctx.Deadline(); ok {
 		fmt.Fprintf(tw, "  runs\tfor %s (Ctrl-C stops it sooner), then prints a summary\n", time.Until(dl).Round(time.Second))
 	} else {
@@ -214,7 +219,7 @@ func clock(d time.Duration) string {
 
 // summary reports the run from the App's own metrics, as the console's
 // receiver counts its alerts, and where else they went.
-func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg *config.Config, went delivered, out *output) string {
+func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg *config.Config, went delivered, truth Truth, out *output) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s after %s (--seed %d repeats this traffic)\n", out.style(ansiBold, "Summary"),
 		elapsed.Round(100*time.Millisecond), int64(seed))
@@ -238,6 +243,7 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 		fmt.Fprintf(tw, "  refunds clamped\t0\n")
 	}
 	went.report(tw, s)
+	planted(tw, truth, sent, cfg.Kafka.OutcomesTopic)
 	_ = tw.Flush()
 
 	width := len("rule")
@@ -255,6 +261,31 @@ func summary(elapsed time.Duration, seed uint64, sent produced, s snapshot, cfg 
 	b.WriteString("  crossings: first times a group reached the rule's threshold in a window;\n" +
 		"  shadow, cooldown: crossings not alerted, because the rule is in shadow mode or the group was alerted recently\n")
 	return b.String()
+}
+
+// planted says what the traffic planted, as far as it was sent, and the
+// outcomes it wrote.
+func planted(w io.Writer, t Truth, sent produced, outcomesTopic string) {
+	var fraud, lone, lookAlike, fraudOrders, lookAlikeOrders int64
+	for _, b := range t.Bursts {
+		n := int64(len(b.Orders))
+		switch {
+		case n == 0:
+		case b.Pattern == PatternLoneFraud:
+			lone++
+		case b.Fraud:
+			fraud++
+			fraudOrders += n
+		default:
+			lookAlike++
+			lookAlikeOrders += n
+		}
+	}
+	fmt.Fprintf(w, "  planted\t%s (%s), %s no rule can see, and %s that trip\n",
+		plural(fraud, "fraud burst"), plural(fraudOrders, "order"), plural(lone, "lone fraud order"), plural(lookAlike, "legitimate look-alike"))
+	fmt.Fprintf(w, "\trules as fraud does (%s: a reseller's bulk orders, a family sharing a card)\n", plural(lookAlikeOrders, "order"))
+	fmt.Fprintf(w, "  outcomes sent\t%d to %s, one an order: %d fraud (chargebacks), %d legit and %d unclear (manual reviews)\n",
+		sent.outcomes(), outcomesTopic, sent.fraud, sent.legit, sent.unclear)
 }
 
 // breakdown lists the non-zero counts by label value: " (a 2, b 1)".

@@ -9,15 +9,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/backtest"
 	"github.com/segmentio/kafka-go"
 )
 
-// message turns a planned event into a Kafka message, stamped now.
-func (p planned) message(ordersTopic, refundsTopic string, now time.Time) (kafka.Message, error) {
-	msg := kafka.Message{Topic: ordersTopic, Key: []byte(p.key)}
-	if p.kind == kindRefund {
-		msg.Topic = refundsTopic
+// topics are where the traffic goes.
+type topics struct {
+	orders, refunds, outcomes string
+}
+
+// message turns a planned event or outcome into a Kafka message, stamped
+// now.
+func (p planned) message(to topics, now time.Time) (kafka.Message, error) {
+	msg := kafka.Message{Topic: to.orders, Key: []byte(p.key)}
+	switch p.kind {
+	case kindRefund:
+		msg.Topic = to.refunds
+	case kindOutcome:
+		o := *p.outcome
+		o.OccurredAt = now.UTC()
+		msg.Topic, msg.Value = to.outcomes, o.Record()
+		return msg, nil
 	}
 	if p.ev == nil {
 		msg.Value = []byte(p.raw)
@@ -40,13 +53,17 @@ type messageWriter interface {
 
 // recorder writes each message's value, a line each, once w has written
 // them, and the rules lines (backtest.RulesType) it is given between
-// them. The traffic's turn keeps the two apart.
+// them. The traffic's turn keeps the two apart. Outcomes are lines of
+// their own type (outcome.Type), which a backtest reads as outcomes.
 type recorder struct {
 	w   messageWriter
 	out io.Writer
-	// events counts the messages written; sets describes the rules lines.
-	events int
-	sets   []string
+	// outcomes is the outcomes topic, whose messages are counted apart.
+	outcomes string
+	// events and labels count the messages written; sets describes the
+	// rules lines.
+	events, labels int
+	sets           []string
 }
 
 func (r *recorder) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
@@ -57,7 +74,11 @@ func (r *recorder) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		if _, err := r.out.Write(append(append([]byte(nil), m.Value...), '\n')); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		r.events++
+		if m.Topic == r.outcomes {
+			r.labels++
+		} else {
+			r.events++
+		}
 	}
 	return nil
 }
@@ -81,14 +102,14 @@ func (r *recorder) rules(at time.Time, from string, content []byte, what string)
 // step (stamping, writing, counting) holds turn: whoever holds it keeps
 // the traffic waiting, and knows that every event stamped so far is
 // written and counted.
-func send(ctx context.Context, g *generator, w messageWriter, ordersTopic, refundsTopic string, turn sync.Locker, report func(produced)) (produced, error) {
+func send(ctx context.Context, g *generator, w messageWriter, to topics, turn sync.Locker, report func(produced)) (produced, error) {
 	var done produced
 	start := time.Now()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		turn.Lock()
-		err := sendDue(ctx, g, w, ordersTopic, refundsTopic, start, &done, report)
+		err := sendDue(ctx, g, w, to, start, &done, report)
 		turn.Unlock()
 		if err != nil {
 			return done, err
@@ -101,9 +122,9 @@ func send(ctx context.Context, g *generator, w messageWriter, ordersTopic, refun
 	}
 }
 
-// sendDue sends the messages due now, stamped now, and counts them into
-// done.
-func sendDue(ctx context.Context, g *generator, w messageWriter, ordersTopic, refundsTopic string, start time.Time, done *produced, report func(produced)) error {
+// sendDue sends the messages due now, stamped now, counts them into done,
+// and notes in the generator's truth what was sent.
+func sendDue(ctx context.Context, g *generator, w messageWriter, to topics, start time.Time, done *produced, report func(produced)) error {
 	now := time.Now()
 	due := g.step(now.Sub(start))
 	if len(due) == 0 {
@@ -111,7 +132,7 @@ func sendDue(ctx context.Context, g *generator, w messageWriter, ordersTopic, re
 	}
 	msgs := make([]kafka.Message, 0, len(due))
 	for _, p := range due {
-		m, err := p.message(ordersTopic, refundsTopic, now)
+		m, err := p.message(to, now)
 		if err != nil {
 			return err
 		}
@@ -126,23 +147,42 @@ func sendDue(ctx context.Context, g *generator, w messageWriter, ordersTopic, re
 		return fmt.Errorf("produce %d events: %w", len(msgs), err)
 	}
 	for _, p := range due {
-		switch p.kind {
-		case kindOrder:
-			done.orders++
-		case kindRefund:
-			done.refunds++
-		case kindInvalid:
-			done.invalid++
-		}
+		p.sent()
+		done.count(p)
 	}
 	report(*done)
 	return nil
 }
 
+// count counts one acknowledged message.
+func (p *produced) count(m planned) {
+	switch m.kind {
+	case kindOrder:
+		p.orders++
+	case kindRefund:
+		p.refunds++
+	case kindInvalid:
+		p.invalid++
+	case kindOutcome:
+		switch m.outcome.Label {
+		case alert.LabelFraud:
+			p.fraud++
+		case alert.LabelLegit:
+			p.legit++
+		default:
+			p.unclear++
+		}
+	}
+}
+
 // summary says what was recorded, and what replays it.
 func (r *recorder) summary(name string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nRecorded %s to %s", plural(int64(r.events), "event"), name)
+	fmt.Fprintf(&b, "\nRecorded %s", plural(int64(r.events), "event"))
+	if r.labels > 0 {
+		fmt.Fprintf(&b, " and %s", plural(int64(r.labels), "outcome"))
+	}
+	fmt.Fprintf(&b, " to %s", name)
 	switch len(r.sets) {
 	case 0:
 		b.WriteString(", without the rules (they came from code, not a file)\n")

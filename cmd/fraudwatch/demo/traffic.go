@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 )
 
 // Traffic shape. Ordinary shoppers are drawn from a pool so large that one
@@ -19,7 +21,6 @@ const (
 	cycle         = 20 * time.Second
 	tick          = 100 * time.Millisecond
 	demoCurrency  = "KRW"
-	botIP         = "203.0.113.77" // TEST-NET-3: a documentation address
 	invalidPeriod = 8 * time.Second
 	writeTimeout  = 10 * time.Second
 )
@@ -31,6 +32,7 @@ const (
 	kindOrder kind = iota
 	kindRefund
 	kindInvalid
+	kindOutcome // to the outcomes topic
 )
 
 // eventJSON is an event as the topics carry it (docs/events.md).
@@ -57,32 +59,46 @@ type identity struct {
 
 // planned is one message due at an offset from the start.
 type planned struct {
-	at   time.Duration
-	kind kind
-	ev   *eventJSON // nil for an invalid event
-	raw  string     // the value of an invalid event
-	key  string
+	at      time.Duration
+	kind    kind
+	ev      *eventJSON       // nil for an invalid event and an outcome
+	raw     string           // the value of an invalid event
+	outcome *outcome.Outcome // an outcome's, stamped when sent
+	key     string
+	burst   *Burst // the burst it belongs to, if any
 }
 
 // produced counts what the generator has had acknowledged by Kafka.
 type produced struct {
 	orders, refunds, invalid int
+	// fraud, legit and unclear count the outcomes, by label.
+	fraud, legit, unclear int
 }
 
+// total counts the events (outcomes are not).
 func (p produced) total() int { return p.orders + p.refunds + p.invalid }
+
+func (p produced) outcomes() int { return p.fraud + p.legit + p.unclear }
 
 func (p produced) String() string {
 	return fmt.Sprintf("%s, %s, %d invalid", plural(int64(p.orders), "order"), plural(int64(p.refunds), "refund"), p.invalid)
 }
 
 // generator decides the demo's traffic. It is deterministic for a seed and
-// a sequence of step times, and knows nothing of Kafka (see send).
+// a sequence of step times, and knows nothing of Kafka (see send). Its
+// patterns draw from a source of their own (plan), so that a seed plants
+// the same bursts and outcomes however the steps fall; only the ids of
+// orders and events depend on the ordinary orders between them.
 type generator struct {
-	rng      *rand.Rand
+	rng      *rand.Rand // ordinary shoppers
+	plan     *rand.Rand // the patterns, their outcomes, invalid events
 	events   int
 	orders   int
 	frauds   int
 	invalids int
+	// counts of look-alike identities and of bots, which name them
+	businesses, households, bots int
+	bursts                       []*Burst
 
 	rate      int           // ordinary orders per second, this second
 	rateUntil time.Duration // when to draw the rate again
@@ -93,7 +109,8 @@ type generator struct {
 }
 
 func newGenerator(seed uint64) *generator {
-	return &generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		plan: rand.New(rand.NewPCG(mix(seed), seed^0x5851f42d4c957f2d))}
 }
 
 // step returns the messages due in (last step, elapsed], in order.
@@ -130,27 +147,6 @@ func (g *generator) add(p planned) {
 	g.queue = slices.Insert(g.queue, i, p)
 }
 
-// planCycle schedules one cycle of fraud starting at base. The first fraud
-// comes within a second or two, so that a short run shows alerts at once.
-func (g *generator) planCycle(base time.Duration) {
-	jitter := func(d time.Duration) time.Duration {
-		return base + d + time.Duration(g.rng.Int64N(int64(400*time.Millisecond)))
-	}
-	g.burst(jitter(300 * time.Millisecond))
-	g.cardSpike(jitter(2500 * time.Millisecond))
-	g.bot(jitter(5 * time.Second))
-	g.clamp(jitter(9 * time.Second))
-	g.burst(jitter(12 * time.Second))
-	g.cardSpike(jitter(15 * time.Second))
-	if base%(3*cycle) == 0 {
-		g.cardTesting(jitter(7 * time.Second))
-	}
-	g.cardReturn(jitter(6 * time.Second))
-	for t := invalidPeriod / 4; t < cycle; t += invalidPeriod {
-		g.invalid(jitter(t))
-	}
-}
-
 // ordinary is one shopper's order, now and then refunded a little later.
 func (g *generator) ordinary(at time.Duration) {
 	who := shopper(100_000 + g.rng.IntN(customerPool))
@@ -161,123 +157,8 @@ func (g *generator) ordinary(at time.Duration) {
 	g.add(planned{at: at, kind: kindOrder, ev: ev, key: who.customer})
 	if g.rng.Float64() < refundChance {
 		refund := g.refund(ev, amount)
-		g.add(planned{at: at + g.between(2*time.Second, 6*time.Second), kind: kindRefund, ev: refund, key: who.customer})
+		g.add(planned{at: at + between(g.rng, 2*time.Second, 6*time.Second), kind: kindRefund, ev: refund, key: who.customer})
 	}
-}
-
-// burst: one customer places 4-6 gift-card orders within a few seconds
-// (orders-per-customer-1m, and the shadow device rule from the 4th).
-func (g *generator) burst(at time.Duration) {
-	who := g.fraudster()
-	n := 4 + g.rng.IntN(3)
-	for range n {
-		amount := int64(50_000)
-		if g.rng.IntN(2) == 0 {
-			amount = 100_000
-		}
-		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
-		at += g.between(300*time.Millisecond, 800*time.Millisecond)
-	}
-}
-
-// cardSpike: one stolen card pays 4 big orders from 4 new accounts on one
-// device (amount-per-card-10m).
-func (g *generator) cardSpike(at time.Duration) {
-	thief := g.fraudster()
-	for range 4 {
-		who := g.fraudster()
-		who.card, who.device, who.ip = thief.card, thief.device, thief.ip
-		amount := roundTo(300_000+g.rng.Int64N(200_001), 1_000)
-		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
-		at += g.between(500*time.Millisecond, 1200*time.Millisecond)
-	}
-}
-
-// cardReturn: a stolen card pays two big orders from two new accounts
-// (amount-per-card-10m), one is refunded, and a third account pays another:
-// the card crosses its threshold again within its cooldown, a repeat
-// crossing shown in the thread of its alert. 600,000 an order crosses the
-// threshold after the reload too (700,000), and the refund falls below
-// both.
-func (g *generator) cardReturn(at time.Duration) {
-	const amount = 600_000
-	thief := g.fraudster()
-	var first *eventJSON
-	for i := range 3 {
-		who := g.fraudster()
-		who.card, who.device, who.ip = thief.card, thief.device, thief.ip
-		ev := g.order(who, amount)
-		g.add(planned{at: at, kind: kindOrder, ev: ev, key: who.customer})
-		if i == 0 {
-			first = ev
-		}
-		if i == 1 {
-			// Its refund comes between the second order and the third,
-			// far enough from each that the topics' order holds.
-			at += g.between(1500*time.Millisecond, 2000*time.Millisecond)
-			g.add(planned{at: at, kind: kindRefund, ev: g.refund(first, amount), key: first.CustomerID})
-		}
-		at += g.between(1500*time.Millisecond, 2000*time.Millisecond)
-	}
-}
-
-// bot: one IP orders for 10-12 different accounts in a few seconds
-// (orders-per-ip-1m). It is the same IP every cycle: within its cooldown it
-// is not alerted again.
-func (g *generator) bot(at time.Duration) {
-	n := 10 + g.rng.IntN(3)
-	for range n {
-		who := g.fraudster()
-		who.ip = botIP
-		amount := roundTo(9_900+g.rng.Int64N(20_001), 100)
-		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
-		at += g.between(200*time.Millisecond, 500*time.Millisecond)
-	}
-}
-
-// cardTesting: one customer tries 3-4 stolen cards with small orders, one
-// every 31-40 s, so that no minute holds 3 of their orders: only
-// cards-per-customer-10m, which counts distinct cards, catches it.
-func (g *generator) cardTesting(at time.Duration) {
-	who := g.fraudster()
-	n := 3 + g.rng.IntN(2)
-	for range n {
-		who.card = fmt.Sprintf("card-%012x", mix(g.rng.Uint64())&0xffff_ffff_ffff)
-		amount := roundTo(100+g.rng.Int64N(900), 100)
-		g.add(planned{at: at, kind: kindOrder, ev: g.order(who, amount), key: who.customer})
-		at += g.between(31*time.Second, 40*time.Second)
-	}
-}
-
-// clamp: a small order, then a refund of an older, larger purchase on the
-// same card: more than the card's window holds, so the counter clamps at 0.
-func (g *generator) clamp(at time.Duration) {
-	who := shopper(100_000 + g.rng.IntN(customerPool))
-	small := roundTo(10_000+g.rng.Int64N(30_001), 100)
-	g.add(planned{at: at, kind: kindOrder, ev: g.order(who, small), key: who.customer})
-	older := g.order(who, 0) // an order from before the window
-	refund := g.refund(older, roundTo(150_000+g.rng.Int64N(100_001), 1_000))
-	g.add(planned{at: at + g.between(time.Second, 2*time.Second), kind: kindRefund, ev: refund, key: who.customer})
-}
-
-// invalid sends a broken event, which goes to the dead-letter topic.
-func (g *generator) invalid(at time.Duration) {
-	g.events++
-	id := fmt.Sprintf("ev-%06d", g.events)
-	who := shopper(100_000 + g.rng.IntN(customerPool))
-	var raw string
-	switch g.invalids % 4 {
-	case 0: // cut off in the middle
-		raw = fmt.Sprintf(`{"event_id":%q,"type":"order","order_id":"ord-`, id)
-	case 1: // an amount as a string
-		raw = fmt.Sprintf(`{"event_id":%q,"type":"order","order_id":"ord-x%d","customer_id":%q,"amount":"12000","currency":"KRW"}`, id, g.events, who.customer)
-	case 2: // no customer
-		raw = fmt.Sprintf(`{"event_id":%q,"type":"order","order_id":"ord-x%d","amount":12000,"currency":"KRW"}`, id, g.events)
-	case 3: // a negative amount
-		raw = fmt.Sprintf(`{"event_id":%q,"type":"order","order_id":"ord-x%d","customer_id":%q,"amount":-5000,"currency":"KRW"}`, id, g.events, who.customer)
-	}
-	g.invalids++
-	g.add(planned{at: at, kind: kindInvalid, raw: raw, key: who.customer})
 }
 
 func (g *generator) order(who identity, amount int64) *eventJSON {
@@ -311,11 +192,14 @@ func (g *generator) refund(o *eventJSON, amount int64) *eventJSON {
 // fraudster is a new identity outside the shoppers' pool.
 func (g *generator) fraudster() identity {
 	g.frauds++
-	return newIdentity(fmt.Sprintf("cust-f%04d", g.frauds), mix(uint64(g.rng.Uint32())<<32|uint64(g.frauds)))
+	return newIdentity(fmt.Sprintf("cust-f%04d", g.frauds), mix(uint64(g.plan.Uint32())<<32|uint64(g.frauds)))
 }
 
-func (g *generator) between(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(g.rng.Int64N(int64(hi-lo)+1))
+// after is a planned delay between lo and hi.
+func (g *generator) after(lo, hi time.Duration) time.Duration { return between(g.plan, lo, hi) }
+
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64(hi-lo)+1))
 }
 
 // shopper is customer n of the ordinary pool, with the same card, IP and

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/alert/outcome"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/fraudwatch/fraudwatch/event"
 )
@@ -22,28 +23,53 @@ type sent struct {
 	at    time.Duration
 	p     planned
 	msg   kafka.Message
-	ev    *event.Event // nil when invalid
+	ev    *event.Event // nil when invalid or an outcome
 	inval *event.InvalidError
+	out   *outcome.Outcome // an outcome's
 }
+
+// simStart is when simulated traffic starts.
+var simStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// testTopics are the topics of simulated traffic.
+var testTopics = topics{orders: "orders", refunds: "refunds", outcomes: "outcomes"}
 
 // simulate runs a generator for d of simulated time, in ticks, and decodes
 // what it sends.
 func simulate(t *testing.T, seed uint64, d time.Duration) []sent {
 	t.Helper()
+	out, _ := simulateTruth(t, seed, d)
+	return out
+}
+
+// simulateTruth is simulate, which also says what the traffic planted; each
+// message counts as acknowledged. Outcomes are decoded as the outcome
+// consumer would (into out).
+func simulateTruth(t *testing.T, seed uint64, d time.Duration) ([]sent, Truth) {
+	t.Helper()
 	g := newGenerator(seed)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var out []sent
 	for el := time.Duration(0); el <= d; el += tick {
 		for _, p := range g.step(el) {
-			msg, err := p.message("orders", "refunds", now.Add(el))
+			p.sent()
+			msg, err := p.message(testTopics, simStart.Add(el))
 			if err != nil {
 				t.Fatal(err)
+			}
+			s := sent{at: el, p: p, msg: msg}
+			if p.kind == kindOutcome {
+				o, err := outcome.Decode(msg.Value, simStart.Add(el))
+				if err != nil {
+					t.Fatalf("an outcome is invalid (%v): %s", err, msg.Value)
+				}
+				s.out = &o
+				out = append(out, s)
+				continue
 			}
 			topicType := event.Order
 			if msg.Topic == "refunds" {
 				topicType = event.Refund
 			}
-			s := sent{at: el, p: p, msg: msg}
 			ev, err := event.Decode(msg.Value, topicType)
 			if err != nil {
 				if !errors.As(err, &s.inval) {
@@ -55,7 +81,7 @@ func simulate(t *testing.T, seed uint64, d time.Duration) []sent {
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, g.truth()
 }
 
 func TestTrafficIsRepeatable(t *testing.T) {
@@ -84,7 +110,7 @@ func TestTrafficIsRepeatable(t *testing.T) {
 type groupState struct {
 	value   int64
 	crossed bool
-	fraud   bool // some event of the group came from a fraudster
+	fraud   bool // some event of the group was planted: fraud or a look-alike
 	at      time.Duration
 }
 
@@ -103,6 +129,9 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 		if string(s.msg.Key) != s.p.key {
 			t.Fatalf("message key %q, want %q", s.msg.Key, s.p.key)
 		}
+		if s.p.kind == kindOutcome {
+			continue // TestTruthHolds
+		}
 		if s.p.kind == kindInvalid {
 			if s.inval == nil {
 				t.Errorf("an invalid event decoded: %s", s.msg.Value)
@@ -118,7 +147,8 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 		if string(s.msg.Key) != ev.CustomerID || ev.Currency != demoCurrency || ev.OccurredAt.IsZero() {
 			t.Errorf("event %s: key %q, currency %q, occurred_at %v", ev.EventID, s.msg.Key, ev.Currency, ev.OccurredAt)
 		}
-		fraud := strings.HasPrefix(ev.CustomerID, "cust-f")
+		// A refund of a fraud has no burst, but a fraudster's customer id.
+		fraud := s.p.burst != nil || strings.HasPrefix(ev.CustomerID, "cust-f")
 		if ev.Type == event.Order {
 			orders++
 			if !fraud {
@@ -198,7 +228,7 @@ func TestTrafficMixesFraudIntoOrdinaryShopping(t *testing.T) {
 func TestTrafficAmountsAndIdentities(t *testing.T) {
 	for _, s := range simulate(t, 9, 10*time.Second) {
 		ev := s.ev
-		if ev == nil || ev.Type != event.Order || strings.HasPrefix(ev.CustomerID, "cust-f") {
+		if ev == nil || ev.Type != event.Order || s.p.burst != nil {
 			continue
 		}
 		if ev.Amount < 5_000 || ev.Amount > 150_000 {
@@ -249,7 +279,7 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	done := make(chan produced, 1)
 	var reports int
 	go func() {
-		p, err := send(ctx, newGenerator(3), w, "o", "r", &sync.Mutex{}, func(produced) { reports++ })
+		p, err := send(ctx, newGenerator(3), w, topics{"o", "r", "c"}, &sync.Mutex{}, func(produced) { reports++ })
 		if err != nil {
 			t.Errorf("send: %v", err)
 		}
@@ -260,17 +290,17 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	p := <-done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if p.total() != len(w.msgs) || reports == 0 {
+	if p.total()+p.outcomes() != len(w.msgs) || reports == 0 {
 		t.Errorf("send counted %+v (%d), the writer got %d messages", p, p.total(), len(w.msgs))
 	}
 	for _, m := range w.msgs {
-		if m.Topic != "o" && m.Topic != "r" {
+		if m.Topic != "o" && m.Topic != "r" && m.Topic != "c" {
 			t.Errorf("message to topic %q", m.Topic)
 		}
 	}
 
 	broken := &recordingWriter{fail: errors.New("broker gone")}
-	if _, err := send(t.Context(), newGenerator(3), broken, "o", "r", &sync.Mutex{}, func(produced) {}); err == nil ||
+	if _, err := send(t.Context(), newGenerator(3), broken, topics{"o", "r", "c"}, &sync.Mutex{}, func(produced) {}); err == nil ||
 		!strings.Contains(err.Error(), "broker gone") {
 		t.Errorf("send with a failing writer: err = %v", err)
 	}
@@ -321,5 +351,49 @@ func TestCardTesting(t *testing.T) {
 	}
 	if testers < 3 {
 		t.Errorf("%d card testers in 4 minutes, want one a minute", testers)
+	}
+}
+
+// What Kafka acknowledged, and only that, is in the truth: the orders of
+// each burst, and its outcomes, counted by label.
+func TestSendNotesTheTruth(t *testing.T) {
+	g := newGenerator(3)
+	to := topics{"o", "r", "c"}
+	start := time.Now().Add(-30 * time.Second) // one step sends the first 30 s
+	broken := &recordingWriter{fail: errors.New("broker gone")}
+	var done produced
+	if err := sendDue(t.Context(), g, broken, to, start, &done, func(produced) {}); err == nil {
+		t.Fatal("sendDue with a failing writer: no error")
+	}
+	for _, b := range g.truth().Bursts {
+		if len(b.Orders) > 0 || b.Outcome != "" {
+			t.Fatalf("burst %d (%s) has %d orders and outcome %q sent, though Kafka took nothing", b.ID, b.Pattern, len(b.Orders), b.Outcome)
+		}
+	}
+
+	g = newGenerator(3)
+	w := &recordingWriter{ready: make(chan struct{})}
+	done = produced{}
+	if err := sendDue(t.Context(), g, w, to, start, &done, func(produced) {}); err != nil {
+		t.Fatal(err)
+	}
+	byTopic := map[string]int{}
+	for _, m := range w.msgs {
+		byTopic[m.Topic]++
+	}
+	labels := map[alert.Label]int{}
+	for _, b := range g.truth().Bursts {
+		if b.Outcome != "" {
+			labels[b.Outcome] += len(b.Orders)
+			if !b.Complete() {
+				t.Errorf("burst %d (%s) has its outcome sent, but only %d of its %d orders", b.ID, b.Pattern, len(b.Orders), b.Planned)
+			}
+		}
+	}
+	if byTopic["c"] == 0 || byTopic["c"] != done.outcomes() || done.orders+done.invalid != byTopic["o"] {
+		t.Errorf("messages by topic %v, counted %+v", byTopic, done)
+	}
+	if labels[alert.LabelFraud] != done.fraud || labels[alert.LabelLegit] != done.legit || labels[alert.LabelUnclear] != done.unclear {
+		t.Errorf("the truth has outcomes %v on its orders, send counted %+v", labels, done)
 	}
 }

@@ -27,7 +27,8 @@ func startWorld(cfg *config.Config) (*world, error) {
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1),
 		kfake.SeedTopics(partitions, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic),
 		kfake.SeedTopics(1, cfg.Kafka.DeadLetterTopic),
-		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic))
+		kfake.SeedTopics(partitions, cfg.Kafka.AlertsTopic),
+		kfake.SeedTopics(partitions, cfg.Kafka.OutcomesTopic))
 	if err != nil {
 		return nil, fmt.Errorf("demo: start in-process kafka: %w", err)
 	}
@@ -58,10 +59,12 @@ func (w *world) close() {
 // notifierFor prints alerts to the console and, when the configuration
 // has a Slack section, sends them to Slack as well.
 
-// traffic sends the generator's events to the orders and refunds topics
-// until stopped.
+// traffic sends the generator's events to the orders and refunds topics,
+// and its outcomes to the outcomes topic, until stopped.
 type traffic struct {
-	w      *kafka.Writer
+	w *kafka.Writer
+	// gen is the generator: read it holding turn, or once stopped.
+	gen    *generator
 	cancel context.CancelFunc
 	done   chan error
 	// failed is closed when the traffic stops by itself, which it only
@@ -83,16 +86,18 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *rec
 			RequiredAcks: kafka.RequireAll,
 			BatchTimeout: 5 * time.Millisecond,
 		},
+		gen:    newGenerator(seed),
 		done:   make(chan error, 1),
 		failed: make(chan struct{}),
 	}
+	to := topics{orders: cfg.Kafka.OrdersTopic, refunds: cfg.Kafka.RefundsTopic, outcomes: cfg.Kafka.OutcomesTopic}
 	ctx, tr.cancel = context.WithCancel(ctx)
 	go func() {
 		var w messageWriter = tr.w
 		if rec != nil {
-			rec.w, w = tr.w, rec
+			rec.w, rec.outcomes, w = tr.w, to.outcomes, rec
 		}
-		_, err := send(ctx, newGenerator(seed), w, cfg.Kafka.OrdersTopic, cfg.Kafka.RefundsTopic, &tr.turn, func(p produced) {
+		_, err := send(ctx, tr.gen, w, to, &tr.turn, func(p produced) {
 			tr.mu.Lock()
 			tr.sent = p
 			tr.mu.Unlock()
@@ -104,6 +109,26 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *rec
 	}()
 	return tr
 }
+
+// holdQuiet takes the traffic's turn at a moment when no burst that trips
+// rule is under way, or once bound has passed. It says false, not holding
+// the turn, when ctx ends first.
+func (tr *traffic) holdQuiet(ctx context.Context, rule string, bound time.Duration) bool {
+	tr.turn.Lock()
+	for waited := time.Duration(0); !tr.gen.quiet(rule) && waited < bound; waited += tick {
+		tr.turn.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(tick):
+		}
+		tr.turn.Lock()
+	}
+	return true
+}
+
+// truth is what the traffic planted and sent; call it once stopped.
+func (tr *traffic) truth() Truth { return tr.gen.truth() }
 
 // sentSoFar is what Kafka has acknowledged so far.
 func (tr *traffic) sentSoFar() produced {
