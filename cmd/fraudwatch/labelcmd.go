@@ -47,7 +47,7 @@ func cmdLabel(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.wait, "wait", 10*time.Second, "add: how long to wait for a replica to record it (0: do not wait)")
 	fs.StringVar(&f.order, "order", "", "list: this order's outcome and the alerts that list it")
 	fs.DurationVar(&f.since, "since", 30*24*time.Hour, "list: outcomes recorded this long ago at most")
-	fs.IntVar(&f.limit, "limit", 100, "list: at most this many, newest first (1 to 10000)")
+	fs.IntVar(&f.limit, "limit", outcome.DefaultList, fmt.Sprintf("list: at most this many, newest first (1 to %d)", outcome.MaxList))
 	fs.StringVar(&f.format, "format", "text", "list: text or json")
 	maxArgs := 0
 	if sub == "add" {
@@ -126,8 +126,8 @@ func knownAlert(ctx context.Context, cfg *config.Config, id string, stderr io.Wr
 		fmt.Fprintf(stderr, "fraudwatch label add: %v\n", err)
 		return exitFailure, false
 	case !ok:
-		fmt.Fprintf(stderr, "fraudwatch label add: no alert %s: fraudwatch keeps alerts it sent in the last %v "+
-			"(ids as fraudwatch alert list and the status page show them)\n", id, cfg.Outcomes.Retention)
+		fmt.Fprintf(stderr, "fraudwatch label add: no alert %s: fraudwatch keeps the alerts it sent in the last %d days "+
+			"(outcomes.retention; ids as fraudwatch alert list and the status page show them)\n", id, int(cfg.Outcomes.Retention.Hours()/24))
 		return exitUsage, false
 	}
 	return exitOK, true
@@ -176,13 +176,17 @@ func labelList(ctx context.Context, cfg *config.Config, f labelFlags, stdout, st
 		}
 		return exitFailure
 	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "fraudwatch label list: %s\n", msg)
+		return exitUsage
+	}
 	switch {
 	case f.format != "text" && f.format != "json":
-		return fail(errors.New("--format: text or json"))
+		return usage("--format: text or json")
 	case f.outcome != "" && !alert.Label(f.outcome).Valid():
-		return fail(errors.New("--outcome: fraud, legit or unclear"))
-	case f.limit < 1 || f.limit > 10000:
-		return fail(errors.New("--limit: 1 to 10000"))
+		return usage("--outcome: fraud, legit or unclear")
+	case f.limit < 1 || f.limit > outcome.MaxList:
+		return usage(fmt.Sprintf("--limit: 1 to %d", outcome.MaxList))
 	}
 	store, done, err := app.OutcomeStore(cfg)
 	if err != nil {
