@@ -116,6 +116,12 @@ func TestUpdatePostsTheChange(t *testing.T) {
 		{name: "resolved", st: alert.State{Status: alert.StatusResolved, ResolvedBy: "cli:alice", ResolvedAt: at.Add(time.Hour)}, typ: "alert.resolved", ts: at.Add(time.Hour)},
 		{name: "assigned", st: alert.State{Status: alert.StatusOpen, Assignee: "slack:U2"}, typ: "alert.assigned"},
 		{name: "open", st: alert.State{Status: alert.StatusOpen}},
+		{name: "labelled while open", st: alert.State{Status: alert.StatusOpen, Label: alert.LabelFraud, LabelledBy: "slack:U3", LabelledAt: at},
+			typ: "alert.labelled", ts: at},
+		{name: "labelled after its resolution", st: alert.State{Status: alert.StatusResolved, ResolvedBy: "cli:alice", ResolvedAt: at,
+			Label: alert.LabelLegit, LabelledBy: "slack:U3", LabelledAt: at.Add(time.Hour)}, typ: "alert.labelled", ts: at.Add(time.Hour)},
+		{name: "resolved after its label", st: alert.State{Status: alert.StatusResolved, ResolvedBy: "cli:alice", ResolvedAt: at.Add(time.Hour),
+			Label: alert.LabelLegit, LabelledBy: "slack:U3", LabelledAt: at}, typ: "alert.resolved", ts: at.Add(time.Hour)},
 		{name: "unknown", st: alert.State{Status: "snoozed"}, err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +241,7 @@ func TestATemplatesBodyIsBounded(t *testing.T) {
 
 // inUTC is st as the body shows it: its times in UTC.
 func inUTC(st alert.State) alert.State {
-	for _, t := range []*time.Time{&st.OpenedAt, &st.AckedAt, &st.ResolvedAt} {
+	for _, t := range []*time.Time{&st.OpenedAt, &st.AckedAt, &st.ResolvedAt, &st.LabelledAt} {
 		if !t.IsZero() {
 			*t = t.UTC()
 		}

@@ -21,6 +21,9 @@ const (
 	TypeAcknowledged = "alert.acknowledged"
 	TypeResolved     = "alert.resolved"
 	TypeAssigned     = "alert.assigned"
+	// TypeLabelled: a person said what the alert was (fraud, legit,
+	// unclear: state.label), after any acknowledgement or resolution.
+	TypeLabelled = "alert.labelled"
 )
 
 // Bounds of what one message carries, whatever the alert holds.
@@ -86,7 +89,7 @@ type Evidence struct {
 // newMessage builds the message of type typ about a, bounded whatever a
 // holds.
 func newMessage(typ string, a alert.Alert, st alert.State, at time.Time) Message {
-	st.OpenedAt, st.AckedAt, st.ResolvedAt = utc(st.OpenedAt), utc(st.AckedAt), utc(st.ResolvedAt)
+	st.OpenedAt, st.AckedAt, st.ResolvedAt, st.LabelledAt = utc(st.OpenedAt), utc(st.AckedAt), utc(st.ResolvedAt), utc(st.LabelledAt)
 	st.AckedBy, st.ResolvedBy, st.Assignee = cut(st.AckedBy, maxShort), cut(st.ResolvedBy, maxShort), cut(st.Assignee, maxShort)
 	return Message{Version: Version, Type: typ, Timestamp: at.UTC(), Alert: bodyOf(a), State: st}
 }
@@ -151,9 +154,17 @@ func utc(t time.Time) time.Time {
 }
 
 // updateOf is the message type of a state change, named by the status it
-// leaves the alert in; an assignment of an open alert is alert.assigned.
-// ok is false for a state with nothing to show (open, nobody assigned).
+// leaves the alert in; an assignment of an open alert is alert.assigned;
+// a label given after the last acknowledgement or resolution (the state
+// keeps each one's time) is alert.labelled. ok is false for a state with
+// nothing to show (open, nobody assigned, no label).
 func updateOf(st alert.State) (typ string, at time.Time, ok bool, err error) {
+	if st.Label != "" && !st.LabelledAt.IsZero() && !st.LabelledAt.Before(st.AckedAt) && !st.LabelledAt.Before(st.ResolvedAt) {
+		switch st.Status {
+		case alert.StatusOpen, alert.StatusAcknowledged, alert.StatusResolved, "":
+			return TypeLabelled, st.LabelledAt, true, nil
+		}
+	}
 	switch st.Status {
 	case alert.StatusResolved:
 		return TypeResolved, st.ResolvedAt, true, nil
