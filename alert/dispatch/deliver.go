@@ -165,7 +165,7 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 	notify func(context.Context) (alert.Receipt, error)) (ending, error) {
 	backoff := d.cfg.MinBackoff
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
+		actx, cancel := d.attemptContext(ctx)
 		receipt, err := notify(actx)
 		cancel()
 		if err == nil {
@@ -201,6 +201,16 @@ func (d *Dispatcher) attempts(ctx context.Context, log *slog.Logger, rule string
 			return ending{}, fmt.Errorf("alert: deliver: %w", ctx.Err())
 		}
 	}
+}
+
+// attemptContext bounds one attempt by AttemptTimeout, and by
+// InFlightGrace once ctx ends: a post under way when a shutdown or a
+// rebalance ends ctx is let finish, so that one the receiver took is
+// recorded sent rather than sent again by the next owner.
+func (d *Dispatcher) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.AttemptTimeout)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d.cfg.InFlightGrace, cancel) })
+	return actx, func() { stop(); cancel() }
 }
 
 // conclude settles the alerts one message carried by how its attempts

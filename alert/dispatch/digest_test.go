@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -100,6 +101,92 @@ func TestDigestOutcomes(t *testing.T) {
 				t.Errorf("%d of the digest's cooldowns held, want %d", cooldowns, tt.cooldowns)
 			}
 			env.wantListed(t, held, tt.recent)
+		})
+	}
+}
+
+// answersLate is a receiver that takes a while to answer a post, during
+// which the caller's context ends (cut, called once, as a SIGTERM would);
+// like an HTTP client, it gives up when its own context ends first.
+type answersLate struct {
+	mu              sync.Mutex
+	cut             func()
+	singles, digest int
+}
+
+func (n *answersLate) Name() string { return "slack" }
+
+func (n *answersLate) answer(ctx context.Context, count *int) (alert.Receipt, error) {
+	n.mu.Lock()
+	*count++ // taken as it arrives, whatever the client does next
+	cut := n.cut
+	n.cut = func() {}
+	n.mu.Unlock()
+	cut()
+	select {
+	case <-ctx.Done():
+		return alert.Receipt{}, ctx.Err()
+	case <-time.After(100 * time.Millisecond):
+		return alert.Receipt{}, nil
+	}
+}
+
+func (n *answersLate) Notify(ctx context.Context, _ alert.Alert) (alert.Receipt, error) {
+	return n.answer(ctx, &n.singles)
+}
+
+func (n *answersLate) NotifyDigest(ctx context.Context, _ alert.Digest) (alert.Receipt, error) {
+	return n.answer(ctx, &n.digest)
+}
+
+// A post under way when the dispatcher's context ends (a shutdown, or a
+// rebalance cutting work short) is let finish and recorded: cut at once,
+// the receiver would have taken a message that the next pass, or the next
+// owner of the partition, sends again. Both ways a message is posted: an
+// alert of its own, and a digest of those that waited.
+func TestAPostUnderWayWhenTheContextEndsIsRecorded(t *testing.T) {
+	for _, digest := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alert", true: "digest"}[digest], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			n := &answersLate{cut: func() {}}
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{})
+			env.knowRule()
+			var msgs []kafka.Message
+			for i, id := range []string{"e1", "e2", "e3"} {
+				msgs = append(msgs, env.message(t, env.alert("g-"+id, id), int64(i)))
+			}
+			if !digest {
+				msgs = msgs[:1]
+				n.cut = cancel
+			} else {
+				env.withBudget(t, n, true, false)
+			}
+			if _, err := env.d.HandleMessages(ctx, msgs); err != nil && !digest {
+				t.Fatalf("HandleMessages = %v; want the post under way finished and recorded", err)
+			}
+			if digest {
+				n.cut = cancel
+				_ = env.d.DrainWaiting(ctx)
+			}
+			// What comes next: the same messages redelivered, and a pass
+			// of the waiting alerts; none may post again, and none waits.
+			if _, err := env.d.HandleMessages(t.Context(), msgs); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.d.DrainWaiting(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			want := map[bool][2]int{false: {1, 0}, true: {1, 1}}[digest]
+			if n.singles != want[0] || n.digest != want[1] {
+				t.Errorf("the receiver took %d alerts and %d digests, want %d and %d", n.singles, n.digest, want[0], want[1])
+			}
+			if err := env.d.DrainWaiting(t.Context()); err != nil { // a pass counts what waits
+				t.Fatal(err)
+			}
+			if got := env.metric(t, "fraudwatch_alerts_waiting", "receiver", "slack", "channel", "(default)"); got != 0 {
+				t.Errorf("%v alerts still waiting after their digest was taken, want 0", got)
+			}
 		})
 	}
 }

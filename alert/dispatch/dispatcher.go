@@ -37,6 +37,12 @@ type DispatcherConfig struct {
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one delivery attempt.
 	AttemptTimeout time.Duration
+	// InFlightGrace is how long a post already under way may still take
+	// once the caller's context ends (a shutdown, a rebalance cutting work
+	// short), within AttemptTimeout (default 5 s). Cut at once, a post the
+	// receiver took would read as failed and be sent again by whoever
+	// comes next; given the grace, its answer is awaited and recorded.
+	InFlightGrace time.Duration
 	// KeyPrefix starts the Redis keys the dispatcher builds for the alerts
 	// it reads (redis.key_prefix; default "fw").
 	KeyPrefix string
@@ -92,7 +98,7 @@ type DispatcherConfig struct {
 func (c *DispatcherConfig) setDefaults() {
 	defaults := DispatcherConfig{
 		MaxAttempts: 5, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second,
-		MaxRetryAfter: 5 * time.Minute, AttemptTimeout: 15 * time.Second, KeyPrefix: "fw",
+		MaxRetryAfter: 5 * time.Minute, AttemptTimeout: 15 * time.Second, InFlightGrace: 5 * time.Second, KeyPrefix: "fw",
 		ParkedRetry: 30 * time.Second, MaxParked: 1000, DigestSize: 10, UnknownRuleGrace: time.Minute,
 		ChannelBudget: lua.Budget{Rate: 1, Burst: 3}, OverallBudget: lua.Budget{Rate: 5, Burst: 15},
 		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond, MaxOpen: 10000,
@@ -103,6 +109,7 @@ func (c *DispatcherConfig) setDefaults() {
 	setDefault(&c.MaxBackoff, defaults.MaxBackoff)
 	setDefault(&c.MaxRetryAfter, defaults.MaxRetryAfter)
 	setDefault(&c.AttemptTimeout, defaults.AttemptTimeout)
+	setDefault(&c.InFlightGrace, defaults.InFlightGrace)
 	setDefault(&c.KeyPrefix, defaults.KeyPrefix)
 	setDefault(&c.ParkedRetry, defaults.ParkedRetry)
 	setDefault(&c.MaxParked, defaults.MaxParked)
@@ -128,8 +135,8 @@ func (c *DispatcherConfig) Validate() error {
 		return errors.New("alert: max attempts must be at least 1")
 	case c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff:
 		return errors.New("alert: backoff must satisfy 0 < min <= max")
-	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0:
-		return errors.New("alert: max retry-after and attempt timeout must be positive")
+	case c.MaxRetryAfter <= 0 || c.AttemptTimeout <= 0 || c.InFlightGrace <= 0:
+		return errors.New("alert: max retry-after, attempt timeout and in-flight grace must be positive")
 	case c.MaxParked < 1 || c.MaxParked > 1000000 || c.MaxWaiting < 1 || c.MaxWaiting > 1000000 || c.MaxOpen < 1 || c.MaxOpen > 1000000:
 		return errors.New("alert: max parked, max waiting and max open alerts must be 1 to 1,000,000")
 	case c.ParkedRetry <= 0 || c.WaitingDrain <= 0 || c.UnknownRuleGrace < 0:

@@ -20,6 +20,7 @@ func TestDispatcherDefaults(t *testing.T) {
 		MaxBackoff:       30 * time.Second,
 		MaxRetryAfter:    5 * time.Minute,
 		AttemptTimeout:   15 * time.Second,
+		InFlightGrace:    5 * time.Second,
 		KeyPrefix:        "fw",
 		ParkedRetry:      30 * time.Second,
 		MaxParked:        1000,

@@ -132,7 +132,9 @@ func TestACrashMidSendResendsWithItsOwnClaim(t *testing.T) {
 		}
 		return reply{}
 	})
-	first := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{})
+	// The post under way is given a moment once the replica's context
+	// ends (InFlightGrace); this one never answers.
+	first := testDispatcher(t, f.webhook(t), dispatch.DispatcherConfig{InFlightGrace: 50 * time.Millisecond})
 	first.knowRule()
 	a := first.alert("g1", "evt-1")
 	msg := first.onPartition(t, a, 0, 5)
