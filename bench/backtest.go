@@ -41,6 +41,9 @@ const everyKindYAML = `rules:
 // with both engines, failing when their reports differ.
 func (b *bench) backtest(ctx context.Context) error {
 	n := min(b.o.backtestEvents, b.o.events)
+	if n <= 0 {
+		return nil // -backtest-events 0: no backtest rows
+	}
 	burst := time.Duration(n) * time.Second / backtestRate
 	for _, c := range []struct {
 		name, rules string

@@ -42,6 +42,7 @@ type result struct {
 	cores        float64 // cores the processes used together
 	peakRSS      int64   // bytes, the largest of the processes
 	rssSamples   []int64 // bytes, over the run (the first process)
+	slowFrom     int64   // the SLOWLOG id the run's calls come after
 }
 
 // buildFraudwatch builds the binary as a user would.
@@ -209,6 +210,7 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 	res.eventsPerSec = (float64(r.events) - n0) / secs
 	res.callsPerSec = (redis1.scriptCalls() - redis0.scriptCalls()) / secs
 	res.redis = redis1.profile(redis0, float64(r.events)-n0, secs)
+	res.slowFrom = redis0.slowID
 	if after != nil {
 		if err := after(reps, &res); err != nil {
 			return result{}, err

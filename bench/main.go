@@ -58,7 +58,7 @@ func main() {
 	flag.Float64Var(&o.refunds, "refunds", 0.05, "share of events that are refunds")
 	flag.IntVar(&o.partitions, "partitions", 8, "partitions of the orders and refunds topics")
 	flag.IntVar(&o.naiveEvents, "naive-events", 100_000, "events the naive consumer processes (it is slow)")
-	flag.IntVar(&o.backtestEvents, "backtest-events", 100_000, "events fraudwatch backtest replays")
+	flag.IntVar(&o.backtestEvents, "backtest-events", 100_000, "events fraudwatch backtest replays (0: no backtest rows)")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
 	flag.DurationVar(&o.scriptsFor, "scripts-for", 5*time.Second, "how long the seed-style script and incr_and_check run side by side, at 1 and at 8 windows a call, each after a pass over 100,000 groups (0: not at all)")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
@@ -120,6 +120,7 @@ type bench struct {
 	dir         string  // the run's files: fraudwatch's binary, configs
 	fw          *fraudwatchRun
 	sizing      sizing
+	slow        *slowest // the longest counting calls of (b)'s runs
 }
 
 func run(ctx context.Context, o options) error {
@@ -153,6 +154,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("redis %s: %w", o.redis, err)
 	}
 	b.tbl.machine = machine(ctx, b.rdb, kafkaName)
+	slow, restore, err := watchSlowlog(ctx, b.rdb)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	b.slow = slow
 
 	dir, err := os.MkdirTemp("", "fraudwatch-bench-")
 	if err != nil {
@@ -167,6 +174,7 @@ func run(ctx context.Context, o options) error {
 	if o.windows {
 		steps = append(steps, b.windows)
 	}
+	steps = append(steps, b.longestCalls)
 	steps = append(steps, b.scaling, b.cluster)
 	if o.sizingEvents > 0 {
 		steps = append(steps, b.sizingRuns)
@@ -321,6 +329,9 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	b.fwEvents, b.sizing.single = res.eventsPerSec, res
+	if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
+		return err
+	}
 	_, _, evaluations := b.workload(b.o.events, b.o.seed).counts()
 	b.tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(b.o.events), thousands(evaluations)),
 		fmt.Sprintf("%.0f events/s", b.fwEvents),

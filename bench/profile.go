@@ -21,6 +21,9 @@ type redisSnapshot struct {
 	commands    map[string]commandStat
 	cpu         float64
 	replicasCPU float64 // a cluster's replicas', counted in cpu too
+	// slowID is the newest SLOWLOG entry's id (-1: none), from which a
+	// run's longest calls are read (slowest.since); a cluster's is -1.
+	slowID int64
 }
 
 type commandStat struct {
@@ -34,6 +37,9 @@ func snapshotRedis(ctx context.Context, rdb *redis.Client) (redisSnapshot, error
 		return redisSnapshot{}, fmt.Errorf("redis info: %w", err)
 	}
 	s := redisSnapshot{commands: map[string]commandStat{}}
+	if s.slowID, err = newestSlow(ctx, rdb); err != nil {
+		return redisSnapshot{}, fmt.Errorf("redis slowlog: %w", err)
+	}
 	for line := range strings.SplitSeq(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -57,7 +63,7 @@ func snapshotRedis(ctx context.Context, rdb *redis.Client) (redisSnapshot, error
 // its masters (a replica applies the writes its master's scripts made,
 // which are no work of a script) and the CPU of all of them.
 func snapshotCluster(ctx context.Context, masters, replicas []*redis.Client) (redisSnapshot, error) {
-	sum := redisSnapshot{commands: map[string]commandStat{}}
+	sum := redisSnapshot{commands: map[string]commandStat{}, slowID: -1}
 	for i, node := range append(masters[:len(masters):len(masters)], replicas...) {
 		s, err := snapshotRedis(ctx, node)
 		if err != nil {

@@ -108,3 +108,19 @@ fraudwatch_event_latency_seconds_count %d
 		t.Errorf("histogram %v, want %v", h, want)
 	}
 }
+
+// SLOWLOG keeps a call's first 32 arguments, the last then saying how many
+// more there were: a call's size is read from both.
+func TestArgCount(t *testing.T) {
+	short := []string{"evalsha", "abc", "3", "k1", "k2", "k3", "src", "600"}
+	long := append([]string{"evalsha", "abc", "17"}, make([]string, 28)...)
+	long = append(long, "... (2040 more arguments)")
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{{short, 5}, {long, 28 + 2040}} {
+		if got := argCount(tt.args); got != tt.want {
+			t.Errorf("argCount(%d logged) = %d, want %d", len(tt.args), got, tt.want)
+		}
+	}
+}

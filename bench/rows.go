@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // scaling measures (b) again with more processes in the group.
@@ -53,6 +55,9 @@ func (b *bench) windows(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
+			return err
+		}
 		b.tbl.add("b", "fraudwatch, 1 process, "+v.name, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
 			fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event",
 				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent))
@@ -97,5 +102,14 @@ func (b *bench) streams(ctx context.Context) error {
 	}
 	b.tbl.add("e", fmt.Sprintf("Kafka Streams 4.4.0 application (4 windowed aggregations, exactly_once_v2, 2 stream threads, -Xmx512m), %s events", thousands(b.o.events)),
 		fmt.Sprintf("%.0f events/s", rate), fmt.Sprintf("(b) is %.1f × this; RSS %s (peak)", b.fwEvents/rate, mib(rss)))
+	return nil
+}
+
+// longestCalls states the longest single call of each counting script over
+// (b)'s runs on one Redis (and its windows rows'), beside the bound the
+// design aims for: every other client of that Redis waits while it runs.
+func (b *bench) longestCalls(context.Context) error {
+	b.tbl.add("b", "longest single script call, by script, over (b)'s runs (SLOWLOG)", b.slow.String(),
+		fmt.Sprintf("the design's Redis notes aim for under 1 ms a script; a call holds at most %d windows and %d changes", lua.MaxWindows, lua.MaxChanges))
 	return nil
 }

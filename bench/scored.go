@@ -20,6 +20,9 @@ import (
 // backtest's: the bench fails otherwise.
 func (b *bench) scoredBacktest(ctx context.Context) error {
 	n := min(b.o.backtestEvents, b.o.events)
+	if n <= 0 {
+		return nil
+	}
 	dir, err := os.MkdirTemp(b.dir, "scored-")
 	if err != nil {
 		return err
