@@ -1,12 +1,14 @@
 -- Experiment (c), issue 40: incr_and_check (prelude included) with its
--- arguments checked by tonumber and ranges rather than a Lua pattern each,
--- and the numbers it hands Redis passed as Lua numbers (Redis writes a
--- whole number below 2^53 as its digits), so that no argument's form
--- matters: only its value. The arguments, the keys and the reply are
--- today's (lua/incr_and_check.lua); an increment or a threshold of 2^53 or
--- more still has its digits checked, and is passed as they came. The
--- offsets' field is read the same way; a call applied by today's script
--- (digits) reads the same.
+-- arguments checked by tonumber and ranges rather than a Lua pattern each.
+-- On the path a change commonly takes, an increment and an offset go to
+-- Redis as they came, a string: a number handed to redis.call is
+-- formatted by Redis (snprintf) at every call, which costs more than the
+-- pattern did. INCRBY checks an increment's form itself, in C (one that
+-- Lua read but Redis does not, "1.0", refuses its change); an offset's
+-- form does not matter, since every reader takes its value (tonumber).
+-- The rare paths (a new window, a crossing) pass numbers. The arguments,
+-- the keys and the reply are today's (lua/incr_and_check.lua); an
+-- increment or a threshold of 2^53 or more still has its digits checked.
 local call, pcall, tonumber, match, sub, format = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format
 local KEYS, ARGV = KEYS, ARGV
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
@@ -52,7 +54,7 @@ if type(last) == 'table' then
 else
   last = tonumber(last)
 end
-local dirty, refresh = false, false
+local dirty, refresh, last_s = false, false, nil
 
 local reply, r, values = {}, 0, {}
 local is_seen, i, off_seen, o
@@ -76,12 +78,12 @@ for c = first_change, #ARGV, 4 do
     local key = KEYS[2 * i]
     local fresh = not last or o > last
     if fresh then
-      last, dirty = o, true
+      last, last_s, dirty = o, off, true
     else
       fresh = dirty and o == last
     end
     if fresh then
-      v = pcall('INCRBY', key, by < TWO53 and by or inc)
+      v = pcall('INCRBY', key, inc)
       if type(v) == 'number' then
         first = 0
         if v == by or v >= t then
@@ -155,7 +157,7 @@ for c = first_change, #ARGV, 4 do
   r = r + 2
 end
 
-if dirty and call('HSET', KEYS[1], field, last) == 1 or refresh then
+if dirty and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
   if call('EXPIRE', KEYS[1], longest, 'GT') == 0 then
     call('EXPIRE', KEYS[1], longest, 'NX')
   end

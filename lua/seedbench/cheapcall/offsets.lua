@@ -82,7 +82,7 @@ for _ = 1, changes do
   if t then
     local key = KEYS[2 * i]
     if not last or o > last then
-      v = pcall('INCRBY', key, by)
+      v = pcall('INCRBY', key, by == 1 and '1' or by) -- a number Redis must format: an increment of 1 is not
       if type(v) == 'number' then
         first = 0
         if v == by or v >= t then

@@ -72,7 +72,7 @@ for _ = 1, changes do
       fresh = dirty and o == last
     end
     if fresh then
-      v = pcall('INCRBY', key, by)
+      v = pcall('INCRBY', key, by == 1 and '1' or by) -- a number Redis must format: an increment of 1 is not
       if type(v) == 'number' then
         first = 0
         if v == by or v >= t then
