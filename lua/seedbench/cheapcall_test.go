@@ -31,10 +31,11 @@ import (
 //
 // with the redis-server on PATH (Redis 8.2: PATH=$(scripts/redis8.sh fetch):$PATH).
 var (
-	cheapCall     = flag.Bool("cheapcall", false, "run issue 40's side-by-side experiment of incr_and_check's variants")
-	cheapCallFor  = flag.Duration("cheapcall.for", 10*time.Second, "how long each load of the experiment is measured")
-	cheapCallAlso = flag.String("cheapcall.also", "", "a directory of more scripts to measure: text-*.lua take today's arguments, struct-*.lua struct.lua's, offsets-*.lua offsets.lua's")
-	cheapCallOnly = flag.Bool("cheapcall.only", false, "measure the seed-style script and -cheapcall.also's scripts alone")
+	cheapCall       = flag.Bool("cheapcall", false, "run issue 40's side-by-side experiment of incr_and_check's variants")
+	cheapCallFor    = flag.Duration("cheapcall.for", 10*time.Second, "how long each load of the experiment is measured")
+	cheapCallAlso   = flag.String("cheapcall.also", "", "a directory of more scripts to measure: text-*.lua take today's arguments, struct-*.lua struct.lua's, offsets-*.lua offsets.lua's")
+	cheapCallAmount = flag.Int64("cheapcall.amount", 1, "every change's increment (a sum rule's are amounts, which a packed call must have Redis format)")
+	cheapCallOnly   = flag.Bool("cheapcall.only", false, "measure the seed-style script and -cheapcall.also's scripts alone")
 )
 
 //go:embed cheapcall/*.lua
@@ -234,6 +235,11 @@ func newRunner(t *testing.T, windows int) *runner {
 // that those that count counted as the seed-style script did.
 func (r *runner) step(ctx context.Context) error {
 	calls := r.plan.plan()
+	for _, c := range calls {
+		for i := range c.Changes {
+			c.Changes[i].Amount = *cheapCallAmount
+		}
+	}
 	var want []int64
 	for i, v := range r.variants {
 		got, err := r.send(ctx, i, calls)
@@ -326,6 +332,7 @@ func TestCheapCall(t *testing.T) {
 		t.Skip("issue 40's experiment runs with -cheapcall")
 	}
 	version := redistest.Connect(t, redistest.Start(t).Addr).InfoMap(t.Context(), "server").Val()["Server"]["redis_version"]
+	t.Logf("increments of %d", *cheapCallAmount)
 	t.Logf("Redis %s, %v a load; µs per window change, Redis's own (commandstats), and × the seed-style script's", version, *cheapCallFor)
 	for _, windows := range []int{1, 8} {
 		r := newRunner(t, windows)

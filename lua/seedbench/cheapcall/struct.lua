@@ -124,11 +124,13 @@ for _ = 1, changes do
             end
           end
         end
-        values[i] = v
       else
         v, first = -1, -1
       end
     else
+      -- Applied before: its mark, or the counter as it is. A call's
+      -- changes come in their offsets' order, so none of them counted
+      -- into the window yet: its counter is read once a call.
       local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, first = mark, 1
