@@ -21,37 +21,79 @@ import (
 // []int64 (a table of them), as Redis would send it.
 type script func(s *Store, keys, args argv) (any, error)
 
-// followed names, for each script the model has, the SHA1 of the very text
-// its body follows. A changed script has another SHA1, which the model
-// does not answer: a replay fails (no script) rather than run a body that
-// no longer follows its script; TestModelFollowsTheScripts says which, and
-// its body and this hash change together.
+// followed names, for each script the model has, the fingerprint of the
+// code its body follows (lua.Fingerprint: comments, blank lines and
+// indentation aside) and the body. A script whose code changed has another
+// fingerprint, which the model does not answer: a replay fails (Follows,
+// and Eval says which) rather than run a body that no longer follows its
+// script; TestModelFollowsTheScripts says which, and its body and this pin
+// change together. A comment edit changes neither.
 var followed = map[string]struct {
-	sha  string
+	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"a34a36d125f3676e928e629e39924977e6b55eb6", incrAndCheck},
-	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
-	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
-	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},
-	lua.AlertClaimName:       {"990b9b3805ea5f3271570bc8a6187460b1dca029", alertClaim},
-	lua.AlertSettleName:      {"91b0f6c8fbc7bd0521637ae9e9a3e4ec97260b0e", alertSettle},
+	lua.IncrAndCheckName:     {"739962fec92325fe86e35e99f692eca8cf0c2f73", incrAndCheck},
+	lua.SalesDecrName:        {"0b132aa0bd54a867670408f1d03453007274ef47", salesDecr},
+	lua.SlideAndCheckName:    {"14d0b324229715770478b30e36ee5adba337e3d8", slideAndCheck},
+	lua.DistinctAndCheckName: {"771163f34bfbf985a7c6f301d4f6ac17e1790e2b", distinctAndCheck},
+	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
+	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }
 
-// scripts are the bodies the model has, by the SHA1s they follow. The other
-// scripts (silences, budgets, evidence) a replay never calls.
-var scripts = func() map[string]script {
-	m := map[string]script{}
-	for _, f := range followed {
-		m[f.sha] = f.body
+// scripts are the bodies the model has, by the SHA1s EVALSHA calls their
+// scripts by (lua.SHA), those whose code follows its pin alone; stale says
+// why each other followed script is not answered. The other scripts
+// (silences, budgets, evidence) a replay never calls.
+var scripts, stale = index()
+
+// index is scripts and stale, from followed.
+func index() (map[string]script, map[string]error) {
+	m, bad := map[string]script{}, map[string]error{}
+	for name, f := range followed {
+		sha, ok := lua.SHA(name)
+		if !ok {
+			continue // Follows says so
+		}
+		if err := follows(name, f.pin); err != nil {
+			bad[sha] = err
+			continue
+		}
+		m[sha] = f.body
 	}
-	return m
-}()
+	return m, bad
+}
+
+// follows says whether script name's code is still the one pin is of.
+func follows(name, pin string) error {
+	got, err := lua.Fingerprint(name)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if got != pin {
+		return fmt.Errorf("model: script %s's code has changed (fingerprint %s; the model follows %s): change its body in lua/model to match, then its pin in followed",
+			name, got, pin)
+	}
+	return nil
+}
+
+// Follows says whether every body of the model follows its script's code
+// as the lua package has it: a replay on the model checks it before it
+// starts.
+func Follows() error {
+	var errs []error
+	for name, f := range followed {
+		errs = append(errs, follows(name, f.pin))
+	}
+	return errors.Join(errs...)
+}
 
 // Eval runs the script whose SHA1 is sha, as EVALSHA would.
 func (s *Store) Eval(sha string, keys, args []string) (any, error) {
 	body, ok := scripts[sha]
 	if !ok {
+		if err := stale[sha]; err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("model: no script %s", sha)
 	}
 	s.mu.Lock()
@@ -148,7 +190,7 @@ func (s *Store) command(args []any) (any, error) {
 		sum := sha1.Sum([]byte(strs[2]))
 		sha := hex.EncodeToString(sum[:])
 		if _, ok := scripts[sha]; !ok {
-			return nil, fmt.Errorf("model: no model of script %s", sha)
+			return nil, errors.Join(fmt.Errorf("model: no model of script %s", sha), stale[sha])
 		}
 		return sha, nil
 	case name == "script" && len(strs) >= 2 && strings.EqualFold(strs[1], "exists"):

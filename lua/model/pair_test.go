@@ -57,7 +57,10 @@ func (p *pair) call(name string, keys []string, args ...string) any {
 	for _, k := range keys {
 		p.used[k] = true
 	}
-	sha := textSHA(p.t, name)
+	sha, ok := lua.SHA(name)
+	if !ok {
+		p.t.Fatalf("no script %s", name)
+	}
 	anyArgs := make([]any, len(args))
 	for i, a := range args {
 		anyArgs[i] = a

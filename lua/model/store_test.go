@@ -1,9 +1,8 @@
 package model
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,28 +73,39 @@ func TestStoreDropsKeysDueAtAStep(t *testing.T) {
 	}
 }
 
-// Each body follows the script the lua package runs, text for text: a
-// changed script needs its body changed to match, its tests run, and its
-// hash in followed updated.
+// Each body follows the code of the script the lua package runs: a script
+// whose code changed needs its body changed to match, its tests run, and
+// its pin in followed updated; a comment edit needs neither
+// (lua.TestFingerprintIsOfTheCode).
 func TestModelFollowsTheScripts(t *testing.T) {
-	for name, f := range followed {
-		if got := textSHA(t, name); got != f.sha {
-			t.Errorf("script %s has changed (SHA1 %s; the model follows %s): change its body in lua/model to match, then its hash in followed",
-				name, got, f.sha)
-		}
+	if err := Follows(); err != nil {
+		t.Error(err)
 	}
 }
 
-// textSHA is the SHA1 that EVALSHA calls script name by: that of its text
-// as Redis runs it.
-func textSHA(t testing.TB, name string) string {
-	t.Helper()
-	text, ok := lua.Text(name)
-	if !ok {
-		t.Fatalf("no script %s", name)
+// A body whose pin is not its script's code is not run: its script's
+// EVALSHA fails and says why, and Follows fails.
+func TestModelRefusesAScriptItNoLongerFollows(t *testing.T) {
+	sha, _ := lua.SHA(lua.IncrAndCheckName)
+	if _, ok := scripts[sha]; !ok {
+		t.Fatalf("the model does not answer incr_and_check: %v", stale[sha])
 	}
-	sum := sha1.Sum([]byte(text))
-	return hex.EncodeToString(sum[:])
+	saved := followed[lua.IncrAndCheckName]
+	t.Cleanup(func() { followed[lua.IncrAndCheckName] = saved })
+	followed[lua.IncrAndCheckName] = struct {
+		pin  string
+		body script
+	}{"0000000000000000000000000000000000000000", saved.body}
+	if err := Follows(); err == nil || !strings.Contains(err.Error(), lua.IncrAndCheckName) {
+		t.Errorf("Follows with a stale pin: %v, want incr_and_check named", err)
+	}
+	answered, why := index()
+	if _, ok := answered[sha]; ok || why[sha] == nil {
+		t.Errorf("a script the model no longer follows is answered (why not: %v)", why[sha])
+	}
+	if len(answered) != len(followed)-1 {
+		t.Errorf("the model answers %d scripts, want the %d others", len(answered), len(followed)-1)
+	}
 }
 
 // The heap of due keys under a replay's load: each step sets one key of

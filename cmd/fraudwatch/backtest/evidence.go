@@ -9,9 +9,10 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// evidenceSHA is the SHA1 of the text of evidence_add that evidence
-// follows; checkFollowed fails a scored replay when the script changed.
-const evidenceSHA = "5c195c69ba189c1ea913b0b43a464a0e766b6d1d"
+// evidencePin is the fingerprint of the code of evidence_add that
+// evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
+// when the script's code changed.
+const evidencePin = "e952f84777c464d81ae81d16d44ea81b9f530f75"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and

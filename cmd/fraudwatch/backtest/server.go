@@ -67,6 +67,9 @@ type replayServer struct {
 
 func newServer(engine Engine, now time.Time) (*replayServer, error) {
 	if engine == Model {
+		if err := model.Follows(); err != nil {
+			return nil, fmt.Errorf("backtest: %w", err)
+		}
 		st := model.New(now)
 		rdb := st.Client()
 		return &replayServer{rdb: rdb, advance: st.SetTime, close: func() { rdb.Close() }}, nil

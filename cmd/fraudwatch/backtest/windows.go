@@ -2,9 +2,7 @@ package backtest
 
 import (
 	"context"
-	"crypto/sha1"
 	"encoding"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -91,40 +89,45 @@ func newWindows(base time.Time, fraud map[int64]bool) *windows {
 	return &windows{lives: newLives(base), fraud: fraud, counted: map[string][]countedOrder{}}
 }
 
-// readings are how windows reads the counting calls, by the SHA1 of the
-// script text each follows: a changed script is a call windows does not
-// read, which fails a scored replay (checkFollowed) until this file is
-// checked against the new text and the hash follows.
+// readings are how windows reads the counting calls, with the fingerprint
+// of the code each follows (lua.Fingerprint: comments, blank lines and
+// indentation aside): a script whose code changed is a call windows does
+// not read, which fails a scored replay (checkFollowed) until this file is
+// checked against the new code and the pin follows.
 var readings = map[string]struct {
-	name, sha string
+	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "a34a36d125f3676e928e629e39924977e6b55eb6", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "50e405c045b539c6f6c19343a9c9831752f10446", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "739962fec92325fe86e35e99f692eca8cf0c2f73", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "14d0b324229715770478b30e36ee5adba337e3d8", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "771163f34bfbf985a7c6f301d4f6ac17e1790e2b", (*windows).readDistinct},
 }
 
-// readingBySHA is readings by their SHA1s.
+// readingBySHA is readings by the SHA1s EVALSHA calls their scripts by.
 var readingBySHA = func() map[string]func(w *windows, c call, reply []int64) {
 	m := map[string]func(w *windows, c call, reply []int64){}
 	for _, r := range readings {
-		m[r.sha] = r.read
+		if sha, ok := lua.SHA(r.name); ok {
+			m[sha] = r.read
+		}
 	}
 	return m
 }()
 
-// checkFollowed says which script changed since what a scored replay
-// does of it (readings, evidence) was written.
+// checkFollowed says which script's code changed since what a scored
+// replay does of it (readings, evidence) was written.
 func checkFollowed() error {
-	followed := []struct{ name, sha, file string }{{lua.EvidenceAddName, evidenceSHA, "evidence.go"}}
+	followed := []struct{ name, pin, file string }{{lua.EvidenceAddName, evidencePin, "evidence.go"}}
 	for _, r := range readings {
-		followed = append(followed, struct{ name, sha, file string }{r.name, r.sha, "windows.go"})
+		followed = append(followed, struct{ name, pin, file string }{r.name, r.pin, "windows.go"})
 	}
 	for _, f := range followed {
-		text, _ := lua.Text(f.name)
-		sum := sha1.Sum([]byte(text))
-		if got := hex.EncodeToString(sum[:]); got != f.sha {
-			return fmt.Errorf("backtest: a scored replay follows %s's text of SHA1 %s; it is now %s: check %s against it", f.name, f.sha, got, f.file)
+		got, err := lua.Fingerprint(f.name)
+		if err != nil {
+			return fmt.Errorf("backtest: %w", err)
+		}
+		if got != f.pin {
+			return fmt.Errorf("backtest: a scored replay follows %s's code of fingerprint %s; it is now %s: check %s against it, then its pin", f.name, f.pin, got, f.file)
 		}
 	}
 	return nil

@@ -114,9 +114,9 @@ func TestWindowsFollowTheScripts(t *testing.T) {
 // (f), or a sliding or distinct window's hash (w).
 func followed(key string) bool { return strings.Contains(key, ":f:") || strings.Contains(key, ":w:") }
 
-// What a scored replay follows of the scripts is of their texts as they
-// are: a changed script fails this test (and a scored replay) until the
-// reading of it is checked again.
+// What a scored replay follows of the scripts is of their code as it is:
+// a script whose code changed fails this test (and a scored replay) until
+// the reading of it is checked again; a comment edit does not.
 func TestScoringFollowsTheScripts(t *testing.T) {
 	if err := checkFollowed(); err != nil {
 		t.Error(err)
