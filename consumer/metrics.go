@@ -15,6 +15,7 @@ type metrics struct {
 	retried    *prometheus.CounterVec
 	processing prometheus.Histogram
 	latency    prometheus.Histogram
+	stages     *stageHistogram
 }
 
 // newMetrics registers the metrics; topics are the events' (the retried
@@ -43,6 +44,7 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 			Help:    "Time from an event's Kafka timestamp to the end of its processing (counted, crossings handed off).",
 			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30, 60, 300},
 		}),
+		stages: newStageHistogram(),
 	}
 	for _, t := range []event.Type{event.Order, event.Refund} {
 		m.consumed.WithLabelValues(string(t))
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency, m.stages} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}
