@@ -32,6 +32,9 @@ type fraudwatchRun struct {
 	events   int
 	rules    string // the rules file; rulesYAML when empty
 	extra    string // more of the configuration, appended (receivers:)
+	// cpuProfile, when set, is where the first replica writes a CPU
+	// profile of its whole run (run --cpuprofile), at its shutdown.
+	cpuProfile string
 }
 
 // result is what a contender achieved.
@@ -98,7 +101,11 @@ func (r *fraudwatchRun) start(ctx context.Context) ([]*replica, error) {
 		if err != nil {
 			return out, err
 		}
-		cmd := exec.Command(r.bin, "run", "--config", path, "--log-level", "warn")
+		args := []string{"run", "--config", path, "--log-level", "warn"}
+		if r.cpuProfile != "" && i == 0 {
+			args = append(args, "--cpuprofile", r.cpuProfile)
+		}
+		cmd := exec.Command(r.bin, args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			return out, fmt.Errorf("start fraudwatch: %w", err)
