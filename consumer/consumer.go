@@ -217,7 +217,7 @@ func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (in
 	c.m.handled(len(msgs), start, decoded, handled, done, timer)
 	for j, ev := range s.evs {
 		if unprocessable[j] == nil {
-			c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
+			c.m.consumedOne(ev.Type)
 			c.m.latency.Observe(done.Sub(msgs[s.from[j]].Time).Seconds())
 		}
 	}

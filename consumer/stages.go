@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -91,8 +90,29 @@ func (t *Timer) Add(p Part, d time.Duration) {
 func (t *Timer) of(p Part) time.Duration { return time.Duration(t.spent[p].Load()) }
 
 // stageBounds are the buckets of fraudwatch_event_stage_seconds, from a
-// tenth of a millisecond (a decode's share) to half a minute (a backlog).
-var stageBounds = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30}
+// tenth of a millisecond (a decode's share) to half a minute (a backlog);
+// stageLimits are the same as durations, which a bucket is found by.
+var (
+	stageBounds = [...]float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}
+	stageLimits = func() []time.Duration {
+		out := make([]time.Duration, len(stageBounds))
+		for i, b := range stageBounds {
+			out[i] = time.Duration(b * float64(time.Second))
+		}
+		return out
+	}()
+)
+
+// stageBucket is the bucket of d: the first whose bound it does not pass
+// (most are among the first few: a linear scan).
+func stageBucket(d time.Duration) int {
+	for i, l := range stageLimits {
+		if d <= l {
+			return i
+		}
+	}
+	return len(stageLimits)
+}
 
 // stageHistogram is fraudwatch_event_stage_seconds: a histogram per stage
 // whose observations carry a weight, the events that spent the time, so
@@ -120,9 +140,30 @@ func (h *stageHistogram) observe(s stage, d time.Duration, n int) {
 		return
 	}
 	d = max(d, 0)
-	i := sort.SearchFloat64s(stageBounds, d.Seconds())
-	h.counts[s][i].Add(uint64(n))
+	h.counts[s][stageBucket(d)].Add(uint64(n))
 	h.sums[s].Add(int64(d) * int64(n))
+}
+
+// tally gathers one stage's observations of a batch's messages, to be
+// added to the histogram at once.
+type tally struct {
+	counts [len(stageBounds) + 1]uint32
+	sum    time.Duration
+}
+
+func (t *tally) add(d time.Duration) {
+	d = max(d, 0)
+	t.counts[stageBucket(d)]++
+	t.sum += d
+}
+
+func (h *stageHistogram) merge(s stage, t *tally) {
+	for i, c := range t.counts {
+		if c > 0 {
+			h.counts[s][i].Add(uint64(c))
+		}
+	}
+	h.sums[s].Add(int64(t.sum))
 }
 
 func (h *stageHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
@@ -153,24 +194,26 @@ type span struct {
 // messages (a batch whose first messages were read back has fewer
 // messages than its spans cover).
 func (h *stageHistogram) handed(msgs []kafka.Message, spans []span, handed time.Time) {
+	var backlog, fetch tally
 	end := len(msgs)
 	for k := len(spans) - 1; k >= 0 && end > 0; k-- {
 		sp := spans[k]
 		first := max(end-sp.n, 0)
 		h.observe(stageQueue, handed.Sub(sp.answered), end-first)
-		waited := 0 // most records come after their fetch was asked for
 		for i := first; i < end; i++ {
 			at := msgs[i].Time
 			if at.Before(sp.asked) {
-				h.observe(stageBacklog, sp.asked.Sub(at), 1)
-				waited++
+				backlog.add(sp.asked.Sub(at))
 				at = sp.asked
+			} else {
+				backlog.counts[0]++ // asked for before it came
 			}
-			h.observe(stageFetch, sp.answered.Sub(at), 1)
+			fetch.add(sp.answered.Sub(at))
 		}
-		h.observe(stageBacklog, 0, end-first-waited)
 		end = first
 	}
+	h.merge(stageBacklog, &backlog)
+	h.merge(stageFetch, &fetch)
 }
 
 // handled observes the stages of a batch of n messages handled: decoded,

@@ -132,3 +132,18 @@ func TestHandedSplitsTheWait(t *testing.T) {
 		}
 	}
 }
+
+// A bucket's bound is its largest value, as Prometheus's le says.
+func TestStageBucket(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want int
+	}{
+		{0, 0}, {100 * time.Microsecond, 0}, {100*time.Microsecond + 1, 1},
+		{20 * time.Millisecond, 7}, {30 * time.Second, len(stageBounds) - 1}, {time.Hour, len(stageBounds)},
+	} {
+		if got := stageBucket(tt.d); got != tt.want {
+			t.Errorf("stageBucket(%v) = %d, want %d", tt.d, got, tt.want)
+		}
+	}
+}
