@@ -14,6 +14,24 @@ import (
 type latency struct {
 	p50, p99, p999 float64
 	stages         []stageFigure
+	tripsPerBatch  float64 // Redis round trips a batch of events
+}
+
+// roundTrips is how many Redis round trips the replicas made for events'
+// batches, and how many batches they handled.
+func roundTrips(ctx context.Context, reps []*replica) (trips, batches float64, err error) {
+	for _, rep := range reps {
+		m, err := scrape(ctx, rep.metrics+"?name[]=fraudwatch_event_redis_round_trips_total")
+		if err != nil {
+			return 0, 0, err
+		}
+		trips += m["fraudwatch_event_redis_round_trips_total"]
+	}
+	h, err := scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
+	if n := len(h.counts); n > 0 {
+		batches = h.counts[n-1]
+	}
+	return trips, batches, err
 }
 
 // latencyAt produces fresh events at rate per second for d, to the topics
@@ -29,6 +47,10 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 		return latency{}, err
 	}
 	stages0, err := scrapeStages(ctx, reps)
+	if err != nil {
+		return latency{}, err
+	}
+	trips0, batches0, err := roundTrips(ctx, reps)
 	if err != nil {
 		return latency{}, err
 	}
@@ -99,8 +121,12 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 			if err != nil {
 				return latency{}, err
 			}
+			trips1, batches1, err := roundTrips(ctx, reps)
+			if err != nil {
+				return latency{}, err
+			}
 			return latency{p50: quantile(before, after, 0.5), p99: quantile(before, after, 0.99), p999: quantile(before, after, 0.999),
-				stages: stagesBetween(stages0, stages1)}, nil
+				stages: stagesBetween(stages0, stages1), tripsPerBatch: (trips1 - trips0) / max(batches1-batches0, 1)}, nil
 		}
 		select {
 		case <-ctx.Done():

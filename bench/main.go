@@ -335,7 +335,8 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
 		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets")
 	b.tbl.add("b", "the latency's stages: each one's p99 (and mean), beside the p99 above", stagesText(lat.stages, true),
-		"the p99 is bounded by "+bound(lat.stages)+"; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)")
+		fmt.Sprintf("the p99 is bounded by %s; %.1f Redis round trips a batch; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)",
+			bound(lat.stages), lat.tripsPerBatch))
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
 	b.tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
 		fmt.Sprintf("plain counters alone: %.0f bytes (%.2f ×)", countersPerEvent, memPerEvent/countersPerEvent))

@@ -19,6 +19,7 @@ type metrics struct {
 	processing      prometheus.Histogram
 	latency         prometheus.Histogram
 	stages          *stageHistogram
+	roundTrips      prometheus.Counter
 }
 
 // newMetrics registers the metrics; topics are the events' (the retried
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30, 60, 300},
 		}),
 		stages: newStageHistogram(),
+		roundTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fraudwatch_event_redis_round_trips_total",
+			Help: "Round trips to Redis (pipelines and single commands) made to handle batches of events, for the batches handled.",
+		}),
 	}
 	m.orders, m.refunds = m.consumed.WithLabelValues(string(event.Order)), m.consumed.WithLabelValues(string(event.Refund))
 	for _, t := range topics {
@@ -57,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency, m.stages} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency, m.stages, m.roundTrips} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}

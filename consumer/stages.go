@@ -67,9 +67,13 @@ const (
 	parts
 )
 
-// Timer gathers the time the parts of one batch's handling took. The
+// Timer gathers the time the parts of one batch's handling took, and how
+// many times each was gone through (a Redis round trip, a hand-off). The
 // consumer puts one in the context it hands the Handler; TimerOf finds it.
-type Timer struct{ spent [parts]atomic.Int64 }
+type Timer struct {
+	spent [parts]atomic.Int64
+	times [parts]atomic.Int64
+}
 
 type timerKey struct{}
 
@@ -80,10 +84,12 @@ func TimerOf(ctx context.Context) *Timer {
 	return t
 }
 
-// Add adds d to p's time. Calls that overlap add up.
+// Add adds d, one pass through p (a round trip to Redis, say), to p's
+// time. Calls that overlap add up.
 func (t *Timer) Add(p Part, d time.Duration) {
 	if t != nil && p >= 0 && p < parts {
 		t.spent[p].Add(int64(d))
+		t.times[p].Add(1)
 	}
 }
 
@@ -227,4 +233,5 @@ func (m *metrics) handled(n int, start, decoded, handled, done time.Time, timer 
 	h.observe(stageRedis, redis, n)
 	h.observe(stageAlerts, alerts, n)
 	h.observe(stageDeadLetters, done.Sub(handled), n)
+	m.roundTrips.Add(float64(timer.times[Redis].Load()))
 }

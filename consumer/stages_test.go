@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
@@ -97,6 +98,11 @@ func TestStagesAddUpToTheLatency(t *testing.T) {
 	// between the hand-over and the handling's start.
 	if math.Abs(sum-latency) > n*0.001 {
 		t.Errorf("the stages add up to %v s, the latency to %v s", sum, latency)
+	}
+	// One round trip a batch, as the handler said.
+	batches := histograms(t, r.reg, "fraudwatch_event_processing_seconds", "")[""].GetSampleCount()
+	if got := testutil.ToFloat64(r.c.m.roundTrips); got != float64(batches) {
+		t.Errorf("%v Redis round trips counted for %d batches, want one each", got, batches)
 	}
 	if TimerOf(context.Background()) != nil {
 		t.Error("a context of no batch has a timer")

@@ -55,6 +55,9 @@ func TestStagesSeeRedisAndTheAlertsTopic(t *testing.T) {
 	if stages["redis"].GetSampleSum() <= 0 {
 		t.Error("the redis stage saw no time: the counting scripts' round trips were not timed")
 	}
+	if r.metric("fraudwatch_event_redis_round_trips_total") < 1 {
+		t.Error("no Redis round trip counted for the batches")
+	}
 	if stages["alerts"].GetSampleSum() <= 0 {
 		t.Error("the alerts stage saw no time: the crossing's hand-off to the alerts topic was not timed")
 	}
