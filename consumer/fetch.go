@@ -223,11 +223,15 @@ func (f *Fetched) message(req FetchRequest, rec *protocol.Record) (kafka.Message
 	}, nil
 }
 
-// arenaChunk is how much of the fetch's keys and values one allocation
-// holds: a record's key and value were an allocation each, two an event.
-// A message holds on to its chunk, which its batch's others share: they
-// are let go of together.
-const arenaChunk = 32 << 10
+// A fetch copies its records' keys and values into chunks: a record's key
+// and value were an allocation each, two an event. The first chunk is
+// small, each next twice the last up to arenaChunk, so that a fetch of a
+// few records (at low load) takes little. A message holds on to its
+// chunk, which its batch's others share: they are let go of together.
+const (
+	firstChunk = 2 << 10
+	arenaChunk = 32 << 10
+)
 
 // copyOut copies b (nil: none) into the arena, as a slice of its own
 // capacity, so that no append to it runs into its neighbour's.
@@ -237,7 +241,7 @@ func (f *Fetched) copyOut(b protocol.Bytes) ([]byte, error) {
 	}
 	n := b.Len()
 	if cap(f.arena)-len(f.arena) < n {
-		f.arena = make([]byte, 0, max(n, arenaChunk))
+		f.arena = make([]byte, 0, max(n, min(2*cap(f.arena), arenaChunk), firstChunk))
 	}
 	start := len(f.arena)
 	f.arena = f.arena[:start+n]

@@ -172,6 +172,20 @@ func TestFetchCopiesIntoChunks(t *testing.T) {
 	if c, err := f.copyOut(nil); c != nil || err != nil {
 		t.Errorf("no key copies to %q, %v; want nil", c, err)
 	}
+	// A fetch of a few records takes a small chunk; chunks grow to
+	// arenaChunk with the fetch.
+	small := Fetched{}
+	if _, err := small.copyOut(recordBytes{bytes.NewReader(make([]byte, 300))}); err != nil || cap(small.arena) != firstChunk {
+		t.Errorf("a first record of 300 bytes took a chunk of %d, want %d (%v)", cap(small.arena), firstChunk, err)
+	}
+	for range 200 {
+		if _, err := small.copyOut(recordBytes{bytes.NewReader(make([]byte, 1000))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cap(small.arena) != arenaChunk {
+		t.Errorf("after 200 KB, a chunk of %d, want %d", cap(small.arena), arenaChunk)
+	}
 }
 
 // recordBytes is a record's key or value as the fetch reads it, read again
