@@ -9,16 +9,50 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// latency is what a latency run measured: the end-to-end quantiles, and
+// each stage's p99 and mean.
+type latency struct {
+	p50, p99, p999 float64
+	stages         []stageFigure
+	tripsPerBatch  float64 // Redis round trips a batch of events
+}
+
+// roundTrips is how many Redis round trips the replicas made for events'
+// batches, and how many batches they handled.
+func roundTrips(ctx context.Context, reps []*replica) (trips, batches float64, err error) {
+	for _, rep := range reps {
+		m, err := scrape(ctx, rep.metrics+"?name[]=fraudwatch_event_redis_round_trips_total")
+		if err != nil {
+			return 0, 0, err
+		}
+		trips += m["fraudwatch_event_redis_round_trips_total"]
+	}
+	h, err := scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
+	if n := len(h.counts); n > 0 {
+		batches = h.counts[n-1]
+	}
+	return trips, batches, err
+}
+
 // latencyAt produces fresh events at rate per second for d, to the topics
 // the replicas read, and returns the end-to-end latency quantiles their
-// fraudwatch_event_latency_seconds histograms saw meanwhile: from each
-// event's Kafka timestamp to the end of its processing. trace, when set,
-// is called every second.
+// fraudwatch_event_latency_seconds histograms saw meanwhile (from each
+// event's Kafka timestamp to the end of its processing), and their stages'
+// (fraudwatch_event_stage_seconds). trace, when set, is called every
+// second.
 func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, d time.Duration,
-	trace func(elapsed time.Duration)) (p50, p99, p999 float64, err error) {
+	trace func(elapsed time.Duration)) (latency, error) {
 	before, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 	if err != nil {
-		return 0, 0, 0, err
+		return latency{}, err
+	}
+	stages0, err := scrapeStages(ctx, reps)
+	if err != nil {
+		return latency{}, err
+	}
+	trips0, batches0, err := roundTrips(ctx, reps)
+	if err != nil {
+		return latency{}, err
 	}
 	wr := &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
@@ -43,7 +77,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 		all = append(all, kafka.Message{Topic: topic, Key: []byte(ev.CustomerID), Value: value})
 		return err
 	}); err != nil {
-		return 0, 0, 0, err
+		return latency{}, err
 	}
 	const tick = 10 * time.Millisecond
 	t := time.NewTicker(tick)
@@ -54,21 +88,21 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	for time.Since(start) < d {
 		select {
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return latency{}, ctx.Err()
 		case <-t.C:
 		}
 		owed += rate * tick.Seconds()
 		n := int(owed)
 		owed -= float64(n)
 		if sent+n > len(all) {
-			return 0, 0, 0, fmt.Errorf("the latency workload ran out after %d events", sent)
+			return latency{}, fmt.Errorf("the latency workload ran out after %d events", sent)
 		}
 		msgs := all[sent : sent+n]
 		for i := range msgs {
 			msgs[i].Time = time.Now() // the event's timestamp: when it is produced
 		}
 		if err := wr.WriteMessages(ctx, msgs...); err != nil {
-			return 0, 0, 0, err
+			return latency{}, err
 		}
 		sent += n
 		if trace != nil && time.Since(second) >= time.Second {
@@ -80,14 +114,23 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	for {
 		after, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 		if err != nil {
-			return 0, 0, 0, err
+			return latency{}, err
 		}
 		if n := len(after.counts); n > 0 && after.counts[n-1]-before.counts[n-1] >= float64(sent)*0.999 {
-			return quantile(before, after, 0.5), quantile(before, after, 0.99), quantile(before, after, 0.999), nil
+			stages1, err := scrapeStages(ctx, reps)
+			if err != nil {
+				return latency{}, err
+			}
+			trips1, batches1, err := roundTrips(ctx, reps)
+			if err != nil {
+				return latency{}, err
+			}
+			return latency{p50: quantile(before, after, 0.5), p99: quantile(before, after, 0.99), p999: quantile(before, after, 0.999),
+				stages: stagesBetween(stages0, stages1), tripsPerBatch: (trips1 - trips0) / max(batches1-batches0, 1)}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return latency{}, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -38,6 +38,7 @@ type options struct {
 	routedAlerts   int
 	routedRate     float64
 	trace          bool
+	cpuProfile     string
 	windows        bool
 	warmup         bool
 	rules          string
@@ -66,6 +67,7 @@ func main() {
 	flag.IntVar(&o.routedAlerts, "routed-alerts", 100, "crossing orders whose alerts' latency to Slack, a webhook and PagerDuty is measured (0: none); at most what PagerDuty's budget carries (120, and 2 a second)")
 	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "where (b)'s measured process writes a CPU profile of its run, its latency run included (run --cpuprofile; go tool pprof -top FILE)")
 	flag.BoolVar(&o.warmup, "warmup", true, "run (b) once unmeasured first, so that its first row is not a cold machine's")
 	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
 	flag.StringVar(&o.rules, "rules", "", "a rules file instead of the four rules for (b)'s runs, but for the windows rows and the sizing rows' memory (each has its own); the rows still name the four rules")
@@ -293,11 +295,14 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
+	b.fw.cpuProfile = b.o.cpuProfile
+	defer func() { b.fw.cpuProfile = "" }() // the runs that copy b.fw after it profile nothing
 	mem0, err := usedMemory(ctx, b.rdb)
 	if err != nil {
 		return err
 	}
-	var memPerEvent, countersPerEvent, p50, p99, p999, half float64
+	var memPerEvent, countersPerEvent, half float64
+	var lat latency
 	res, err := b.fw.measure(ctx, b.redis(ctx), func(reps []*replica, res *result) error {
 		// Every event is still in its 10-minute window.
 		mem1, err := usedMemory(ctx, b.rdb)
@@ -322,7 +327,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		if b.o.trace {
 			trace = b.traceLatency(ctx, reps)
 		}
-		p50, p99, p999, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor, trace)
+		lat, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor, trace)
 		return err
 	})
 	if err != nil {
@@ -337,9 +342,12 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		fmt.Sprintf("%.0f events/s", b.fwEvents),
 		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
 	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
-		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %%", 100*res.redis.core, 100*res.cores)+b.perChange(res.redis, evaluations))
+		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %% (%.1f µs of CPU an event)", 100*res.redis.core, 100*res.cores, 1e6*res.cores/b.fwEvents)+b.perChange(res.redis, evaluations))
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
-		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(p50), ms(p99), ms(p999)), "from fraudwatch_event_latency_seconds's buckets")
+		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets")
+	b.tbl.add("b", "the latency's stages: each one's p99 (and mean), beside the p99 above", stagesText(lat.stages, true),
+		fmt.Sprintf("the p99 is bounded by %s; %.1f Redis round trips a batch; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)",
+			bound(lat.stages), lat.tripsPerBatch))
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
 	b.tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
 		fmt.Sprintf("plain counters alone: %.0f bytes (%.2f ×)", countersPerEvent, memPerEvent/countersPerEvent))

@@ -7,7 +7,7 @@ import (
 
 // traceLatency prints one second of the latency run:
 //
-//   - The events' latency and the batches' processing time (rules,
+//   - The events' latency, each stage's p99, and the batches' processing time (rules,
 //     scripts, hand-off), and the events a batch held on average.
 //   - The CPU Redis and fraudwatch used, and how busy the whole machine
 //     was (Redis, fraudwatch, the broker and the bench's producer share
@@ -18,14 +18,18 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 	type sample struct {
 		at               time.Time
 		latency, batches histogram
+		stages           stageScrape
 		redisCPU, fwCPU  float64
 		calls            float64
+		trips            float64 // Redis round trips for events' batches
 		busy, all        float64 // the machine's CPU time
 	}
 	take := func() (s sample) {
 		s.at = time.Now()
 		s.latency, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 		s.batches, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
+		s.stages, _ = scrapeStages(ctx, reps)
+		s.trips, _, _ = roundTrips(ctx, reps)
 		if r, err := snapshotRedis(ctx, b.rdb); err == nil {
 			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
 		}
@@ -40,9 +44,9 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
 		keys, _ := b.rdb.DBSize(ctx).Result()
 		mem, _ := usedMemory(ctx, b.rdb)
-		progress("latency trace: %3.0f s: p50 %s, p99 %s; batches p50 %s, p99 %s, %.1f events each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
-			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)),
-			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.calls-last.calls)/max(events, 1),
+		progress("latency trace: %3.0f s: p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
+			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
+			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1), (now.calls-last.calls)/max(events, 1),
 			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), keys, mib(mem))
 		last = now
 	}

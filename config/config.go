@@ -210,6 +210,10 @@ type Metrics struct {
 	// window and cooldown, what a fraudster needs to stay under them, so a
 	// deployment opens it (":9464") to its own network on purpose.
 	Listen string `mapstructure:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) at /debug/pprof/ on the
+	// same listener: off by default, since a profile shows the code's hot
+	// paths and costs CPU while it is taken (docs/operations.md).
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // Default returns the configuration with every default and no rules.

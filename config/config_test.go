@@ -146,7 +146,7 @@ func TestLoadFullFile(t *testing.T) {
 			InteractionsListen: "127.0.0.1:9501",
 			Rate:               0.5, Burst: 2, OverallRate: 4, OverallBurst: 8, DigestSize: 20,
 		},
-		Metrics:         Metrics{Listen: "127.0.0.1:9500"},
+		Metrics:         Metrics{Listen: "127.0.0.1:9500", Pprof: true},
 		Outcomes:        Outcomes{Retention: 2160 * time.Hour, MaxOrders: 50000},
 		RulesFile:       filepath.Join(dir, "rules.yaml"),
 		ShutdownTimeout: 45 * time.Second,

@@ -29,6 +29,10 @@ func TestWarnings(t *testing.T) {
 			"kafka.tls.insecure_skip_verify: true: the brokers' certificates are not verified, so anyone on the network path can pose as them",
 			"redis.tls.insecure_skip_verify: true: Redis's certificate is not verified, so anyone on the network path can pose as it",
 		}},
+		{name: "pprof on loopback", mutate: func(c *Config) { c.Metrics.Pprof = true }},
+		{name: "pprof beyond this host", mutate: func(c *Config) {
+			c.Metrics.Pprof, c.Metrics.Listen = true, ":9464"
+		}, want: []string{"metrics.pprof: true on :9464, beyond this host: whoever reaches the listener can take profiles, which cost CPU while they run and show the code's hot paths"}},
 		{name: "set by the environment", mutate: func(c *Config) {
 			c.Kafka.SASL = SASL{Mechanism: SASLPlain, Username: "fw", Password: "psecret"}
 			c.env = map[string]string{"kafka.sasl.mechanism": "FRAUDWATCH_KAFKA_SASL_MECHANISM"}

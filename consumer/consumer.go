@@ -192,10 +192,13 @@ func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (in
 	// records again, and must find the same retries.
 	defer mem.Discard()
 	s := c.sortOut(msgs, mem)
-	unprocessable, err := c.handler.Handle(ctx, s.evs)
+	decoded := time.Now()
+	timer := &Timer{}
+	unprocessable, err := c.handler.Handle(context.WithValue(ctx, timerKey{}, timer), s.evs)
 	if err != nil {
 		return 0, err
 	}
+	handled := time.Now()
 	for j, err := range unprocessable {
 		// No retry can succeed, and retrying for ever would stop the
 		// partition: it is dead-lettered like an invalid event. The
@@ -211,9 +214,10 @@ func (c *Consumer) handleMessages(ctx context.Context, msgs []kafka.Message) (in
 	}
 	mem.Commit()
 	done := time.Now()
+	c.m.handled(len(msgs), start, decoded, handled, done, timer)
 	for j, ev := range s.evs {
 		if unprocessable[j] == nil {
-			c.m.consumed.WithLabelValues(string(ev.Type)).Inc()
+			c.m.consumedOne(ev.Type)
 			c.m.latency.Observe(done.Sub(msgs[s.from[j]].Time).Seconds())
 		}
 	}

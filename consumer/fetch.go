@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -41,6 +42,8 @@ type Fetched struct {
 	// Markers and Aborted count the records skipped: transaction markers
 	// (control records) and records of aborted transactions.
 	Markers, Aborted int
+
+	arena []byte // where the messages' keys and values are copied
 }
 
 // FetchCommitted fetches req's partition once, read committed: records up
@@ -188,7 +191,7 @@ func (f *Fetched) take(req FetchRequest, b protocol.RecordReader) error {
 			closeRecord(rec)
 			continue
 		}
-		msg, err := message(req, rec)
+		msg, err := f.message(req, rec)
 		if err != nil {
 			return err
 		}
@@ -198,14 +201,14 @@ func (f *Fetched) take(req FetchRequest, b protocol.RecordReader) error {
 	}
 }
 
-// message copies rec out of the fetch's buffers.
-func message(req FetchRequest, rec *protocol.Record) (kafka.Message, error) {
+// message copies rec out of the fetch's buffers, into f's arena.
+func (f *Fetched) message(req FetchRequest, rec *protocol.Record) (kafka.Message, error) {
 	defer closeRecord(rec)
-	key, err := protocol.ReadAll(rec.Key)
+	key, err := f.copyOut(rec.Key)
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	value, err := protocol.ReadAll(rec.Value)
+	value, err := f.copyOut(rec.Value)
 	if err != nil {
 		return kafka.Message{}, err
 	}
@@ -218,6 +221,33 @@ func message(req FetchRequest, rec *protocol.Record) (kafka.Message, error) {
 		Headers:   rec.Headers,
 		Time:      rec.Time,
 	}, nil
+}
+
+// A fetch copies its records' keys and values into chunks: a record's key
+// and value were an allocation each, two an event. The first chunk is
+// small, each next twice the last up to arenaChunk, so that a fetch of a
+// few records (at low load) takes little. A message holds on to its
+// chunk, which its batch's others share: they are let go of together.
+const (
+	firstChunk = 2 << 10
+	arenaChunk = 32 << 10
+)
+
+// copyOut copies b (nil: none) into the arena, as a slice of its own
+// capacity, so that no append to it runs into its neighbour's.
+func (f *Fetched) copyOut(b protocol.Bytes) ([]byte, error) {
+	if b == nil {
+		return nil, nil
+	}
+	n := b.Len()
+	if cap(f.arena)-len(f.arena) < n {
+		f.arena = make([]byte, 0, max(n, min(2*cap(f.arena), arenaChunk), firstChunk))
+	}
+	start := len(f.arena)
+	f.arena = f.arena[:start+n]
+	s := f.arena[start : start+n : start+n]
+	_, err := io.ReadFull(b, s)
+	return s, err
 }
 
 func closeRecord(rec *protocol.Record) {

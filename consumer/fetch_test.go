@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/fraudwatch/fraudwatch/consumer/kafkatest"
 )
@@ -134,3 +136,62 @@ func TestFetchCommittedLeavesOutAbortedTransactions(t *testing.T) {
 		}
 	}
 }
+
+// A fetch copies its records' keys and values into a few chunks, not an
+// allocation each, and each copy is a slice of its own capacity: an
+// append to one never runs into the next.
+func TestFetchCopiesIntoChunks(t *testing.T) {
+	values := vals("value-", 200)
+	records := make([]recordBytes, len(values))
+	for i := range records {
+		records[i].Reader = new(bytes.Reader)
+	}
+	var f Fetched
+	got := make([][]byte, 0, len(values))
+	allocs := testing.AllocsPerRun(1, func() {
+		f, got = Fetched{}, got[:0]
+		for i, v := range values {
+			records[i].Reset(v)
+			c, err := f.copyOut(records[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, c)
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("%v allocations to copy %d values, want one chunk's", allocs, len(values))
+	}
+	if !slices.EqualFunc(got, values, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Fatalf("copies %q, want %q", strs(got[:3]), strs(values[:3]))
+	}
+	_ = append(got[0], "overwrite"...)
+	if string(got[1]) != "value-1" || cap(got[0]) != len(got[0]) {
+		t.Errorf("an append to a copy changed the next: %q", got[1])
+	}
+	if c, err := f.copyOut(nil); c != nil || err != nil {
+		t.Errorf("no key copies to %q, %v; want nil", c, err)
+	}
+	// A fetch of a few records takes a small chunk; chunks grow to
+	// arenaChunk with the fetch.
+	small := Fetched{}
+	if _, err := small.copyOut(recordBytes{bytes.NewReader(make([]byte, 300))}); err != nil || cap(small.arena) != firstChunk {
+		t.Errorf("a first record of 300 bytes took a chunk of %d, want %d (%v)", cap(small.arena), firstChunk, err)
+	}
+	for range 200 {
+		if _, err := small.copyOut(recordBytes{bytes.NewReader(make([]byte, 1000))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cap(small.arena) != arenaChunk {
+		t.Errorf("after 200 KB, a chunk of %d, want %d", cap(small.arena), arenaChunk)
+	}
+}
+
+// recordBytes is a record's key or value as the fetch reads it, read again
+// after a Reset.
+type recordBytes struct{ *bytes.Reader }
+
+func (recordBytes) Close() error { return nil }
+
+var _ protocol.Bytes = recordBytes{}

@@ -88,7 +88,10 @@ func (g *generation) commit() {
 	if len(pending) == 0 {
 		return
 	}
-	if err := g.gen.CommitOffsets(pending); err != nil {
+	start := time.Now()
+	err := g.gen.CommitOffsets(pending)
+	g.commits.Observe(time.Since(start).Seconds())
+	if err != nil {
 		// Not fatal: the offsets stay pending for the next commit, and if
 		// the partitions moved on, their new owner re-processes (at least
 		// once).
@@ -138,7 +141,11 @@ func (g *generation) consume(ctx context.Context, topic string, p kafka.Partitio
 			}
 			continue
 		}
-		switch out, left := g.process(ctx, batch, at, clock); out {
+		handed := time.Now()
+		if g.stages != nil {
+			g.stages.handed(batch, r.spans, handed)
+		}
+		switch out, left := g.process(ctx, batch, at, clock, handed); out {
 		case aborted:
 			// A rebalance cutting work short while running is routine (the
 			// next owner redelivers); during shutdown it makes Run fail.
@@ -235,9 +242,9 @@ func (g *generation) handle(ctx context.Context, msgs []kafka.Message) (int, err
 // has ended. The stall clock runs from the batch's first handover until
 // all of it is handled: its first message not handled yet was handed over
 // then, however many calls and retries it takes.
-func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk, clock *stallClock) (out outcome, left int) {
+func (g *generation) process(ctx context.Context, msgs []kafka.Message, at chunk, clock *stallClock, handed time.Time) (out outcome, left int) {
 	backoff := g.cfg.RetryMin
-	clock.handed(time.Now())
+	clock.handed(handed)
 	for {
 		n, err := g.handle(ctx, msgs)
 		if err == nil {

@@ -183,6 +183,10 @@ type Group struct {
 	log     *slog.Logger
 	lag     *prometheus.GaugeVec
 	stalled *stalls
+	commits prometheus.Histogram
+	// stages, when the handler times them (the events Consumer), takes
+	// each handed message's stages up to its hand-over.
+	stages *stageHistogram
 
 	dialer *kafka.Dialer
 	client *kafka.Client
@@ -227,6 +231,10 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
+	commits, err := register(reg, newCommitHistogram())
+	if err != nil {
+		return nil, err
+	}
 	transport := cfg.Transport()
 	transport.MetadataTopics = cfg.Topics
 	// A moved partition leader is found within this (kafka-go's default
@@ -238,6 +246,8 @@ func NewGroup(cfg GroupConfig, h MessageHandler, log *slog.Logger, reg prometheu
 		log:     log,
 		lag:     lag,
 		stalled: stalled,
+		commits: commits,
+		stages:  stagesOf(h),
 		dialer: &kafka.Dialer{
 			ClientID:      cfg.ClientID,
 			Timeout:       10 * time.Second,
@@ -368,33 +378,4 @@ type runState struct {
 	// aborted counts messages given up during shutdown because their work
 	// was cancelled.
 	aborted atomic.Int64
-}
-
-// groupConfig is kafka-go's configuration of the membership.
-func (c *Group) groupConfig() kafka.ConsumerGroupConfig {
-	start := kafka.LastOffset
-	if c.cfg.StartEarliest {
-		start = kafka.FirstOffset
-	}
-	return kafka.ConsumerGroupConfig{
-		ID:                c.cfg.GroupID,
-		Brokers:           c.cfg.Brokers,
-		Dialer:            c.dialer,
-		Topics:            c.cfg.Topics,
-		HeartbeatInterval: c.cfg.HeartbeatInterval,
-		SessionTimeout:    c.cfg.SessionTimeout,
-		RebalanceTimeout:  c.cfg.RebalanceTimeout,
-		// Rejoin quickly after a failed join; the coordinator throttles.
-		JoinGroupBackoff: time.Second,
-		StartOffset:      start,
-		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.log.Debug("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
-		}),
-		// What kafka-go's group logs as errors (a coordinator loading or
-		// moving, a failed join or heartbeat) ends a generation or fails
-		// a join, which Run says at the level the failure deserves.
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.log.Info("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
-		}),
-	}
 }

@@ -1,8 +1,11 @@
 package consumer
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // joinFailures decides how loud a failed join of the consumer group is. A
@@ -39,4 +42,33 @@ func (j *joinFailures) joined(now time.Time) (n int, lasted time.Duration, warne
 	n, lasted, warned = j.n, now.Sub(j.since), !j.warned.IsZero()
 	*j = joinFailures{warnAfter: j.warnAfter}
 	return n, lasted, warned
+}
+
+// groupConfig is kafka-go's configuration of the membership.
+func (c *Group) groupConfig() kafka.ConsumerGroupConfig {
+	start := kafka.LastOffset
+	if c.cfg.StartEarliest {
+		start = kafka.FirstOffset
+	}
+	return kafka.ConsumerGroupConfig{
+		ID:                c.cfg.GroupID,
+		Brokers:           c.cfg.Brokers,
+		Dialer:            c.dialer,
+		Topics:            c.cfg.Topics,
+		HeartbeatInterval: c.cfg.HeartbeatInterval,
+		SessionTimeout:    c.cfg.SessionTimeout,
+		RebalanceTimeout:  c.cfg.RebalanceTimeout,
+		// Rejoin quickly after a failed join; the coordinator throttles.
+		JoinGroupBackoff: time.Second,
+		StartOffset:      start,
+		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.log.Debug("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
+		}),
+		// What kafka-go's group logs as errors (a coordinator loading or
+		// moving, a failed join or heartbeat) ends a generation or fails
+		// a join, which Run says at the level the failure deserves.
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.log.Info("kafka group: "+fmt.Sprintf(msg, args...), "group", c.cfg.GroupID)
+		}),
+	}
 }

@@ -54,6 +54,8 @@ func (h eventsHandler) HandleMessages(ctx context.Context, msgs []kafka.Message)
 	return h.c.handleMessages(ctx, msgs)
 }
 
+func (h eventsHandler) stageTimes() *stageHistogram { return h.c.m.stages }
+
 func (h eventsHandler) readBack() int { return h.c.cfg.RetryWindow }
 
 func (h eventsHandler) assigned(topic string, partition int) { h.c.retries.start(topic, partition) }

@@ -10,11 +10,16 @@ import (
 
 // metrics are the events consumer's; the lag gauge belongs to Group.
 type metrics struct {
-	consumed   *prometheus.CounterVec
-	invalid    *prometheus.CounterVec
-	retried    *prometheus.CounterVec
-	processing prometheus.Histogram
-	latency    prometheus.Histogram
+	consumed *prometheus.CounterVec
+	// orders and refunds are consumed's series, resolved once: looking a
+	// series up by its label hashes it, for every event.
+	orders, refunds prometheus.Counter
+	invalid         *prometheus.CounterVec
+	retried         *prometheus.CounterVec
+	processing      prometheus.Histogram
+	latency         prometheus.Histogram
+	stages          *stageHistogram
+	roundTrips      prometheus.Counter
 }
 
 // newMetrics registers the metrics; topics are the events' (the retried
@@ -43,10 +48,13 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 			Help:    "Time from an event's Kafka timestamp to the end of its processing (counted, crossings handed off).",
 			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30, 60, 300},
 		}),
+		stages: newStageHistogram(),
+		roundTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fraudwatch_event_redis_round_trips_total",
+			Help: "Round trips to Redis (pipelines and single commands) made to handle batches of events, for the batches handled.",
+		}),
 	}
-	for _, t := range []event.Type{event.Order, event.Refund} {
-		m.consumed.WithLabelValues(string(t))
-	}
+	m.orders, m.refunds = m.consumed.WithLabelValues(string(event.Order)), m.consumed.WithLabelValues(string(event.Refund))
 	for _, t := range topics {
 		m.retried.WithLabelValues(t)
 	}
@@ -54,11 +62,23 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 		m.invalid.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency} {
+		for _, c := range []prometheus.Collector{m.consumed, m.invalid, m.retried, m.processing, m.latency, m.stages, m.roundTrips} {
 			if err := reg.Register(c); err != nil {
 				return metrics{}, fmt.Errorf("consumer: register metrics: %w", err)
 			}
 		}
 	}
 	return m, nil
+}
+
+// consumedOne counts a valid event processed.
+func (m *metrics) consumedOne(t event.Type) {
+	switch t {
+	case event.Order:
+		m.orders.Inc()
+	case event.Refund:
+		m.refunds.Inc()
+	default: // no other type decodes; counted all the same
+		m.consumed.WithLabelValues(string(t)).Inc()
+	}
 }

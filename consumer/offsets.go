@@ -1,6 +1,19 @@
 package consumer
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// newCommitHistogram is fraudwatch_consumer_commit_seconds.
+func newCommitHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fraudwatch_consumer_commit_seconds",
+		Help:    "Round trip of one commit of the group's offsets (every commit_interval, apart from the messages' handling).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+	})
+}
 
 // offsets tracks, per partition, the next offset to commit.
 type offsets struct {

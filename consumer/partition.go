@@ -23,6 +23,8 @@ const roundTripMargin = 10 * time.Second
 type chunk struct {
 	msgs     []kafka.Message
 	next, hw int64
+	// asked and answered are when its fetch was sent and answered.
+	asked, answered time.Time
 }
 
 // partitionReader reads one partition, read committed, one fetch ahead of
@@ -35,8 +37,9 @@ type partitionReader struct {
 	log       *slog.Logger
 
 	chunks  chan chunk
-	pending chunk // the part of the last chunk not handed over yet
-	holding bool  // whether pending is one
+	pending chunk  // the part of the last chunk not handed over yet
+	holding bool   // whether pending is one
+	spans   []span // which fetch brought each message of the batch next makes
 	cancel  context.CancelFunc
 	done    chan struct{}
 	once    sync.Once
@@ -68,6 +71,7 @@ func (r *partitionReader) run(ctx context.Context, offset int64) {
 	for {
 		started := time.Now()
 		f, err := r.fetchOnce(ctx, offset)
+		answered := time.Now()
 		if ctx.Err() != nil {
 			return
 		}
@@ -90,7 +94,7 @@ func (r *partitionReader) run(ctx context.Context, offset int64) {
 			continue
 		}
 		select {
-		case r.chunks <- chunk{msgs: f.Messages, next: f.Next, hw: f.HighWaterMark}:
+		case r.chunks <- chunk{msgs: f.Messages, next: f.Next, hw: f.HighWaterMark, asked: started, answered: answered}:
 		case <-ctx.Done():
 			return
 		}
@@ -193,6 +197,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // past the markers and aborted records skipped as well (a fetch of
 // nothing else leaves the batch empty and moves it on).
 func (r *partitionReader) next(ctx context.Context, batch []kafka.Message, max int, linger time.Duration) ([]kafka.Message, chunk, error) {
+	if len(batch) == 0 {
+		r.spans = r.spans[:0]
+	}
 	if !r.holding {
 		select {
 		case c := <-r.chunks:
@@ -226,6 +233,9 @@ func (r *partitionReader) next(ctx context.Context, batch []kafka.Message, max i
 func (r *partitionReader) take(batch []kafka.Message, max int) ([]kafka.Message, chunk) {
 	n := min(len(r.pending.msgs), max-len(batch))
 	batch = append(batch, r.pending.msgs[:n]...)
+	if n > 0 {
+		r.spans = append(r.spans, span{n: n, asked: r.pending.asked, answered: r.pending.answered})
+	}
 	r.pending.msgs = r.pending.msgs[n:]
 	at := chunk{next: r.pending.next, hw: r.pending.hw}
 	if len(r.pending.msgs) > 0 {

@@ -20,18 +20,25 @@ type Retries struct {
 	// record leaves it once it is more than the window behind.
 	ring       []slot
 	head, size int
-	// ids maps an id's hash to the last offset it was kept at.
+	// ids maps an id's hash to the last offset it was seen at, kept or
+	// pending: Seen writes it at once, and Discard undoes what it wrote.
 	ids  map[uint64]int64
 	last int64 // the offset kept last (-1: none)
 	// pending are the records seen since the last Commit or Discard, in
-	// order; pendingIDs maps their hashes to the last offset of each.
-	pending    []slot
-	pendingIDs map[uint64]int64
+	// order, each with what ids held for its hash before.
+	pending []seen
 }
 
 type slot struct {
 	hash   uint64
 	offset int64
+}
+
+// seen is a pending record, and what ids held for its hash before it.
+type seen struct {
+	slot
+	before int64
+	had    bool
 }
 
 // NewRetries returns an empty memory of the last window offsets of a
@@ -40,12 +47,11 @@ type slot struct {
 func NewRetries(window int) *Retries {
 	window = max(window, 0)
 	return &Retries{
-		window:     int64(window),
-		seed:       maphash.MakeSeed(), // the hashes never leave the process
-		ring:       make([]slot, window),
-		ids:        make(map[uint64]int64, window),
-		last:       -1,
-		pendingIDs: map[uint64]int64{},
+		window: int64(window),
+		seed:   maphash.MakeSeed(), // the hashes never leave the process
+		ring:   make([]slot, window),
+		ids:    make(map[uint64]int64, window),
+		last:   -1,
 	}
 }
 
@@ -61,13 +67,10 @@ func (r *Retries) Seen(id string, offset int64) bool {
 		return false // seen again within the attempt
 	}
 	h := maphash.String(r.seed, id)
-	// The id's latest offset decides: pending ones are later than kept.
-	at, ok := r.pendingIDs[h]
-	if !ok {
-		at, ok = r.ids[h]
-	}
-	r.pending = append(r.pending, slot{h, offset})
-	r.pendingIDs[h] = offset
+	// The id's latest offset decides, pending or kept.
+	at, ok := r.ids[h]
+	r.pending = append(r.pending, seen{slot{h, offset}, at, ok})
+	r.ids[h] = offset
 	return ok && at >= offset-r.window
 }
 
@@ -76,24 +79,31 @@ func (r *Retries) Commit() {
 	if r == nil {
 		return
 	}
-	for _, s := range r.pending {
-		r.keep(s)
+	for _, p := range r.pending {
+		r.keep(p.slot)
 	}
-	r.Discard()
+	r.pending = r.pending[:0]
 }
 
 // Discard forgets the pending records: their batch will be tried again.
+// What Seen wrote of them is undone, the latest first.
 func (r *Retries) Discard() {
 	if r == nil {
 		return
 	}
+	for i := len(r.pending) - 1; i >= 0; i-- {
+		if p := r.pending[i]; p.had {
+			r.ids[p.hash] = p.before
+		} else {
+			delete(r.ids, p.hash)
+		}
+	}
 	r.pending = r.pending[:0]
-	clear(r.pendingIDs)
 }
 
 // keep adds s, past the last offset kept, first evicting the records that
 // leave the window, oldest first: then fewer than window offsets are left,
-// so the ring has room.
+// so the ring has room. ids holds s already (Seen).
 func (r *Retries) keep(s slot) {
 	for r.size > 0 && r.ring[r.head].offset <= s.offset-r.window {
 		old := r.ring[r.head]
@@ -105,7 +115,6 @@ func (r *Retries) keep(s slot) {
 	}
 	r.ring[(r.head+r.size)%len(r.ring)] = s
 	r.size++
-	r.ids[s.hash] = s.offset
 	r.last = s.offset
 }
 

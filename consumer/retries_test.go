@@ -41,6 +41,15 @@ func TestRetries(t *testing.T) {
 			{"a", 1, false, "pending"}, {"b", 2, false, "pending"}, {"a", 3, true, ""},
 			{"b", 4, true, ""},
 		}},
+		{"a discarded record is forgotten", 4, []step{
+			{"n", 1, false, "discard"}, {"m", 1, false, ""}, {"n", 5, false, ""},
+		}},
+		{"a discarded record leaves its id where it was", 4, []step{
+			{"a", 0, false, ""}, {"a", 2, true, "discard"}, {"b", 2, false, ""}, {"a", 3, true, ""},
+		}},
+		{"a discarded record leaves its id no later", 4, []step{
+			{"a", 0, false, ""}, {"a", 2, true, "discard"}, {"b", 2, false, ""}, {"a", 6, false, ""},
+		}},
 		{"a batch seen again within its attempt is not a retry", 4, []step{
 			{"a", 1, false, "pending"}, {"a", 1, false, "pending"}, {"a", 2, true, ""},
 		}},

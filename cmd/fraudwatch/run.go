@@ -15,12 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func cmdRun(args []string, stderr io.Writer) int {
+func cmdRun(args []string, stderr io.Writer) (code int) {
 	// First of all, so that a SIGTERM during start-up is a clean stop too.
 	ctx, stop := interruptible()
 	defer stop()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
+	cpuProfile := fs.String("cpuprofile", "", "profile the CPU of the whole run into `FILE`, written at shutdown (go tool pprof)")
 	var lf logFlags
 	lf.register(fs, "info", "json")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -34,6 +35,14 @@ func cmdRun(args []string, stderr io.Writer) int {
 	cfg, ok := loadConfig("run", *path, stderr)
 	if !ok {
 		return exitUsage
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "fraudwatch run: --cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer func() { code = profiled(code, stop, *cpuProfile, log) }()
 	}
 	// After the first signal, the default action is back: a second one
 	// ends the process at once. Restored first, then logged: once the line

@@ -156,6 +156,7 @@ func (a *App) build(opts Options) error {
 	if a.rdb, err = NewRedis(cfg.Redis); err != nil {
 		return err
 	}
+	a.rdb.AddHook(stageHook{})
 	if a.lua, err = lua.New(lua.Config{}, a.rdb, a.reg); err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (a *App) build(opts Options) error {
 	if err := a.buildOutcomes(alerts, opts); err != nil {
 		return err
 	}
-	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, a.topic,
+	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, timedAlerts{a.topic},
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}

@@ -151,7 +151,8 @@ func TestDashboardPanels(t *testing.T) {
 		"Lag per partition", "Threshold crossings by rule", "Alerts by rule", "Suppressed alerts by rule and reason",
 		"Dead letters by reason", "Latency from produce to processed", "Batch processing time", "Script errors",
 		"Alert delivery", "Late, future and clamped events", "Skipped events by rule and reason",
-		"Precision by rule", "Alert outcomes by rule", "Time from alert to outcome", "Outcomes recorded and refused"}
+		"Precision by rule", "Alert outcomes by rule", "Time from alert to outcome", "Outcomes recorded and refused",
+		"Latency by stage, p99", "Latency by stage, mean"}
 	if !slices.Equal(got, want) {
 		t.Errorf("panels %q,\nwant %q", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -64,7 +65,24 @@ func newServer(a *App) (*http.Server, error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
+	if a.cfg.Metrics.Pprof {
+		servePprof(mux)
+	}
 	return newHTTPServer(mux), nil
+}
+
+// servePprof adds Go's profiles under /debug/pprof/ (metrics.pprof):
+// the index, the named profiles (heap, goroutine, allocs, block, mutex,
+// threadcreate), a CPU profile (?seconds=, 30 by default) and an
+// execution trace. The CPU profile and trace extend the server's write
+// timeout by their duration themselves.
+func servePprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // readyProbeTTL is how long the key of /readyz's write probe lives: it

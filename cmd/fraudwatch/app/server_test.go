@@ -293,3 +293,43 @@ func TestNoAnswerCanBeFramed(t *testing.T) {
 		}
 	}
 }
+
+// Go's profiles are served on the metrics listener only when
+// metrics.pprof is set: a CPU profile of the running process, the heap's.
+func TestPprofOnlyWhenSet(t *testing.T) {
+	get := func(url string) (int, []byte) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint("pprof=", on), func(t *testing.T) {
+			p := newPipeline(t, 1, countRule)
+			p.cfg.Metrics.Pprof = on
+			r := p.start()
+			waitFor(t, 30*time.Second, "ready", func() bool { return r.ready(t) })
+			base := "http://" + r.app.Addr() + "/debug/pprof/"
+			code, body := get(base + "profile?seconds=1")
+			if !on {
+				if code != http.StatusNotFound {
+					t.Fatalf("metrics.pprof off: GET /debug/pprof/profile answered %d, want 404", code)
+				}
+				return
+			}
+			// A CPU profile is gzipped protobuf.
+			if code != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+				t.Fatalf("GET /debug/pprof/profile: %d, %d bytes starting %q; want 200 and a gzipped profile", code, len(body), body[:min(len(body), 16)])
+			}
+			if code, body := get(base + "heap?debug=1"); code != http.StatusOK || !strings.Contains(string(body), "heap profile") {
+				t.Fatalf("GET /debug/pprof/heap?debug=1: %d, %.80q", code, body)
+			}
+		})
+	}
+}
