@@ -160,18 +160,19 @@ func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) 
 func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
 
 // WindowName names the keys of one window: its group, its rule's state
-// name, and whether it is a fixed window (a counter) or a distinct window,
-// which has values too.
+// name, whether it is a fixed window (a counter) or a distinct window,
+// which has values too, and whether it keeps evidence.
 type WindowName struct {
 	Group    Group
 	Rule     string
 	Fixed    bool
 	Distinct bool
+	Evidence bool
 }
 
-// NameWindows sets the Key and Marks of each ws[i], and the Values of a
-// distinct one, to those of names[i]: all in one allocation, substrings of
-// one string. The hot path names every window of a batch, which cost two
+// NameWindows sets the Key and Marks of each ws[i], the Values of a
+// distinct one and the EvidenceKey of one that keeps evidence, to those of
+// names[i]: all in one allocation, substrings of one string. The hot path names every window of a batch, which cost two
 // allocations a window.
 func (k Keys) NameWindows(ws []*Window, names []WindowName) {
 	size := 0
@@ -190,6 +191,9 @@ func (k Keys) NameWindows(ws []*Window, names []WindowName) {
 		if n.Distinct {
 			k.writeKey(&b, 'd', n.Group, n.Rule)
 		}
+		if n.Evidence {
+			k.writeKey(&b, 'l', n.Group, n.Rule)
+		}
 	}
 	all, at := b.String(), 0
 	next := func(n int) string {
@@ -202,14 +206,21 @@ func (k Keys) NameWindows(ws []*Window, names []WindowName) {
 		if n.Distinct {
 			ws[i].Values = next(l)
 		}
+		if n.Evidence {
+			ws[i].EvidenceKey = next(l)
+		}
 	}
 }
 
 func (n WindowName) keys() int {
+	k := 2
 	if n.Distinct {
-		return 3
+		k++
 	}
-	return 2
+	if n.Evidence {
+		k++
+	}
+	return k
 }
 
 // keyLen is the length of key(kind, g, rule) for a kind of one byte.

@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,10 @@ var (
 	slideAndCheckSrc string
 	//go:embed distinct_and_check.lua
 	distinctAndCheckSrc string
+	// evidenceSrc is what the scripts that count orders share to keep
+	// their windows' evidence, put into each where it says so (withEvidence).
+	//go:embed evidence.lua
+	evidenceSrc string
 	//go:embed alert_claim.lua
 	alertClaimSrc string
 	//go:embed alert_settle.lua
@@ -96,10 +101,10 @@ var (
 	//go:embed outcome_label.lua
 	outcomeLabelSrc string
 
-	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
+	incrAndCheck     = redis.NewScript(prelude + withEvidence(incrAndCheckSrc))
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
-	slideAndCheck    = redis.NewScript(prelude + slideAndCheckSrc)
-	distinctAndCheck = redis.NewScript(prelude + distinctAndCheckSrc)
+	slideAndCheck    = redis.NewScript(prelude + withEvidence(slideAndCheckSrc))
+	distinctAndCheck = redis.NewScript(prelude + withEvidence(distinctAndCheckSrc))
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
@@ -319,14 +324,25 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// withEvidence is a counting script's text with evidence.lua where it
+// says --[[evidence.lua]]: inside the block that runs only for a call with
+// evidence, so that other calls make none of its functions.
+func withEvidence(src string) string {
+	const mark = "--[[evidence.lua]]\n"
+	if strings.Count(src, mark) != 1 {
+		panic("lua: a counting script without its one place for evidence.lua") // the embedded text, fixed at build
+	}
+	return strings.Replace(src, mark, evidenceSrc, 1)
+}
+
 // Text is the text of script name as Redis runs it (its prelude
 // included), false for no script of that name.
 func Text(name string) (string, bool) {
 	text, ok := map[string]string{
-		IncrAndCheckName:     prelude + incrAndCheckSrc,
+		IncrAndCheckName:     prelude + withEvidence(incrAndCheckSrc),
 		SalesDecrName:        prelude + salesDecrSrc,
-		SlideAndCheckName:    prelude + slideAndCheckSrc,
-		DistinctAndCheckName: prelude + distinctAndCheckSrc,
+		SlideAndCheckName:    prelude + withEvidence(slideAndCheckSrc),
+		DistinctAndCheckName: prelude + withEvidence(distinctAndCheckSrc),
 		AlertClaimName:       alertClaimSrc,
 		AlertSettleName:      alertSettleSrc,
 		SilenceAddName:       silenceAddSrc,

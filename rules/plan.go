@@ -131,6 +131,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		}
 		refund := ev.Type == event.Refund
 		id := lua.IDOf(ev.EventID)
+		text := "" // the event's evidence text for rules other than distinct ones, made once
 		// Taken for every event, whatever its rules: an event from the
 		// future is counted even where only fixed windows (processing
 		// time) are in force, since it says a producer's clock is off.
@@ -161,6 +162,15 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 					continue
 				}
 				ch.Value = lua.ValueOf(v)
+				if r.Evidence > 0 {
+					ch.Text = evidenceText(ev, v)
+				}
+			}
+			if r.Evidence > 0 && !refund && k != distinct {
+				if text == "" {
+					text = evidenceText(ev, "")
+				}
+				ch.Text = text
 			}
 			if k == sliding || k == distinct {
 				ch.At = at
@@ -295,7 +305,10 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 		p.windows[windowOf{r, g}] = in
 		c.windows++
 		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
-		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct}
+		if r.Evidence > 0 && k != fixedRefunds {
+			w.Keep, w.KeepFrom = r.Evidence, r.evidenceFrom()
+		}
+		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct, Evidence: w.Keep > 0}
 		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name})
 	}
 	ch.Window = in.index
