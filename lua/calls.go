@@ -159,6 +159,16 @@ const Span = 40
 // keeps its buckets of 2 windows and the lateness.
 const MaxLateness = 100
 
+// MaxEvidence bounds how many entries a window's evidence keeps.
+const MaxEvidence = 20
+
+// MaxEvidenceText bounds one evidence entry's text.
+const MaxEvidenceText = 512
+
+// EvidenceSep ends each entry of a window's evidence (lua/evidence.lua):
+// no entry's text holds it.
+const EvidenceSep = "\x1e"
+
 // Bounds of one call: it runs inside one script, which holds Redis
 // meanwhile.
 const (

@@ -274,7 +274,7 @@ func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }
 func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
 // Evidence is the key of the latest orders of a rule's window for a
-// group near its threshold (evidence_add), which its alerts list.
+// group near its threshold (lua/evidence.lua), which its alerts list.
 func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 
 // Cooldown is the key of a rule's alert cooldown for a group.

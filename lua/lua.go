@@ -33,7 +33,6 @@ const (
 	AlertSettleName      = "alert_settle"
 	SilenceAddName       = "silence_add"
 	AlertBudgetName      = "alert_budget"
-	EvidenceAddName      = "evidence_add"
 	AlertParkName        = "alert_park"
 	AlertAckName         = "alert_ack"
 	AlertWaitName        = "alert_wait"
@@ -72,8 +71,6 @@ var (
 	silenceAddSrc string
 	//go:embed alert_budget.lua
 	alertBudgetSrc string
-	//go:embed evidence_add.lua
-	evidenceAddSrc string
 	//go:embed alert_park.lua
 	alertParkSrc string
 	//go:embed alert_ack.lua
@@ -109,7 +106,6 @@ var (
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
 	alertBudget      = redis.NewScript(alertBudgetSrc)
-	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
 	alertAck         = redis.NewScript(alertAckSrc)
 	alertWait        = redis.NewScript(alertWaitSrc)
@@ -142,7 +138,6 @@ var (
 		{AlertSettleName, alertSettle},
 		{SilenceAddName, silenceAdd},
 		{AlertBudgetName, alertBudget},
-		{EvidenceAddName, evidenceAdd},
 		{AlertParkName, alertPark},
 		{AlertAckName, alertAck},
 		{AlertWaitName, alertWait},
@@ -347,7 +342,6 @@ func Text(name string) (string, bool) {
 		AlertSettleName:      alertSettleSrc,
 		SilenceAddName:       silenceAddSrc,
 		AlertBudgetName:      alertBudgetSrc,
-		EvidenceAddName:      evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
 		AlertAckName:         alertAckSrc,
 		AlertWaitName:        alertWaitSrc,

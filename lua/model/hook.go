@@ -17,8 +17,9 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// script is a script's body: its reply is an int64 (a Lua number) or an
-// []int64 (a table of them), as Redis would send it.
+// script is a script's body: its reply is an int64 (a Lua number), an
+// []int64 (a table of them), or an []any of int64s then strings (a
+// counting call's, with its crossings' evidence), as Redis would send it.
 type script func(s *Store, keys, args argv) (any, error)
 
 // followed names, for each script the model has, the SHA1 of the very text
@@ -30,10 +31,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"a34a36d125f3676e928e629e39924977e6b55eb6", incrAndCheck},
-	lua.SalesDecrName:        {"67cdd8705c0291d985ae9d2ee3f835a9fc9a0760", salesDecr},
-	lua.SlideAndCheckName:    {"3d7cf25c3f5e6922be28c112b4b5c5037082e2c7", slideAndCheck},
-	lua.DistinctAndCheckName: {"50e405c045b539c6f6c19343a9c9831752f10446", distinctAndCheck},
+	lua.IncrAndCheckName:     {"3cdbc38e882254959985bb657ed78954796e0891", incrAndCheck},
+	lua.SalesDecrName:        {"8f57a31dc103c213a15206e0adb18b7439927411", salesDecr},
+	lua.SlideAndCheckName:    {"7da50765fbfedaceb55a5430ebd25250c30f55c9", slideAndCheck},
+	lua.DistinctAndCheckName: {"8b7b29ded2bedf711e2398ef47d13369b33606a0", distinctAndCheck},
 	lua.AlertClaimName:       {"990b9b3805ea5f3271570bc8a6187460b1dca029", alertClaim},
 	lua.AlertSettleName:      {"91b0f6c8fbc7bd0521637ae9e9a3e4ec97260b0e", alertSettle},
 }
@@ -232,6 +233,9 @@ func setReply(cmd redis.Cmder, reply any) error {
 				list[i] = n
 			}
 			c.SetVal(list)
+			return nil
+		case []any: // integers, then strings: a counting call's evidence
+			c.SetVal(v)
 			return nil
 		}
 	case *redis.StringCmd:
