@@ -26,8 +26,8 @@
 --             event time (milliseconds since 1970), value (1 to 64 bytes;
 --             the engine sends the first 8 bytes of the field's SHA-256,
 --             lua.ValueOf, so that a long value costs 8 bytes); and when
---             m > 0 the order's evidence text (at most 512 bytes, no RS;
---             '' where none is kept)
+--             m > 0 the order's evidence text ('' where none is kept;
+--             evidence.lua says which it keeps)
 --
 -- Reply: two integers per change, in order: {count, 1} for the order that
 -- took the count from below the threshold to at or above it (again for its
@@ -74,15 +74,12 @@ if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1,
   return {-1, -1}
 end
 local m = #KEYS - 3 * n - 1
-local kept, keep_entry, write_evidence
+local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
 if m > 0 then
   local ev_args, ev_keys = 4 + 5 * n, 3 * n + 1
-  --[[evidence.lua]]
-  if not kept then
+  --[[evidence.lua: windows]]
+  if not ev_keep then
     return {-1, -1}
-  end
-  for i, e in pairs(kept) do
-    e.win, e.ttl, e.slides = KEYS[3 * i - 1], ARGV[5 * i + 3], ARGV[5 * i - 1] == 'sliding'
   end
 end
 local first_change, stride = 4 + 5 * n + 3 * m, m > 0 and 6 or 5
@@ -126,7 +123,7 @@ for c = first_change, #ARGV, stride do
   end
   local v, flag = -1, -1
   if i and usable[i] and o and #id == 8 and #ts <= 15 and (ts == '0' or match(ts, DIGITS))
-      and #value >= 1 and #value <= 64 and (not text or (#text <= 512 and not find(text, RS, 1, true))) then
+      and #value >= 1 and #value <= 64 then
     local w = windows[i]
     if not w then
       local a = 5 * i - 1
@@ -250,9 +247,10 @@ for c = first_change, #ARGV, stride do
       end
     end
     -- The order's entry in its window's evidence (incr_and_check says when).
-    local e = kept and kept[i]
-    if e and (flag == 1 or (flag == 0 and v >= e.from and v < w.threshold)) then
-      keep_entry(e, v, text, flag == 1, lists)
+    local keep = ev_keep and ev_keep[i]
+    if keep and (flag == 1 or (flag == 0 and v >= ev_from[i] and v < w.threshold)) then
+      local crossing = flag == 1
+      --[[evidence.lua: keep]]
     end
   end
   reply[r + 1], reply[r + 2] = v, flag
@@ -284,8 +282,11 @@ for _, w in pairs(windows) do
   end
 end
 -- After the windows' writes: a window's evidence takes its new life.
-if m > 0 then
-  write_evidence()
+if ev_new then
+  for i, new in pairs(ev_new) do
+    local win, ttl, slides = KEYS[3 * i - 1], ARGV[5 * i + 3], ARGV[5 * i - 1] == 'sliding'
+    --[[evidence.lua: write]]
+  end
   for j = 1, #lists do
     reply[r + j] = lists[j]
   end

@@ -222,8 +222,9 @@ func TestSlidingEvidenceLivesAsLongAsItsWindow(t *testing.T) {
 }
 
 // Unusable evidence arguments write nothing: the call's own (a window's
-// keep, its value to keep from, its index) refuse the call, a change's
-// text the change.
+// keep, its value to keep from, its index) refuse the call; a text that
+// is too long or holds the entries' separator is not kept, and its change
+// counts all the same.
 func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
@@ -249,8 +250,6 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		{"more evidence keys than windows", append(keys, w.EvidenceKey+"2"), args(1, 5, 1, good), true},
 		{"the windows' arguments cut short", keys, []any{"0:t", 60, 1, 60, 5, 1, 5}, true},
 		{"a change without its text", keys, args(1, 5, 1, good)[:12], true},
-		{"a text too long", keys, args(1, 5, 1, strings.Repeat("x", 513)), false},
-		{"a text holding the separator", keys, args(1, 5, 1, "x\x1ey"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,6 +268,17 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 			}
 			rdb.Del(ctx, offsetsOf(w))
 		})
+	}
+	for _, text := range []string{strings.Repeat("x", 513), "x\x1ey", good} {
+		v, err := incrAndCheck.Run(ctx, rdb, keys, args(1, 5, 1, text)...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The good text, the positive control, is kept.
+		if kept := rdb.Exists(ctx, w.EvidenceKey).Val(); len(v) != 2 || v[0] != 1 || (kept == 1) != (text == good) {
+			t.Errorf("text %q: reply %v, evidence written %d: want the change counted, and kept only if good", text, v, kept)
+		}
+		rdb.Del(ctx, w.Key, w.Marks, w.EvidenceKey, offsetsOf(w))
 	}
 	other := w
 	other.EvidenceKey = "elsewhere"

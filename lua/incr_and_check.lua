@@ -18,7 +18,8 @@
 --             keeps them
 -- then        per event and window: window index (1..n), offset, event id
 --             (8 bytes), increment, and when m > 0 the order's evidence
---             text (at most 512 bytes, no RS; '' where none is kept)
+--             text ('' where none is kept; evidence.lua says which it
+--             keeps)
 --
 -- Reply: two integers per event and window, in order: {current, 1} when
 -- prev < threshold <= current (this event crossed first), {current, 0}
@@ -61,15 +62,12 @@ if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 
   return {-1, -1}
 end
 local m = #KEYS - 2 * n - 1
-local kept, keep_entry, write_evidence
+local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
 if m > 0 then
   local ev_args, ev_keys = 4 + 2 * n, 2 * n + 1
-  --[[evidence.lua]]
-  if not kept then
+  --[[evidence.lua: windows]]
+  if not ev_keep then
     return {-1, -1}
-  end
-  for i, e in pairs(kept) do
-    e.win, e.ttl, e.slides = KEYS[2 * i], ARGV[2 + 2 * i], false
   end
 end
 local first_change, stride = 4 + 2 * n + 3 * m, m > 0 and 5 or 4
@@ -120,7 +118,7 @@ for c = first_change, #ARGV, stride do
   local t = i and thresholds[i]
   local v, first = -1, -1
   if t and o and #id == 8 and (inc == '1' or (#inc <= 18 and match(inc, DIGITS)))
-      and (not text or (#text <= 512 and not find(text, RS, 1, true))) then
+      then
     local key = KEYS[2 * i]
     -- Counted before: at or below the last offset applied, and not this
     -- call's own (an event's other windows).
@@ -220,18 +218,22 @@ for c = first_change, #ARGV, stride do
       end
     end
     -- The order's entry in its window's evidence, when the window keeps
-    -- one and is near its threshold (from kept[i].from on), or this
-    -- order crossed it.
-    local e = kept and kept[i]
-    if e and (first == 1 or (first == 0 and v >= e.from and v < t)) then
-      keep_entry(e, v, text, first == 1, lists)
+    -- one and is near its threshold (from ev_from[i] on, below it), or
+    -- this order crossed it.
+    local keep = ev_keep and ev_keep[i]
+    if keep and (first == 1 or (first == 0 and v >= ev_from[i] and v < t)) then
+      local crossing = first == 1
+      --[[evidence.lua: keep]]
     end
   end
   reply[r + 1], reply[r + 2] = v, first
   r = r + 2
 end
-if m > 0 then
-  write_evidence()
+if ev_new then
+  for i, new in pairs(ev_new) do
+    local win, ttl, slides = KEYS[2 * i], ARGV[2 + 2 * i], false
+    --[[evidence.lua: write]]
+  end
   for j = 1, #lists do
     reply[r + j] = lists[j]
   end

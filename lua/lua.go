@@ -319,15 +319,22 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// withEvidence is a counting script's text with evidence.lua where it
-// says --[[evidence.lua]]: inside the block that runs only for a call with
-// evidence, so that other calls make none of its functions.
+// withEvidence is a counting script's text with each section of
+// evidence.lua (after a line --[[name]]) where the script says
+// --[[evidence.lua: name]]: inside blocks that run only in a call with
+// evidence. The file's header goes with its first section.
 func withEvidence(src string) string {
-	const mark = "--[[evidence.lua]]\n"
-	if strings.Count(src, mark) != 1 {
-		panic("lua: a counting script without its one place for evidence.lua") // the embedded text, fixed at build
+	head, rest, _ := strings.Cut(evidenceSrc, "--[[windows]]\n")
+	windows, rest, _ := strings.Cut(rest, "--[[keep]]\n")
+	keep, write, _ := strings.Cut(rest, "--[[write]]\n")
+	for _, s := range []struct{ name, text string }{{"windows", head + windows}, {"keep", keep}, {"write", write}} {
+		mark := "--[[evidence.lua: " + s.name + "]]\n"
+		if strings.Count(src, mark) != 1 || s.text == "" {
+			panic("lua: a counting script without its one place for evidence.lua's " + s.name) // the embedded texts, fixed at build
+		}
+		src = strings.Replace(src, mark, s.text, 1)
 	}
-	return strings.Replace(src, mark, evidenceSrc, 1)
+	return src
 }
 
 // Text is the text of script name as Redis runs it (its prelude

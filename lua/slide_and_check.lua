@@ -28,8 +28,8 @@
 --             keeps them
 -- then        per change: window index (1..n), offset, event id (8 bytes),
 --             bucket, amount: positive for an order, '-' and the amount
---             for a refund; and when m > 0 the order's evidence text (at
---             most 512 bytes, no RS; '' where none is kept)
+--             for a refund; and when m > 0 the order's evidence text
+--             ('' where none is kept; evidence.lua says which it keeps)
 --
 -- Reply: two integers per change, in order:
 --   {value, 1}   an order that took the value from below the threshold to
@@ -83,15 +83,12 @@ if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1,
   return {-1, -1}
 end
 local m = #KEYS - 2 * n - 1
-local kept, keep_entry, write_evidence
+local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
 if m > 0 then
   local ev_args, ev_keys = 4 + 4 * n, 2 * n + 1
-  --[[evidence.lua]]
-  if not kept then
+  --[[evidence.lua: windows]]
+  if not ev_keep then
     return {-1, -1}
-  end
-  for i, e in pairs(kept) do
-    e.win, e.ttl, e.slides = KEYS[2 * i], ARGV[4 * i + 3], true
   end
 end
 local first_change, stride = 4 + 4 * n + 3 * m, m > 0 and 6 or 5
@@ -142,7 +139,7 @@ for c = first_change, #ARGV, stride do
   end
   local v, flag = -1, -1
   if i and usable[i] and o and #id == 8 and #ks <= 15 and (ks == '0' or match(ks, DIGITS))
-      and #amount <= 18 and match(amount, DIGITS) and (not text or (#text <= 512 and not find(text, RS, 1, true))) then
+      and #amount <= 18 and match(amount, DIGITS) then
     local w = windows[i]
     if not w then
       local a = 4 * i
@@ -301,9 +298,10 @@ for c = first_change, #ARGV, stride do
       end
     end
     -- The order's entry in its window's evidence (incr_and_check says when).
-    local e = kept and not refund and kept[i]
-    if e and (flag == 1 or (flag == 0 and v >= e.from and v < w.threshold)) then
-      keep_entry(e, v, text, flag == 1, lists)
+    local keep = ev_keep and not refund and ev_keep[i]
+    if keep and (flag == 1 or (flag == 0 and v >= ev_from[i] and v < w.threshold)) then
+      local crossing = flag == 1
+      --[[evidence.lua: keep]]
     end
   end
   reply[r + 1], reply[r + 2] = v, flag
@@ -341,8 +339,11 @@ for _, w in pairs(windows) do
   end
 end
 -- After the windows' writes: a window's evidence takes its new life.
-if m > 0 then
-  write_evidence()
+if ev_new then
+  for i, new in pairs(ev_new) do
+    local win, ttl, slides = KEYS[2 * i], ARGV[4 * i + 3], true
+    --[[evidence.lua: write]]
+  end
   for j = 1, #lists do
     reply[r + j] = lists[j]
   end

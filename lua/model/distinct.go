@@ -182,8 +182,8 @@ func (d *distinctCall) step(a int) error {
 	i, o, id, ok := d.change(a)
 	ts, tsOK := d.args.at(a + 3)
 	value, valueOK := d.args.at(a + 4)
-	text, textOK := d.text(a)
-	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64 && textOK) {
+	text := d.text(a)
+	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
 		d.answer(-1, -1)
 		return nil
 	}

@@ -50,22 +50,22 @@ func keptWindows(keys, args argv, n, m, at, keyAt int, window func(i int) (win, 
 	return kept
 }
 
-// text is the evidence text of the change at ARGV[a], and whether it is
-// usable: none in a call without evidence.
-func (c *counting) text(a int) (string, bool) {
+// text is the evidence text of the change at ARGV[a]: none in a call
+// without evidence.
+func (c *counting) text(a int) string {
 	if c.kept == nil {
-		return "", true
+		return ""
 	}
 	t, _ := c.args.at(a + c.stride - 1)
-	return t, len(t) <= 512 && !strings.Contains(t, rs)
+	return t
 }
 
-// keep is the scripts' keep_entry when window i keeps evidence and the
+// keep is evidence.lua's keep when window i keeps evidence and the
 // change's value v (flag its flag) is from the window's evidence value on
-// and below threshold, or crossed it.
+// and below threshold, or crossed it, and its text is one to keep.
 func (c *counting) keep(i int, v float64, flag int64, threshold float64, text string) error {
 	e := c.kept[i]
-	if e == nil || !(flag == 1 || (flag == 0 && v >= e.from && v < threshold)) {
+	if e == nil || !(flag == 1 || (flag == 0 && v >= e.from && v < threshold)) || len(text) > 512 || strings.Contains(text, rs) {
 		return nil
 	}
 	entry := text
@@ -91,7 +91,7 @@ func (c *counting) keep(i int, v float64, flag int64, threshold float64, text st
 	return nil
 }
 
-// readEvidence is read_evidence: GET once, a value of another type none.
+// readEvidence is evidence.lua's read of a window's evidence: GET once, a value of another type none.
 func (c *counting) readEvidence(e *keptWindow) error {
 	if e.read {
 		return nil
@@ -110,7 +110,7 @@ func (c *counting) readEvidence(e *keptWindow) error {
 	return nil
 }
 
-// writeEvidence is write_evidence: each window's evidence with entries
+// writeEvidence is evidence.lua's write: each window's evidence with entries
 // this call, written once.
 func (c *counting) writeEvidence() error {
 	for _, e := range c.kept {

@@ -31,10 +31,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"3cdbc38e882254959985bb657ed78954796e0891", incrAndCheck},
+	lua.IncrAndCheckName:     {"6500343ca5273f7193642afd7738434b8f8ab1fa", incrAndCheck},
 	lua.SalesDecrName:        {"8f57a31dc103c213a15206e0adb18b7439927411", salesDecr},
-	lua.SlideAndCheckName:    {"7da50765fbfedaceb55a5430ebd25250c30f55c9", slideAndCheck},
-	lua.DistinctAndCheckName: {"8b7b29ded2bedf711e2398ef47d13369b33606a0", distinctAndCheck},
+	lua.SlideAndCheckName:    {"e0830831afa9956771f84e1af623512f9d6c5dc0", slideAndCheck},
+	lua.DistinctAndCheckName: {"399424782a50fbedd6d01864d12ccd68e7673d52", distinctAndCheck},
 	lua.AlertClaimName:       {"990b9b3805ea5f3271570bc8a6187460b1dca029", alertClaim},
 	lua.AlertSettleName:      {"91b0f6c8fbc7bd0521637ae9e9a3e4ec97260b0e", alertSettle},
 }

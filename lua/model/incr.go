@@ -33,8 +33,8 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 	for at := c.first; at <= len(args); at += c.stride {
 		i, o, id, ok := c.change(at)
 		inc, incOK := args.at(at + 3)
-		text, textOK := c.text(at)
-		if !(ok && incOK && (inc == "1" || positive(inc, true, 18)) && textOK) {
+		text := c.text(at)
+		if !(ok && incOK && (inc == "1" || positive(inc, true, 18))) {
 			c.answer(-1, -1)
 			continue
 		}

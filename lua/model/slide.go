@@ -79,8 +79,8 @@ func (d *slideCall) step(a int) error {
 	if refund {
 		amount = amount[1:]
 	}
-	text, textOK := d.text(a)
-	if !(ok && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18) && textOK) {
+	text := d.text(a)
+	if !(ok && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
 		d.answer(-1, -1)
 		return nil
 	}

@@ -98,9 +98,9 @@ var readings = map[string]struct {
 	name, sha string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "3cdbc38e882254959985bb657ed78954796e0891", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "7da50765fbfedaceb55a5430ebd25250c30f55c9", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "8b7b29ded2bedf711e2398ef47d13369b33606a0", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "6500343ca5273f7193642afd7738434b8f8ab1fa", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "e0830831afa9956771f84e1af623512f9d6c5dc0", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "399424782a50fbedd6d01864d12ccd68e7673d52", (*windows).readDistinct},
 }
 
 // readingBySHA is readings by their SHA1s.
