@@ -18,7 +18,8 @@
 -- US event id US order id US value' (US \31), with the window's value after
 -- the order put between the two US's, which only the script knows; a text
 -- without them is kept as it came, and its reader drops it. A text over 512
--- bytes, or holding RS, is not kept (the change counts all the same). A
+-- bytes, or holding RS, is not kept (the change counts all the same), and
+-- a crossing's list is then ''. A
 -- window's evidence is read at most once a call (GET) and written once
 -- (SET), its new entries first and then as many of the old as keep leaves
 -- room for; a new one, and a sliding window's at every write, takes the
@@ -99,6 +100,12 @@ if #text <= 512 and not find(text, RS, 1, true) then
     end
     lists[#lists + 1] = s
   end
+elseif crossing then
+  -- Its list is '': the alert goes without evidence, as it goes.
+  if not ev_new then
+    ev_new, ev_old, ev_have, lists = {}, {}, {}, {}
+  end
+  lists[#lists + 1] = ''
 end
 --[[write]]
 -- A window's evidence written, after the call's writes to the window: in

@@ -278,6 +278,13 @@ func TestEvidenceRefusesUnusableArguments(t *testing.T) {
 		if kept := rdb.Exists(ctx, w.EvidenceKey).Val(); len(v) != 2 || v[0] != 1 || (kept == 1) != (text == good) {
 			t.Errorf("text %q: reply %v, evidence written %d: want the change counted, and kept only if good", text, v, kept)
 		}
+		// A crossing whose text is not kept answers '' for its list: its
+		// alert goes, without evidence.
+		crossing := []any{"0:t", 60, 1, 60, 2, 1, 5, 1, 1, 2, "abcdefgh", 1, text} // threshold 2, at offset 2
+		reply, err := incrAndCheck.Run(ctx, rdb, keys, crossing...).Slice()
+		if want := []any{int64(2), int64(1), ""}; err != nil || (text != good && fmt.Sprint(reply) != fmt.Sprint(want)) {
+			t.Errorf("text %q: crossing answered %q, %v; want %q", text, reply, err, want)
+		}
 		rdb.Del(ctx, w.Key, w.Marks, w.EvidenceKey, offsetsOf(w))
 	}
 	other := w

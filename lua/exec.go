@@ -274,8 +274,9 @@ func pairsAndLists(v any, changes int) ([]int64, []string, error) {
 	if len(all) > n {
 		lists = make([]string, len(all)-n)
 		for i, l := range all[n:] {
+			// '' is a crossing whose text was not kept: no evidence.
 			text, ok := l.(string)
-			if !ok || !strings.HasSuffix(text, EvidenceSep) {
+			if !ok || (text != "" && !strings.HasSuffix(text, EvidenceSep)) {
 				return nil, nil, fmt.Errorf("%w: evidence of %T, or not ending with its separator", ErrUnexpectedReply, l)
 			}
 			lists[i] = text

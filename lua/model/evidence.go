@@ -65,7 +65,13 @@ func (c *counting) text(a int) string {
 // and below threshold, or crossed it, and its text is one to keep.
 func (c *counting) keep(i int, v float64, flag int64, threshold float64, text string) error {
 	e := c.kept[i]
-	if e == nil || !(flag == 1 || (flag == 0 && v >= e.from && v < threshold)) || len(text) > 512 || strings.Contains(text, rs) {
+	if e == nil || !(flag == 1 || (flag == 0 && v >= e.from && v < threshold)) {
+		return nil
+	}
+	if len(text) > 512 || strings.Contains(text, rs) {
+		if flag == 1 {
+			c.lists = append(c.lists, "") // not kept: its alert goes without evidence
+		}
 		return nil
 	}
 	entry := text

@@ -31,10 +31,10 @@ var followed = map[string]struct {
 	sha  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"6500343ca5273f7193642afd7738434b8f8ab1fa", incrAndCheck},
+	lua.IncrAndCheckName:     {"40c81977c8fb2ff638c6fab9459d7f4bdea3d1f3", incrAndCheck},
 	lua.SalesDecrName:        {"8f57a31dc103c213a15206e0adb18b7439927411", salesDecr},
-	lua.SlideAndCheckName:    {"e0830831afa9956771f84e1af623512f9d6c5dc0", slideAndCheck},
-	lua.DistinctAndCheckName: {"399424782a50fbedd6d01864d12ccd68e7673d52", distinctAndCheck},
+	lua.SlideAndCheckName:    {"765889b37e62cde38ed8f9fb36cf6f3328fb2a8d", slideAndCheck},
+	lua.DistinctAndCheckName: {"e8b5fbb6f5702d9b0adab9224b8b02d7945f71e7", distinctAndCheck},
 	lua.AlertClaimName:       {"990b9b3805ea5f3271570bc8a6187460b1dca029", alertClaim},
 	lua.AlertSettleName:      {"91b0f6c8fbc7bd0521637ae9e9a3e4ec97260b0e", alertSettle},
 }

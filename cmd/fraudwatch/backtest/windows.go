@@ -98,9 +98,9 @@ var readings = map[string]struct {
 	name, sha string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "6500343ca5273f7193642afd7738434b8f8ab1fa", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "e0830831afa9956771f84e1af623512f9d6c5dc0", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "399424782a50fbedd6d01864d12ccd68e7673d52", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "40c81977c8fb2ff638c6fab9459d7f4bdea3d1f3", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "765889b37e62cde38ed8f9fb36cf6f3328fb2a8d", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "e8b5fbb6f5702d9b0adab9224b8b02d7945f71e7", (*windows).readDistinct},
 }
 
 // readingBySHA is readings by their SHA1s.
