@@ -53,10 +53,8 @@ type Config struct {
 	// Default 100,000.
 	Groups int
 	// Evidence is how many orders each incr_and_check window keeps as
-	// evidence (0: none, as the seed-style script keeps none). Its windows
-	// never come near their thresholds, so no order is kept: what it
-	// measures is what a change pays for evidence far from its threshold,
-	// its text and the call's evidence arguments.
+	// evidence (0: none). The windows never come near their thresholds:
+	// it measures what a change pays for evidence it does not keep.
 	Evidence int
 }
 
