@@ -89,18 +89,31 @@ const sep = "\x1f"
 
 var separators = strings.NewReplacer(sep, " ", lua.EvidenceSep, " ")
 
-// evidenceText is an order's entry as the counting script is sent it:
-// its time, amount, an empty field where the script puts the window's
-// value after the order (which only the script knows), event id, order id
-// and value (lua/evidence.lua).
-func evidenceText(ev *event.Event, value string) string {
+// evidenceText appends an order's entry as the counting script is sent
+// it to the plan's texts: its time, amount, an empty field where the
+// script puts the window's value after the order (which only the script
+// knows), event id, order id and the value of field (none: ""), when the
+// event has it (lua/evidence.lua).
+func (p *plan) evidenceText(ev *event.Event, field string) span {
 	at := ev.OccurredAt
 	if at.IsZero() {
 		at = ev.Source.Time
 	}
+	var value string
+	if field != "" {
+		value, _ = ev.Field(field)
+	}
 	clean := func(s string, n int) string { return separators.Replace(clipText(s, n)) }
-	return strconv.FormatInt(at.UnixMilli(), 10) + sep + strconv.FormatInt(ev.Amount, 10) + sep + sep +
-		clean(ev.EventID, event.MaxIDBytes) + sep + clean(ev.OrderID, maxEvidenceOrder) + sep + clean(value, maxEvidenceValue)
+	from := len(p.texts)
+	b := strconv.AppendInt(p.texts, at.UnixMilli(), 10)
+	b = append(b, sep...)
+	b = strconv.AppendInt(b, ev.Amount, 10)
+	b = append(append(b, sep...), sep...)
+	b = append(b, clean(ev.EventID, event.MaxIDBytes)...)
+	b = append(append(b, sep...), clean(ev.OrderID, maxEvidenceOrder)...)
+	b = append(append(b, sep...), clean(value, maxEvidenceValue)...)
+	p.texts = b
+	return span{int32(from), int32(len(b))}
 }
 
 func decodeEvidence(text string) (entry, bool) {
