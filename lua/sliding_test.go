@@ -38,7 +38,11 @@ func trySlide(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]
 	c := &Slide{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
-			c.Changes = append(c.Changes, changeOf(w, e))
+			ch := changeOf(w, e)
+			if e.amount >= 0 {
+				ch.Text = textOf(windows[w], e.id)
+			}
+			c.Changes = append(c.Changes, ch)
 		}
 	}
 	b := s.Batch()
