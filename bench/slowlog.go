@@ -54,7 +54,7 @@ func watchSlowlog(ctx context.Context, rdb *redis.Client) (*slowest, func(), err
 		}
 	}
 	s := &slowest{byScript: map[string]slowCall{}, scripts: map[string]string{}}
-	for _, name := range []string{lua.IncrAndCheckName, lua.SalesDecrName, lua.SlideAndCheckName, lua.DistinctAndCheckName} {
+	for _, name := range []string{lua.IncrAndCheckName, lua.SalesDecrName, lua.SlideAndCheckName, lua.DistinctAndCheckName, lua.EvidenceAddName} {
 		if text, ok := lua.Text(name); ok {
 			sum := sha1.Sum([]byte(text))
 			s.scripts[hex.EncodeToString(sum[:])] = name

@@ -3,7 +3,6 @@ package lua
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Batch sends counting calls to Redis pipelined: a round trip for many
@@ -33,17 +32,11 @@ type batchCall struct {
 	counted  []Counted
 	refunded []Refunded
 	flags    bool
-	// windows and chs are the call's, when some of its windows keep
-	// evidence (lists: its reply's strings follow its integers).
-	windows []Window
-	chs     []Change
-	lists   bool
 }
 
-// answer sets the call's results from its reply (pairs of integers, then
-// a crossing's evidence for each First of a window that keeps one) or the
-// error of the whole call.
-func (c *batchCall) answer(pairs []int64, lists []string, err error) {
+// answer sets the call's results from its reply (pairs of integers) or
+// the error of the whole call.
+func (c *batchCall) answer(pairs []int64, err error) {
 	for i := range c.changes {
 		var res Counted
 		switch {
@@ -54,12 +47,6 @@ func (c *batchCall) answer(pairs []int64, lists []string, err error) {
 		default:
 			flag := pairs[2*i+1]
 			res = Counted{Current: pairs[2*i], First: flag == 1, Late: c.flags && flag == 2, Clamped: c.flags && flag == 3}
-			if res.First && c.lists {
-				if keep := c.windows[c.chs[i].Window].Keep; keep > 0 {
-					res.Evidence = evidenceList(lists[0], keep)
-					lists = lists[1:]
-				}
-			}
 		}
 		if c.refunded != nil {
 			// sales_decr's second integer is its clamped flag.
@@ -83,16 +70,11 @@ func (b *Batch) Count(c *Count) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	m, err := checkEvidence(c.Windows, c.Changes)
-	if err != nil {
-		return err
-	}
-	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows)+m, 3+2*len(c.Windows)+3*m+(4+evidenceArgs(m))*len(c.Changes), 1+len(c.Windows)+m)
+	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
-	a.evidenceKeys(c.Windows, m)
 	a.source(&c.Source)
 	a.int(seconds(b.s.cfg.Retention))
 	a.int(int64(len(c.Windows)))
@@ -100,18 +82,9 @@ func (b *Batch) Count(c *Count) error {
 		a.int(seconds(c.Windows[i].Length))
 		a.ptr(&c.Windows[i].Threshold)
 	}
-	a.evidence(c.Windows, m)
-	for i := range c.Changes {
-		ch := &c.Changes[i]
-		a.int(int64(ch.Window) + 1)
-		a.ptr(&ch.Offset)
-		a.id(&ch.ID)
-		a.ptr(&ch.Amount)
-		a.text(ch, m)
-	}
+	a.changes(c.Changes)
 	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: IncrAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results,
-		windows: c.Windows, chs: c.Changes, lists: m > 0})
+	b.calls = append(b.calls, batchCall{name: IncrAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results})
 	return nil
 }
 
@@ -144,17 +117,11 @@ func (b *Batch) Slide(c *Slide) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	m, err := checkEvidence(c.Windows, c.Changes)
-	if err != nil {
-		return err
-	}
-	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows)+m, 3+4*len(c.Windows)+3*m+(5+evidenceArgs(m))*len(c.Changes),
-		1+2*len(c.Windows)+m+len(c.Changes))
+	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
-	a.evidenceKeys(c.Windows, m)
 	a.source(&c.Source)
 	a.int(seconds(b.s.cfg.Retention))
 	a.int(int64(len(c.Windows)))
@@ -171,7 +138,6 @@ func (b *Batch) Slide(c *Slide) error {
 		a.ptr(&w.Threshold)
 		a.int(seconds(2 * (w.Length + w.Lateness)))
 	}
-	a.evidence(c.Windows, m)
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		if ch.Window < 0 || ch.Window >= len(widths) || ch.At < 0 {
@@ -182,11 +148,9 @@ func (b *Batch) Slide(c *Slide) error {
 		a.id(&ch.ID)
 		a.int(ch.At / widths[ch.Window])
 		a.ptr(&ch.Amount)
-		a.text(ch, m)
 	}
 	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: SlideAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true,
-		windows: c.Windows, chs: c.Changes, lists: m > 0})
+	b.calls = append(b.calls, batchCall{name: SlideAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil
 }
 
@@ -196,11 +160,7 @@ func (b *Batch) Distinct(c *Distinct) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	m, err := checkEvidence(c.Windows, c.Changes)
-	if err != nil {
-		return err
-	}
-	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows)+m, 3+5*len(c.Windows)+3*m+(5+evidenceArgs(m))*len(c.Changes), 1+3*len(c.Windows)+m)
+	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		w := &c.Windows[i]
@@ -209,7 +169,6 @@ func (b *Batch) Distinct(c *Distinct) error {
 		}
 		a.keys(&w.Key, &w.Values, &w.Marks)
 	}
-	a.evidenceKeys(c.Windows, m)
 	a.source(&c.Source)
 	a.int(seconds(b.s.cfg.Retention))
 	a.int(int64(len(c.Windows)))
@@ -225,7 +184,6 @@ func (b *Batch) Distinct(c *Distinct) error {
 		a.ptr(&w.Threshold)
 		a.int(seconds(ttl))
 	}
-	a.evidence(c.Windows, m)
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		a.int(int64(ch.Window) + 1)
@@ -233,11 +191,9 @@ func (b *Batch) Distinct(c *Distinct) error {
 		a.id(&ch.ID)
 		a.ptr(&ch.At)
 		a.id(&ch.Value)
-		a.text(ch, m)
 	}
 	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: DistinctAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true,
-		windows: c.Windows, chs: c.Changes, lists: m > 0})
+	b.calls = append(b.calls, batchCall{name: DistinctAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil
 }
 
@@ -259,39 +215,9 @@ func checkCall(source, offsets string, windows []Window, changes int, marks bool
 		return errors.New("lua: a call's offsets key must share its windows' hash tag")
 	}
 	for _, w := range windows {
-		if hashTag(w.Key) != tag || (marks && hashTag(w.Marks) != tag) || (w.Keep > 0 && hashTag(w.EvidenceKey) != tag) {
+		if hashTag(w.Key) != tag || (marks && hashTag(w.Marks) != tag) {
 			return fmt.Errorf("lua: the keys of a call must share one hash tag")
 		}
 	}
 	return nil
-}
-
-// checkEvidence refuses a call's evidence the script would refuse, and
-// tells how many of its windows keep evidence.
-func checkEvidence(windows []Window, changes []Change) (int, error) {
-	m := 0
-	for _, w := range windows {
-		switch {
-		case w.Keep == 0:
-		case w.Keep < 0 || w.Keep > MaxEvidence || w.KeepFrom < 1:
-			return 0, fmt.Errorf("lua: a window's evidence keeps 0 to %d orders from a value of at least 1, not %d from %d", MaxEvidence, w.Keep, w.KeepFrom)
-		default:
-			m++
-		}
-	}
-	for i := range changes {
-		if t := changes[i].Text; t != "" && (m == 0 || len(t) > MaxEvidenceText || strings.Contains(t, EvidenceSep)) {
-			return 0, fmt.Errorf("lua: an evidence text of at most %d bytes and no \\x1e, in a call with evidence", MaxEvidenceText)
-		}
-	}
-	return m, nil
-}
-
-// evidenceArgs is how many arguments a change has for its evidence text: one
-// when the call has windows that keep evidence.
-func evidenceArgs(m int) int {
-	if m > 0 {
-		return 1
-	}
-	return 0
 }

@@ -24,15 +24,6 @@ type Window struct {
 	// either.
 	Sliding  bool
 	Lateness time.Duration
-	// Keep is how many orders the window's evidence keeps (0: none, else
-	// 1 to MaxEvidence), in EvidenceKey (Keys.Evidence), from the value
-	// KeepFrom on (at least 1): the script that counts an order keeps its
-	// entry when the window's value after it is from KeepFrom on and below
-	// the threshold, or the order crossed it (docs/alerts.md, Evidence).
-	// Count, Slide and Distinct use them.
-	Keep        int
-	KeepFrom    int64
-	EvidenceKey string
 }
 
 // Change is one event's change to one window of a call.
@@ -50,9 +41,6 @@ type Change struct {
 	At int64
 	// Value is the event's value of a distinct rule's field (ValueOf).
 	Value EventID
-	// Text is the order's evidence entry (EvidenceText), for a window
-	// that keeps evidence; empty for a refund.
-	Text string
 }
 
 // Counted is the answer of incr_and_check, slide_and_check or
@@ -75,11 +63,6 @@ type Counted struct {
 	// Err is ErrInvalidArguments when the script refused the change; it
 	// wrote nothing for it.
 	Err error
-	// Evidence is, for a First of a window that keeps evidence, the
-	// window's evidence as of the change: its entries' texts, newest
-	// first, this one first, at most the window's Keep, each ending with
-	// EvidenceSep (EvidenceEntries splits them).
-	Evidence string
 }
 
 // Refunded is sales_decr's answer to one Change.
@@ -158,16 +141,6 @@ const Span = 40
 // MaxLateness bounds a sliding window's lateness, in windows: a group
 // keeps its buckets of 2 windows and the lateness.
 const MaxLateness = 100
-
-// MaxEvidence bounds how many entries a window's evidence keeps.
-const MaxEvidence = 20
-
-// MaxEvidenceText bounds one evidence entry's text.
-const MaxEvidenceText = 512
-
-// EvidenceSep ends each entry of a window's evidence (lua/evidence.lua):
-// no entry's text holds it.
-const EvidenceSep = "\x1e"
 
 // Bounds of one call: it runs inside one script, which holds Redis
 // meanwhile.

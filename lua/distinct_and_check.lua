@@ -9,8 +9,6 @@
 -- KEYS[3i]    window i's values: a sorted set of value -> the time it was
 --             last seen, kept to the threshold + 1 latest
 -- KEYS[3i+1]  window i's crossing marks: a hash of event id -> value
--- KEYS[3n+1+j] the evidence of the j-th window that keeps one (evidence.lua
---             says its form); m = #KEYS - 3n - 1 of them, 0 to n
 -- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':' (which
 --             neither t nor r has)
 -- ARGV[2]     how long crossing marks live, seconds
@@ -19,15 +17,10 @@
 --             its lateness, milliseconds (sliding); threshold (1..10000);
 --             how long it lives, seconds (fixed: from its first event;
 --             sliding: after its last change)
--- then        per window that keeps evidence (m of them): its index (1..n),
---             how many entries it keeps (1..20), the value from which it
---             keeps them
 -- then        per change: window index (1..n), offset, event id (8 bytes),
 --             event time (milliseconds since 1970), value (1 to 64 bytes;
 --             the engine sends the first 8 bytes of the field's SHA-256,
---             lua.ValueOf, so that a long value costs 8 bytes); and when
---             m > 0 the order's evidence text ('' where none is kept;
---             evidence.lua says which it keeps)
+--             lua.ValueOf, so that a long value costs 8 bytes)
 --
 -- Reply: two integers per change, in order: {count, 1} for the order that
 -- took the count from below the threshold to at or above it (again for its
@@ -37,10 +30,7 @@
 -- values hold another type (written by another; nothing written for it);
 -- a single {-1, -1} when the call's own are. Marks of another type are
 -- none, and a crossing replaces them; so are offsets of another type, and
--- they are replaced; evidence of another type is replaced. Such keys never
--- fail the call. Then one string per {count, 1} of a window that keeps
--- evidence, in order: its evidence as of the order (evidence.lua), kept as
--- slide_and_check keeps it.
+-- they are replaced. Such keys never fail the call.
 --
 -- A fixed window starts with its group's first order, as incr_and_check's
 -- do, and counts every distinct value until it ends. A sliding window's
@@ -60,30 +50,19 @@
 -- both go when the window counts a later offset.
 --
 -- It runs after prelude.lua, which it shares with the other counting
--- scripts, and evidence.lua goes into it as into incr_and_check;
--- straight-line code as they are (the prelude says why).
+-- scripts; straight-line code as they are (the prelude says why).
 local MAX_WINDOWS, MAX_CHANGES, MAX_THRESHOLD = 64, 512, 10000
-local floor, max = math.floor, math.max
+local find, floor, max = string.find, math.floor, math.max
 
 local src, n_s = ARGV[1], ARGV[3]
 local n = tonumber(n_s)
 if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
     and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
-    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS
-    and #KEYS >= 3 * n + 1 and #KEYS <= 4 * n + 1) then
+    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 3 * n + 1) then
   return {-1, -1}
 end
-local m = #KEYS - 3 * n - 1
-local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
-if m > 0 then
-  local ev_args, ev_keys = 4 + 5 * n, 3 * n + 1
-  --[[evidence.lua: windows]]
-  if not ev_keep then
-    return {-1, -1}
-  end
-end
-local first_change, stride = 4 + 5 * n + 3 * m, m > 0 and 6 or 5
-local changes = (#ARGV - first_change + 1) / stride
+local first_change = 4 + 5 * n
+local changes = (#ARGV - first_change + 1) / 5
 if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
   return {-1, -1}
 end
@@ -110,11 +89,11 @@ local advanced, refresh = false, false
 -- Every window is read once, on its first change, and written once. An
 -- event's changes share its offset, and a call's changes its windows'
 -- indices: each string is checked once in a row.
-local windows, lists = {}, {}
+local windows = {}
 local reply, r = {}, 0
 local is_seen, i, off_seen, o
-for c = first_change, #ARGV, stride do
-  local is, off, id, ts, value, text = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4], m > 0 and ARGV[c + 5]
+for c = first_change, #ARGV, 5 do
+  local is, off, id, ts, value = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
   if is ~= is_seen then
     is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
   end
@@ -246,12 +225,6 @@ for c = first_change, #ARGV, stride do
         end
       end
     end
-    -- The order's entry in its window's evidence (incr_and_check says when).
-    local keep = ev_keep and ev_keep[i]
-    if keep and (flag == 1 or (flag == 0 and v >= ev_from[i] and v < w.threshold)) then
-      local crossing = flag == 1
-      --[[evidence.lua: keep]]
-    end
   end
   reply[r + 1], reply[r + 2] = v, flag
   r = r + 2
@@ -279,16 +252,6 @@ for _, w in pairs(windows) do
       call('EXPIRE', w.values, w.ttl)
       refresh = true
     end
-  end
-end
--- After the windows' writes: a window's evidence takes its new life.
-if ev_new then
-  for i, new in pairs(ev_new) do
-    local win, ttl, slides = KEYS[3 * i - 1], ARGV[5 * i + 3], ARGV[5 * i - 1] == 'sliding'
-    --[[evidence.lua: write]]
-  end
-  for j = 1, #lists do
-    reply[r + j] = lists[j]
   end
 end
 

@@ -94,35 +94,6 @@ func (c *command) changes(changes []Change) {
 	}
 }
 
-// evidenceKeys adds the evidence keys of the m windows that keep
-// evidence, after the windows' own keys.
-func (c *command) evidenceKeys(windows []Window, m int) {
-	for i := 0; m > 0 && i < len(windows); i++ {
-		if windows[i].Keep > 0 {
-			c.args = append(c.args, &windows[i].EvidenceKey)
-		}
-	}
-}
-
-// evidence adds, for each window that keeps evidence, its index (from 1),
-// how many orders it keeps and the value from which it keeps them.
-func (c *command) evidence(windows []Window, m int) {
-	for i := 0; m > 0 && i < len(windows); i++ {
-		if w := &windows[i]; w.Keep > 0 {
-			c.int(int64(i) + 1)
-			c.int(int64(w.Keep))
-			c.ptr(&w.KeepFrom)
-		}
-	}
-}
-
-// text adds a change's evidence text, in a call with evidence.
-func (c *command) text(ch *Change, m int) {
-	if m > 0 {
-		c.args = append(c.args, &ch.Text)
-	}
-}
-
 // idArg is an EventID as go-redis writes it, through
 // encoding.BinaryMarshaler: its bytes, without a copy.
 type idArg EventID
@@ -186,20 +157,12 @@ func hashTag(key string) string {
 func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
-		cmds := make([]redis.Cmder, len(calls))
+		cmds := make([]*redis.IntSliceCmd, len(calls))
 		for i, c := range calls {
 			// An IntSliceCmd reads the reply's integers into a slice, where
-			// a Cmd boxes each of them; a call with evidence may answer
-			// strings too.
-			if c.lists {
-				cmd := redis.NewCmd(ctx, c.args...)
-				cmd.SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
-				cmds[i] = cmd
-			} else {
-				cmd := redis.NewIntSliceCmd(ctx, c.args...)
-				cmd.SetFirstKeyPos(3)
-				cmds[i] = cmd
-			}
+			// a Cmd boxes each of them.
+			cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
+			cmds[i].SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
 			_ = pipe.Process(ctx, cmds[i])
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
@@ -213,8 +176,19 @@ func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 			if err != nil {
 				return s.redisError(ctx, c.name, err)
 			}
-			if err := s.read(c, cmds[i]); err != nil {
-				return err
+			pairs := cmds[i].Val()
+			switch {
+			case len(pairs) == 2*c.changes:
+				if refused(pairs) {
+					s.fail(c.name, ErrInvalidArguments)
+				}
+				c.answer(pairs, nil)
+			case len(pairs) == 2 && pairs[0] == -1 && pairs[1] == -1:
+				// The call's own arguments: every change refused.
+				s.fail(c.name, ErrInvalidArguments)
+				c.answer(nil, ErrInvalidArguments)
+			default:
+				return s.fail(c.name, fmt.Errorf("%w: %d integers for %d changes", ErrUnexpectedReply, len(pairs), c.changes))
 			}
 		}
 		if len(again) == 0 {
@@ -225,101 +199,6 @@ func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 		}
 		calls = again
 	}
-}
-
-// read answers a call from its command's reply.
-func (s *Scripts) read(c *batchCall, cmd redis.Cmder) error {
-	var pairs []int64
-	var lists []string
-	switch cmd := cmd.(type) {
-	case *redis.IntSliceCmd:
-		pairs = cmd.Val()
-	case *redis.Cmd:
-		var err error
-		if pairs, lists, err = pairsAndLists(cmd.Val(), c.changes); err != nil {
-			return s.fail(c.name, err)
-		}
-	}
-	switch {
-	case len(pairs) == 2*c.changes && len(lists) == c.crossings(pairs):
-		if refused(pairs) {
-			s.fail(c.name, ErrInvalidArguments)
-		}
-		c.answer(pairs, lists, nil)
-	case len(pairs) == 2 && len(lists) == 0 && pairs[0] == -1 && pairs[1] == -1:
-		// The call's own arguments: every change refused.
-		s.fail(c.name, ErrInvalidArguments)
-		c.answer(nil, nil, ErrInvalidArguments)
-	default:
-		return s.fail(c.name, fmt.Errorf("%w: %d integers and %d strings for %d changes", ErrUnexpectedReply, len(pairs), len(lists), c.changes))
-	}
-	return nil
-}
-
-// pairsAndLists reads a reply of integers then strings: the pairs of at
-// most changes changes (a refused call's single pair), then the lists.
-func pairsAndLists(v any, changes int) ([]int64, []string, error) {
-	all, ok := v.([]any)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: a reply of %T", ErrUnexpectedReply, v)
-	}
-	n := min(len(all), 2*changes)
-	pairs := make([]int64, n)
-	for i := range n {
-		if pairs[i], ok = all[i].(int64); !ok {
-			return nil, nil, fmt.Errorf("%w: %T among the integers", ErrUnexpectedReply, all[i])
-		}
-	}
-	var lists []string
-	if len(all) > n {
-		lists = make([]string, len(all)-n)
-		for i, l := range all[n:] {
-			// '' is a crossing whose text was not kept: no evidence.
-			text, ok := l.(string)
-			if !ok || (text != "" && !strings.HasSuffix(text, EvidenceSep)) {
-				return nil, nil, fmt.Errorf("%w: evidence of %T, or not ending with its separator", ErrUnexpectedReply, l)
-			}
-			lists[i] = text
-		}
-	}
-	return pairs, lists, nil
-}
-
-// crossings is how many lists a reply of these pairs holds: one per First
-// of a window that keeps evidence.
-func (c *batchCall) crossings(pairs []int64) int {
-	if !c.lists || len(pairs) != 2*c.changes {
-		return 0
-	}
-	n := 0
-	for i := range c.changes {
-		if pairs[2*i+1] == 1 && !(pairs[2*i] == -1) && c.windows[c.chs[i].Window].Keep > 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// evidenceList is a list of a reply cut to its first keep entries.
-func evidenceList(text string, keep int) string {
-	end := 0
-	for range keep {
-		i := strings.Index(text[end:], EvidenceSep)
-		if i < 0 {
-			break
-		}
-		end += i + 1
-	}
-	return text[:end]
-}
-
-// EvidenceEntries splits a Counted's Evidence into its entries' texts,
-// newest first.
-func EvidenceEntries(list string) []string {
-	if list == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(list, EvidenceSep), EvidenceSep)
 }
 
 // refused reports whether the script refused any change of a reply.

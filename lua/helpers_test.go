@@ -58,7 +58,7 @@ func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]C
 	c := &Count{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
-			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount, Text: textOf(windows[w], e.id)})
+			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
 		}
 	}
 	b := s.Batch()
@@ -66,15 +66,6 @@ func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]C
 		return nil, err
 	}
 	return c.Results, b.Exec(ctx)
-}
-
-// textOf is a test order's evidence text for a window that keeps evidence:
-// its id where the order id goes.
-func textOf(w Window, id string) string {
-	if w.Keep == 0 {
-		return ""
-	}
-	return "1\x1f1\x1f\x1f" + id + "\x1f" + id + "\x1f"
 }
 
 // refund runs one sales_decr call of the refunds against the windows.

@@ -7,31 +7,21 @@
 --             and script, the last offset applied here from it
 -- KEYS[2i]    window i: its counter, a string; its TTL is its end
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
--- KEYS[2n+1+j] the evidence of the j-th window that keeps one (evidence.lua
---             says its form); m = #KEYS - 2n - 1 of them, 0 to n
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     how long crossing marks live, seconds
 -- ARGV[3]     n, the number of windows
 -- ARGV[4..]   per window: its length, seconds; its threshold
--- then        per window that keeps evidence (m of them): its index (1..n),
---             how many entries it keeps (1..20), the value from which it
---             keeps them
 -- then        per event and window: window index (1..n), offset, event id
---             (8 bytes), increment, and when m > 0 the order's evidence
---             text ('' where none is kept; evidence.lua says which it
---             keeps)
+--             (8 bytes), increment
 --
 -- Reply: two integers per event and window, in order: {current, 1} when
 -- prev < threshold <= current (this event crossed first), {current, 0}
 -- otherwise, {-1, -1} when its arguments or its window are unusable: then it
--- wrote nothing to the window, and the others still count. Then one string
--- per {current, 1} of a window that keeps evidence, in order: its evidence
--- as of the change (evidence.lua). Call arguments
+-- wrote nothing to the window, and the others still count. Call arguments
 -- that are unusable (keys, source, lifetime, counts) make the reply a single
 -- {-1, -1}. A key of another type (written by another) never fails the
 -- call: a window's counter is unusable, as above; its marks are none, and
--- a crossing replaces them; the offsets are none, and are replaced; its
--- evidence is replaced.
+-- a crossing replaces them; the offsets are none, and are replaced.
 --
 -- "Already counted?" is asked once per event, not per window: the caller
 -- sends a partition's events of one bucket in calls that cover increasing,
@@ -49,8 +39,7 @@
 -- Increments and thresholds have at most 18 digits, offsets 15 (exact in
 -- Lua's doubles), durations 10.
 --
--- It runs after prelude.lua, which it shares with sales_decr, and before
--- evidence.lua, which it shares with slide_and_check and distinct_and_check.
+-- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO53, TWO62 = 9007199254740992, 4611686018427387904
 
@@ -58,20 +47,11 @@ local src, n_s = ARGV[1], ARGV[3]
 local n = tonumber(n_s)
 if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 'string'
     and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS)
-    and n <= MAX_WINDOWS and #KEYS >= 2 * n + 1 and #KEYS <= 3 * n + 1) then
+    and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
   return {-1, -1}
 end
-local m = #KEYS - 2 * n - 1
-local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
-if m > 0 then
-  local ev_args, ev_keys = 4 + 2 * n, 2 * n + 1
-  --[[evidence.lua: windows]]
-  if not ev_keep then
-    return {-1, -1}
-  end
-end
-local first_change, stride = 4 + 2 * n + 3 * m, m > 0 and 5 or 4
-local changes = (#ARGV - first_change + 1) / stride
+local first_change = 4 + 2 * n
+local changes = (#ARGV - first_change + 1) / 4
 if changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
   return {-1, -1}
 end
@@ -105,10 +85,10 @@ local dirty, refresh = false, false
 -- so that no function is made for them every call. An event's changes
 -- share its offset, and a call's changes its windows' indices: each string
 -- is checked once in a row.
-local reply, r, values, lists = {}, 0, {}, {}
+local reply, r, values = {}, 0, {}
 local is_seen, i, off_seen, o
-for c = first_change, #ARGV, stride do
-  local is, off, id, inc, text = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], m > 0 and ARGV[c + 4]
+for c = first_change, #ARGV, 4 do
+  local is, off, id, inc = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
   if is ~= is_seen then
     is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
   end
@@ -117,8 +97,7 @@ for c = first_change, #ARGV, stride do
   end
   local t = i and thresholds[i]
   local v, first = -1, -1
-  if t and o and #id == 8 and (inc == '1' or (#inc <= 18 and match(inc, DIGITS)))
-      then
+  if t and o and #id == 8 and (inc == '1' or (#inc <= 18 and match(inc, DIGITS))) then
     local key = KEYS[2 * i]
     -- Counted before: at or below the last offset applied, and not this
     -- call's own (an event's other windows).
@@ -217,26 +196,9 @@ for c = first_change, #ARGV, stride do
         first = v == -1 and -1 or 0
       end
     end
-    -- The order's entry in its window's evidence, when the window keeps
-    -- one and is near its threshold (from ev_from[i] on, below it), or
-    -- this order crossed it.
-    local keep = ev_keep and ev_keep[i]
-    if keep and (first == 1 or (first == 0 and v >= ev_from[i] and v < t)) then
-      local crossing = first == 1
-      --[[evidence.lua: keep]]
-    end
   end
   reply[r + 1], reply[r + 2] = v, first
   r = r + 2
-end
-if ev_new then
-  for i, new in pairs(ev_new) do
-    local win, ttl, slides = KEYS[2 * i], ARGV[2 + 2 * i], false
-    --[[evidence.lua: write]]
-  end
-  for j = 1, #lists do
-    reply[r + j] = lists[j]
-  end
 end
 
 -- The offsets get their lifetime when a window or a mark got one, or when

@@ -159,6 +159,77 @@ func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) 
 // partition and counting script, the last offset applied in the bucket.
 func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
 
+// WindowName names the keys of one window: its group, its rule's state
+// name, and whether it is a fixed window (a counter) or a distinct window,
+// which has values too.
+type WindowName struct {
+	Group    Group
+	Rule     string
+	Fixed    bool
+	Distinct bool
+}
+
+// NameWindows sets the Key and Marks of each ws[i], and the Values of a
+// distinct one, to those of names[i]: all in one allocation, substrings of
+// one string. The hot path names every window of a batch, which cost two
+// allocations a window.
+func (k Keys) NameWindows(ws []*Window, names []WindowName) {
+	size := 0
+	for _, n := range names {
+		size += k.keyLen(n.Group, n.Rule) * n.keys()
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, n := range names {
+		kind := byte('w')
+		if n.Fixed {
+			kind = 'f'
+		}
+		k.writeKey(&b, kind, n.Group, n.Rule)
+		k.writeKey(&b, 'x', n.Group, n.Rule)
+		if n.Distinct {
+			k.writeKey(&b, 'd', n.Group, n.Rule)
+		}
+	}
+	all, at := b.String(), 0
+	next := func(n int) string {
+		at += n
+		return all[at-n : at]
+	}
+	for i, n := range names {
+		l := k.keyLen(n.Group, n.Rule)
+		ws[i].Key, ws[i].Marks = next(l), next(l)
+		if n.Distinct {
+			ws[i].Values = next(l)
+		}
+	}
+}
+
+func (n WindowName) keys() int {
+	if n.Distinct {
+		return 3
+	}
+	return 2
+}
+
+// keyLen is the length of key(kind, g, rule) for a kind of one byte.
+func (k Keys) keyLen(g Group, rule string) int {
+	return len(k.prefix) + len(g.tag) + len(rule) + len(g.enc) + 5
+}
+
+// writeKey writes key(kind, g, rule).
+func (k Keys) writeKey(b *strings.Builder, kind byte, g Group, rule string) {
+	b.WriteString(k.prefix)
+	b.WriteByte(':')
+	b.WriteString(g.tag)
+	b.WriteByte(':')
+	b.WriteByte(kind)
+	b.WriteByte(':')
+	b.WriteString(rule)
+	b.WriteByte(':')
+	b.WriteString(g.enc)
+}
+
 // Values is the key of the values a distinct rule's window counts.
 func (k Keys) Values(g Group, rule string) string { return k.key("d", g, rule) }
 
@@ -192,7 +263,7 @@ func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }
 func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
 // Evidence is the key of the latest orders of a rule's window for a
-// group near its threshold (lua/evidence.lua), which its alerts list.
+// group near its threshold (evidence_add), which its alerts list.
 func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 
 // Cooldown is the key of a rule's alert cooldown for a group.

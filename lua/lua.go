@@ -15,7 +15,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +32,7 @@ const (
 	AlertSettleName      = "alert_settle"
 	SilenceAddName       = "silence_add"
 	AlertBudgetName      = "alert_budget"
+	EvidenceAddName      = "evidence_add"
 	AlertParkName        = "alert_park"
 	AlertAckName         = "alert_ack"
 	AlertWaitName        = "alert_wait"
@@ -59,10 +59,6 @@ var (
 	slideAndCheckSrc string
 	//go:embed distinct_and_check.lua
 	distinctAndCheckSrc string
-	// evidenceSrc is what the scripts that count orders share to keep
-	// their windows' evidence, put into each where it says so (withEvidence).
-	//go:embed evidence.lua
-	evidenceSrc string
 	//go:embed alert_claim.lua
 	alertClaimSrc string
 	//go:embed alert_settle.lua
@@ -71,6 +67,8 @@ var (
 	silenceAddSrc string
 	//go:embed alert_budget.lua
 	alertBudgetSrc string
+	//go:embed evidence_add.lua
+	evidenceAddSrc string
 	//go:embed alert_park.lua
 	alertParkSrc string
 	//go:embed alert_ack.lua
@@ -98,14 +96,15 @@ var (
 	//go:embed outcome_label.lua
 	outcomeLabelSrc string
 
-	incrAndCheck     = redis.NewScript(prelude + withEvidence(incrAndCheckSrc))
+	incrAndCheck     = redis.NewScript(prelude + incrAndCheckSrc)
 	salesDecr        = redis.NewScript(prelude + salesDecrSrc)
-	slideAndCheck    = redis.NewScript(prelude + withEvidence(slideAndCheckSrc))
-	distinctAndCheck = redis.NewScript(prelude + withEvidence(distinctAndCheckSrc))
+	slideAndCheck    = redis.NewScript(prelude + slideAndCheckSrc)
+	distinctAndCheck = redis.NewScript(prelude + distinctAndCheckSrc)
 	alertClaim       = redis.NewScript(alertClaimSrc)
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
 	alertBudget      = redis.NewScript(alertBudgetSrc)
+	evidenceAdd      = redis.NewScript(evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
 	alertAck         = redis.NewScript(alertAckSrc)
 	alertWait        = redis.NewScript(alertWaitSrc)
@@ -138,6 +137,7 @@ var (
 		{AlertSettleName, alertSettle},
 		{SilenceAddName, silenceAdd},
 		{AlertBudgetName, alertBudget},
+		{EvidenceAddName, evidenceAdd},
 		{AlertParkName, alertPark},
 		{AlertAckName, alertAck},
 		{AlertWaitName, alertWait},
@@ -319,36 +319,19 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// withEvidence is a counting script's text with each section of
-// evidence.lua (after a line --[[name]]) where the script says
-// --[[evidence.lua: name]]: inside blocks that run only in a call with
-// evidence. The file's header goes with its first section.
-func withEvidence(src string) string {
-	head, rest, _ := strings.Cut(evidenceSrc, "--[[windows]]\n")
-	windows, rest, _ := strings.Cut(rest, "--[[keep]]\n")
-	keep, write, _ := strings.Cut(rest, "--[[write]]\n")
-	for _, s := range []struct{ name, text string }{{"windows", head + windows}, {"keep", keep}, {"write", write}} {
-		mark := "--[[evidence.lua: " + s.name + "]]\n"
-		if strings.Count(src, mark) != 1 || s.text == "" {
-			panic("lua: a counting script without its one place for evidence.lua's " + s.name) // the embedded texts, fixed at build
-		}
-		src = strings.Replace(src, mark, s.text, 1)
-	}
-	return src
-}
-
 // Text is the text of script name as Redis runs it (its prelude
 // included), false for no script of that name.
 func Text(name string) (string, bool) {
 	text, ok := map[string]string{
-		IncrAndCheckName:     prelude + withEvidence(incrAndCheckSrc),
+		IncrAndCheckName:     prelude + incrAndCheckSrc,
 		SalesDecrName:        prelude + salesDecrSrc,
-		SlideAndCheckName:    prelude + withEvidence(slideAndCheckSrc),
-		DistinctAndCheckName: prelude + withEvidence(distinctAndCheckSrc),
+		SlideAndCheckName:    prelude + slideAndCheckSrc,
+		DistinctAndCheckName: prelude + distinctAndCheckSrc,
 		AlertClaimName:       alertClaimSrc,
 		AlertSettleName:      alertSettleSrc,
 		SilenceAddName:       silenceAddSrc,
 		AlertBudgetName:      alertBudgetSrc,
+		EvidenceAddName:      evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
 		AlertAckName:         alertAckSrc,
 		AlertWaitName:        alertWaitSrc,

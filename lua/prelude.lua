@@ -25,10 +25,8 @@
 -- at the end the field is written when the call applied an offset, and
 -- the hash's TTL lengthened (never shortened: the scripts share the hash)
 -- when the call gave a window or a mark its lifetime.
-local call, pcall, tonumber, match, sub, format, find = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format, string.find
+local call, pcall, tonumber, match, sub, format = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format
 local KEYS, ARGV = KEYS, ARGV
--- RS ends each entry of a window's evidence (evidence.lua).
-local RS = '\30'
 
 -- Numbers are digit strings without leading zeros; ARGV's elements are
 -- strings, so within #ARGV no type check is needed.

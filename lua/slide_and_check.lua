@@ -14,8 +14,6 @@
 -- KEYS[2i]    window i: a hash of the group's newest bucket (k) and one
 --             field per bucket (its number) holding the bucket's total
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> value
--- KEYS[2n+1+j] the evidence of the j-th window that keeps one (evidence.lua
---             says its form); m = #KEYS - 2n - 1 of them, 0 to n
 -- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':'
 --             (which no bucket's field has)
 -- ARGV[2]     how long crossing marks live, seconds
@@ -23,13 +21,9 @@
 -- ARGV[4..]   per window: span (buckets a window, 1..1000); lateness, in
 --             buckets (0..4000); threshold; how long the hash lives
 --             after its last change, seconds
--- then        per window that keeps evidence (m of them): its index (1..n),
---             how many entries it keeps (1..20), the value from which it
---             keeps them
 -- then        per change: window index (1..n), offset, event id (8 bytes),
 --             bucket, amount: positive for an order, '-' and the amount
---             for a refund; and when m > 0 the order's evidence text
---             ('' where none is kept; evidence.lua says which it keeps)
+--             for a refund
 --
 -- Reply: two integers per change, in order:
 --   {value, 1}   an order that took the value from below the threshold to
@@ -40,14 +34,9 @@
 --   {value, 3}   a refund larger than what its window held, which is now 0
 --   {-1, -1}     its arguments are unusable, or its window's key holds
 --                another type (written by another); nothing written for it
--- Then one string per {value, 1} of a window that keeps evidence, in
--- order: its evidence as of the order (evidence.lua); an order's entry is
--- kept when it crossed, or was counted (or counted before) at a value from
--- its window's evidence value on and below its threshold.
 -- A single {-1, -1}: the call's own arguments are unusable. Marks of
 -- another type are none, and a crossing replaces them; so are offsets of
--- another type, and they are replaced; evidence of another type is
--- replaced. Such keys never fail the call.
+-- another type, and they are replaced. Such keys never fail the call.
 --
 -- An order out of order (an older bucket than the group's newest) is judged
 -- by every window it falls into: it crossed when the largest of them went
@@ -66,33 +55,22 @@
 -- buckets.
 --
 -- It runs after prelude.lua, which it shares with incr_and_check and
--- sales_decr, and evidence.lua goes into it as into incr_and_check;
--- straight-line code as they are (the prelude says why).
+-- sales_decr; straight-line code as they are (the prelude says why).
 -- Bounds keep a group's buckets (2 * span + lateness) few enough for one
 -- HDEL of them all.
 local MAX_WINDOWS, MAX_CHANGES, MAX_SPAN, MAX_LATE = 64, 512, 1000, 4000
 local BIG = 9007199254740992 -- 2^53: a bucket saturates here, above any threshold
-local min, floor, unpack = math.min, math.floor, unpack
+local find, min, floor, unpack = string.find, math.min, math.floor, unpack
 
 local src, n_s = ARGV[1], ARGV[3]
 local n = tonumber(n_s)
 if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
     and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
-    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS
-    and #KEYS >= 2 * n + 1 and #KEYS <= 3 * n + 1) then
+    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
   return {-1, -1}
 end
-local m = #KEYS - 2 * n - 1
-local ev_keep, ev_from, ev_key, ev_new, ev_old, ev_have, lists
-if m > 0 then
-  local ev_args, ev_keys = 4 + 4 * n, 2 * n + 1
-  --[[evidence.lua: windows]]
-  if not ev_keep then
-    return {-1, -1}
-  end
-end
-local first_change, stride = 4 + 4 * n + 3 * m, m > 0 and 6 or 5
-local changes = (#ARGV - first_change + 1) / stride
+local first_change = 4 + 4 * n
+local changes = (#ARGV - first_change + 1) / 5
 if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
   return {-1, -1}
 end
@@ -122,11 +100,11 @@ local advanced, refresh = false, false
 -- on its first change, and written once. An event's changes share its
 -- offset, and a call's changes its windows' indices: each string is
 -- checked once in a row.
-local windows, lists = {}, {}
+local windows = {}
 local reply, r = {}, 0
 local is_seen, i, off_seen, o
-for c = first_change, #ARGV, stride do
-  local is, off, id, ks, amount, text = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4], m > 0 and ARGV[c + 5]
+for c = first_change, #ARGV, 5 do
+  local is, off, id, ks, amount = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
   if is ~= is_seen then
     is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
   end
@@ -297,12 +275,6 @@ for c = first_change, #ARGV, stride do
         end
       end
     end
-    -- The order's entry in its window's evidence (incr_and_check says when).
-    local keep = ev_keep and not refund and ev_keep[i]
-    if keep and (flag == 1 or (flag == 0 and v >= ev_from[i] and v < w.threshold)) then
-      local crossing = flag == 1
-      --[[evidence.lua: keep]]
-    end
   end
   reply[r + 1], reply[r + 2] = v, flag
   r = r + 2
@@ -336,16 +308,6 @@ for _, w in pairs(windows) do
     -- while after its last change.
     call('EXPIRE', w.key, w.ttl)
     refresh = refresh or w.new or w.renew
-  end
-end
--- After the windows' writes: a window's evidence takes its new life.
-if ev_new then
-  for i, new in pairs(ev_new) do
-    local win, ttl, slides = KEYS[2 * i], ARGV[4 * i + 3], true
-    --[[evidence.lua: write]]
-  end
-  for j = 1, #lists do
-    reply[r + j] = lists[j]
   end
 end
 

@@ -38,11 +38,7 @@ func trySlide(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]
 	c := &Slide{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
-			ch := changeOf(w, e)
-			if e.amount >= 0 {
-				ch.Text = textOf(windows[w], e.id)
-			}
-			c.Changes = append(c.Changes, ch)
+			c.Changes = append(c.Changes, changeOf(w, e))
 		}
 	}
 	b := s.Batch()

@@ -17,10 +17,11 @@ import (
 )
 
 // counters is what the engine needs from Redis: batches of counting
-// calls, sent pipelined, which keep the windows' evidence and answer the
-// crossings' (docs/alerts.md, Evidence), and the seals of their alerts.
+// calls, sent pipelined, the crossings' evidence, and the seals of their
+// alerts.
 type counters interface {
 	Batch() *lua.Batch
+	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
 	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 
@@ -161,8 +162,8 @@ func (e *Engine) SetRules(rs []Rule) {
 // Handle evaluates a batch of events, each read from its partition in
 // order: one pipelined script call per partition, bucket (lua.Keys) and
 // script (a fixed rule's orders and refunds take turns, a call per run),
-// which keeps evidence too, then the seals of the first crossings' alerts,
-// then the alerts to the sink.
+// then evidence, then the seals of the first crossings' alerts, then the
+// alerts to the sink.
 //
 // A nil error means every rule ran for every event and each first crossing
 // was handed off, but for the events in unprocessable (by index in evs,
@@ -210,7 +211,10 @@ func (e *Engine) run(ctx context.Context, p *plan, evs []*event.Event) (unproces
 	if err := batch.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("rules: run the scripts of %d events: %w", len(evs), err)
 	}
-	x, unprocessable := e.answers(p, evs)
+	x, unprocessable, evidence := e.answers(p, evs)
+	if err := e.addEvidence(ctx, evidence, x.alerts); err != nil {
+		return nil, err
+	}
 	if len(x.alerts) > 0 {
 		if err := e.seal(ctx, &x); err != nil {
 			return nil, err
@@ -261,10 +265,10 @@ func (e *Engine) refused(err error, x *crossings, evs []*event.Event, unprocessa
 	return unprocessable, nil
 }
 
-// answers reads the scripts' answers: the first crossings, with their
-// evidence; late events and clamped refunds (counted and logged); and the
-// events a script refused.
-func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessable map[int]error) {
+// answers reads the scripts' answers: the first crossings; late events
+// and clamped refunds (counted and logged); the events a script refused;
+// and the orders that go into their windows' evidence.
+func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessable map[int]error, evidence *evidence) {
 	for _, ref := range p.tooMany {
 		if unprocessable == nil {
 			unprocessable = map[int]error{}
@@ -298,20 +302,20 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				}
 			case res.First:
 				a, marks := e.crossed(r, ev, res.Current)
-				if res.Evidence != "" {
-					a.Evidence = evidenceOf(lua.EvidenceEntries(res.Evidence), &a, r)
-				}
 				x.alerts, x.from, x.marks = append(x.alerts, a), append(x.from, ref.event), append(x.marks, marks)
+				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
 				e.clamped.WithLabelValues(r.Name).Inc()
 				e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
 					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
+			default:
+				evidence = evidence.add(e.keys, r, ev, res.Current, -1)
 			}
 		}
 	}
-	return x, unprocessable
+	return x, unprocessable, evidence
 }
 
 // crossed counts a first crossing and makes its alert; marks is the key

@@ -2,6 +2,9 @@ package rules
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,8 +36,103 @@ func (r *Rule) evidenceFrom() int64 {
 	return max(r.Threshold-int64(r.Evidence)+1, 1)
 }
 
-// evidenceOf reads a crossing's list, its own entry first (an entry that
-// does not decode, whoever wrote it, is left out): each order once
+// evidence is a batch's evidence_add calls, one per hash tag (as many as
+// its bounds need), and what each entry that is a crossing answers.
+type evidence struct {
+	calls []*lua.Evidence
+	open  map[string]int         // the call each hash tag adds to now
+	in    map[windowOf]windowRef // where a window is in the calls
+	lists [][]listOf             // per call, per entry marked List
+}
+
+type windowRef struct{ call, index int }
+
+// listOf is what one crossing's list is for: its alert and rule.
+type listOf struct {
+	alert int
+	rule  *active
+}
+
+// add makes an order's entry in its window's evidence when the window's
+// value is near the rule's threshold and below it, or the order crossed
+// it; alertIndex is then the index of its alert, else -1. A nil *evidence
+// starts one.
+func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64, alertIndex int) *evidence {
+	if r.Evidence <= 0 || ev.Type == event.Refund ||
+		(alertIndex < 0 && (current < r.evidenceFrom() || current >= r.Threshold)) {
+		return x
+	}
+	if x == nil {
+		x = &evidence{open: map[string]int{}, in: map[windowOf]windowRef{}}
+	}
+	values, _ := appendGroupValues(nil, &r.Rule, ev)
+	g := keys.Group(values)
+	c, ok := x.open[g.Tag()]
+	if !ok || len(x.calls[c].Entries) == lua.MaxChanges {
+		c, ok = len(x.calls), false
+		x.open[g.Tag()] = c
+		x.calls = append(x.calls, &lua.Evidence{})
+		x.lists = append(x.lists, nil)
+	}
+	call := x.calls[c]
+	w, known := x.in[windowOf{r, g}]
+	if !known || w.call != c {
+		if len(call.Windows) == lua.MaxWindows {
+			c = len(x.calls)
+			x.open[g.Tag()] = c
+			call = &lua.Evidence{}
+			x.calls = append(x.calls, call)
+			x.lists = append(x.lists, nil)
+		}
+		w = windowRef{c, len(call.Windows)}
+		x.in[windowOf{r, g}] = w
+		window := keys.Window(g, r.state)
+		if r.kind == fixedOrders {
+			window = keys.Counter(g, r.state)
+		}
+		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: window,
+			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
+	}
+	var value string
+	if r.Metric == alert.Distinct {
+		value, _ = ev.Field(r.Field)
+	}
+	call.Entries = append(call.Entries, lua.EvidenceEntry{Window: w.index, Text: encodeEvidence(ev, current, value), List: alertIndex >= 0})
+	if alertIndex >= 0 {
+		x.lists[c] = append(x.lists[c], listOf{alertIndex, r})
+	}
+	return x
+}
+
+// addEvidence runs the batch's evidence calls and gives each crossing's
+// alert its list. A call the script refuses costs its alerts their
+// evidence, not their delivery; Redis failing fails the batch, which is
+// retried.
+func (e *Engine) addEvidence(ctx context.Context, x *evidence, alerts []alert.Alert) error {
+	if x == nil {
+		return nil
+	}
+	err := e.counters.AddEvidence(ctx, x.calls)
+	if err != nil && !errors.Is(err, lua.ErrInvalidArguments) && !errors.Is(err, lua.ErrUnexpectedReply) {
+		return fmt.Errorf("rules: eval %s: %w", lua.EvidenceAddName, err)
+	}
+	if err != nil {
+		e.log.Warn("evidence refused; alerts go without it", "err", err)
+	}
+	for c, call := range x.calls {
+		if len(call.Lists) != len(x.lists[c]) {
+			continue
+		}
+		for j, list := range call.Lists {
+			of := x.lists[c][j]
+			a := &alerts[of.alert]
+			a.Evidence = evidenceOf(list, a, of.rule)
+		}
+	}
+	return nil
+}
+
+// evidenceOf reads a crossing's list, its own entry first: each order once
 // (a redelivered batch writes its entries again), none that another
 // replica counted after the crossing (between its count and its entry),
 // none a sliding window no longer counts; a fixed window's in the order
@@ -89,31 +187,16 @@ const sep = "\x1f"
 
 var separators = strings.NewReplacer(sep, " ", lua.EvidenceSep, " ")
 
-// evidenceText appends an order's entry as the counting script is sent
-// it to the plan's texts: its time, amount, an empty field where the
-// script puts the window's value after the order (which only the script
-// knows), event id, order id and the value of field (none: ""), when the
-// event has it (lua/evidence.lua).
-func (p *plan) evidenceText(ev *event.Event, field string) span {
+// encodeEvidence writes an order's entry: its time, amount, the window's
+// value after it, event id, order id and value.
+func encodeEvidence(ev *event.Event, current int64, value string) string {
 	at := ev.OccurredAt
 	if at.IsZero() {
 		at = ev.Source.Time
 	}
-	var value string
-	if field != "" {
-		value, _ = ev.Field(field)
-	}
 	clean := func(s string, n int) string { return separators.Replace(clipText(s, n)) }
-	from := len(p.texts)
-	b := strconv.AppendInt(p.texts, at.UnixMilli(), 10)
-	b = append(b, sep...)
-	b = strconv.AppendInt(b, ev.Amount, 10)
-	b = append(append(b, sep...), sep...)
-	b = append(b, clean(ev.EventID, event.MaxIDBytes)...)
-	b = append(append(b, sep...), clean(ev.OrderID, maxEvidenceOrder)...)
-	b = append(append(b, sep...), clean(value, maxEvidenceValue)...)
-	p.texts = b
-	return span{int32(from), int32(len(b))}
+	return strconv.FormatInt(at.UnixMilli(), 10) + sep + strconv.FormatInt(ev.Amount, 10) + sep + strconv.FormatInt(current, 10) + sep +
+		clean(ev.EventID, event.MaxIDBytes) + sep + clean(ev.OrderID, maxEvidenceOrder) + sep + clean(value, maxEvidenceValue)
 }
 
 func decodeEvidence(text string) (entry, bool) {

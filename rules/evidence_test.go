@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -209,44 +211,101 @@ func TestRedeliveredCrossingListsTheSameEvidence(t *testing.T) {
 	}
 }
 
-// Evidence the scripts did not write (a value of another type, an entry
-// that does not read as one, an older version's) costs only itself: the
-// orders are counted, and the alert lists the orders behind it.
-func TestForeignEvidenceCostsOnlyItself(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		write func(h *harness, key string) error
-	}{
-		{"a hash", func(h *harness, key string) error { return h.rdb.HSet(t.Context(), key, "o0", "x").Err() }},
-		{"an entry of another form", func(h *harness, key string) error {
-			return h.rdb.Set(t.Context(), key, "\x01not an entry"+lua.EvidenceSep, time.Minute).Err()
-		}},
-		{"not a list", func(h *harness, key string) error { return h.rdb.Set(t.Context(), key, "plain", time.Minute).Err() }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := rule("orders", alert.Count, 3, "customer_id")
-			r.Evidence = 10
-			h := newHarness(t, r)
-			g := h.keys.Group([]string{"cust-1"})
-			if err := tc.write(h, h.keys.Evidence(g, r.State())); err != nil {
-				t.Fatal(err)
-			}
-			var evs []*event.Event
-			for i := 1; i <= 3; i++ {
-				evs = append(evs, ev(t, event.Order, "order_id", fmt.Sprint("o", i)))
-			}
-			h.handle(evs...)
-			alerts := h.sink.got()
-			if len(alerts) != 1 {
-				t.Fatalf("%d alerts, want 1", len(alerts))
-			}
-			var ids []string
-			for _, e := range alerts[0].Evidence {
-				ids = append(ids, e.OrderID)
-			}
-			if want := []string{"o3", "o2", "o1"}; !slices.Equal(ids, want) {
-				t.Errorf("evidence %q, want %q", ids, want)
-			}
-		})
+// racing runs another replica's batch between a batch's counting calls and
+// its evidence calls, once.
+type racing struct {
+	*lua.Scripts
+	other func()
+}
+
+func (r *racing) AddEvidence(ctx context.Context, calls []*lua.Evidence) error {
+	if r.other != nil {
+		r.other()
+		r.other = nil
+	}
+	return r.Scripts.AddEvidence(ctx, calls)
+}
+
+// An order another replica counts after the crossing, and writes into the
+// evidence before the crossing's own entry, is not listed.
+func TestEvidenceLeavesOutOrdersCountedAfterTheCrossing(t *testing.T) {
+	r := rule("orders", alert.Count, 3, "customer_id")
+	r.Evidence = 10
+	h := newHarness(t, r)
+	h.handle(ev(t, event.Order, "order_id", "o1"), ev(t, event.Order, "order_id", "o2"))
+
+	scripts, err := lua.New(lua.Config{}, h.rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: h.prefix}, []rules.Rule{r}, scripts, &fakeSink{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	race := &racing{Scripts: scripts, other: func() {
+		o4 := ev(t, event.Order, "order_id", "o4")
+		o4.Source = event.Source{Topic: "orders", Partition: 1, Offset: 0}
+		if _, err := other.Handle(t.Context(), []*event.Event{o4}); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	replica, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: h.prefix}, []rules.Rule{r}, race, sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o3 := ev(t, event.Order, "order_id", "o3")
+	o3.Source = event.Source{Topic: "orders", Partition: 0, Offset: 2}
+	if _, err := replica.Handle(t.Context(), []*event.Event{o3}); err != nil {
+		t.Fatal(err)
+	}
+	alerts := sink.got()
+	if len(alerts) != 1 {
+		t.Fatalf("%d alerts, want 1", len(alerts))
+	}
+	var ids []string
+	for _, e := range alerts[0].Evidence {
+		ids = append(ids, e.OrderID)
+	}
+	if want := []string{"o3", "o2", "o1"}; !slices.Equal(ids, want) {
+		t.Errorf("evidence %q, want %q", ids, want)
+	}
+}
+
+// refusingEvidence is the real scripts, but for evidence_add, which
+// refuses its arguments.
+type refusingEvidence struct{ *lua.Scripts }
+
+func (refusingEvidence) AddEvidence(context.Context, []*lua.Evidence) error {
+	return fmt.Errorf("evidence_add: %w", lua.ErrInvalidArguments)
+}
+
+// A refused evidence call costs the batch's alerts their evidence, never
+// their delivery.
+func TestRefusedEvidenceCostsOnlyTheEvidence(t *testing.T) {
+	r := rule("orders", alert.Count, 3, "customer_id")
+	r.Evidence = 10
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &fakeSink{}
+	eng, err := rules.NewEngine(rules.EngineConfig{KeyPrefix: redistest.Prefix(t), Now: func() time.Time { return testNow }},
+		[]rules.Rule{r}, refusingEvidence{scripts}, sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*event.Event
+	for i := range 3 {
+		o := ev(t, event.Order, "order_id", fmt.Sprint("o", i), "occurred_at", testNow.Add(time.Duration(i-10)*time.Second).Format(time.RFC3339Nano))
+		o.Source = event.Source{Topic: "orders", Offset: int64(i)}
+		evs = append(evs, o)
+	}
+	if unprocessable, err := eng.Handle(t.Context(), evs); err != nil || len(unprocessable) > 0 {
+		t.Fatalf("Handle = %v, %v; want the batch done", unprocessable, err)
+	}
+	if got := sink.got(); len(got) != 1 || len(got[0].Evidence) != 0 {
+		t.Fatalf("alerts %+v, want one, without evidence", got)
 	}
 }

@@ -73,6 +73,7 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 // counting is what the engine needs of the scripts.
 type counting interface {
 	Batch() *lua.Batch
+	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
 	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 

@@ -54,10 +54,6 @@ type plan struct {
 	tooMany []ref
 	// tally is what the batch did to each rule, by its index in the set.
 	tally []tally
-	// texts holds the changes' evidence texts, one after another, until
-	// finish makes them one string, of which each change's is a part:
-	// one allocation a batch rather than several a change.
-	texts []byte
 }
 
 type pendingWindow struct {
@@ -70,11 +66,7 @@ type pendingChange struct {
 	call *call
 	ch   lua.Change
 	ref  ref
-	text span
 }
-
-// span is where a change's evidence text is in the plan's texts.
-type span struct{ from, to int32 }
 
 // call is one script call with, for each of its changes, the rule and
 // event it stands for. Of count, refund, slide and distinct, the one its
@@ -126,12 +118,6 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	hint := min(len(evs)*len(rs), 4096)
 	p := &plan{keys: e.keys, open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
 		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), tally: make([]tally, len(rs))}
-	for k := range rs {
-		if rs[k].Enabled && rs[k].Evidence > 0 {
-			p.texts = make([]byte, 0, 96*len(evs)) // an order's text is 50 to 100 bytes
-			break
-		}
-	}
 	var (
 		topic  string
 		part   = -1
@@ -145,7 +131,6 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		}
 		refund := ev.Type == event.Refund
 		id := lua.IDOf(ev.EventID)
-		var text span // the event's evidence text for rules other than distinct ones, made once
 		// Taken for every event, whatever its rules: an event from the
 		// future is counted even where only fixed windows (processing
 		// time) are in force, since it says a producer's clock is off.
@@ -177,21 +162,10 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 				}
 				ch.Value = lua.ValueOf(v)
 			}
-			var own span
-			switch {
-			case r.Evidence == 0 || refund:
-			case k == distinct:
-				own = p.evidenceText(ev, r.Field)
-			default:
-				if text.to == 0 {
-					text = p.evidenceText(ev, "")
-				}
-				own = text
-			}
 			if k == sliding || k == distinct {
 				ch.At = at
 			}
-			p.event = append(p.event, planned{k, r, p.keys.Group(values), ch, own})
+			p.event = append(p.event, planned{k, r, p.keys.Group(values), ch})
 		}
 		p.addEvent(src, i)
 	}
@@ -227,7 +201,6 @@ type planned struct {
 	rule  *active
 	group lua.Group
 	ch    lua.Change
-	text  span
 }
 
 // addEvent adds the changes of event, planned in p.event, to their calls.
@@ -253,7 +226,7 @@ func (p *plan) addEvent(src string, event int) {
 		if need > lua.MaxWindows {
 			need = lua.MaxWindows
 		}
-		if !p.add(src, pl.kind, pl.rule, pl.group, pl.ch, pl.text, event, need) {
+		if !p.add(src, pl.kind, pl.rule, pl.group, pl.ch, event, need) {
 			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
 		}
 	}
@@ -287,7 +260,7 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 // before the event; it is -1 for the event's later changes there. add
 // reports false, adding nothing, for a change past what the event's call
 // can take.
-func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, text span, event, need int) bool {
+func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event, need int) bool {
 	family := k
 	if k == fixedRefunds {
 		family = fixedOrders
@@ -322,15 +295,12 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, te
 		p.windows[windowOf{r, g}] = in
 		c.windows++
 		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
-		if r.Evidence > 0 && k != fixedRefunds {
-			w.Keep, w.KeepFrom = r.Evidence, r.evidenceFrom()
-		}
-		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct, Evidence: w.Keep > 0}
+		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct}
 		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name})
 	}
 	ch.Window = in.index
 	c.changes++
-	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}, text})
+	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}})
 	return true
 }
 
@@ -377,13 +347,9 @@ func (p *plan) finish() {
 		named[i], names[i] = &list[len(list)-1], w.name
 	}
 	p.keys.NameWindows(named, names)
-	texts := string(p.texts)
 	for _, ch := range p.pending {
-		if ch.text.to > ch.text.from {
-			ch.ch.Text = texts[ch.text.from:ch.text.to]
-		}
 		*ch.call.changeList = append(*ch.call.changeList, ch.ch)
 		ch.call.refs = append(ch.call.refs, ch.ref)
 	}
-	p.pendingWindows, p.pending, p.texts = nil, nil, nil
+	p.pendingWindows, p.pending = nil, nil
 }

@@ -77,27 +77,16 @@ type counting struct {
 	applied     *applied
 	refresh     bool // a window or a mark got its lifetime
 	reply       []int64
-	// stride is a change's arguments: the layout's, and its evidence
-	// text in a call with evidence (kept, by window, not nil); lists are
-	// the crossings' evidence, for the reply.
-	stride int
-	kept   map[int]*keptWindow
-	lists  []string
 }
 
 // layout is the shape of a call of incr_and_check, slide_and_check or
 // distinct_and_check: ARGV[3] the number of windows n, KEYS the offsets
-// then keysPer keys a window, then the evidence keys of the m windows that
-// keep evidence; ARGV from 4 argsPer arguments a window, three for each of
-// the m (evidence.lua), then the changes, changeArgs arguments each and
-// an evidence text when m > 0.
+// then keysPer keys a window, ARGV from 4 argsPer arguments a window, then
+// the changes, changeArgs arguments each.
 type layout struct {
 	keysPer, argsPer, changeArgs int
 	maxWindows, maxChanges       int
 	colon                        bool // the source holds a ':'
-	// evidence is window i's key, length (seconds) and whether it slides,
-	// for its evidence.
-	evidence func(keys, args argv, i int) (win, ttl string, slides bool)
 }
 
 // head is the prologue's check of ARGV[1] (the source) and ARGV[2] (the
@@ -119,32 +108,23 @@ func (l layout) open(s *Store, keys, args argv, field string, window func(a int)
 		return nil, nil
 	}
 	n := smallInt(nArg)
-	if n > l.maxWindows || len(keys) < l.keysPer*n+1 || len(keys) > (l.keysPer+1)*n+1 {
+	if n > l.maxWindows || len(keys) != l.keysPer*n+1 {
 		return nil, nil
 	}
-	m, stride := len(keys)-l.keysPer*n-1, l.changeArgs
-	var kept map[int]*keptWindow
-	if m > 0 {
-		window := func(i int) (string, string, bool) { return l.evidence(keys, args, i) }
-		if kept = keptWindows(keys, args, n, m, 4+l.argsPer*n, l.keysPer*n+1, window); kept == nil {
-			return nil, nil
-		}
-		stride++
-	}
-	first := 4 + l.argsPer*n + 3*m
+	first := 4 + l.argsPer*n
 	rest := len(args) - first + 1
-	if rest < stride || rest%stride != 0 || rest/stride > l.maxChanges {
+	if rest < l.changeArgs || rest%l.changeArgs != 0 || rest/l.changeArgs > l.maxChanges {
 		return nil, nil
 	}
 	c := &counting{s: s, keys: keys, args: args, src: src, life: life, offsetsLife: life, n: n, first: first,
-		usable: make([]bool, n+1), stride: stride, kept: kept}
+		usable: make([]bool, n+1)}
 	for i := 1; i <= n; i++ {
 		var ttl string
 		if c.usable[i], ttl = window(4 + l.argsPer*(i-1)); c.usable[i] && duration(ttl) > duration(c.offsetsLife) {
 			c.offsetsLife = ttl
 		}
 	}
-	return c, c.start(field+src, rest/stride)
+	return c, c.start(field+src, rest/l.changeArgs)
 }
 
 // start refuses a call that names a key twice, reads the offsets' field
@@ -205,27 +185,13 @@ func (c *counting) mark(marks, id, value string) error {
 	return mark(c.s, marks, id, value, c.life)
 }
 
-// finish is the end of every counting call: the evidence written, the
-// offsets' field written and their lifetime lengthened (applied.write);
-// its reply: the integers, then the crossings' evidence.
+// finish is the end of every counting call: the offsets' field written
+// and their lifetime lengthened (applied.write); its reply.
 func (c *counting) finish() (any, error) {
-	if err := c.writeEvidence(); err != nil {
-		return nil, err
-	}
 	if err := c.applied.write(c.s, c.offsetsLife, c.refresh); err != nil {
 		return nil, err
 	}
-	if len(c.lists) == 0 {
-		return c.reply, nil
-	}
-	reply := make([]any, 0, len(c.reply)+len(c.lists))
-	for _, v := range c.reply {
-		reply = append(reply, v)
-	}
-	for _, l := range c.lists {
-		reply = append(reply, l)
-	}
-	return reply, nil
+	return c.reply, nil
 }
 
 // mark is the scripts' write of a crossing's mark: HSET marks id value

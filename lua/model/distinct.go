@@ -104,12 +104,7 @@ func (w *distinctWindow) slide(s *Store, t float64, value string) (float64, bool
 // distinctLayout is distinct_and_check's call: a window's keys are its
 // hash, values and marks, its arguments its kind, length, lateness,
 // threshold and lifetime.
-var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true,
-	evidence: func(keys, args argv, i int) (string, string, bool) {
-		kind, _ := args.at(5*i - 1)
-		ttl, _ := args.at(5*i + 3)
-		return keys[3*i-2], ttl, kind == "sliding"
-	}}
+var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
 
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
@@ -119,7 +114,7 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 	}
 	d := &distinctCall{counting: c}
 	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) { return loadDistinct(s, keys, args, i, c.src) })
-	for a := c.first; a <= len(args); a += c.stride {
+	for a := c.first; a <= len(args); a += 5 {
 		if err := d.step(a); err != nil {
 			return nil, err
 		}
@@ -182,7 +177,6 @@ func (d *distinctCall) step(a int) error {
 	i, o, id, ok := d.change(a)
 	ts, tsOK := d.args.at(a + 3)
 	value, valueOK := d.args.at(a + 4)
-	text := d.text(a)
 	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
 		d.answer(-1, -1)
 		return nil
@@ -195,9 +189,6 @@ func (d *distinctCall) step(a int) error {
 	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
 	v, flag, err := d.outcome(w, fresh, t, id, value)
 	if err != nil {
-		return err
-	}
-	if err := d.keep(i, v, flag, w.threshold, text); err != nil {
 		return err
 	}
 	d.answer(v, flag)

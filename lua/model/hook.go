@@ -17,9 +17,8 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// script is a script's body: its reply is an int64 (a Lua number), an
-// []int64 (a table of them), or an []any of int64s then strings (a
-// counting call's, with its crossings' evidence), as Redis would send it.
+// script is a script's body: its reply is an int64 (a Lua number) or an
+// []int64 (a table of them), as Redis would send it.
 type script func(s *Store, keys, args argv) (any, error)
 
 // followed names, for each script the model has, the fingerprint of the
@@ -33,10 +32,10 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"b95a342a51f9cd22285f92b0328336ed8ef202b3", incrAndCheck},
-	lua.SalesDecrName:        {"ba25a8c4ffa3306a925d0c50131a88da734ee1bb", salesDecr},
-	lua.SlideAndCheckName:    {"35616f4579865714c2ac2ece32e0c70f0f577c5a", slideAndCheck},
-	lua.DistinctAndCheckName: {"2cbcc4c959e5c85b075d5dd78b0a6109142ec742", distinctAndCheck},
+	lua.IncrAndCheckName:     {"739962fec92325fe86e35e99f692eca8cf0c2f73", incrAndCheck},
+	lua.SalesDecrName:        {"0b132aa0bd54a867670408f1d03453007274ef47", salesDecr},
+	lua.SlideAndCheckName:    {"14d0b324229715770478b30e36ee5adba337e3d8", slideAndCheck},
+	lua.DistinctAndCheckName: {"771163f34bfbf985a7c6f301d4f6ac17e1790e2b", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
 	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }
@@ -275,9 +274,6 @@ func setReply(cmd redis.Cmder, reply any) error {
 				list[i] = n
 			}
 			c.SetVal(list)
-			return nil
-		case []any: // integers, then strings: a counting call's evidence
-			c.SetVal(v)
 			return nil
 		}
 	case *redis.StringCmd:

@@ -13,11 +13,7 @@ const (
 
 // incrLayout is incr_and_check's call: a window's keys are its counter
 // and its marks, its arguments its length and threshold.
-var incrLayout = layout{keysPer: 2, argsPer: 2, changeArgs: 4, maxWindows: 64, maxChanges: 4096,
-	evidence: func(keys, args argv, i int) (string, string, bool) {
-		length, _ := args.at(2 + 2*i)
-		return keys[2*i-1], length, false
-	}}
+var incrLayout = layout{keysPer: 2, argsPer: 2, changeArgs: 4, maxWindows: 64, maxChanges: 4096}
 
 // incrAndCheck is incr_and_check.lua.
 func incrAndCheck(s *Store, keys, args argv) (any, error) {
@@ -30,10 +26,9 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		return refusal(err)
 	}
 	f := &fixedCall{counting: c, values: map[int]float64{}}
-	for at := c.first; at <= len(args); at += c.stride {
+	for at := c.first; at <= len(args); at += 4 {
 		i, o, id, ok := c.change(at)
 		inc, incOK := args.at(at + 3)
-		text := c.text(at)
 		if !(ok && incOK && (inc == "1" || positive(inc, true, 18))) {
 			c.answer(-1, -1)
 			continue
@@ -46,11 +41,6 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 			v, crossed, err = f.again(i, id)
 		}
 		if err != nil {
-			return nil, err
-		}
-		threshold, _ := args.at(3 + 2*i)
-		t, _, _ := tonumber(threshold, true)
-		if err := c.keep(i, v, crossed, t, text); err != nil {
 			return nil, err
 		}
 		c.answer(v, crossed)

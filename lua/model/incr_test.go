@@ -148,9 +148,6 @@ func TestIncrAndCheckRandomly(t *testing.T) {
 					}
 					args = append(args, index, off, randomID(r), inc)
 				}
-				if r.IntN(2) == 0 {
-					keys, args = withEvidence(r, keys, args, 2, 2, 4)
-				}
 				p.call(lua.IncrAndCheckName, keys, args...)
 			}
 		})

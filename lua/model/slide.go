@@ -4,11 +4,7 @@ import "strings"
 
 // slideLayout is slide_and_check's call: a window's keys are its hash and
 // marks, its arguments its span, lateness, threshold and lifetime.
-var slideLayout = layout{keysPer: 2, argsPer: 4, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true,
-	evidence: func(keys, args argv, i int) (string, string, bool) {
-		ttl, _ := args.at(4*i + 3)
-		return keys[2*i-1], ttl, true
-	}}
+var slideLayout = layout{keysPer: 2, argsPer: 4, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
 
 // slideAndCheck is slide_and_check.lua.
 func slideAndCheck(s *Store, keys, args argv) (any, error) {
@@ -18,7 +14,7 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 	}
 	d := &slideCall{counting: c}
 	d.windows = newLoaded(c.n, func(i int) (*slideWindow, error) { return loadSlide(s, keys, args, i, c.src) })
-	for a := c.first; a <= len(args); a += c.stride {
+	for a := c.first; a <= len(args); a += 5 {
 		if err := d.step(a); err != nil {
 			return nil, err
 		}
@@ -79,7 +75,6 @@ func (d *slideCall) step(a int) error {
 	if refund {
 		amount = amount[1:]
 	}
-	text := d.text(a)
 	if !(ok && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
 		d.answer(-1, -1)
 		return nil
@@ -104,11 +99,6 @@ func (d *slideCall) step(a int) error {
 		}
 	} else if value, flag, err = w.again(d.s, id, refund); err != nil {
 		return err
-	}
-	if !refund {
-		if err := d.keep(i, value, flag, w.threshold, text); err != nil {
-			return err
-		}
 	}
 	d.answer(value, flag)
 	return nil

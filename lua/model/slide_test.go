@@ -433,9 +433,6 @@ func TestSlideAndCheckRandomly(t *testing.T) {
 					changes = append(changes, c)
 				}
 				keys, args := slideKeysOf(p, names...), slideArgs(src, ws, changes)
-				if r.IntN(2) == 0 {
-					keys, args = withEvidence(r, keys, args, 2, 4, 5)
-				}
 				if r.IntN(25) == 0 {
 					keys, args = badCall[r.IntN(len(badCall))](slices.Clone(keys), slices.Clone(args))
 				}

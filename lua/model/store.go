@@ -202,19 +202,6 @@ func (s *Store) ttlSeconds(key string) int64 {
 	return ((e.due - s.now).Milliseconds() + 500) / 1000
 }
 
-// pttl is PTTL: -2 without a key, -1 without a TTL, else the
-// milliseconds left.
-func (s *Store) pttl(key string) int64 {
-	e := s.get(key)
-	switch {
-	case e == nil:
-		return -2
-	case !e.ttl:
-		return -1
-	}
-	return (e.due - s.now).Milliseconds()
-}
-
 // after is t plus ttl, saturating as time.Time's Sub does.
 func after(t, ttl time.Duration) time.Duration {
 	if t > math.MaxInt64-ttl {

@@ -52,10 +52,6 @@ type Config struct {
 	// the partitions; a call changes windows of one bucket and partition.
 	// Default 100,000.
 	Groups int
-	// Evidence is how many orders each incr_and_check window keeps as
-	// evidence (0: none). The windows never come near their thresholds:
-	// it measures what a change pays for evidence it does not keep.
-	Evidence int
 }
 
 func (c Config) withDefaults() Config {
@@ -72,9 +68,6 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	if c.Windows < 1 || c.Windows > lua.MaxWindows {
 		return fmt.Errorf("seedbench: %d windows a call: must be 1 to %d", c.Windows, lua.MaxWindows)
-	}
-	if c.Evidence < 0 || c.Evidence > lua.MaxEvidence {
-		return fmt.Errorf("seedbench: evidence of %d orders: must be 0 to %d", c.Evidence, lua.MaxEvidence)
 	}
 	// Every bucket's partition needs a call's worth of groups: twice that
 	// on average leaves room for the hash's unevenness.
@@ -103,7 +96,7 @@ type Pair struct {
 	changes   int64   // window changes each script made since
 }
 
-type window struct{ key, marks, offsets, evidence string }
+type window struct{ key, marks, offsets string }
 
 // New loads both scripts, counts once into every group's window on both
 // servers, so that the measurement finds every window running, and starts
@@ -168,8 +161,7 @@ func (p *Pair) layOut() error {
 			index[group.Tag()] = i
 			buckets = append(buckets, nil)
 		}
-		buckets[i] = append(buckets[i], window{keys.Counter(group, rule), keys.Marks(group, rule), keys.Offsets(group),
-			keys.Evidence(group, rule)})
+		buckets[i] = append(buckets[i], window{keys.Counter(group, rule), keys.Marks(group, rule), keys.Offsets(group)})
 	}
 	p.cells = make([][]window, partitions*len(buckets))
 	for b, windows := range buckets {
@@ -239,27 +231,14 @@ func (p *Pair) plan() []*lua.Count {
 			win := p.cells[cell][p.cursor[cell]]
 			p.cursor[cell] = (p.cursor[cell] + 1) % len(p.cells[cell])
 			p.events++
-			lw := lua.Window{Key: win.key, Marks: win.marks, Length: length, Threshold: threshold}
-			ch := lua.Change{Window: w, Offset: p.offsets[part], ID: lua.IDOf(strconv.FormatInt(p.events, 10)), Amount: amount}
-			if p.cfg.Evidence > 0 {
-				lw.Keep, lw.KeepFrom, lw.EvidenceKey = p.cfg.Evidence, threshold-int64(p.cfg.Evidence)+1, win.evidence
-				ch.Text = evidenceText(p.events)
-			}
-			c.Windows = append(c.Windows, lw)
-			c.Changes = append(c.Changes, ch)
+			c.Windows = append(c.Windows, lua.Window{Key: win.key, Marks: win.marks, Length: length, Threshold: threshold})
+			c.Changes = append(c.Changes, lua.Change{Window: w, Offset: p.offsets[part],
+				ID: lua.IDOf(strconv.FormatInt(p.events, 10)), Amount: amount})
 			p.offsets[part]++
 		}
 		calls[n] = c
 	}
 	return calls
-}
-
-// evidenceText is an order's evidence text as the engine makes it
-// (rules.evidenceText), of the size of one with a UUID for an event id and
-// a short order id: 70 bytes.
-func evidenceText(n int64) string {
-	id := fmt.Sprintf("%036d", n)
-	return "1767225600000\x1f4999\x1f\x1f" + id + "\x1fo-" + id[24:] + "\x1f"
 }
 
 // runSeed sends calls' window changes to the seed-style script, one call

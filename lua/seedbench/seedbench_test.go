@@ -109,9 +109,6 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Windows: lua.MaxWindows + 1, Groups: 100_000}, false},
 		{Config{Windows: 8, Groups: 2*8*lua.Buckets*partitions - 1}, false},
 		{Config{Windows: 1, Groups: 10_000_001}, false},
-		{Config{Windows: 8, Groups: 100_000, Evidence: lua.MaxEvidence}, true},
-		{Config{Windows: 8, Groups: 100_000, Evidence: -1}, false},
-		{Config{Windows: 8, Groups: 100_000, Evidence: lua.MaxEvidence + 1}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v.Validate() = %v, want ok %v", tc.cfg, err, tc.ok)
@@ -176,29 +173,5 @@ func TestPlan(t *testing.T) {
 	}
 	if len(buckets) != lua.Buckets || len(last) != partitions {
 		t.Errorf("the calls went to %d buckets from %d partitions, want %d and %d", len(buckets), len(last), lua.Buckets, partitions)
-	}
-}
-
-// With evidence, incr_and_check's windows, far from their thresholds,
-// keep none: the load measures what a change pays for evidence it does
-// not keep, and both scripts still count alike (Step checks it).
-func TestEvidenceFarFromTheThresholdKeepsNone(t *testing.T) {
-	cfg := small
-	cfg.Evidence = 10
-	p := start(t, cfg)
-	for _, c := range p.plan() {
-		for i, w := range c.Windows {
-			if w.Keep != 10 || w.EvidenceKey == "" || c.Changes[i].Text == "" {
-				t.Fatalf("window %+v, change %+v: want evidence kept, of 10, with a text", w, c.Changes[i])
-			}
-		}
-	}
-	for range 3 {
-		if err := p.Step(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if kept, err := p.own.Keys(t.Context(), "*:l:*").Result(); err != nil || len(kept) != 0 {
-		t.Errorf("evidence kept: %d keys, %v", len(kept), err)
 	}
 }

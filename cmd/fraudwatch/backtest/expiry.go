@@ -40,8 +40,8 @@ type expiry struct {
 // unset is the TTL of every key whose expiry is kept in due: longer than
 // any window or cooldown, and not a TTL that EXPIRE, PEXPIRE or SET gives.
 // Scripts that only ask whether a key has a TTL (TTL is -1 or not) see the
-// truth; one that copies a TTL (PTTL, then SET PX: a window's evidence
-// takes its window's remaining life) is answered PTTL by note, from due.
+// truth; one that copied a TTL (PTTL, then PEXPIRE) would copy unset:
+// evidence_add does, and a replay keeps no evidence.
 const unset = 100*365*24*time.Hour + time.Nanosecond
 
 // keepsTTL lists the commands the scripts call that neither set nor drop a
@@ -71,14 +71,7 @@ func newExpiry(mr *miniredis.Miniredis, now time.Time) (*expiry, error) {
 	return e, nil
 }
 
-func (e *expiry) note(p *server.Peer, cmd string, args ...string) bool {
-	if cmd == "PTTL" && len(args) == 1 {
-		if left, ok := e.left(args[0]); ok {
-			p.WriteInt(int(left.Milliseconds()))
-			return true // answered
-		}
-		return false
-	}
+func (e *expiry) note(_ *server.Peer, cmd string, args ...string) bool {
 	if !keepsTTL[cmd] {
 		e.mu.Lock()
 		for _, a := range args {
@@ -87,20 +80,6 @@ func (e *expiry) note(p *server.Peer, cmd string, args ...string) bool {
 		e.mu.Unlock()
 	}
 	return false // and the command runs
-}
-
-// left is how long key has left on the replay's clock, when due keeps
-// its end and no command since settle may have changed it (then miniredis
-// holds its TTL, and answers).
-func (e *expiry) left(key string) (time.Duration, bool) {
-	e.mu.Lock()
-	_, touched := e.touched[key]
-	e.mu.Unlock()
-	at, kept := e.due[key] // written only by settle and advance, while no command runs
-	if touched || !kept {
-		return 0, false
-	}
-	return max(at-e.after(e.now, 0), 0), true
 }
 
 // settle takes in the TTLs the commands since the last settle set or

@@ -19,10 +19,12 @@ type scoring struct {
 	afterBatch func(*replayServer, *follower) error
 }
 
-// follower is a share's side of a scored replay: the windows it follows,
-// and the alerts whose windows it judges once every event is replayed.
+// follower is a share's side of a scored replay: the windows it follows
+// and the evidence it keeps, and the alerts whose windows it judges once
+// every event is replayed.
 type follower struct {
 	windows    *windows
+	evidence   *evidence
 	keys       lua.Keys
 	pending    []pending
 	afterBatch func(*replayServer, *follower) error
@@ -44,12 +46,13 @@ type pending struct {
 func newFollower(s *scoring, base time.Time) *follower {
 	w := newWindows(base, s.fraud)
 	keys, _ := lua.NewKeysIn("backtest", 1) // a prefix and a count known good
-	return &follower{windows: w, keys: keys, afterBatch: s.afterBatch}
+	return &follower{windows: w, evidence: newEvidence(w), keys: keys, afterBatch: s.afterBatch}
 }
 
 // advance moves the share's clock to t.
 func (f *follower) advance(t time.Time) {
 	f.windows.advance(t, func(string) {})
+	f.evidence.advance(t)
 }
 
 // crossed takes found[i], the copy of a, which is sent or a shadow

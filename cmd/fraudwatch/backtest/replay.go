@@ -199,6 +199,9 @@ func newShare(sets []RuleSet, evs *Events, c replayConfig) (*share, error) {
 		return nil, err
 	}
 	counters := replayScripts{Scripts: s.scripts}
+	if s.follow != nil {
+		counters.evidence = s.follow.evidence
+	}
 	// One bucket: no cluster to spread keys over, and each call costs
 	// more than each change (in miniredis, a Lua state of its own).
 	s.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: "backtest", Now: func() time.Time { return s.clock }, Buckets: 1},

@@ -21,15 +21,21 @@ import (
 // nothing would read them. (Written, a batch's seals are one pipeline of
 // two commands an alert, which miniredis's in-memory pipe, unbuffered,
 // could not take: the server blocked answering the first while the client
-// still wrote the rest.) The counting scripts keep a scored replay's
-// evidence as they keep live evidence (the model's bodies, or the scripts
-// in miniredis, whose PTTL expiry answers by the replay's clock); a plain
-// replay keeps none (shareSets).
+// still wrote the rest.) A scored replay's evidence is kept by evidence;
+// a plain one keeps none (shareSets).
 type replayScripts struct {
 	*lua.Scripts
+	evidence *evidence
 }
 
 func (replayScripts) Seal(context.Context, string, []lua.Seal) error { return nil }
+
+func (s replayScripts) AddEvidence(ctx context.Context, calls []*lua.Evidence) error {
+	if s.evidence == nil {
+		return s.Scripts.AddEvidence(ctx, calls)
+	}
+	return s.evidence.AddEvidence(ctx, calls)
+}
 
 // Engine is what does the scripts' work in a replay.
 type Engine int

@@ -61,15 +61,16 @@ func (l *lives) advance(t time.Time, gone func(key string)) {
 // windows follows a share's windows as its scripts keep them, from their
 // calls and replies (tap): when each window ends on the replay's clock,
 // and which fraud orders each counted, and when. A scored backtest needs
-// both: a fraud order counted into a crossing's window after the
-// crossing, before the window ends, is caught (docs/outcomes.md).
+// both: evidence_add gives a window's evidence the window's remaining life
+// (evidence.go), and a fraud order counted into a crossing's window after
+// the crossing, before the window ends, is caught (docs/outcomes.md).
 //
 // Fixed windows (incr_and_check's, and distinct_and_check's fixed ones)
 // end their length after the change that starts them; sliding ones
 // (slide_and_check's, distinct_and_check's) live their TTL after each
 // order they count. A refund never starts a window: sales_decr keeps its
-// window's end. A call's windows that keep evidence add keys and
-// arguments (lua/evidence.lua): layout reads past them.
+// window's end, and a sliding window's refund is followed, in any batch
+// with evidence to write, by the order that renews it.
 type windows struct {
 	lives
 	fraud   map[int64]bool
@@ -97,9 +98,9 @@ var readings = map[string]struct {
 	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "b95a342a51f9cd22285f92b0328336ed8ef202b3", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "35616f4579865714c2ac2ece32e0c70f0f577c5a", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "2cbcc4c959e5c85b075d5dd78b0a6109142ec742", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "739962fec92325fe86e35e99f692eca8cf0c2f73", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "14d0b324229715770478b30e36ee5adba337e3d8", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "771163f34bfbf985a7c6f301d4f6ac17e1790e2b", (*windows).readDistinct},
 }
 
 // readingBySHA is readings by the SHA1s EVALSHA calls their scripts by.
@@ -114,9 +115,9 @@ var readingBySHA = func() map[string]func(w *windows, c call, reply []int64) {
 }()
 
 // checkFollowed says which script's code changed since what a scored
-// replay does of it (readings) was written.
+// replay does of it (readings, evidence) was written.
 func checkFollowed() error {
-	var followed []struct{ name, pin, file string }
+	followed := []struct{ name, pin, file string }{{lua.EvidenceAddName, evidencePin, "evidence.go"}}
 	for _, r := range readings {
 		followed = append(followed, struct{ name, pin, file string }{r.name, r.pin, "windows.go"})
 	}
@@ -130,19 +131,6 @@ func checkFollowed() error {
 		}
 	}
 	return nil
-}
-
-// layout is where a counting call's changes start in its ARGV (from 0),
-// and how many arguments each has: past its windows' (keysPer keys and
-// argsPer arguments each), the evidence of those that keep it (a key and
-// three arguments each, and a text a change).
-func (c call) layout(n, keysPer, argsPer, changeArgs int) (first, stride int) {
-	m := max(len(c.keys)-keysPer*n-1, 0)
-	first, stride = 3+argsPer*n+3*m, changeArgs
-	if m > 0 {
-		stride++
-	}
-	return first, stride
 }
 
 // call is a script call's KEYS and ARGV as the client sends them, read
@@ -178,13 +166,13 @@ func (c call) key(i int) (string, bool) {
 // not alive starts it, for the window's length.
 func (w *windows) readCount(c call, reply []int64) {
 	n, ok := c.int(2)
-	first, stride := c.layout(n, 2, 2, 4)
-	changes := (len(c.argv) - first) / stride
+	first := 3 + 2*n
+	changes := (len(c.argv) - first) / 4
 	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
 		if reply[2*j] == -1 && reply[2*j+1] == -1 {
 			continue // refused: nothing written
 		}
-		i, ok1 := c.int(first + stride*j)
+		i, ok1 := c.int(first + 4*j)
 		length, ok2 := c.int(3 + 2*(i-1))
 		key, ok3 := c.key(2*i - 1)
 		if !ok1 || !ok2 || !ok3 {
@@ -193,7 +181,7 @@ func (w *windows) readCount(c call, reply []int64) {
 		if _, alive := w.left(key); !alive {
 			w.set(key, time.Duration(length)*time.Second)
 		}
-		w.count(key, c, first+stride*j+1)
+		w.count(key, c, first+4*j+1)
 	}
 	w.check(ok && len(reply) == 2*changes, "incr_and_check")
 }
@@ -202,21 +190,21 @@ func (w *windows) readCount(c call, reply []int64) {
 // refused) gives its window the window's TTL.
 func (w *windows) readSlide(c call, reply []int64) {
 	n, ok := c.int(2)
-	first, stride := c.layout(n, 2, 4, 5)
-	changes := (len(c.argv) - first) / stride
+	first := 3 + 4*n
+	changes := (len(c.argv) - first) / 5
 	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
-		amount, _ := c.int(first + stride*j + 4)
+		amount, _ := c.int(first + 5*j + 4)
 		if flag := reply[2*j+1]; reply[2*j] == -1 || (flag != 0 && flag != 1) || amount < 0 {
 			continue
 		}
-		i, ok1 := c.int(first + stride*j)
+		i, ok1 := c.int(first + 5*j)
 		ttl, ok2 := c.int(3 + 4*(i-1) + 3)
 		key, ok3 := c.key(2*i - 1)
 		if !ok1 || !ok2 || !ok3 {
 			break
 		}
 		w.set(key, time.Duration(ttl)*time.Second)
-		w.count(key, c, first+stride*j+1)
+		w.count(key, c, first+5*j+1)
 	}
 	w.check(ok && len(reply) == 2*changes, "slide_and_check")
 }
@@ -226,13 +214,13 @@ func (w *windows) readSlide(c call, reply []int64) {
 // TTL the call gives it.
 func (w *windows) readDistinct(c call, reply []int64) {
 	n, ok := c.int(2)
-	first, stride := c.layout(n, 3, 5, 5)
-	changes := (len(c.argv) - first) / stride
+	first := 3 + 5*n
+	changes := (len(c.argv) - first) / 5
 	for j := 0; ok && j < changes && 2*j+1 < len(reply); j++ {
 		if flag := reply[2*j+1]; reply[2*j] == -1 || (flag != 0 && flag != 1) {
 			continue
 		}
-		i, ok1 := c.int(first + stride*j)
+		i, ok1 := c.int(first + 5*j)
 		ttl, ok2 := c.int(3 + 5*(i-1) + 4)
 		key, ok3 := c.key(3*i - 2)
 		if !ok1 || !ok2 || !ok3 {
@@ -241,7 +229,7 @@ func (w *windows) readDistinct(c call, reply []int64) {
 		if _, alive := w.left(key); !alive || text(c.argv[3+5*(i-1)]) == "sliding" {
 			w.set(key, time.Duration(ttl)*time.Second)
 		}
-		w.count(key, c, first+stride*j+1)
+		w.count(key, c, first+5*j+1)
 	}
 	w.check(ok && len(reply) == 2*changes, "distinct_and_check")
 }
@@ -276,8 +264,8 @@ func (w *windows) observe(cmd redis.Cmder) {
 	switch c := cmd.(type) {
 	case *redis.IntSliceCmd: // lua.Batch's
 		reply = c.Val()
-	case *redis.Cmd: // a call with evidence: its integers, then its lists
-		reply, err = leadingInts(c.Val())
+	case *redis.Cmd:
+		reply, err = c.Int64Slice()
 	default:
 		err = fmt.Errorf("a reply of %T", cmd)
 	}
@@ -287,23 +275,6 @@ func (w *windows) observe(cmd redis.Cmder) {
 		return
 	}
 	read(w, call{keys: args[3 : 3+nkeys], argv: args[3+nkeys:]}, reply)
-}
-
-// leadingInts is a reply's integers before its strings.
-func leadingInts(v any) ([]int64, error) {
-	all, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("a reply of %T", v)
-	}
-	var out []int64
-	for _, x := range all {
-		n, ok := x.(int64)
-		if !ok {
-			break
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // text is a command's argument as go-redis writes it.

@@ -1,0 +1,129 @@
+package backtest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// evidencePin is the fingerprint of the code of evidence_add that
+// evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
+// when the script's code changed.
+const evidencePin = "e952f84777c464d81ae81d16d44ea81b9f530f75"
+
+// evidence answers the engine's evidence_add calls in a scored replay, as
+// the script does, in Go: the orders an alert lists are the crossing and
+// its evidence (docs/alerts.md, Evidence), which a scored backtest judges
+// the alert by. lua/model has no evidence_add, and a plain replay keeps
+// no evidence (shareSets); the Lua scripts in miniredis would give it a
+// window's TTL as the clock of --lua keeps it (expiry's unset), not the
+// window's life. So both engines take this one, which TestEvidenceAgrees
+// holds to the script on a real Redis.
+//
+// A window's evidence is its newest entries, at most its keep, newest
+// first; made, or written for a sliding window, it takes the window's
+// remaining life (windows), else it keeps its own; without a live
+// window, its TTL.
+type evidence struct {
+	lives
+	lists   map[string][]string // by evidence key: entries, newest first
+	windows *windows
+}
+
+func newEvidence(w *windows) *evidence {
+	return &evidence{lives: newLives(w.base), lists: map[string][]string{}, windows: w}
+}
+
+// advance moves the evidence's clock to t: the evidence due by then goes.
+func (x *evidence) advance(t time.Time) {
+	x.lives.advance(t, func(key string) { delete(x.lists, key) })
+}
+
+// AddEvidence runs the calls as evidence_add would, one after another,
+// and sets their Lists. A call the script would refuse is an error
+// wrapping lua.ErrInvalidArguments, and writes nothing.
+func (x *evidence) AddEvidence(_ context.Context, calls []*lua.Evidence) error {
+	var refused error
+	for _, c := range calls {
+		if err := checkEvidenceCall(c); err != nil {
+			refused = err
+			continue
+		}
+		x.call(c)
+	}
+	return refused
+}
+
+func checkEvidenceCall(c *lua.Evidence) error {
+	ok := len(c.Windows) >= 1 && len(c.Windows) <= lua.MaxWindows && len(c.Entries) >= 1 && len(c.Entries) <= lua.MaxChanges
+	for _, w := range c.Windows {
+		ok = ok && w.Keep >= 1 && w.Keep <= lua.MaxEvidence
+	}
+	for _, e := range c.Entries {
+		ok = ok && e.Window >= 0 && e.Window < len(c.Windows) && len(e.Text) <= lua.MaxEvidenceText &&
+			!strings.Contains(e.Text, lua.EvidenceSep)
+	}
+	if !ok {
+		return fmt.Errorf("backtest: an evidence call the script would refuse: %w", lua.ErrInvalidArguments)
+	}
+	return nil
+}
+
+// call runs one call: each window's entries written, newest first, then
+// the list each crossing asks for.
+func (x *evidence) call(c *lua.Evidence) {
+	texts := make([][]string, len(c.Windows)) // each window's, oldest first
+	for _, e := range c.Entries {
+		texts[e.Window] = append(texts[e.Window], e.Text)
+	}
+	olds := make([][]string, len(c.Windows))
+	for i, w := range c.Windows {
+		if texts[i] == nil {
+			continue
+		}
+		old := x.current(w.Key)
+		olds[i] = old
+		kept := make([]string, 0, w.Keep)
+		for j := len(texts[i]) - 1; j >= 0 && len(kept) < w.Keep; j-- {
+			kept = append(kept, texts[i][j])
+		}
+		kept = append(kept, old[:min(len(old), w.Keep-len(kept))]...)
+		x.lists[w.Key] = kept
+		// A fixed window's end stays put, and so does its evidence's; a
+		// sliding one's moves with each change, and so must its
+		// evidence's.
+		left, alive := x.windows.left(w.Window)
+		switch {
+		case alive && (len(old) == 0 || w.Slides):
+			x.set(w.Key, left)
+		case len(old) > 0: // its end kept
+		default:
+			x.set(w.Key, max((w.TTL+time.Second-1)/time.Second*time.Second, time.Second)) // whole seconds, as sent
+		}
+	}
+	c.Lists = [][]string{}
+	seen := make([]int, len(c.Windows))
+	for _, e := range c.Entries {
+		seen[e.Window]++
+		if !e.List {
+			continue
+		}
+		list := make([]string, 0, c.Windows[e.Window].Keep)
+		for j := seen[e.Window] - 1; j >= 0 && len(list) < cap(list); j-- {
+			list = append(list, texts[e.Window][j])
+		}
+		list = append(list, olds[e.Window][:min(len(olds[e.Window]), cap(list)-len(list))]...)
+		c.Lists = append(c.Lists, list)
+	}
+}
+
+// current is the evidence under key, if it is alive.
+func (x *evidence) current(key string) []string {
+	if _, alive := x.left(key); !alive {
+		return nil
+	}
+	return x.lists[key]
+}

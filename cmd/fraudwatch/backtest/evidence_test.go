@@ -1,0 +1,106 @@
+package backtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
+)
+
+// evidence does what evidence_add does: random calls run on a real Redis
+// through lua.Scripts and on evidence give the same lists, and leave the
+// same evidence, living as long. The windows' lives move between calls
+// (a sliding one's renewed, one gone), so that an evidence that took its
+// window's life and one that kept its own differ.
+func TestEvidenceAgrees(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	prefix := "{" + redistest.Prefix(t) + "}" // one hash tag: a call's keys share it
+	w := newWindows(t0, nil)
+	x := newEvidence(w)
+	type window struct {
+		lua.EvidenceWindow
+		life time.Duration // 0: no window
+	}
+	var ws []window
+	for i, keep := range []int{1, 3, 5, 20} {
+		ws = append(ws, window{EvidenceWindow: lua.EvidenceWindow{Key: fmt.Sprintf("%s:l%d", prefix, i), Window: fmt.Sprintf("%s:w%d", prefix, i),
+			Keep: keep, TTL: 100 * time.Second, Slides: i%2 == 1}})
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for round := range 300 {
+		for i := range ws {
+			// Now and then a window moves: another life, or none.
+			if r.IntN(3) == 0 {
+				ws[i].life = []time.Duration{0, 20 * time.Second, 40 * time.Second, 60 * time.Second}[r.IntN(4)]
+				if ws[i].life == 0 {
+					rdb.Del(ctx, ws[i].Window)
+					w.set(ws[i].Window, 0)
+				} else {
+					rdb.Set(ctx, ws[i].Window, "1", ws[i].life)
+					w.set(ws[i].Window, ws[i].life)
+				}
+			}
+		}
+		var some []lua.EvidenceWindow
+		for _, i := range r.Perm(len(ws))[:1+r.IntN(len(ws))] {
+			some = append(some, ws[i].EvidenceWindow)
+		}
+		call := randomEvidenceCall(r, round, some)
+		want := *call
+		if err := scripts.AddEvidence(ctx, []*lua.Evidence{&want}); err != nil {
+			t.Fatal(err)
+		}
+		got := *call
+		if err := x.AddEvidence(ctx, []*lua.Evidence{&got}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Lists, want.Lists) {
+			t.Fatalf("round %d: lists %q, evidence_add's %q", round, got.Lists, want.Lists)
+		}
+		for _, win := range ws {
+			compareEvidence(t, round, rdb.Get(ctx, win.Key).Val(), rdb.PTTL(ctx, win.Key).Val(), x, win.Key)
+		}
+	}
+}
+
+// randomEvidenceCall is a call of 1 to 8 entries to ws, some of them
+// crossings.
+func randomEvidenceCall(r *rand.Rand, round int, ws []lua.EvidenceWindow) *lua.Evidence {
+	c := &lua.Evidence{Windows: ws}
+	for j := range 1 + r.IntN(8) {
+		c.Entries = append(c.Entries, lua.EvidenceEntry{Window: r.IntN(len(ws)), Text: fmt.Sprintf("r%d-e%d", round, j), List: r.IntN(3) == 0})
+	}
+	return c
+}
+
+// compareEvidence compares a key's evidence in Redis (its value and
+// PTTL) with evidence's.
+func compareEvidence(t *testing.T, round int, value string, pttl time.Duration, x *evidence, key string) {
+	t.Helper()
+	var entries []string
+	if value != "" {
+		entries = strings.Split(strings.TrimSuffix(value[1:], lua.EvidenceSep), lua.EvidenceSep)
+		if int(value[0]) != len(entries) {
+			t.Fatalf("round %d: %s counts %d entries and holds %d", round, key, value[0], len(entries))
+		}
+	}
+	got := x.current(key)
+	left, _ := x.left(key)
+	if !reflect.DeepEqual(got, entries) {
+		t.Fatalf("round %d: %s holds %q, evidence_add's %q", round, key, got, entries)
+	}
+	// Redis's clock runs during the test; evidence's does not.
+	if d := left - pttl; len(entries) > 0 && (d < 0 || d > 2*time.Second) {
+		t.Fatalf("round %d: %s lives %v, evidence_add's %v", round, key, left, pttl)
+	}
+}
