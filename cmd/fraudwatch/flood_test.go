@@ -103,7 +103,8 @@ func carriedBy(p apiPost) (keys []string, carries int, digest bool) {
 // bot-token mode with the default budget, reads orders from Kafka at 30 a
 // second, each crossing the five #fraud rules (150 crossings a second),
 // and once a second an order that crosses the critical #risk rule. Every
-// #risk alert is posted within 2 s of its order's production; every
+// #risk alert is posted within 2 s of its order's production, beyond the
+// pipeline's own latency on the machine as loaded (a calm alert's); every
 // crossing is carried by exactly one message (posted alone or in a
 // digest: listed, or counted by its delivery record); #fraud's messages
 // keep to its one budget; fraudwatch_alerts_waiting shows the flood, and
@@ -123,8 +124,8 @@ func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 	const (
 		perSecond  = 30 // orders, each crossing the five #fraud rules
 		partitions = 4
-		within     = 2 * time.Second
 	)
+	within := 2 * time.Second // the flood's share of a #risk alert's latency, at most
 	k := kafkatest.New(t)
 	orders, alertsTopic := k.Topic(t, "orders", partitions), k.Topic(t, "alerts", partitions)
 	api := &slackAPI{}
@@ -184,6 +185,16 @@ func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 	expected["r-risk rk-warm"] = true
 	produce("cust-warm", "device_id", "rk-warm", 0)
 	waitFor(t, 60*time.Second, "a first #risk alert posted", func() bool { return len(api.snapshot()) > 0 })
+	// A second alert, with no flood, is the pipeline's own latency on this
+	// machine as loaded as it is now (a CI machine running other work is
+	// slower end to end, flood or not): the flood may add at most within to
+	// it. A #risk alert held behind #fraud's budget would wait for its
+	// digests, many seconds, or ride in one (tallyPosts says so).
+	expected["r-risk rk-calm"] = true
+	calm := produce("cust-calm", "device_id", "rk-calm", 0)
+	waitFor(t, 60*time.Second, "a second #risk alert posted", func() bool { return len(api.snapshot()) > 1 })
+	own := api.snapshot()[1].at.Sub(calm)
+	within += own
 
 	// The gauges, read while the flood lasts.
 	var mostWaiting, ordersLag, alertsLag float64
@@ -290,9 +301,9 @@ func TestAFloodOfOneChannelHoldsNoOther(t *testing.T) {
 		p50 = c.delays[len(c.delays)/2]
 	}
 	t.Logf("%v of orders (%v; %d crossings, %d #risk): %d messages to #fraud (%d digests), all carried %v after the flood ended; "+
-		"#risk alerts posted %v (p50) and at most %v after their order; at most %v alerts waiting, consumer lag at most %v on orders, %v on alerts (real Kafka: %v)",
+		"#risk alerts posted %v (p50) and at most %v after their order (a calm one %v); at most %v alerts waiting, consumer lag at most %v on orders, %v on alerts (real Kafka: %v)",
 		floodFor, floodEnded.Sub(start).Round(100*time.Millisecond), len(expected), len(produced), len(c.fraud), c.digests, drained.Round(100*time.Millisecond),
-		p50.Round(time.Millisecond), c.slowest.Round(time.Millisecond), mostWaiting, ordersLag, alertsLag, k.Real)
+		p50.Round(time.Millisecond), c.slowest.Round(time.Millisecond), own.Round(time.Millisecond), mostWaiting, ordersLag, alertsLag, k.Real)
 }
 
 // sentRecords are the (rule, group) record prefixes, prefix:{tag}:r:rule:group,
