@@ -37,6 +37,7 @@ const (
 	partitions      = 4
 	groupID         = "fraudwatch-demo"
 	shutdownTimeout = 10 * time.Second
+	redisTimeout    = 30 * time.Second
 	// clockStep is how often miniredis's clock is moved on: its TTLs only
 	// advance through FastForward.
 	clockStep = 100 * time.Millisecond
@@ -293,6 +294,11 @@ func buildConfig(given *config.Config) (cfg config.Config, rulesFrom string, err
 	cfg.Kafka.GroupID = groupID
 	cfg.Kafka.StartOffset = config.StartEarliest
 	cfg.Redis = def.Redis
+	// The demo's Redis is miniredis, in this process: its Lua is
+	// interpreted in Go, a batch's scripts take many times a real Redis's
+	// time, and on a busy machine more than the default 3 s. A timeout
+	// there would retry the same batch, no faster, for ever.
+	cfg.Redis.ReadTimeout, cfg.Redis.WriteTimeout = redisTimeout, redisTimeout
 	cfg.Metrics.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = shutdownTimeout
 
