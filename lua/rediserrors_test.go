@@ -85,9 +85,9 @@ func TestRedisErrorsAreCounted(t *testing.T) {
 		}},
 		{SalesDecrName, func() error {
 			b := s.Batch()
-			r := &Refund{Source: "0:r", Offsets: offsetsOf(fixed), Windows: []Window{fixed},
+			r := &Call{Kind: Refund, Source: "0:r", Offsets: offsetsOf(fixed), Windows: []Window{fixed},
 				Changes: []Change{{Offset: 2, ID: IDOf("b"), Amount: 1}}}
-			if err := b.Refund(r); err != nil {
+			if err := b.Add(r); err != nil {
 				t.Fatal(err)
 			}
 			return b.Exec(ctx)
