@@ -102,7 +102,7 @@ func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
 // the script refused is not an error of Exec: its Result says so.
 func (b *Batch) Exec(ctx context.Context) error {
 	for _, round := range b.rounds() {
-		if err := b.s.run(ctx, round); err != nil {
+		if err := pipelined(ctx, b.s, round); err != nil {
 			return err
 		}
 	}
@@ -145,11 +145,6 @@ func hashTag(key string) string {
 		return key
 	}
 	return key[open+1 : open+1+end]
-}
-
-// run sends calls in one pipeline (pipelined).
-func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
-	return pipelined(ctx, s, calls)
 }
 
 // piped is one script call of a pipeline: send adds its command, answer
