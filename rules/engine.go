@@ -282,7 +282,8 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				}
 			case res.First:
 				w, name, values := c.window(j)
-				x.alerts, x.from, x.marks = append(x.alerts, e.crossed(r, ev, res.Current, name.Group, values)), append(x.from, ref.event), append(x.marks, w.Marks)
+				x.alerts = append(x.alerts, e.crossed(r, ev, res.Current, name.Group, values))
+				x.from, x.marks = append(x.from, ref.event), append(x.marks, w.Marks)
 				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
