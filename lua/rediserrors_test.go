@@ -33,6 +33,12 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		}
 		rdb.ScriptFlush(ctx)
 		refund(t, s, []Window{amount}, ev{"0:r", int64(i), fmt.Sprint("r", i), 50})
+		rdb.ScriptFlush(ctx) // evidence goes through the same runner
+		e := &Evidence{Windows: []EvidenceWindow{{Key: w.Key + ":l", Window: w.Key, Keep: 5, TTL: time.Minute}},
+			Entries: []EvidenceEntry{{Text: fmt.Sprint("o", i), List: true}}}
+		if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil || len(e.Lists) != 1 || len(e.Lists[0]) != i+1 {
+			t.Fatalf("evidence after flush %d: %v, %q", i, err, e.Lists)
+		}
 		rdb.ScriptFlush(ctx)
 		if _, err := s.ClaimAlert(ctx, testClaim(prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), 0)); err != nil {
 			t.Fatalf("claim after flush %d: %v", i, err)
