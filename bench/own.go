@@ -67,14 +67,14 @@ func ownCeiling(ctx context.Context, s *lua.Scripts, rules int, d time.Duration)
 				for range depth {
 					i := next.Add(1)
 					tag := "a:own:{" + strconv.FormatInt(i%100_000, 10) + "}:"
-					call := &lua.Count{Source: src, Offsets: tag + "o"}
+					call := &lua.Call{Kind: lua.Count, Source: src, Offsets: tag + "o"}
 					for r := range rules {
 						name := tag + strconv.Itoa(r)
 						call.Windows = append(call.Windows, lua.Window{Key: name, Marks: name + ":crossed", Length: 600 * time.Second, Threshold: 1_000_000})
 						call.Changes = append(call.Changes, lua.Change{Window: r, Offset: offset, ID: lua.IDOf(strconv.FormatInt(i, 10)), Amount: 1})
 					}
 					offset++
-					if err := b.Count(call); err != nil {
+					if err := b.Add(call); err != nil {
 						panic(err)
 					}
 				}

@@ -118,11 +118,11 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 func TestRefusedChangesAreReportedAndCounted(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	w := testWindow(prefix, "w", time.Minute, 10)
-	c := &Count{Source: "0:t", Offsets: offsetsOf(w), Windows: []Window{w}, Changes: []Change{
+	c := &Call{Kind: Count, Source: "0:t", Offsets: offsetsOf(w), Windows: []Window{w}, Changes: []Change{
 		{Window: 0, Offset: -1, ID: IDOf("a"), Amount: 1}, {Window: 0, Offset: 1, ID: IDOf("b"), Amount: 1},
 	}}
 	b := s.Batch()
-	if err := b.Count(c); err != nil {
+	if err := b.Add(c); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Exec(t.Context()); err != nil {
@@ -141,7 +141,7 @@ func TestCallsAreCheckedBeforeTheyAreSent(t *testing.T) {
 	w := testWindow(prefix, "w", time.Minute, 3)
 	one := []Change{{Offset: 1, ID: IDOf("a"), Amount: 1}}
 	o := offsetsOf(w)
-	for _, c := range []*Count{
+	for _, c := range []*Call{
 		{Source: "", Offsets: o, Windows: []Window{w}, Changes: one},
 		{Source: strings.Repeat("s", 33), Offsets: o, Windows: []Window{w}, Changes: one},
 		{Source: "0:t", Offsets: o, Changes: one},
@@ -149,7 +149,7 @@ func TestCallsAreCheckedBeforeTheyAreSent(t *testing.T) {
 		{Source: "0:t", Offsets: o, Windows: []Window{w}, Changes: make([]Change, MaxChanges+1)},
 		{Source: "0:t", Windows: []Window{w}, Changes: one},
 	} {
-		if err := s.Batch().Count(c); err == nil {
+		if err := s.Batch().Add(c); err == nil {
 			t.Errorf("Count accepted %+v", c)
 		}
 	}

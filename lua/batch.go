@@ -15,29 +15,21 @@ type Batch struct {
 	calls []batchCall
 	// The calls' arguments and results are cut from these, a chunk at a
 	// time, rather than allocated a call at a time.
-	args     []any
-	nums     []int64
-	counted  []Counted
-	refunded []Refunded
+	args    []any
+	nums    []int64
+	counted []Counted
 }
 
 type batchCall struct {
-	name string
+	call *Call
 	// args is the whole EVALSHA command (see command).
-	args    []any
-	changes int
-	// The call's Results: refunded for sales_decr, counted for the
-	// others; flags when its second integers say late (2) and clamped (3)
-	// besides first (1), as slide_and_check's and distinct_and_check's do.
-	counted  []Counted
-	refunded []Refunded
-	flags    bool
+	args []any
 }
 
-// answer sets the call's results from its reply (pairs of integers) or
-// the error of the whole call.
-func (c *batchCall) answer(pairs []int64, err error) {
-	for i := range c.changes {
+// set sets the call's results from its reply (pairs of integers) or the
+// error of the whole call.
+func (c *batchCall) set(pairs []int64, err error) {
+	for i := range c.call.Results {
 		var res Counted
 		switch {
 		case err != nil:
@@ -45,15 +37,9 @@ func (c *batchCall) answer(pairs []int64, err error) {
 		case pairs[2*i] == -1 && pairs[2*i+1] == -1:
 			res.Err = ErrInvalidArguments
 		default:
-			flag := pairs[2*i+1]
-			res = Counted{Current: pairs[2*i], First: flag == 1, Late: c.flags && flag == 2, Clamped: c.flags && flag == 3}
+			res = c.call.Kind.answer(pairs[2*i], pairs[2*i+1])
 		}
-		if c.refunded != nil {
-			// sales_decr's second integer is its clamped flag.
-			c.refunded[i] = Refunded{Remaining: res.Current, Clamped: res.First, Err: res.Err}
-		} else {
-			c.counted[i] = res
-		}
+		c.call.Results[i] = res
 	}
 }
 
@@ -63,10 +49,8 @@ func (s *Scripts) Batch() *Batch { return &Batch{s: s} }
 // Len is the number of calls in the batch.
 func (b *Batch) Len() int { return len(b.calls) }
 
-// Count adds an incr_and_check call; its Results are set by Exec. The
-// call's Source, Windows and Changes must not change until Exec returns:
-// the batch sends them from where they are.
-func (b *Batch) Count(c *Count) error {
+// addCount encodes an incr_and_check call.
+func (b *Batch) addCount(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
@@ -83,14 +67,12 @@ func (b *Batch) Count(c *Count) error {
 		a.ptr(&c.Windows[i].Threshold)
 	}
 	a.changes(c.Changes)
-	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: IncrAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results})
+	b.queue(c, a.args)
 	return nil
 }
 
-// Refund adds a sales_decr call; its Results are set by Exec. Like
-// Count's, its fields must not change until Exec returns.
-func (b *Batch) Refund(r *Refund) error {
+// addRefund encodes a sales_decr call.
+func (b *Batch) addRefund(r *Call) error {
 	if err := checkCall(r.Source, r.Offsets, r.Windows, len(r.Changes), false); err != nil {
 		return err
 	}
@@ -106,14 +88,12 @@ func (b *Batch) Refund(r *Refund) error {
 	a.source(&r.Source)
 	a.int(seconds(life))
 	a.changes(r.Changes)
-	r.Results = b.refundedResults(len(r.Changes))
-	b.calls = append(b.calls, batchCall{name: SalesDecrName, args: a.args, changes: len(r.Changes), refunded: r.Results})
+	b.queue(r, a.args)
 	return nil
 }
 
-// Slide adds a slide_and_check call; its Results are set by Exec. Like
-// Count's, its fields must not change until Exec returns.
-func (b *Batch) Slide(c *Slide) error {
+// addSlide encodes a slide_and_check call.
+func (b *Batch) addSlide(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
@@ -149,14 +129,12 @@ func (b *Batch) Slide(c *Slide) error {
 		a.int(ch.At / widths[ch.Window])
 		a.ptr(&ch.Amount)
 	}
-	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: SlideAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
+	b.queue(c, a.args)
 	return nil
 }
 
-// Distinct adds a distinct_and_check call; its Results are set by Exec.
-// Like Count's, its fields must not change until Exec returns.
-func (b *Batch) Distinct(c *Distinct) error {
+// addDistinct encodes a distinct_and_check call.
+func (b *Batch) addDistinct(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
@@ -192,8 +170,7 @@ func (b *Batch) Distinct(c *Distinct) error {
 		a.ptr(&ch.At)
 		a.id(&ch.Value)
 	}
-	c.Results = b.countedResults(len(c.Changes))
-	b.calls = append(b.calls, batchCall{name: DistinctAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
+	b.queue(c, a.args)
 	return nil
 }
 

@@ -43,8 +43,7 @@ type Change struct {
 	Value EventID
 }
 
-// Counted is the answer of incr_and_check, slide_and_check or
-// distinct_and_check to one Change.
+// Counted is a counting script's answer to one Change.
 type Counted struct {
 	// Current is the window's value after the change (after the event
 	// counted before, for a redelivery).
@@ -57,31 +56,23 @@ type Counted struct {
 	// older than the group's newest event time by more than the window and
 	// its lateness.
 	Late bool
-	// Clamped is true when a refund was larger than its sliding window
-	// held, which is now 0.
+	// Clamped is true when a refund was larger than its window held,
+	// which is now 0 instead of negative.
 	Clamped bool
 	// Err is ErrInvalidArguments when the script refused the change; it
 	// wrote nothing for it.
 	Err error
 }
 
-// Refunded is sales_decr's answer to one Change.
-type Refunded struct {
-	// Remaining is the window after the refund (0 when there was none).
-	Remaining int64
-	// Clamped is true when the refund was larger than the window, which
-	// was set to 0 instead of going negative.
-	Clamped bool
-	// Err is ErrInvalidArguments when the script refused the change.
-	Err error
-}
-
-// Count is one incr_and_check call: a run of events from one partition, in
-// its order, counted into the fixed windows of one bucket of groups. The
-// calls of one bucket and Source must cover disjoint runs of offsets, in
-// the order they are added to batches: the bucket remembers the last offset
-// applied from the Source, and skips what is at or below it.
-type Count struct {
+// Call is one counting call: a run of events from one partition, in its
+// order, counted into the windows of one bucket of groups by the script
+// its Kind names. The calls of one bucket, Source and family (see Kind)
+// must cover disjoint runs of offsets, in the order they are added to
+// batches: the bucket remembers the last offset applied from the Source,
+// and skips what is at or below it. A call takes all of an event's changes
+// to its bucket or none.
+type Call struct {
+	Kind Kind
 	// Source names the partition (Source).
 	Source string
 	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
@@ -89,47 +80,8 @@ type Count struct {
 	Offsets string
 	Windows []Window
 	Changes []Change
-	// Results answers Changes, one for one, once the batch ran.
-	Results []Counted
-}
-
-// Refund is one sales_decr call: a run of refunds from one partition, in
-// its order, subtracted from the amount windows of one bucket of groups.
-// Its runs of offsets are bound as Count's are.
-type Refund struct {
-	Source  string
-	Offsets string
-	Windows []Window
-	Changes []Change
-	Results []Refunded
-}
-
-// Slide is one slide_and_check call: a run of orders and refunds from one
-// partition, in its order, counted into the sliding windows of one bucket
-// of groups. Its runs of offsets are bound as Count's are: a call takes all
-// of an event's changes to its bucket or none.
-type Slide struct {
-	Source string
-	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
-	// tag.
-	Offsets string
-	Windows []Window
-	Changes []Change
-	Results []Counted
-}
-
-// Distinct is one distinct_and_check call: a run of orders from one
-// partition, in its order, whose values are counted in the distinct
-// windows of one bucket of groups. Its runs of offsets are bound as
-// Count's are: a call takes all of an event's changes to its bucket or
-// none.
-type Distinct struct {
-	Source string
-	// Offsets is the bucket's offsets (Keys.Offsets), in the windows' hash
-	// tag.
-	Offsets string
-	Windows []Window
-	Changes []Change
+	// Results answers Changes, one for one, once the batch ran. For
+	// Refund, Current is what the window holds after the refund.
 	Results []Counted
 }
 

@@ -59,12 +59,12 @@ func TestCountFirstCross(t *testing.T) {
 func TestCountIntoSeveralWindows(t *testing.T) {
 	s, _, prefix := newScripts(t)
 	ws := []Window{testWindow(prefix, "count", time.Minute, 2), testWindow(prefix, "amount", time.Minute, 1000)}
-	c := &Count{Source: "0:t", Offsets: offsetsOf(ws[0]), Windows: ws, Changes: []Change{
+	c := &Call{Kind: Count, Source: "0:t", Offsets: offsetsOf(ws[0]), Windows: ws, Changes: []Change{
 		{Window: 0, Offset: 1, ID: IDOf("a"), Amount: 1}, {Window: 1, Offset: 1, ID: IDOf("a"), Amount: 600},
 		{Window: 0, Offset: 2, ID: IDOf("b"), Amount: 1}, {Window: 1, Offset: 2, ID: IDOf("b"), Amount: 600},
 	}}
 	b := s.Batch()
-	if err := b.Count(c); err != nil {
+	if err := b.Add(c); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Exec(t.Context()); err != nil {
@@ -129,7 +129,7 @@ func TestRefunds(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
 	w := testWindow(prefix, "amount", time.Minute, 1_000_000_000)
-	if got := refund(t, s, []Window{w}, ev{"0:r", 0, "r0", 100})[0]; got != (Refunded{}) {
+	if got := refund(t, s, []Window{w}, ev{"0:r", 0, "r0", 100})[0]; got != (Counted{}) {
 		t.Fatalf("refund without a window = %+v, want {0 false}", got)
 	}
 	if rdb.Exists(ctx, w.Key).Val() != 0 {
@@ -138,7 +138,7 @@ func TestRefunds(t *testing.T) {
 	count(t, s, []Window{w}, ev{"0:o", 0, "o0", 1000})
 	rdb.Expire(ctx, w.Key, 20*time.Second)
 	got := refund(t, s, []Window{w}, ev{"0:r", 1, "r1", 300}, ev{"0:r", 2, "r2", 900}, ev{"0:r", 3, "r3", 5})
-	want := []Refunded{{Remaining: 700}, {Remaining: 0, Clamped: true}, {}}
+	want := []Counted{{Current: 700}, {Current: 0, Clamped: true}, {}}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("refund %d = %+v, want %+v", i, got[i], want[i])
@@ -254,14 +254,14 @@ func TestBatchRounds(t *testing.T) {
 	one := func(offset int64) []Change {
 		return []Change{{Offset: offset, ID: IDOf(fmt.Sprint(offset)), Amount: 1}}
 	}
-	calls := []*Count{
+	calls := []*Call{
 		{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(1)},
 		{Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{b}, Changes: one(1)},
 		{Source: "0:t", Offsets: offsetsOf(a2), Windows: []Window{a2}, Changes: one(2)},
 		{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(3)},
 	}
 	for _, c := range calls {
-		if err := batch.Count(c); err != nil {
+		if err := batch.Add(c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,14 +279,14 @@ func TestBatchRounds(t *testing.T) {
 		t.Fatalf("the last call saw %+v, want the window after the first call", r)
 	}
 	// A call's keys must share one tag.
-	mixed := &Count{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1, b}, Changes: one(4)}
-	if err := s.Batch().Count(mixed); err == nil {
+	mixed := &Call{Kind: Count, Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1, b}, Changes: one(4)}
+	if err := s.Batch().Add(mixed); err == nil {
 		t.Fatal("Count accepted keys of two hash tags")
 	}
 	if !strings.Contains(prefix, "{") {
 		// On a cluster the test's prefix holds the tag of every key.
-		other := &Count{Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{a1}, Changes: one(4)}
-		if err := s.Batch().Count(other); err == nil {
+		other := &Call{Kind: Count, Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{a1}, Changes: one(4)}
+		if err := s.Batch().Add(other); err == nil {
 			t.Fatal("Count accepted offsets of another hash tag")
 		}
 	}

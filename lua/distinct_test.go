@@ -18,14 +18,14 @@ func distinctWindow(prefix, name string, sliding bool, length, lateness time.Dur
 }
 
 func tryDistinct(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]Counted, error) {
-	c := &Distinct{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	c := &Call{Kind: Distinct, Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			c.Changes = append(c.Changes, changeOf(w, e))
 		}
 	}
 	b := s.Batch()
-	if err := b.Distinct(c); err != nil {
+	if err := b.Add(c); err != nil {
 		return nil, err
 	}
 	return c.Results, b.Exec(ctx)

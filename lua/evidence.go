@@ -2,12 +2,9 @@ package lua
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // MaxEvidence bounds how many entries a window's evidence keeps.
@@ -93,43 +90,11 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 		}
 		keys[i], args[i] = k, a
 	}
-	var refused error
-	todo := make([]int, len(calls))
-	for i := range todo {
-		todo[i] = i
+	pending := make([]*evidenceCall, len(calls))
+	for i, c := range calls {
+		pending[i] = &evidenceCall{call: c, keys: keys[i], args: args[i]}
 	}
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for j, i := range todo {
-			cmds[j] = evidenceAdd.EvalSha(ctx, pipe, keys[i], args[i]...)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		var again []int
-		for j, i := range todo {
-			v, err := cmds[j].Slice()
-			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-				again = append(again, i)
-				continue
-			}
-			if err != nil {
-				return s.redisError(ctx, EvidenceAddName, err)
-			}
-			lists, err := evidenceLists(v, calls[i])
-			if err != nil {
-				refused = errors.Join(refused, s.fail(EvidenceAddName, err))
-				continue
-			}
-			calls[i].Lists = lists
-		}
-		if len(again) == 0 {
-			return refused
-		}
-		if err := s.Load(ctx); err != nil {
-			return err
-		}
-		todo = again
-	}
+	return pipelined(ctx, s, pending)
 }
 
 // evidenceLists reads evidence_add's reply: for each entry marked List,

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,14 +32,9 @@ func (b *Batch) command(sha *string, keys, args, nums int) command {
 	return c
 }
 
-// countedResults and refundedResults are a call's Results.
+// countedResults is a call's Results.
 func (b *Batch) countedResults(n int) []Counted {
 	r := cut(&b.counted, n)
-	return r[:n]
-}
-
-func (b *Batch) refundedResults(n int) []Refunded {
-	r := cut(&b.refunded, n)
 	return r[:n]
 }
 
@@ -106,7 +102,7 @@ func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
 // the script refused is not an error of Exec: its Result says so.
 func (b *Batch) Exec(ctx context.Context) error {
 	for _, round := range b.rounds() {
-		if err := b.s.run(ctx, round); err != nil {
+		if err := pipelined(ctx, b.s, round); err != nil {
 			return err
 		}
 	}
@@ -151,22 +147,30 @@ func hashTag(key string) string {
 	return key[open+1 : open+1+end]
 }
 
-// run sends calls in one pipeline. Calls refused with NOSCRIPT (Redis
-// restarted, failed over or flushed its scripts) had no effect: the
-// scripts are loaded and those calls sent again.
-func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
+// piped is one script call of a pipeline: send adds its command, answer
+// reads the command's reply once it ran without a Redis error.
+type piped[R redis.Cmder] interface {
+	script() string
+	send(ctx context.Context, pipe redis.Pipeliner) R
+	answer(s *Scripts, cmd R) error
+}
+
+// pipelined sends calls in one pipeline, the one runner of every pipelined
+// script call. Calls refused with NOSCRIPT (Redis restarted, failed over
+// or flushed its scripts) had no effect: the scripts are loaded and those
+// calls sent again, once. A Redis error of a call ends the run with it;
+// the errors answer returns are joined, and returned once every call was
+// answered.
+func pipelined[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls []C) error {
+	var refused error
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.IntSliceCmd, len(calls))
+		cmds := make([]R, len(calls))
 		for i, c := range calls {
-			// An IntSliceCmd reads the reply's integers into a slice, where
-			// a Cmd boxes each of them.
-			cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
-			cmds[i].SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
-			_ = pipe.Process(ctx, cmds[i])
+			cmds[i] = c.send(ctx, pipe)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
-		var again []*batchCall
+		var again []C
 		for i, c := range calls {
 			err := cmds[i].Err()
 			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
@@ -174,31 +178,73 @@ func (s *Scripts) run(ctx context.Context, calls []*batchCall) error {
 				continue
 			}
 			if err != nil {
-				return s.redisError(ctx, c.name, err)
+				return s.redisError(ctx, c.script(), err)
 			}
-			pairs := cmds[i].Val()
-			switch {
-			case len(pairs) == 2*c.changes:
-				if refused(pairs) {
-					s.fail(c.name, ErrInvalidArguments)
-				}
-				c.answer(pairs, nil)
-			case len(pairs) == 2 && pairs[0] == -1 && pairs[1] == -1:
-				// The call's own arguments: every change refused.
-				s.fail(c.name, ErrInvalidArguments)
-				c.answer(nil, ErrInvalidArguments)
-			default:
-				return s.fail(c.name, fmt.Errorf("%w: %d integers for %d changes", ErrUnexpectedReply, len(pairs), c.changes))
+			if err := c.answer(s, cmds[i]); err != nil {
+				refused = errors.Join(refused, err)
 			}
 		}
 		if len(again) == 0 {
-			return nil
+			return refused
 		}
 		if err := s.Load(ctx); err != nil {
 			return err
 		}
 		calls = again
 	}
+}
+
+func (c *batchCall) script() string { return c.call.Kind.String() }
+
+func (c *batchCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.IntSliceCmd {
+	// An IntSliceCmd reads the reply's integers into a slice, where a Cmd
+	// boxes each of them.
+	cmd := redis.NewIntSliceCmd(ctx, c.args...)
+	cmd.SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}
+
+// answer reads a counting call's reply: a pair of integers a change.
+func (c *batchCall) answer(s *Scripts, cmd *redis.IntSliceCmd) error {
+	pairs, name, changes := cmd.Val(), c.script(), len(c.call.Results)
+	switch {
+	case len(pairs) == 2*changes:
+		if refused(pairs) {
+			s.fail(name, ErrInvalidArguments)
+		}
+		c.set(pairs, nil)
+	case len(pairs) == 2 && pairs[0] == -1 && pairs[1] == -1:
+		// The call's own arguments: every change refused.
+		s.fail(name, ErrInvalidArguments)
+		c.set(nil, ErrInvalidArguments)
+	default:
+		return s.fail(name, fmt.Errorf("%w: %d integers for %d changes", ErrUnexpectedReply, len(pairs), changes))
+	}
+	return nil
+}
+
+// evidenceCall is one evidence_add call of a pipeline (AddEvidence).
+type evidenceCall struct {
+	call *Evidence
+	keys []string
+	args []any
+}
+
+func (c *evidenceCall) script() string { return EvidenceAddName }
+
+func (c *evidenceCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	return evidenceAdd.EvalSha(ctx, pipe, c.keys, c.args...)
+}
+
+func (c *evidenceCall) answer(s *Scripts, cmd *redis.Cmd) error {
+	v, _ := cmd.Slice() // no error: pipelined answers only those
+	lists, err := evidenceLists(v, c.call)
+	if err != nil {
+		return s.fail(EvidenceAddName, err)
+	}
+	c.call.Lists = lists
+	return nil
 }
 
 // refused reports whether the script refused any change of a reply.

@@ -69,11 +69,7 @@ func countingScripts(s *Scripts) []countingScript {
 		{name: SalesDecrName, windows: fixed,
 			setup: func(t *testing.T, ws []Window) { count(t, s, ws, ev{"0:t", 1, "order", 10}) },
 			run: func(t *testing.T, ws []Window, off int64) []Counted {
-				var out []Counted
-				for _, r := range refund(t, s, ws, ev{"0:r", off, fmt.Sprint("e", off), 1}) {
-					out = append(out, Counted{Current: r.Remaining, Clamped: r.Clamped, Err: r.Err})
-				}
-				return out
+				return refund(t, s, ws, ev{"0:r", off, fmt.Sprint("e", off), 1})
 			}},
 		{name: SlideAndCheckName,
 			windows: func(prefix string, threshold int64) []Window {

@@ -55,30 +55,30 @@ func count(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
 }
 
 func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]Counted, error) {
-	c := &Count{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	c := &Call{Kind: Count, Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
 		}
 	}
 	b := s.Batch()
-	if err := b.Count(c); err != nil {
+	if err := b.Add(c); err != nil {
 		return nil, err
 	}
 	return c.Results, b.Exec(ctx)
 }
 
 // refund runs one sales_decr call of the refunds against the windows.
-func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Refunded {
+func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
 	t.Helper()
-	r := &Refund{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	r := &Call{Kind: Refund, Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			r.Changes = append(r.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
 		}
 	}
 	b := s.Batch()
-	if err := b.Refund(r); err != nil {
+	if err := b.Add(r); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Exec(t.Context()); err != nil {

@@ -173,7 +173,7 @@ type WindowName struct {
 // distinct one, to those of names[i]: all in one allocation, substrings of
 // one string. The hot path names every window of a batch, which cost two
 // allocations a window.
-func (k Keys) NameWindows(ws []*Window, names []WindowName) {
+func (k Keys) NameWindows(ws []Window, names []WindowName) {
 	size := 0
 	for _, n := range names {
 		size += k.keyLen(n.Group, n.Rule) * n.keys()

@@ -336,11 +336,7 @@ func TestNameWindowsMatchesTheKeys(t *testing.T) {
 		{Group: k.Group([]string{"한"}), Rule: "amount.1"},
 	}
 	ws := make([]lua.Window, len(names))
-	ptrs := make([]*lua.Window, len(names))
-	for i := range ws {
-		ptrs[i] = &ws[i]
-	}
-	k.NameWindows(ptrs, names)
+	k.NameWindows(ws, names)
 	for i, n := range names {
 		want := lua.Window{Key: k.Window(n.Group, n.Rule), Marks: k.Marks(n.Group, n.Rule)}
 		if n.Distinct {

@@ -89,22 +89,9 @@ func largestCall(ctx context.Context, rdb *redis.Client, s *lua.Scripts, keys lu
 	}
 	b := s.Batch()
 	src, offsets := lua.Source("orders", n), keys.Offsets(groups[0])
-	var (
-		err     error
-		results func() []lua.Counted
-	)
-	switch kind {
-	case "count":
-		c := &lua.Count{Source: src, Offsets: offsets, Windows: ws, Changes: chs}
-		err, results = b.Count(c), func() []lua.Counted { return c.Results }
-	case "slide":
-		c := &lua.Slide{Source: src, Offsets: offsets, Windows: ws, Changes: chs}
-		err, results = b.Slide(c), func() []lua.Counted { return c.Results }
-	default:
-		c := &lua.Distinct{Source: src, Offsets: offsets, Windows: ws, Changes: chs}
-		err, results = b.Distinct(c), func() []lua.Counted { return c.Results }
-	}
-	if err != nil {
+	k := map[string]lua.Kind{"count": lua.Count, "slide": lua.Slide, "distinct": lua.Distinct}[kind]
+	c := &lua.Call{Kind: k, Source: src, Offsets: offsets, Windows: ws, Changes: chs}
+	if err := b.Add(c); err != nil {
 		return 0, err
 	}
 	// The script is loaded before (NOSCRIPT's fallback would be logged too).
@@ -121,7 +108,7 @@ func largestCall(ctx context.Context, rdb *redis.Client, s *lua.Scripts, keys lu
 		return 0, err
 	}
 	// A refused change would time a call that did nothing.
-	for i, r := range results() {
+	for i, r := range c.Results {
 		if r.Err != nil || r.Late || r.First != (crossing && i >= len(ws)*(len(chs)/len(ws)-1)) {
 			return 0, fmt.Errorf("change %d answered %+v", i, r)
 		}

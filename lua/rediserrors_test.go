@@ -33,6 +33,12 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		}
 		rdb.ScriptFlush(ctx)
 		refund(t, s, []Window{amount}, ev{"0:r", int64(i), fmt.Sprint("r", i), 50})
+		rdb.ScriptFlush(ctx) // evidence goes through the same runner
+		e := &Evidence{Windows: []EvidenceWindow{{Key: w.Key + ":l", Window: w.Key, Keep: 5, TTL: time.Minute}},
+			Entries: []EvidenceEntry{{Text: fmt.Sprint("o", i), List: true}}}
+		if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil || len(e.Lists) != 1 || len(e.Lists[0]) != i+1 {
+			t.Fatalf("evidence after flush %d: %v, %q", i, err, e.Lists)
+		}
 		rdb.ScriptFlush(ctx)
 		if _, err := s.ClaimAlert(ctx, testClaim(prefix+":{t}:cd", prefix+fmt.Sprint(":{t}:rec", i), fmt.Sprint("a", i), 0)); err != nil {
 			t.Fatalf("claim after flush %d: %v", i, err)
@@ -85,9 +91,9 @@ func TestRedisErrorsAreCounted(t *testing.T) {
 		}},
 		{SalesDecrName, func() error {
 			b := s.Batch()
-			r := &Refund{Source: "0:r", Offsets: offsetsOf(fixed), Windows: []Window{fixed},
+			r := &Call{Kind: Refund, Source: "0:r", Offsets: offsetsOf(fixed), Windows: []Window{fixed},
 				Changes: []Change{{Offset: 2, ID: IDOf("b"), Amount: 1}}}
-			if err := b.Refund(r); err != nil {
+			if err := b.Add(r); err != nil {
 				t.Fatal(err)
 			}
 			return b.Exec(ctx)

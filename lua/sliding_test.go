@@ -35,14 +35,14 @@ func changeOf(w int, e sev) Change {
 }
 
 func trySlide(ctx context.Context, s *Scripts, windows []Window, evs ...sev) ([]Counted, error) {
-	c := &Slide{Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
+	c := &Call{Kind: Slide, Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
 			c.Changes = append(c.Changes, changeOf(w, e))
 		}
 	}
 	b := s.Batch()
-	if err := b.Slide(c); err != nil {
+	if err := b.Add(c); err != nil {
 		return nil, err
 	}
 	return c.Results, b.Exec(ctx)

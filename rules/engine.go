@@ -72,8 +72,9 @@ type active struct {
 	Rule
 	// state names its windows' keys: its name and the fingerprint of its
 	// definition, so that a changed definition starts fresh windows.
-	state    string
-	kind     kind
+	state string
+	// kind is the family of its calls: its orders' kind (kindOf).
+	kind     lua.Kind
 	counters ruleCounters
 }
 
@@ -144,7 +145,7 @@ func (e *Engine) SetRules(rs []Rule) {
 	defer e.setting.Unlock()
 	as := make([]active, len(rs))
 	for i, r := range rs {
-		as[i] = active{Rule: r, state: r.State(), kind: kindOf(&r), counters: e.countersOf(r.Name)}
+		as[i] = active{Rule: r, state: r.State(), kind: kindOf(&r, false), counters: e.countersOf(r.Name)}
 		e.crossings.WithLabelValues(r.Name)
 		if r.Metric == alert.Amount {
 			e.clamped.WithLabelValues(r.Name)
@@ -194,17 +195,7 @@ func (e *Engine) run(ctx context.Context, p *plan, evs []*event.Event) (unproces
 	}
 	batch := e.counters.Batch()
 	for _, c := range p.calls {
-		switch c.kind {
-		case fixedOrders:
-			err = batch.Count(&c.count)
-		case fixedRefunds:
-			err = batch.Refund(&c.refund)
-		case sliding:
-			err = batch.Slide(&c.slide)
-		case distinct:
-			err = batch.Distinct(&c.distinct)
-		}
-		if err != nil {
+		if err := batch.Add(&c.Call); err != nil {
 			return nil, fmt.Errorf("rules: %w", err)
 		}
 	}
@@ -280,30 +271,20 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 	}
 	for _, c := range p.calls {
 		for j, ref := range c.refs {
-			r, ev := ref.rule, evs[ref.event]
-			var res lua.Counted
-			switch c.kind {
-			case fixedOrders:
-				res = c.count.Results[j]
-			case fixedRefunds:
-				res = lua.Counted{Current: c.refund.Results[j].Remaining, Clamped: c.refund.Results[j].Clamped, Err: c.refund.Results[j].Err}
-			case sliding:
-				res = c.slide.Results[j]
-			case distinct:
-				res = c.distinct.Results[j]
-			}
+			r, ev, res := ref.rule, evs[ref.event], c.Results[j]
 			switch {
 			case res.Err != nil:
 				if unprocessable[ref.event] == nil {
 					if unprocessable == nil {
 						unprocessable = map[int]error{}
 					}
-					unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", c.kind.script(), r.Name, event.ErrUnprocessable, res.Err)
+					unprocessable[ref.event] = fmt.Errorf("rules: eval %s for rule %s: %w: %w", c.Kind, r.Name, event.ErrUnprocessable, res.Err)
 				}
 			case res.First:
-				a, marks := e.crossed(r, ev, res.Current)
-				x.alerts, x.from, x.marks = append(x.alerts, a), append(x.from, ref.event), append(x.marks, marks)
-				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1)
+				w, name, values := c.window(j)
+				x.alerts = append(x.alerts, e.crossed(r, ev, res.Current, name.Group, values))
+				x.from, x.marks = append(x.from, ref.event), append(x.marks, w.Marks)
+				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
@@ -311,18 +292,17 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
 					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 			default:
-				evidence = evidence.add(e.keys, r, ev, res.Current, -1)
+				w, name, _ := c.window(j)
+				evidence = evidence.add(e.keys, r, ev, res.Current, -1, w.Key, name.Group)
 			}
 		}
 	}
 	return x, unprocessable, evidence
 }
 
-// crossed counts a first crossing and makes its alert; marks is the key
-// of its crossing's mark.
-func (e *Engine) crossed(r *active, ev *event.Event, current int64) (_ alert.Alert, marks string) {
-	values, _ := appendGroupValues(nil, &r.Rule, ev)
-	g := e.keys.Group(values)
+// crossed counts a first crossing and makes its alert, of the group the
+// plan found the event in.
+func (e *Engine) crossed(r *active, ev *event.Event, current int64, g lua.Group, values []string) alert.Alert {
 	e.crossings.WithLabelValues(r.Name).Inc()
 	e.log.Info("threshold crossed", "rule", r.Name, "mode", r.Mode,
 		"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
@@ -357,5 +337,5 @@ func (e *Engine) crossed(r *active, ev *event.Event, current int64) (_ alert.Ale
 		At:          at,
 	}
 	a.Description = clipText(alert.Describe(r.Description, &a), maxAlertText)
-	return a, e.keys.Marks(g, r.state)
+	return a
 }

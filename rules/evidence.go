@@ -55,9 +55,10 @@ type listOf struct {
 
 // add makes an order's entry in its window's evidence when the window's
 // value is near the rule's threshold and below it, or the order crossed
-// it; alertIndex is then the index of its alert, else -1. A nil *evidence
+// it; alertIndex is then the index of its alert, else -1. window is the
+// window's key and g its group, as the plan made them. A nil *evidence
 // starts one.
-func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64, alertIndex int) *evidence {
+func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64, alertIndex int, window string, g lua.Group) *evidence {
 	if r.Evidence <= 0 || ev.Type == event.Refund ||
 		(alertIndex < 0 && (current < r.evidenceFrom() || current >= r.Threshold)) {
 		return x
@@ -65,8 +66,6 @@ func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64,
 	if x == nil {
 		x = &evidence{open: map[string]int{}, in: map[windowOf]windowRef{}}
 	}
-	values, _ := appendGroupValues(nil, &r.Rule, ev)
-	g := keys.Group(values)
 	c, ok := x.open[g.Tag()]
 	if !ok || len(x.calls[c].Entries) == lua.MaxChanges {
 		c, ok = len(x.calls), false
@@ -86,10 +85,6 @@ func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64,
 		}
 		w = windowRef{c, len(call.Windows)}
 		x.in[windowOf{r, g}] = w
-		window := keys.Window(g, r.state)
-		if r.kind == fixedOrders {
-			window = keys.Counter(g, r.state)
-		}
 		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: window,
 			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
 	}

@@ -6,28 +6,40 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua"
 )
 
-// kind is what a script call does, and so which script runs it.
-type kind uint8
-
-const (
-	fixedOrders  kind = iota // incr_and_check
-	fixedRefunds             // sales_decr
-	sliding                  // slide_and_check: orders and refunds
-	distinct                 // distinct_and_check
-)
-
-func kindOf(r *Rule) kind {
+// kindOf is the one place a rule maps to a counting script: the kind of
+// its calls for an order, or for a refund. A fixed rule's orders and
+// refunds are two kinds of one family, its orders' kind: they take turns
+// on the same windows.
+func kindOf(r *Rule, refund bool) lua.Kind {
 	switch {
 	case r.Metric == alert.Distinct:
-		return distinct
+		return lua.Distinct
 	case r.WindowType == alert.Sliding:
-		return sliding
+		return lua.Slide
+	case refund:
+		return lua.Refund
 	}
-	return fixedOrders
+	return lua.Count
 }
 
-func (k kind) script() string {
-	return [...]string{lua.IncrAndCheckName, lua.SalesDecrName, lua.SlideAndCheckName, lua.DistinctAndCheckName}[k]
+// change is the event's change to the rule's window, and the kind of its
+// call; false when the event lacks a distinct rule's field.
+func (r *active) change(ev *event.Event, refund bool, id lua.EventID, at int64) (lua.Kind, lua.Change, bool) {
+	k := kindOf(&r.Rule, refund)
+	ch := lua.Change{Offset: ev.Source.Offset, ID: id, Amount: ev.Amount, At: at}
+	switch {
+	case r.Metric == alert.Count:
+		ch.Amount = 1
+	case k == lua.Slide && refund:
+		ch.Amount = -ev.Amount // sales_decr takes a refund as it is
+	case k == lua.Distinct:
+		v, ok := ev.Field(r.Field)
+		if !ok {
+			return k, ch, false
+		}
+		ch.Value = lua.ValueOf(v)
+	}
+	return k, ch, true
 }
 
 // plan is the script calls of a batch of events, as they are gathered.
@@ -57,9 +69,10 @@ type plan struct {
 }
 
 type pendingWindow struct {
-	call *call
-	w    lua.Window
-	name lua.WindowName
+	call   *call
+	w      lua.Window
+	name   lua.WindowName
+	values []string
 }
 
 type pendingChange struct {
@@ -69,20 +82,23 @@ type pendingChange struct {
 }
 
 // call is one script call with, for each of its changes, the rule and
-// event it stands for. Of count, refund, slide and distinct, the one its
-// kind names is used.
+// event it stands for, and for each of its windows what the plan computed
+// of it: its group and the group's values, which the crossing and the
+// evidence read rather than derive again.
 type call struct {
-	kind     kind
-	count    lua.Count
-	refund   lua.Refund
-	slide    lua.Slide
-	distinct lua.Distinct
-	refs     []ref
-	// windowList and changeList are the used one's Windows and Changes.
-	windowList *[]lua.Window
-	changeList *[]lua.Change
+	lua.Call
+	refs  []ref
+	names []lua.WindowName
+	// values are each window's group values, as the events spelled them.
+	values [][]string
 	// windows and changes are how many the call has.
 	windows, changes int
+}
+
+// window is what the plan knows of the window of a call's change j.
+func (c *call) window(j int) (w *lua.Window, name *lua.WindowName, values []string) {
+	i := c.Changes[j].Window
+	return &c.Windows[i], &c.names[i], c.values[i]
 }
 
 type ref struct {
@@ -91,11 +107,10 @@ type ref struct {
 }
 
 // bucketOf names the calls a change can go to: those of its partition,
-// bucket and family (the kind, but a fixed rule's orders and refunds are
-// one family, taking turns).
+// bucket and family (kindOf).
 type bucketOf struct {
 	source, tag string
-	family      kind
+	family      lua.Kind
 }
 
 // windowOf names a window: its rule and group.
@@ -119,10 +134,12 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	p := &plan{keys: e.keys, open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
 		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), tally: make([]tally, len(rs))}
 	var (
-		topic  string
-		part   = -1
-		src    string
-		values []string
+		topic string
+		part  = -1
+		src   string
+		// values is the batch's group values, each change's its own
+		// slice of it: the windows keep theirs for the crossing.
+		values = make([]string, 0, hint)
 	)
 	for i, ev := range evs {
 		if ev.Source.Topic != topic || ev.Source.Partition != part {
@@ -140,32 +157,20 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			if !r.Enabled {
 				continue
 			}
+			start := len(values)
 			var ok bool
-			if values, ok = r.sees(ev, refund, values[:0], t); !ok {
+			if values, ok = r.sees(ev, refund, values, t); !ok {
+				values = values[:start]
 				continue
 			}
-			ch := lua.Change{Offset: ev.Source.Offset, ID: id, Amount: ev.Amount}
-			if r.Metric == alert.Count {
-				ch.Amount = 1
+			k, ch, ok := r.change(ev, refund, id, at)
+			if !ok {
+				t.skipped[skipField]++
+				values = values[:start]
+				continue
 			}
-			k := r.kind
-			switch {
-			case k == fixedOrders && refund:
-				k = fixedRefunds
-			case k == sliding && refund:
-				ch.Amount = -ev.Amount
-			case k == distinct:
-				v, ok := ev.Field(r.Field)
-				if !ok {
-					t.skipped[skipField]++
-					continue
-				}
-				ch.Value = lua.ValueOf(v)
-			}
-			if k == sliding || k == distinct {
-				ch.At = at
-			}
-			p.event = append(p.event, planned{k, r, p.keys.Group(values), ch})
+			own := values[start:len(values):len(values)]
+			p.event = append(p.event, planned{k, r, p.keys.Group(own), own, ch})
 		}
 		p.addEvent(src, i)
 	}
@@ -197,10 +202,11 @@ func (r *active) sees(ev *event.Event, refund bool, values []string, t *tally) (
 // planned is one change of the event being planned, before it goes into
 // a call.
 type planned struct {
-	kind  kind
-	rule  *active
-	group lua.Group
-	ch    lua.Change
+	kind   lua.Kind
+	rule   *active
+	group  lua.Group
+	values []string // in plan's buffer of the batch's values
+	ch     lua.Change
 }
 
 // addEvent adds the changes of event, planned in p.event, to their calls.
@@ -226,7 +232,7 @@ func (p *plan) addEvent(src string, event int) {
 		if need > lua.MaxWindows {
 			need = lua.MaxWindows
 		}
-		if !p.add(src, pl.kind, pl.rule, pl.group, pl.ch, event, need) {
+		if !p.add(src, &pl, event, need) {
 			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
 		}
 	}
@@ -260,33 +266,21 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 // before the event; it is -1 for the event's later changes there. add
 // reports false, adding nothing, for a change past what the event's call
 // can take.
-func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, event, need int) bool {
-	family := k
-	if k == fixedRefunds {
-		family = fixedOrders
-	}
-	b := bucketOf{src, g.Tag(), family}
+func (p *plan) add(src string, pl *planned, event, need int) bool {
+	k, r, g := pl.kind, pl.rule, pl.group
+	b := bucketOf{src, g.Tag(), r.kind}
 	c := p.open[b]
 	in, known := p.windows[windowOf{r, g}]
 	known = known && c != nil && in.call == c
-	full := c == nil || c.kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows)
+	full := c == nil || c.Kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows)
 	if need > 0 {
 		full = full || c.changes+need > lua.MaxChanges || c.windows+need > lua.MaxWindows
 	} else if full && need < 0 {
 		return false // the event's call is full: a new one would skip this change
 	}
 	if full {
-		c, known = p.newCall(src, k), false
-		switch k {
-		case fixedOrders:
-			c.count.Offsets = p.keys.Offsets(g)
-		case fixedRefunds:
-			c.refund.Offsets = p.keys.Offsets(g)
-		case sliding:
-			c.slide.Offsets = p.keys.Offsets(g)
-		case distinct:
-			c.distinct.Offsets = p.keys.Offsets(g)
-		}
+		c, known = p.newCall(), false
+		c.Kind, c.Source, c.Offsets = k, src, p.keys.Offsets(g)
 		p.open[b] = c
 		p.calls = append(p.calls, c)
 	}
@@ -295,34 +289,24 @@ func (p *plan) add(src string, k kind, r *active, g lua.Group, ch lua.Change, ev
 		p.windows[windowOf{r, g}] = in
 		c.windows++
 		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
-		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k == fixedOrders || k == fixedRefunds, Distinct: k == distinct}
-		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name})
+		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k.Counter(), Distinct: k.Values()}
+		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name, pl.values})
 	}
+	ch := pl.ch
 	ch.Window = in.index
 	c.changes++
 	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}})
 	return true
 }
 
-// newCall returns an empty call of kind k.
-func (p *plan) newCall(src string, k kind) *call {
+// newCall returns an empty call.
+func (p *plan) newCall() *call {
 	if len(p.free) == 0 {
 		p.chunk = min(max(2*p.chunk, 4), 64)
 		p.free = make([]call, p.chunk)
 	}
 	c := &p.free[0]
 	p.free = p.free[1:]
-	c.kind = k
-	switch k {
-	case fixedOrders:
-		c.count.Source, c.windowList, c.changeList = src, &c.count.Windows, &c.count.Changes
-	case fixedRefunds:
-		c.refund.Source, c.windowList, c.changeList = src, &c.refund.Windows, &c.refund.Changes
-	case sliding:
-		c.slide.Source, c.windowList, c.changeList = src, &c.slide.Windows, &c.slide.Changes
-	case distinct:
-		c.distinct.Source, c.windowList, c.changeList = src, &c.distinct.Windows, &c.distinct.Changes
-	}
 	return c
 }
 
@@ -330,25 +314,24 @@ func (p *plan) newCall(src string, k kind) *call {
 // they were planned, from one slice for all calls.
 func (p *plan) finish() {
 	windows := make([]lua.Window, len(p.pendingWindows))
+	names := make([]lua.WindowName, len(p.pendingWindows))
+	values := make([][]string, len(p.pendingWindows))
 	changes := make([]lua.Change, len(p.pending))
 	refs := make([]ref, len(p.pending))
 	nw, nc := 0, 0
 	for _, c := range p.calls {
-		*c.windowList = windows[nw : nw : nw+c.windows]
-		*c.changeList = changes[nc : nc : nc+c.changes]
+		c.Windows, c.names, c.values = windows[nw:nw:nw+c.windows], names[nw:nw:nw+c.windows], values[nw:nw:nw+c.windows]
+		c.Changes = changes[nc : nc : nc+c.changes]
 		c.refs = refs[nc : nc : nc+c.changes]
 		nw, nc = nw+c.windows, nc+c.changes
 	}
-	named := make([]*lua.Window, len(p.pendingWindows))
-	names := make([]lua.WindowName, len(p.pendingWindows))
-	for i, w := range p.pendingWindows {
-		list := append(*w.call.windowList, w.w)
-		*w.call.windowList = list
-		named[i], names[i] = &list[len(list)-1], w.name
+	for _, w := range p.pendingWindows {
+		c := w.call
+		c.Windows, c.names, c.values = append(c.Windows, w.w), append(c.names, w.name), append(c.values, w.values)
 	}
-	p.keys.NameWindows(named, names)
+	p.keys.NameWindows(windows, names)
 	for _, ch := range p.pending {
-		*ch.call.changeList = append(*ch.call.changeList, ch.ch)
+		ch.call.Changes = append(ch.call.Changes, ch.ch)
 		ch.call.refs = append(ch.call.refs, ch.ref)
 	}
 	p.pendingWindows, p.pending = nil, nil

@@ -30,7 +30,7 @@ func TestCheapCallVariantsAnswerAsToday(t *testing.T) {
 	type run struct {
 		name   string
 		script *redis.Script
-		encode func(c *lua.Count) [][2][]any
+		encode func(c *lua.Call) [][2][]any
 	}
 	runs := []run{{"today", redis.NewScript(today), textCall}}
 	for _, v := range vs {
@@ -43,7 +43,7 @@ func TestCheapCallVariantsAnswerAsToday(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(40, 1))
-	var sent []*lua.Count    // calls made, to send again
+	var sent []*lua.Call     // calls made, to send again
 	seen := map[string]int{} // what today's script answered, by kind
 	for step := range 400 {
 		c := randomCall(rng, int64(10*step), step)
@@ -91,7 +91,7 @@ func answerKind(current, first int64, again bool) string {
 func prefix(run int) string { return "v" + strconv.Itoa(run) }
 
 // withPrefix is c with its keys under p.
-func withPrefix(c *lua.Count, p string) *lua.Count {
+func withPrefix(c *lua.Call, p string) *lua.Call {
 	out := *c
 	out.Offsets = p + c.Offsets
 	out.Windows = slices.Clone(c.Windows)
@@ -104,8 +104,8 @@ func withPrefix(c *lua.Count, p string) *lua.Count {
 // randomCall is a call of one to four windows of 12, from
 // one partition, of one to three events each changing one to all of them
 // at one offset, with small thresholds, so that windows start and cross.
-func randomCall(rng *rand.Rand, offset int64, step int) *lua.Count {
-	c := &lua.Count{Source: "p0", Offsets: ":{b}:o"}
+func randomCall(rng *rand.Rand, offset int64, step int) *lua.Call {
+	c := &lua.Call{Kind: lua.Count, Source: "p0", Offsets: ":{b}:o"}
 	n := 1 + rng.IntN(4)
 	for _, w := range rng.Perm(12)[:n] {
 		threshold := int64(3 + w%5)

@@ -46,7 +46,7 @@ var variantScripts embed.FS
 // script, one a change).
 type variant struct {
 	name, file string
-	encode     func(c *lua.Count) [][2][]any
+	encode     func(c *lua.Call) [][2][]any
 	// works is whether its replies must count as the seed-style script's:
 	// the floors do nothing.
 	works bool
@@ -109,7 +109,7 @@ func (v variant) source() (string, error) {
 	return string(b), err
 }
 
-func countKeys(c *lua.Count) []any {
+func countKeys(c *lua.Call) []any {
 	keys := []any{c.Offsets}
 	for _, w := range c.Windows {
 		keys = append(keys, w.Key, w.Marks)
@@ -118,7 +118,7 @@ func countKeys(c *lua.Count) []any {
 }
 
 // seedCalls are the seed-style script's calls of c's changes, one each.
-func seedCalls(c *lua.Count) [][2][]any {
+func seedCalls(c *lua.Call) [][2][]any {
 	var calls [][2][]any
 	for _, ch := range c.Changes {
 		w := c.Windows[ch.Window]
@@ -128,7 +128,7 @@ func seedCalls(c *lua.Count) [][2][]any {
 }
 
 // textCall is c as lua.Batch sends it to incr_and_check.
-func textCall(c *lua.Count) [][2][]any {
+func textCall(c *lua.Call) [][2][]any {
 	args := []any{c.Source, retention, len(c.Windows)}
 	for _, w := range c.Windows {
 		args = append(args, int64(w.Length/time.Second), w.Threshold)
@@ -140,7 +140,7 @@ func textCall(c *lua.Count) [][2][]any {
 }
 
 // structCall is c packed as struct.lua reads it.
-func structCall(c *lua.Count) [][2][]any {
+func structCall(c *lua.Call) [][2][]any {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(retention))
 	b = append(b, byte(len(c.Windows)))
 	for _, w := range c.Windows {
@@ -158,14 +158,14 @@ func structCall(c *lua.Count) [][2][]any {
 
 // offsetsCall is c as offsets.lua reads it: structCall's, the first key
 // the offset's own.
-func offsetsCall(c *lua.Count) [][2][]any {
+func offsetsCall(c *lua.Call) [][2][]any {
 	call := structCall(c)
 	call[0][0][0] = c.Offsets + ":c:" + c.Source
 	return call
 }
 
 // msgpackCall is c as msgpack.lua reads it: one MessagePack array.
-func msgpackCall(c *lua.Count) [][2][]any {
+func msgpackCall(c *lua.Call) [][2][]any {
 	n := 2 + 2*len(c.Windows) + 4*len(c.Changes)
 	b := binary.BigEndian.AppendUint32([]byte{0xdd}, uint32(n))
 	b = msgpackUint(b, uint64(retention))
@@ -259,7 +259,7 @@ func (r *runner) step(ctx context.Context) error {
 
 // send runs calls on variant i in pipelines of 64 calls, and returns the
 // counter each change answered.
-func (r *runner) send(ctx context.Context, i int, calls []*lua.Count) ([]int64, error) {
+func (r *runner) send(ctx context.Context, i int, calls []*lua.Call) ([]int64, error) {
 	v, rdb, script := r.variants[i], r.servers[i], r.scripts[i]
 	var cmds []*redis.Cmd
 	pipe := rdb.Pipeline()

@@ -189,7 +189,7 @@ func (p *Pair) Step(ctx context.Context) error {
 	calls := p.plan()
 	batch := p.scripts.Batch()
 	for _, c := range calls {
-		if err := batch.Count(c); err != nil {
+		if err := batch.Add(c); err != nil {
 			return fmt.Errorf("seedbench: %w", err)
 		}
 	}
@@ -220,13 +220,13 @@ func (p *Pair) Step(ctx context.Context) error {
 // plan lays out the next pipeline of incr_and_check calls: a call takes
 // the next cell, in turn, and the next of its groups; a pipeline's calls
 // are of one partition, as a partition's batch sends them.
-func (p *Pair) plan() []*lua.Count {
-	calls := make([]*lua.Count, pipeline)
+func (p *Pair) plan() []*lua.Call {
+	calls := make([]*lua.Call, pipeline)
 	for n := range calls {
 		cell := p.calls % len(p.cells)
 		part := cell * partitions / len(p.cells)
 		p.calls++
-		c := &lua.Count{Source: p.sources[part], Offsets: p.cells[cell][0].offsets} // a cell is of one bucket
+		c := &lua.Call{Kind: lua.Count, Source: p.sources[part], Offsets: p.cells[cell][0].offsets} // a cell is of one bucket
 		for w := range p.cfg.Windows {
 			win := p.cells[cell][p.cursor[cell]]
 			p.cursor[cell] = (p.cursor[cell] + 1) % len(p.cells[cell])
@@ -243,7 +243,7 @@ func (p *Pair) plan() []*lua.Count {
 
 // runSeed sends calls' window changes to the seed-style script, one call
 // each, and returns the counters it answered, in order.
-func (p *Pair) runSeed(ctx context.Context, calls []*lua.Count) ([]int64, error) {
+func (p *Pair) runSeed(ctx context.Context, calls []*lua.Call) ([]int64, error) {
 	var cmds []*redis.Cmd
 	pipe := p.seed.Pipeline()
 	flush := func() error {
