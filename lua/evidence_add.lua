@@ -24,7 +24,10 @@
 -- the key is new: the window's remaining life (PTTL), or the TTL sent
 -- without one; a sliding window's evidence takes the window's remaining
 -- life at every write. A string, not a list: Redis 7.0 keeps any list as a
--- quicklist, about 96 bytes a key more (Performance, Redis memory).
+-- quicklist, about 96 bytes a key more (Performance, Redis memory). APPEND
+-- costs memory for time: Redis grows an appended string to twice its
+-- length (sds), where SET holds it to its bytes; the side by side
+-- (BenchmarkEvidenceSideBySide) and (b) price both (Performance, Evidence).
 --
 -- A value not of this form (written by another) is replaced when it is
 -- read (a crossing, a trim), or at once when it is of another type or
