@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -98,8 +99,8 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 }
 
 // evidenceLists reads evidence_add's reply: for each entry marked List,
-// a string of texts, newest first, each ending with RS, of which the
-// window keeps Keep.
+// a string of texts, oldest first, each starting with RS, of which the
+// window keeps the newest Keep; a List is newest first.
 func evidenceLists(v []any, c *Evidence) ([][]string, error) {
 	if len(v) == 1 {
 		if n, ok := v[0].(int64); ok && n == -1 {
@@ -118,15 +119,17 @@ func evidenceLists(v []any, c *Evidence) ([][]string, error) {
 	lists := make([][]string, len(v))
 	for i, l := range v {
 		text, ok := l.(string)
-		if !ok || !strings.HasSuffix(text, EvidenceSep) {
-			return nil, fmt.Errorf("%w: evidence of %T, or not ending with its separator", ErrUnexpectedReply, l)
+		if !ok || !strings.HasPrefix(text, EvidenceSep) {
+			return nil, fmt.Errorf("%w: evidence of %T, or not starting with its separator", ErrUnexpectedReply, l)
 		}
-		list := strings.Split(text[:len(text)-1], EvidenceSep)
-		lists[i] = list[:min(len(list), c.Windows[marked[i]].Keep)]
+		list := strings.Split(text[1:], EvidenceSep)
+		list = list[max(len(list)-c.Windows[marked[i]].Keep, 0):]
+		slices.Reverse(list)
+		lists[i] = list
 	}
 	return lists, nil
 }
 
-// EvidenceSep ends each entry of a window's evidence (evidence_add): no
+// EvidenceSep starts each entry of a window's evidence (evidence_add): no
 // entry's text holds it.
 const EvidenceSep = "\x1e"

@@ -1,9 +1,8 @@
 -- evidence_add: keep the latest orders of (rule, group) windows that came
 -- near their thresholds, so that the alert of a crossing can list them.
 --
--- KEYS[2i-1]  window i's evidence: a string, its entry count as one byte
---             (1..20), then its entries newest first, each ending with RS
---             (\30)
+-- KEYS[2i-1]  window i's evidence: a string of its entries, oldest first,
+--             each starting with RS (\30)
 -- KEYS[2i]    window i itself: the evidence lives no longer than it does
 -- ARGV[1]     n, the number of windows
 -- ARGV[2..]   per window: how many entries to keep, 1 to 20; how long the
@@ -13,21 +12,33 @@
 --             bytes, no RS), and '1' when the reply is to hold the evidence
 --             as of this entry (a crossing), else '0'
 --
--- Reply: one string per entry marked '1', in order: the texts newest
--- first, this one first, each ending with RS, at least the window's keep
--- of them when there were that many (the caller takes the first keep);
--- {-1} when an argument is unusable (nothing written).
+-- Reply: one string per entry marked '1', in order: the window's newest
+-- entries as of it, oldest first, this one last, each starting with RS, the
+-- window's keep of them when there were that many (the caller reverses
+-- them); {-1} when an argument is unusable (nothing written).
 --
--- A string, not a list: Redis 7.0 keeps any list as a quicklist, about 96
--- bytes a key more than a string of the same entries (Performance, Redis
--- memory); a window writes it once a call (GET, then SET), a new one, or a
--- sliding window's at every write, with the window's remaining life (PTTL).
--- A value not of this form (written by another), of any type, is replaced.
--- Entries are not checked for repeats: a redelivered batch adds its entries
--- again, and the reader drops repeats. Straight-line code, as the counting scripts.
-local call, rpcall, match, tonumber, find, sub, byte, char, concat = redis.call, redis.pcall, string.match, tonumber, string.find, string.sub, string.byte, string.char, table.concat
+-- A window's entries are written with one APPEND: no read, no rewrite. The
+-- string is trimmed lazily, to its newest keep entries, when it grows past
+-- 2 × keep entries of the call's longest (Performance, Evidence), so that
+-- it never holds more than BOUND bytes before a call. Its TTL is set when
+-- the key is new: the window's remaining life (PTTL), or the TTL sent
+-- without one; a sliding window's evidence takes the window's remaining
+-- life at every write. A string, not a list: Redis 7.0 keeps any list as a
+-- quicklist, about 96 bytes a key more (Performance, Redis memory). APPEND
+-- costs memory for time: Redis grows an appended string to twice its
+-- length (sds), where SET holds it to its bytes; the side by side
+-- (BenchmarkEvidenceSideBySide) and (b) price both (Performance, Evidence).
+--
+-- A value not of this form (written by another) is replaced when it is
+-- read (a crossing, a trim), or at once when it is of another type or
+-- longer than BOUND: it never fails the call, and no crossing lists it.
+-- Entries are not checked for repeats: a redelivered batch adds its
+-- entries again, and the reader drops repeats. Straight-line code, as the
+-- counting scripts, but for newest.
+local call, rpcall, match, tonumber, find, sub, byte, concat = redis.call, redis.pcall, string.match, tonumber, string.find, string.sub, string.byte, table.concat
 local DIGITS = '^[1-9]%d*$'
 local RS = '\30'
+local BOUND = 2 * 20 * 513 -- the longest trim point: 2 × 20 entries of 512 bytes and their RS
 
 local n_s = ARGV[1]
 local n = type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and tonumber(n_s)
@@ -48,98 +59,91 @@ for i = 1, n do
   end
   keeps[i] = keep
 end
--- Each window's texts, oldest first, and whether any entry is a crossing.
-local texts, marked = {}, false
+-- Each window's texts, oldest first; the bytes its first k of them take
+-- (ends); its longest (width); its crossings: {k, reply slot}.
+local texts, ends, width, marks, marked = {}, {}, {}, {}, 0
 for a = first, #ARGV, 3 do
   local is, text, mark = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local i = #is <= 2 and match(is, DIGITS) and tonumber(is)
   if not (i and i <= n and #text <= 512 and (mark == '0' or mark == '1') and not find(text, RS, 1, true)) then
     return {-1}
   end
-  local t = texts[i]
-  if t then
-    t[#t + 1] = text
-  else
-    texts[i] = {text}
+  local t, e = texts[i], ends[i]
+  if not t then
+    t, e = {}, {}
+    texts[i], ends[i], width[i], marks[i] = t, e, 0, {}
+  end
+  local k = #t + 1
+  t[k] = text
+  e[k] = (e[k - 1] or 0) + 1 + #text
+  if #text + 1 > width[i] then
+    width[i] = #text + 1
   end
   if mark == '1' then
-    marked = true
+    marked = marked + 1
+    marks[i][#marks[i] + 1] = {k, marked}
   end
 end
 
--- Each window with entries: its evidence before the call (olds, for the
--- reply), then the call's entries newest first and as many of the old ones
--- as keep leaves room for.
-local olds = {}
+-- Where the newest keep entries of s start, or nil when s is not a string
+-- of entries (its first byte not RS, or an entry longer than 512 bytes).
+local function newest(s, keep)
+  if byte(s, 1) ~= 30 then
+    return nil
+  end
+  local starts, p = {}, 1
+  while p do
+    local q = find(s, RS, p + 1, true)
+    if (q or #s + 1) - p > 513 then
+      return nil
+    end
+    starts[#starts + 1] = p
+    p = q
+  end
+  return starts[#starts - keep + 1] or 1
+end
+
+local reply = {}
 for i = 1, n do
   local t = texts[i]
   if t then
-    local key, keep = KEYS[2 * i - 1], keeps[i]
-    -- redis.pcall: GET on a value of another type raises WRONGTYPE, which would
-    -- fail the batch on every retry; such a value is replaced like any other.
-    local old = rpcall('GET', key)
-    local have = type(old) == 'string' and byte(old, 1)
-    local body = ''
-    if have and have >= 1 and have <= 20 then
-      body = sub(old, 2)
-    else
-      have = 0
+    local key, keep, m = KEYS[2 * i - 1], keeps[i], marks[i]
+    local add = RS .. concat(t, RS)
+    local len = rpcall('APPEND', key, add)
+    local fresh, rewrite = len == #add, nil -- rewrite: the value to write instead
+    if type(len) ~= 'number' or len - #add > BOUND then
+      -- Another type, or a string longer than any of ours: the call's own.
+      fresh, rewrite, len = true, add, #add
     end
-    olds[i] = body
-    local new, count = {}, 0
-    for j = #t, 1, -1 do
-      count = count + 1
-      new[count] = t[j]
-      if count == keep then
-        break
+    if #m > 0 or len > 2 * keep * width[i] then
+      local s = rewrite or call('GET', key)
+      local old = #s - #add
+      if old > 0 and not newest(sub(s, 1, old), 1) then
+        s, old, rewrite, fresh = add, 0, add, true -- not ours: replaced
+      end
+      for _, km in ipairs(m) do
+        local upto = sub(s, 1, old + ends[i][km[1]])
+        reply[km[2]] = sub(upto, newest(upto, keep))
+      end
+      if #s > 2 * keep * width[i] then
+        rewrite = sub(s, newest(s, keep))
       end
     end
-    local s = concat(new, RS) .. RS
-    if count < keep and have > 0 then
-      if count + have > keep then
-        -- The old entries past keep go: cut after the (keep - count)th RS.
-        local pos = 0
-        for _ = 1, keep - count do
-          pos = find(body, RS, pos + 1, true)
-          if not pos then
-            break
-          end
-        end
-        if pos then
-          body = sub(body, 1, pos)
-        end
-        have = keep - count
+    if rewrite then
+      if fresh then
+        call('SET', key, rewrite) -- whatever was there, and its TTL, gone
+      else
+        call('SET', key, rewrite, 'KEEPTTL')
       end
-      s = s .. body
-      count = count + have
     end
-    s = char(count) .. s
     -- A fixed window's end stays put, and so does its evidence's; a
     -- sliding one's moves with each change, and so must its evidence's.
-    local left = (have == 0 or ARGV[3 * i + 1] == '1') and call('PTTL', KEYS[2 * i])
+    local left = (fresh or ARGV[3 * i + 1] == '1') and call('PTTL', KEYS[2 * i])
     if left and left > 0 then
-      call('SET', key, s, 'PX', left)
-    elseif have > 0 then
-      call('SET', key, s, 'KEEPTTL')
-    else
-      call('SET', key, s, 'EX', ARGV[3 * i])
+      call('PEXPIRE', key, left)
+    elseif fresh then
+      call('EXPIRE', key, ARGV[3 * i])
     end
-  end
-end
-if not marked then
-  return {}
-end
-local reply, seen = {}, {}
-for a = first, #ARGV, 3 do
-  local i = tonumber(ARGV[a])
-  local k = (seen[i] or 0) + 1
-  seen[i] = k
-  if ARGV[a + 2] == '1' then
-    local t, list = texts[i], {}
-    for j = k, 1, -1 do
-      list[#list + 1] = t[j]
-    end
-    reply[#reply + 1] = concat(list, RS) .. RS .. olds[i]
   end
 end
 return reply

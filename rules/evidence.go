@@ -182,26 +182,37 @@ const sep = "\x1f"
 
 var separators = strings.NewReplacer(sep, " ", lua.EvidenceSep, " ")
 
-// encodeEvidence writes an order's entry: its time, amount, the window's
-// value after it, event id, order id and value.
+// encodeEvidence writes an order's entry, short, for Redis holds one an
+// order near a threshold: its time (Unix milliseconds), amount and the
+// window's value after it in base 36, its event id (left out, one field
+// fewer, when it is the order id), order id and value.
 func encodeEvidence(ev *event.Event, current int64, value string) string {
 	at := ev.OccurredAt
 	if at.IsZero() {
 		at = ev.Source.Time
 	}
 	clean := func(s string, n int) string { return separators.Replace(clipText(s, n)) }
-	return strconv.FormatInt(at.UnixMilli(), 10) + sep + strconv.FormatInt(ev.Amount, 10) + sep + strconv.FormatInt(current, 10) + sep +
-		clean(ev.EventID, event.MaxIDBytes) + sep + clean(ev.OrderID, maxEvidenceOrder) + sep + clean(value, maxEvidenceValue)
+	id, order := clean(ev.EventID, event.MaxIDBytes), clean(ev.OrderID, maxEvidenceOrder)
+	if id == order {
+		id = ""
+	} else {
+		id += sep
+	}
+	return strconv.FormatInt(at.UnixMilli(), 36) + sep + strconv.FormatInt(ev.Amount, 36) + sep + strconv.FormatInt(current, 36) + sep +
+		id + order + sep + clean(value, maxEvidenceValue)
 }
 
 func decodeEvidence(text string) (entry, bool) {
 	f := strings.SplitN(text, sep, 6)
+	if len(f) == 5 { // the event id is the order id
+		f = []string{f[0], f[1], f[2], f[3], f[3], f[4]}
+	}
 	if len(f) != 6 {
 		return entry{}, false
 	}
-	at, err1 := strconv.ParseInt(f[0], 10, 64)
-	amount, err2 := strconv.ParseInt(f[1], 10, 64)
-	current, err3 := strconv.ParseInt(f[2], 10, 64)
+	at, err1 := strconv.ParseInt(f[0], 36, 64)
+	amount, err2 := strconv.ParseInt(f[1], 36, 64)
+	current, err3 := strconv.ParseInt(f[2], 36, 64)
 	if err1 != nil || err2 != nil || err3 != nil {
 		return entry{}, false
 	}

@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "e952f84777c464d81ae81d16d44ea81b9f530f75"
+const evidencePin = "4c3f9e70191d0cf87faa45b105c37ed36f1a946e"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and
@@ -23,13 +24,13 @@ const evidencePin = "e952f84777c464d81ae81d16d44ea81b9f530f75"
 // window's life. So both engines take this one, which TestEvidenceAgrees
 // holds to the script on a real Redis.
 //
-// A window's evidence is its newest entries, at most its keep, newest
-// first; made, or written for a sliding window, it takes the window's
-// remaining life (windows), else it keeps its own; without a live
-// window, its TTL.
+// A window's evidence is its entries, oldest first, trimmed to its newest
+// keep when a call takes it past 2 × keep entries of the call's longest;
+// made, or written for a sliding window, it takes the window's remaining
+// life (windows), else it keeps its own; without a live window, its TTL.
 type evidence struct {
 	lives
-	lists   map[string][]string // by evidence key: entries, newest first
+	lists   map[string][]string // by evidence key: entries, oldest first
 	windows *windows
 }
 
@@ -72,12 +73,14 @@ func checkEvidenceCall(c *lua.Evidence) error {
 	return nil
 }
 
-// call runs one call: each window's entries written, newest first, then
-// the list each crossing asks for.
+// call runs one call: each window's entries appended, trimmed past the
+// call's trim point, then the list each crossing asks for.
 func (x *evidence) call(c *lua.Evidence) {
 	texts := make([][]string, len(c.Windows)) // each window's, oldest first
+	width := make([]int, len(c.Windows))      // the longest, with its separator
 	for _, e := range c.Entries {
 		texts[e.Window] = append(texts[e.Window], e.Text)
+		width[e.Window] = max(width[e.Window], len(e.Text)+1)
 	}
 	olds := make([][]string, len(c.Windows))
 	for i, w := range c.Windows {
@@ -86,11 +89,10 @@ func (x *evidence) call(c *lua.Evidence) {
 		}
 		old := x.current(w.Key)
 		olds[i] = old
-		kept := make([]string, 0, w.Keep)
-		for j := len(texts[i]) - 1; j >= 0 && len(kept) < w.Keep; j-- {
-			kept = append(kept, texts[i][j])
+		kept := append(slices.Clip(old), texts[i]...)
+		if bytesOf(kept) > 2*w.Keep*width[i] {
+			kept = kept[max(len(kept)-w.Keep, 0):]
 		}
-		kept = append(kept, old[:min(len(old), w.Keep-len(kept))]...)
 		x.lists[w.Key] = kept
 		// A fixed window's end stays put, and so does its evidence's; a
 		// sliding one's moves with each change, and so must its
@@ -111,13 +113,21 @@ func (x *evidence) call(c *lua.Evidence) {
 		if !e.List {
 			continue
 		}
-		list := make([]string, 0, c.Windows[e.Window].Keep)
-		for j := seen[e.Window] - 1; j >= 0 && len(list) < cap(list); j-- {
-			list = append(list, texts[e.Window][j])
-		}
-		list = append(list, olds[e.Window][:min(len(olds[e.Window]), cap(list)-len(list))]...)
+		upto := append(slices.Clip(olds[e.Window]), texts[e.Window][:seen[e.Window]]...)
+		list := slices.Clone(upto[max(len(upto)-c.Windows[e.Window].Keep, 0):])
+		slices.Reverse(list)
 		c.Lists = append(c.Lists, list)
 	}
+}
+
+// bytesOf is the length of entries in a window's evidence, each with its
+// separator.
+func bytesOf(entries []string) int {
+	n := len(entries)
+	for _, e := range entries {
+		n += len(e)
+	}
+	return n
 }
 
 // current is the evidence under key, if it is alive.
