@@ -62,44 +62,6 @@ func (c *command) keys(keys ...*string) {
 
 func (c *command) source(s *string) { c.args = append(c.args, s) }
 
-// int adds a computed integer.
-func (c *command) int(v int64) {
-	if 0 <= v && v < 256 {
-		// Boxed from the runtime's table of small integers, without an
-		// allocation.
-		c.args = append(c.args, v)
-		return
-	}
-	// A pointer into nums, which may move as it grows: the value stays
-	// where the pointer is.
-	c.nums = append(c.nums, v)
-	c.args = append(c.args, &c.nums[len(c.nums)-1])
-}
-
-func (c *command) ptr(v *int64) { c.args = append(c.args, v) }
-
-// id adds an event id or value as its 8 bytes.
-func (c *command) id(id *EventID) { c.args = append(c.args, (*idArg)(id)) }
-
-// changes adds the arguments incr_and_check and sales_decr take for each
-// change: the window's index (from 1, as Lua counts), the offset, the id
-// and the amount.
-func (c *command) changes(changes []Change) {
-	for i := range changes {
-		ch := &changes[i]
-		c.int(int64(ch.Window) + 1)
-		c.ptr(&ch.Offset)
-		c.id(&ch.ID)
-		c.ptr(&ch.Amount)
-	}
-}
-
-// idArg is an EventID as go-redis writes it, through
-// encoding.BinaryMarshaler: its bytes, without a copy.
-type idArg EventID
-
-func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
-
 // Exec runs the batch and sets every call's Results. It returns an error
 // when Redis failed (an outage, a timeout): some calls may have run, and the
 // whole batch is to be run again, which the scripts make harmless. A change
