@@ -32,10 +32,10 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"739962fec92325fe86e35e99f692eca8cf0c2f73", incrAndCheck},
-	lua.SalesDecrName:        {"0b132aa0bd54a867670408f1d03453007274ef47", salesDecr},
-	lua.SlideAndCheckName:    {"14d0b324229715770478b30e36ee5adba337e3d8", slideAndCheck},
-	lua.DistinctAndCheckName: {"771163f34bfbf985a7c6f301d4f6ac17e1790e2b", distinctAndCheck},
+	lua.IncrAndCheckName:     {"bed57e60dea2718ae26d89ff6c7738bbb7159a8f", incrAndCheck},
+	lua.SalesDecrName:        {"c63770e70a30d109f6ba04d53309837df284b29c", salesDecr},
+	lua.SlideAndCheckName:    {"a4d5e545d45b42a05d7d62f5570984dc8842aa4d", slideAndCheck},
+	lua.DistinctAndCheckName: {"314619059dabac571a1d341965a2296361b3104f", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
 	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }
