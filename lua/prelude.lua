@@ -45,7 +45,7 @@ local KEYS, ARGV = KEYS, ARGV
 local DIGITS = '^[1-9]%d*$'
 local TWO53, OFFSETS = 9007199254740992, 1000000000000000
 
-local decode = struct and struct.unpack
+local decode = rawget(_G, 'struct') and struct.unpack
 if not decode then
   -- Lua without Redis's struct library (miniredis, where the backtest's
   -- --lua runs the scripts): the few formats the scripts use ('<', B, H,

@@ -32,10 +32,10 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"bed57e60dea2718ae26d89ff6c7738bbb7159a8f", incrAndCheck},
-	lua.SalesDecrName:        {"c63770e70a30d109f6ba04d53309837df284b29c", salesDecr},
-	lua.SlideAndCheckName:    {"a4d5e545d45b42a05d7d62f5570984dc8842aa4d", slideAndCheck},
-	lua.DistinctAndCheckName: {"314619059dabac571a1d341965a2296361b3104f", distinctAndCheck},
+	lua.IncrAndCheckName:     {"562f1e2c1f9cc5ad009a04c131ab7f5d0f1b7da6", incrAndCheck},
+	lua.SalesDecrName:        {"4612ab909c4824ebb0bcbf58bc3230b59cae0d31", salesDecr},
+	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
+	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
 	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }

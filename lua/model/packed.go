@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"strings"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // The counting scripts take their numbers packed into one string, ARGV[2]
@@ -142,3 +144,17 @@ func (r *reader) u16() float64 { return float64(binary.LittleEndian.Uint16([]byt
 func (r *reader) u32() float64 { return float64(binary.LittleEndian.Uint32([]byte(r.raw(4)))) }
 
 func (r *reader) i64() float64 { return float64(int64(binary.LittleEndian.Uint64([]byte(r.raw(8))))) }
+
+// Unpack is a counting call's arguments (script name's: incr_and_check,
+// sales_decr, slide_and_check or distinct_and_check) read from their
+// packing into one string a number, in the layout the scripts took before
+// they were packed (their bodies here read it); false when the script
+// refuses the call whole, or takes no packing.
+func Unpack(name string, keys, args []string) ([]string, bool) {
+	p, ok := map[string]packing{lua.IncrAndCheckName: incrPacking, lua.SalesDecrName: salesPacking,
+		lua.SlideAndCheckName: slidePacking, lua.DistinctAndCheckName: distinctPacking}[name]
+	if !ok {
+		return nil, false
+	}
+	return p.text(keys, args)
+}
