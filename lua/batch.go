@@ -16,7 +16,6 @@ type Batch struct {
 	// The calls' arguments and results are cut from these, a chunk at a
 	// time, rather than allocated a call at a time.
 	args     []any
-	nums     []int64
 	counted  []Counted
 	refunded []Refunded
 	bytes    []byte
@@ -76,7 +75,7 @@ func (b *Batch) Count(c *Count) error {
 	if err != nil {
 		return err
 	}
-	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 2, 0)
+	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
@@ -104,7 +103,7 @@ func (b *Batch) Refund(r *Refund) error {
 	if err != nil {
 		return err
 	}
-	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2, 0)
+	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2)
 	a.keys(&r.Offsets)
 	for i := range r.Windows {
 		a.keys(&r.Windows[i].Key)
@@ -127,7 +126,7 @@ func (b *Batch) Slide(c *Slide) error {
 	if err != nil {
 		return err
 	}
-	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 2, 0)
+	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
@@ -155,7 +154,7 @@ func (b *Batch) Distinct(c *Distinct) error {
 	if err != nil {
 		return err
 	}
-	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 2, 0)
+	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		w := &c.Windows[i]

@@ -10,23 +10,19 @@ import (
 )
 
 // command builds the arguments of one EVALSHA: the script's hash, the keys
-// and the script's arguments. Strings, and integers from 256 up, go in by
-// pointer: go-redis writes a *string or *int64 as it writes the value, and
-// a pointer fits in an interface where a boxed value is an allocation of
-// its own; that was some 20 allocations an order with four rules. The
-// pointers are to the call's own fields (its Source, its windows' keys and
-// thresholds, its changes' offsets and ids), which stay put until Exec
-// returns, or to nums, whose values never change once written.
+// and the script's arguments. Strings go in by pointer: go-redis writes a
+// *string as it writes the value, and a pointer fits in an interface where
+// a boxed value is an allocation of its own. The pointers are to the
+// call's own fields (its Source, its windows' keys), which stay put until
+// Exec returns; a counting call's numbers are one packed []byte (pack.go).
 type command struct {
 	args []any
-	nums []int64
 }
 
 // command starts the command of a script with the given number of keys
-// and arguments, nums of which are computed integers (a bound: more only
-// costs a copy).
-func (b *Batch) command(sha *string, keys, args, nums int) command {
-	c := command{args: cut(&b.args, 3+keys+args), nums: cut(&b.nums, nums)}
+// and arguments.
+func (b *Batch) command(sha *string, keys, args int) command {
+	c := command{args: cut(&b.args, 3+keys+args)}
 	c.args = append(c.args, "evalsha", sha, keys)
 	return c
 }
