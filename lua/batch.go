@@ -19,6 +19,7 @@ type Batch struct {
 	counted  []Counted
 	refunded []Refunded
 	bytes    []byte
+	packs    []packedArg
 }
 
 type batchCall struct {
@@ -81,7 +82,7 @@ func (b *Batch) Count(c *Count) error {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
 	a.source(&c.Source)
-	a.bytes(p)
+	a.bytes(b, p)
 	c.Results = b.countedResults(len(c.Changes))
 	b.calls = append(b.calls, batchCall{name: IncrAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results})
 	return nil
@@ -109,7 +110,7 @@ func (b *Batch) Refund(r *Refund) error {
 		a.keys(&r.Windows[i].Key)
 	}
 	a.source(&r.Source)
-	a.bytes(p)
+	a.bytes(b, p)
 	r.Results = b.refundedResults(len(r.Changes))
 	b.calls = append(b.calls, batchCall{name: SalesDecrName, args: a.args, changes: len(r.Changes), refunded: r.Results})
 	return nil
@@ -132,7 +133,7 @@ func (b *Batch) Slide(c *Slide) error {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
 	a.source(&c.Source)
-	a.bytes(p)
+	a.bytes(b, p)
 	c.Results = b.countedResults(len(c.Changes))
 	b.calls = append(b.calls, batchCall{name: SlideAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil
@@ -161,7 +162,7 @@ func (b *Batch) Distinct(c *Distinct) error {
 		a.keys(&w.Key, &w.Values, &w.Marks)
 	}
 	a.source(&c.Source)
-	a.bytes(p)
+	a.bytes(b, p)
 	c.Results = b.countedResults(len(c.Changes))
 	b.calls = append(b.calls, batchCall{name: DistinctAndCheckName, args: a.args, changes: len(c.Changes), counted: c.Results, flags: true})
 	return nil

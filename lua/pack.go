@@ -159,5 +159,17 @@ func u32(secs int64) uint32 {
 // the batch's chunk rather than allocated a call at a time.
 func (b *Batch) packed(size int) []byte { return cut(&b.bytes, size) }
 
-// bytes adds a packed string: go-redis writes a []byte as it is.
-func (c *command) bytes(p []byte) { c.args = append(c.args, p) }
+// packedArg is a call's packing as go-redis writes it, through
+// encoding.BinaryMarshaler: its bytes, without a copy. It goes in by
+// pointer, into the batch's chunk of them: a []byte put in an interface
+// would take an allocation of its own, its header's.
+type packedArg []byte
+
+func (p *packedArg) MarshalBinary() ([]byte, error) { return *p, nil }
+
+// bytes adds a packing.
+func (c *command) bytes(b *Batch, p []byte) {
+	slot := cut(&b.packs, 1)[:1]
+	slot[0] = p
+	c.args = append(c.args, &slot[0])
+}
