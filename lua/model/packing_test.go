@@ -2,8 +2,10 @@ package model
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strconv"
+	"testing"
 
 	"github.com/fraudwatch/fraudwatch/lua"
 )
@@ -130,4 +132,57 @@ func packChange(b []byte, name string, f []string) []byte {
 		}
 	}
 	return b
+}
+
+// Malformed packings, sent as they are: the model refuses what the script
+// refuses, whole or change by change, and writes what it writes.
+func TestMalformedPackingsAsTheScripts(t *testing.T) {
+	le := binary.LittleEndian
+	head := func(life uint32, n byte) []byte { return append(le.AppendUint32(nil, life), n) }
+	change := func(b []byte, i byte, offset int64, amount int64) []byte {
+		b = le.AppendUint64(append(b, i), uint64(offset))
+		return le.AppendUint64(append(b, "abcdefgh"...), uint64(amount))
+	}
+	window := func(b []byte, length uint32, threshold int64) []byte {
+		return le.AppendUint64(le.AppendUint32(b, length), uint64(threshold))
+	}
+	good := change(window(head(600, 1), 600, 2), 1, 1, 1)
+	for _, tc := range []struct {
+		name    string
+		script  string
+		windows int
+		packing []byte
+		whole   bool // refused whole
+	}{
+		{"shorter than its head", lua.IncrAndCheckName, 1, []byte{1, 2, 0, 0}, true},
+		{"a trailing byte", lua.IncrAndCheckName, 1, append(good[:len(good):len(good)], 0), true},
+		{"a change cut short", lua.IncrAndCheckName, 1, good[:len(good)-1], true},
+		{"no changes", lua.IncrAndCheckName, 1, window(head(600, 1), 600, 2), true},
+		{"n 0", lua.IncrAndCheckName, 1, change(window(head(600, 0), 600, 2), 1, 1, 1), true},
+		{"n past the keys", lua.IncrAndCheckName, 1, change(window(window(head(600, 2), 600, 2), 600, 2), 1, 1, 1), true},
+		{"lifetime 0", lua.IncrAndCheckName, 1, change(window(head(0, 1), 600, 2), 1, 1, 1), true},
+		{"changes refused one by one", lua.IncrAndCheckName, 1, change(change(change(change(change(change(
+			window(head(600, 1), 600, 2), 0, 1, 1), 2, 1, 1), 1, -1, 1), 1, 1e15, 1), 1, 1, 0), 1, 1, 1<<53), false},
+		{"a window's threshold of 2^53", lua.IncrAndCheckName, 2,
+			change(change(window(window(head(600, 2), 600, 1<<53), 600, 2), 1, 1, 1), 2, 1, 1), false},
+		{"sales_decr: a trailing byte", lua.SalesDecrName, 1, append(change(head(600, 1), 1, 1, 1), 0), true},
+		{"sales_decr: n not the keys", lua.SalesDecrName, 1, change(head(600, 2), 1, 1, 1), true},
+		{"sales_decr: refunds refused one by one", lua.SalesDecrName, 1, change(change(change(
+			head(600, 1), 2, 1, 1), 1, -1, 1), 1, 1, 1<<53), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			keys := []string{p.key("o")}
+			for i := range tc.windows {
+				keys = append(keys, p.key(fmt.Sprint("w", i)))
+				if tc.script != lua.SalesDecrName {
+					keys = append(keys, p.key(fmt.Sprint("w", i, ":crossed")))
+				}
+			}
+			got := p.raw(tc.script, keys, "p:0", string(tc.packing))
+			if whole := fmt.Sprint(got) == "[-1 -1]"; whole != tc.whole {
+				t.Fatalf("reply %v: refused whole %v, want %v", got, whole, tc.whole)
+			}
+		})
+	}
 }
