@@ -1,12 +1,14 @@
 package lua
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestUnusableArgumentsWriteNothing(t *testing.T) {
@@ -14,27 +16,24 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	ctx := t.Context()
 	w := testWindow(prefix, "w", time.Minute, 10)
 	o := offsetsOf(w)
-	args := func(change ...any) []any {
-		return append([]any{"0:t", 3600, 1, 60, 10}, change...)
-	}
+	head := packing{}.u32(3600).u8(1).u32(60).i64(10)
+	const id = "12345678"
 	for n, tc := range []struct {
-		name string
-		args []any
+		name   string
+		change packing
 	}{
-		{"window index 0", args(0, 5, "12345678", 1)},
-		{"window index too large", args(2, 5, "12345678", 1)},
-		{"offset negative", args(1, -5, "12345678", 1)},
-		{"offset with a leading zero", args(1, "05", "12345678", 1)},
-		{"offset 16 digits", args(1, "1000000000000000", "12345678", 1)},
-		{"short id", args(1, 5, "1234567", 1)},
-		{"increment 0", args(1, 5, "12345678", 0)},
-		{"increment a fraction", args(1, 5, "12345678", "1.5")},
-		{"increment 19 digits", args(1, 5, "12345678", "1000000000000000000")},
+		{"window index 0", packing{}.change(0, 5, id, 1)},
+		{"window index too large", packing{}.change(2, 5, id, 1)},
+		{"offset negative", packing{}.change(1, -5, id, 1)},
+		{"offset 10^15", packing{}.change(1, 1e15, id, 1)},
+		{"increment 0", packing{}.change(1, 5, id, 0)},
+		{"increment negative", packing{}.change(1, 5, id, -1)},
+		{"increment 2^53", packing{}.change(1, 5, id, 1<<53)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The bad change is refused, the good one after it counts.
-			all := append(tc.args, 1, 10+n, fmt.Sprintf("good%04d", n), 1)
-			got, err := incrAndCheck.Run(ctx, rdb, []string{o, w.Key, w.Marks}, all...).Int64Slice()
+			all := append(append(append(packing{}, head...), tc.change...), packing{}.change(1, int64(10+n), fmt.Sprintf("good%04d", n), 1)...)
+			got, err := incrAndCheck.Run(ctx, rdb, []string{o, w.Key, w.Marks}, "0:t", []byte(all)).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,9 +46,13 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	// another window of the call still counts. So does a window whose key
 	// holds no counter (another type, not an integer, about to overflow).
 	w2 := testWindow(prefix, "w2", time.Minute, 10)
-	for n, bad := range [][]any{{0, 10}, {60, -10}, {60, "1e3"}} {
+	two := func(length, threshold int64, offset int64, id string) []byte {
+		return packing{}.u32(3600).u8(2).u32(length).i64(threshold).u32(60).i64(10).
+			change(1, offset, id, 1).change(2, offset, id, 1)
+	}
+	for n, bad := range [][2]int64{{0, 10}, {60, 0}, {60, -10}, {60, 1 << 53}} {
 		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
-			"0:t", 3600, 2, bad[0], bad[1], 60, 10, 1, 20+n, fmt.Sprintf("bad%05d", n), 1, 2, 20+n, fmt.Sprintf("bad%05d", n), 1).Int64Slice()
+			"0:t", two(bad[0], bad[1], int64(20+n), fmt.Sprintf("bad%05d", n))).Int64Slice()
 		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
 			t.Fatalf("window %v: reply %v, %v; want {-1 -1} then a count", bad, got, err)
 		}
@@ -68,7 +71,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 		}
 		before := rdb.Dump(ctx, w2.Key).Val()
 		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
-			"0:t", 3600, 2, 60, 10, 60, 10, 1, 30+n, fmt.Sprintf("held%04d", n), 1, 2, 30+n, fmt.Sprintf("held%04d", n), 1).Int64Slice()
+			"0:t", two(60, 10, int64(30+n), fmt.Sprintf("held%04d", n))).Int64Slice()
 		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
 			t.Fatalf("held %d: reply %v, %v; want {-1 -1} then a count", n, got, err)
 		}
@@ -77,37 +80,86 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 		}
 	}
 	rdb.Del(ctx, o, w.Key, w.Marks)
-	goodChange := []any{1, 5, "12345678", 1}
+	refusedCalls(t, rdb, w)
+}
+
+// refusedCalls: calls whose own arguments (the source, the packing's head,
+// its length) are unusable are refused whole, by incr_and_check and by
+// sales_decr, and write nothing.
+func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
+	ctx := t.Context()
+	o := offsetsOf(w)
+	good := packing{}.change(1, 5, "12345678", 1)
+	incr := func(life int64, n int, rest ...packing) []byte {
+		p := packing{}.u32(life).u8(n).u32(60).i64(10)
+		for _, r := range rest {
+			p = append(p, r...)
+		}
+		return p
+	}
+	sales := func(life int64, n int, rest ...packing) []byte {
+		p := packing{}.u32(life).u8(n)
+		for _, r := range rest {
+			p = append(p, r...)
+		}
+		return p
+	}
+	var tooMany packing
+	for i := range 4097 {
+		tooMany = tooMany.change(1, int64(i), "12345678", 1)
+	}
+	keys65 := []string{o}
+	wins65 := packing{}.u32(3600).u8(65)
+	for i := range 65 {
+		keys65 = append(keys65, fmt.Sprintf("%s%d", w.Key, i), fmt.Sprintf("%s%d:m", w.Key, i))
+		wins65 = wins65.u32(60).i64(10)
+	}
+	keys := []string{o, w.Key, w.Marks}
 	for _, tc := range []struct {
-		name string
-		keys []string
-		args []any
+		name        string
+		keys        []string
+		args        []any
+		incr, sales bool // which script the case is for
 	}{
-		{"no source", []string{o, w.Key, w.Marks}, append([]any{"", 3600, 1, 60, 10}, goodChange...)},
-		{"lifetime 0", []string{o, w.Key, w.Marks}, append([]any{"0:t", 0, 1, 60, 10}, goodChange...)},
-		{"keys not two a window and the offsets", []string{w.Key, w.Marks}, append([]any{"0:t", 3600, 1, 60, 10}, goodChange...)},
-		{"no changes", []string{o, w.Key, w.Marks}, []any{"0:t", 3600, 1, 60, 10}},
-		{"half a change", []string{o, w.Key, w.Marks}, append([]any{"0:t", 3600, 1, 60, 10}, 1, 5)},
+		{"no source", keys, []any{"", incr(3600, 1, good)}, true, false},
+		{"a source of 33 bytes", keys, []any{strings.Repeat("s", 33), incr(3600, 1, good)}, true, false},
+		{"a third argument", keys, []any{"0:t", incr(3600, 1, good), "x"}, true, false},
+		{"no packing", keys, []any{"0:t"}, true, true},
+		{"a packing shorter than its head", keys, []any{"0:t", []byte{1, 0, 0}}, true, true},
+		{"lifetime 0", keys, []any{"0:t", incr(0, 1, good)}, true, false},
+		{"n 0", keys, []any{"0:t", incr(3600, 0, good)}, true, false},
+		{"n 65", keys65, []any{"0:t", []byte(append(wins65, good...))}, true, false},
+		{"keys not two a window and the offsets", keys[1:], []any{"0:t", incr(3600, 1, good)}, true, false},
+		{"no changes", keys, []any{"0:t", incr(3600, 1)}, true, false},
+		{"half a change", keys, []any{"0:t", incr(3600, 1, good[:12])}, true, false},
+		{"a trailing byte", keys, []any{"0:t", incr(3600, 1, good, packing{0})}, true, false},
+		{"4097 changes", keys, []any{"0:t", incr(3600, 1, tooMany)}, true, false},
+		{"sales_decr: no source", keys[:2], []any{"", sales(3600, 1, good)}, false, true},
+		{"sales_decr: lifetime 0", keys[:2], []any{"0:t", sales(0, 1, good)}, false, true},
+		{"sales_decr: n 0", keys[:2], []any{"0:t", sales(3600, 0, good)}, false, true},
+		{"sales_decr: n not the windows' keys", keys[:2], []any{"0:t", sales(3600, 2, good)}, false, true},
+		{"sales_decr: no changes", keys[:2], []any{"0:t", sales(3600, 1)}, false, true},
+		{"sales_decr: half a change", keys[:2], []any{"0:t", sales(3600, 1, good[:12])}, false, true},
+		{"sales_decr: a trailing byte", keys[:2], []any{"0:t", sales(3600, 1, good, packing{0})}, false, true},
+		{"sales_decr: 4097 changes", keys[:2], []any{"0:t", sales(3600, 1, tooMany)}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := incrAndCheck.Run(ctx, rdb, tc.keys, tc.args...).Int64Slice()
-			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
-				t.Fatalf("reply %v, %v; want {-1 -1}", got, err)
-			}
-			if rdb.Exists(ctx, o, w.Key, w.Marks).Val() != 0 {
-				t.Fatal("a refused call wrote")
-			}
-			if len(tc.keys) != 3 {
-				return // sales_decr would take these keys as the offsets and a window
-			}
-			// sales_decr takes the source, the offsets' lifetime and the
-			// changes.
-			got, err = salesDecr.Run(ctx, rdb, tc.keys[:2], append([]any{tc.args[0], tc.args[1]}, tc.args[5:]...)...).Int64Slice()
-			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
-				t.Fatalf("sales_decr reply %v, %v; want {-1 -1}", got, err)
-			}
-			if rdb.Exists(ctx, o, w.Key, w.Marks).Val() != 0 {
-				t.Fatal("a refused sales_decr call wrote")
+			for _, sc := range []struct {
+				on     bool
+				script interface {
+					Run(context.Context, redis.Scripter, []string, ...any) *redis.Cmd
+				}
+			}{{tc.incr, incrAndCheck}, {tc.sales, salesDecr}} {
+				if !sc.on {
+					continue
+				}
+				got, err := sc.script.Run(ctx, rdb, tc.keys, tc.args...).Int64Slice()
+				if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
+					t.Fatalf("reply %v, %v; want {-1 -1}", got, err)
+				}
+				if rdb.Exists(ctx, o, w.Key, w.Marks).Val() != 0 {
+					t.Fatal("a refused call wrote")
+				}
 			}
 		})
 	}

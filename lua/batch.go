@@ -16,8 +16,9 @@ type Batch struct {
 	// The calls' arguments and results are cut from these, a chunk at a
 	// time, rather than allocated a call at a time.
 	args    []any
-	nums    []int64
 	counted []Counted
+	bytes   []byte
+	packs   []packedArg
 }
 
 type batchCall struct {
@@ -54,19 +55,18 @@ func (b *Batch) addCount(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 3+2*len(c.Windows)+4*len(c.Changes), 1+len(c.Windows))
+	p, err := packCount(b.packed(countHead+countWindow*len(c.Windows)+countChange*len(c.Changes)),
+		b.s.cfg.Retention, c.Windows, c.Changes)
+	if err != nil {
+		return err
+	}
+	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
 	a.source(&c.Source)
-	a.int(seconds(b.s.cfg.Retention))
-	a.int(int64(len(c.Windows)))
-	for i := range c.Windows {
-		a.int(seconds(c.Windows[i].Length))
-		a.ptr(&c.Windows[i].Threshold)
-	}
-	a.changes(c.Changes)
+	a.bytes(b, p)
 	b.queue(c, a.args)
 	return nil
 }
@@ -76,18 +76,23 @@ func (b *Batch) addRefund(r *Call) error {
 	if err := checkCall(r.Source, r.Offsets, r.Windows, len(r.Changes), false); err != nil {
 		return err
 	}
-	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2+4*len(r.Changes), 1)
-	a.keys(&r.Offsets)
 	// The offsets live as long as a redelivery can come: as long as the
 	// crossing marks, or the longest window if it is longer.
 	life := b.s.cfg.Retention
 	for i := range r.Windows {
-		a.keys(&r.Windows[i].Key)
 		life = max(life, r.Windows[i].Length)
 	}
+	p, err := packRefund(b.packed(countHead+countChange*len(r.Changes)), life, len(r.Windows), r.Changes)
+	if err != nil {
+		return err
+	}
+	a := b.command(&salesDecrSHA, 1+len(r.Windows), 2)
+	a.keys(&r.Offsets)
+	for i := range r.Windows {
+		a.keys(&r.Windows[i].Key)
+	}
 	a.source(&r.Source)
-	a.int(seconds(life))
-	a.changes(r.Changes)
+	a.bytes(b, p)
 	b.queue(r, a.args)
 	return nil
 }
@@ -97,38 +102,18 @@ func (b *Batch) addSlide(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 3+4*len(c.Windows)+5*len(c.Changes), 1+2*len(c.Windows)+len(c.Changes))
+	p, err := packSlide(b.packed(countHead+slideWindow*len(c.Windows)+slideChange*len(c.Changes)),
+		b.s.cfg.Retention, c.Windows, c.Changes)
+	if err != nil {
+		return err
+	}
+	a := b.command(&slideAndCheckSHA, 1+2*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
 	a.source(&c.Source)
-	a.int(seconds(b.s.cfg.Retention))
-	a.int(int64(len(c.Windows)))
-	widths := make([]int64, len(c.Windows))
-	for i := range c.Windows {
-		w := &c.Windows[i]
-		width := w.Length.Milliseconds() / Span
-		if width < 1 || w.Lateness < 0 || w.Lateness > MaxLateness*w.Length {
-			return fmt.Errorf("lua: a sliding window of %v with lateness %v", w.Length, w.Lateness)
-		}
-		widths[i] = width
-		a.int(Span)
-		a.int((w.Lateness.Milliseconds() + width - 1) / width)
-		a.ptr(&w.Threshold)
-		a.int(seconds(2 * (w.Length + w.Lateness)))
-	}
-	for i := range c.Changes {
-		ch := &c.Changes[i]
-		if ch.Window < 0 || ch.Window >= len(widths) || ch.At < 0 {
-			return fmt.Errorf("lua: a change to window %d at %d", ch.Window, ch.At)
-		}
-		a.int(int64(ch.Window) + 1)
-		a.ptr(&ch.Offset)
-		a.id(&ch.ID)
-		a.int(ch.At / widths[ch.Window])
-		a.ptr(&ch.Amount)
-	}
+	a.bytes(b, p)
 	b.queue(c, a.args)
 	return nil
 }
@@ -138,38 +123,24 @@ func (b *Batch) addDistinct(c *Call) error {
 	if err := checkCall(c.Source, c.Offsets, c.Windows, len(c.Changes), true); err != nil {
 		return err
 	}
-	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 3+5*len(c.Windows)+5*len(c.Changes), 1+3*len(c.Windows))
+	for i := range c.Windows {
+		if hashTag(c.Windows[i].Values) != hashTag(c.Windows[i].Key) {
+			return fmt.Errorf("lua: the keys of a call must share one hash tag")
+		}
+	}
+	p, err := packDistinct(b.packed(countHead+distWindow*len(c.Windows)+distChange*len(c.Changes)),
+		b.s.cfg.Retention, c.Windows, c.Changes)
+	if err != nil {
+		return err
+	}
+	a := b.command(&distinctAndCheckSHA, 1+3*len(c.Windows), 2)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		w := &c.Windows[i]
-		if hashTag(w.Values) != hashTag(w.Key) {
-			return fmt.Errorf("lua: the keys of a call must share one hash tag")
-		}
 		a.keys(&w.Key, &w.Values, &w.Marks)
 	}
 	a.source(&c.Source)
-	a.int(seconds(b.s.cfg.Retention))
-	a.int(int64(len(c.Windows)))
-	for i := range c.Windows {
-		w := &c.Windows[i]
-		kind, ttl := "fixed", w.Length
-		if w.Sliding {
-			kind, ttl = "sliding", 2*(w.Length+w.Lateness)
-		}
-		a.args = append(a.args, kind)
-		a.int(w.Length.Milliseconds())
-		a.int(w.Lateness.Milliseconds())
-		a.ptr(&w.Threshold)
-		a.int(seconds(ttl))
-	}
-	for i := range c.Changes {
-		ch := &c.Changes[i]
-		a.int(int64(ch.Window) + 1)
-		a.ptr(&ch.Offset)
-		a.id(&ch.ID)
-		a.ptr(&ch.At)
-		a.id(&ch.Value)
-	}
+	a.bytes(b, p)
 	b.queue(c, a.args)
 	return nil
 }

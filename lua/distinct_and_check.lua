@@ -11,16 +11,18 @@
 -- KEYS[3i+1]  window i's crossing marks: a hash of event id -> value
 -- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':' (which
 --             neither t nor r has)
--- ARGV[2]     how long crossing marks live, seconds
--- ARGV[3]     n, the number of windows
--- ARGV[4..]   per window: 'fixed' or 'sliding'; its length, milliseconds;
---             its lateness, milliseconds (sliding); threshold (1..10000);
---             how long it lives, seconds (fixed: from its first event;
---             sliding: after its last change)
--- then        per change: window index (1..n), offset, event id (8 bytes),
---             event time (milliseconds since 1970), value (1 to 64 bytes;
---             the engine sends the first 8 bytes of the field's SHA-256,
---             lua.ValueOf, so that a long value costs 8 bytes)
+-- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
+--             how long crossing marks live, seconds (uint32, >= 1); n, the
+--             number of windows (uint8, 1..64); per window: its kind
+--             (uint8: 1 fixed, 2 sliding); its length, milliseconds (int64,
+--             1..10^13-1); its lateness, milliseconds (int64, 0..10^13-1;
+--             sliding); threshold (uint16, 1..10000); how long it lives,
+--             seconds (uint32, >= 1; fixed: from its first event; sliding:
+--             after its last change); then per change: window index (uint8,
+--             1..n), offset (int64, 0..10^15-1), event id (8 bytes), event
+--             time (int64, milliseconds since 1970, 0..10^15-1), value (8
+--             bytes: the first 8 bytes of the field's SHA-256, lua.ValueOf).
+--             5 + 23 n + 33 a change bytes.
 --
 -- Reply: two integers per change, in order: {count, 1} for the order that
 -- took the count from below the threshold to at or above it (again for its
@@ -54,61 +56,56 @@
 local MAX_WINDOWS, MAX_CHANGES, MAX_THRESHOLD = 64, 512, 10000
 local find, floor, max = string.find, math.floor, math.max
 
-local src, n_s = ARGV[1], ARGV[3]
-local n = tonumber(n_s)
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
-    and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
-    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 3 * n + 1) then
+local LENGTHS = 10000000000000 -- 10^13 ms
+
+local src, packed = ARGV[1], ARGV[2]
+if not (#ARGV == 2 and #src >= 1 and #src <= 32 and find(src, ':', 1, true) and #packed >= 5) then
   return {-1, -1}
 end
-local first_change = 4 + 5 * n
-local changes = (#ARGV - first_change + 1) / 5
-if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
+local life, n, pos = decode('<I4B', packed)
+local changes = (#packed - 5 - 23 * n) / 33
+if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 3 * n + 1
+    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
 end
--- A window with an unusable type, length, lateness, threshold or lifetime
+-- A window with an unusable kind, length, lateness, threshold or lifetime
 -- refuses its changes; the others still count. The offsets live as long as
 -- the marks or the longest-lived window, whichever is longer.
-local usable, life, longest = {}, ARGV[2], tonumber(ARGV[2])
+local params, longest = {}, life
 for i = 1, n do
-  local a = 5 * i - 1
-  local kind, len, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local ttl = #tl <= 10 and match(tl, DIGITS) and tonumber(tl)
-  usable[i] = (kind == 'fixed' or kind == 'sliding') and #len <= 13 and match(len, DIGITS)
-      and #lt <= 13 and (lt == '0' or match(lt, DIGITS)) and #th <= 5 and match(th, DIGITS)
-      and tonumber(th) <= MAX_THRESHOLD and ttl and true
-  if usable[i] and ttl > longest then
-    life, longest = tl, ttl
+  local kind, length, late, threshold, ttl
+  kind, length, late, threshold, ttl, pos = decode('<Bi8i8HI4', packed, pos)
+  if (kind == 1 or kind == 2) and length >= 1 and length < LENGTHS and late >= 0 and late < LENGTHS
+      and threshold >= 1 and threshold <= MAX_THRESHOLD and ttl >= 1 then
+    params[i] = {kind == 2, length, late, threshold, ttl}
+    if ttl > longest then
+      longest = ttl
+    end
   end
 end
 
 local field = 'd:' .. src
-local last, last_s = applied(KEYS[1], field)
+local last = pcall('HGET', KEYS[1], field)
+if type(last) == 'table' then
+  call('DEL', KEYS[1])
+end
+last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
 local advanced, refresh = false, false
 
--- Every window is read once, on its first change, and written once. An
--- event's changes share its offset, and a call's changes its windows'
--- indices: each string is checked once in a row.
+-- Every window is read once, on its first change, and written once. A
+-- change's event id and value are read (sub) only where they are needed.
 local windows = {}
 local reply, r = {}, 0
-local is_seen, i, off_seen, o
-for c = first_change, #ARGV, 5 do
-  local is, off, id, ts, value = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
-  if is ~= is_seen then
-    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
-  end
-  if off ~= off_seen then
-    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
-  end
+for _ = 1, changes do
+  local at, i, o, t = pos
+  i, o, t, pos = decode('<Bi8xxxxxxxxi8xxxxxxxx', packed, pos)
   local v, flag = -1, -1
-  if i and usable[i] and o and #id == 8 and #ts <= 15 and (ts == '0' or match(ts, DIGITS))
-      and #value >= 1 and #value <= 64 then
+  local p = i >= 1 and i <= n and o >= 0 and o < OFFSETS and t >= 0 and t < OFFSETS and params[i]
+  if p then
     local w = windows[i]
     if not w then
-      local a = 5 * i - 1
       w = {key = KEYS[3 * i - 1], values = KEYS[3 * i], marks = KEYS[3 * i + 1],
-        sliding = ARGV[a] == 'sliding', length = tonumber(ARGV[a + 1]), late = tonumber(ARGV[a + 2]),
-        threshold = tonumber(ARGV[a + 3]), ttl = ARGV[a + 4]}
+        sliding = p[1], length = p[2], late = p[3], threshold = p[4], ttl = format('%d', p[5])}
       -- A window whose hash or values hold another type is unusable: its
       -- changes answer {-1, -1} (a change counted before, its mark), and
       -- nothing is written to it. A sliding window's values are first
@@ -135,16 +132,15 @@ for c = first_change, #ARGV, 5 do
     -- layout, at or below the last offset it counted from the partition.
     local fresh = not last or o > last
     if fresh then
-      last, last_s, advanced = o, off, true
+      last, advanced = o, true
     else
       fresh = advanced and o == last
     end
     if fresh and w.old and o <= w.old then
       fresh = false
     end
-    local t = tonumber(ts)
     -- Marks of another type are none.
-    local mark = not fresh and tonumber(pcall('HGET', w.marks, id))
+    local mark = not fresh and tonumber(pcall('HGET', w.marks, sub(packed, at + 9, at + 16)))
     if mark then
       v, flag = mark, 1
     elseif w.unusable then
@@ -161,6 +157,7 @@ for c = first_change, #ARGV, 5 do
       end
     else
       local now, crossing
+      local value = sub(packed, at + 25, at + 32)
       local seen = w.sliding and pcall('ZSCORE', w.values, value)
       if type(seen) == 'table' then
         w.unusable = true
@@ -212,7 +209,7 @@ for c = first_change, #ARGV, 5 do
         if crossing then
           -- Marks of another type are replaced: a crossing leaves its
           -- mark. Any other error (out of memory) fails the call.
-          local marked = format('%d', now)
+          local marked, id = format('%d', now), sub(packed, at + 9, at + 16)
           local set = pcall('HSET', w.marks, id, marked)
           if type(set) == 'table' then
             if sub(set.err, 1, 9) == 'WRONGTYPE' then
@@ -220,7 +217,7 @@ for c = first_change, #ARGV, 5 do
             end
             call('HSET', w.marks, id, marked)
           end
-          call('EXPIRE', w.marks, ARGV[2])
+          call('EXPIRE', w.marks, format('%d', life))
           refresh = true
         end
       end
@@ -259,12 +256,13 @@ end
 -- (or gets its lifetime again) or a sliding one passes a multiple of its
 -- length, or a mark got one: they then outlive every window and mark of
 -- the bucket.
-if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
+if advanced and call('HSET', KEYS[1], field, format('%d', last)) == 1 or refresh then
   -- Never shorter: the scripts share the hash, and a call whose life is
   -- short must not cut what a longer window's call gave it. GT counts no
   -- TTL as infinite: a new hash gets its life from NX.
-  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
-    call('EXPIRE', KEYS[1], life, 'NX')
+  local l = format('%d', longest)
+  if call('EXPIRE', KEYS[1], l, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], l, 'NX')
   end
 end
 return reply

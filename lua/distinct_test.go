@@ -318,20 +318,36 @@ func TestDistinctWindowTTL(t *testing.T) {
 func TestDistinctUnusableArguments(t *testing.T) {
 	_, rdb, prefix := newScripts(t)
 	w := distinctWindow(prefix, "w", true, time.Minute, time.Minute, 3)
+	// A window: kind, length and lateness (ms), threshold, lifetime (s).
+	win := func(kind int, length, late int64, threshold int, ttl int64) packing {
+		return packing{}.u8(kind).i64(length).i64(late).u16(threshold).u32(ttl)
+	}
+	change := func(i int, offset, at int64) packing {
+		return packing{}.u8(i).i64(offset).id("aaaaaaaa").i64(at).id("vvvvvvvv")
+	}
+	good := win(2, 60000, 60000, 3, 240)
 	tests := []struct {
 		name   string
-		window []any
-		change []any
+		window packing
+		change packing
 	}{
-		{"an empty value", []any{"sliding", 60000, 60000, 3, 240}, []any{1, 0, "aaaaaaaa", 1, ""}},
-		{"a negative time", []any{"sliding", 60000, 60000, 3, 240}, []any{1, 0, "aaaaaaaa", -1, "x"}},
-		{"an unknown window type", []any{"tumbling", 60000, 60000, 3, 240}, []any{1, 0, "aaaaaaaa", 1, "x"}},
-		{"a threshold above 10000", []any{"fixed", 60000, 0, 10001, 60}, []any{1, 0, "aaaaaaaa", 1, "x"}},
+		{"a negative time", good, change(1, 0, -1)},
+		{"a time of 10^15", good, change(1, 0, 1e15)},
+		{"a negative offset", good, change(1, -1, 1)},
+		{"window index 0", good, change(0, 0, 1)},
+		{"an unknown window", good, change(2, 0, 1)},
+		{"an unknown window type", win(3, 60000, 60000, 3, 240), change(1, 0, 1)},
+		{"a threshold of 0", win(1, 60000, 0, 0, 60), change(1, 0, 1)},
+		{"a threshold above 10000", win(1, 60000, 0, 10001, 60), change(1, 0, 1)},
+		{"a length of 0", win(2, 0, 60000, 3, 240), change(1, 0, 1)},
+		{"a length of 10^13 ms", win(2, 1e13, 0, 3, 240), change(1, 0, 1)},
+		{"a negative lateness", win(2, 60000, -1, 3, 240), change(1, 0, 1)},
+		{"a lifetime of 0", win(1, 60000, 0, 3, 0), change(1, 0, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append(append([]any{"0:t", 60, 1}, tt.window...), tt.change...)
-			got, err := distinctAndCheck.Run(t.Context(), rdb, []string{offsetsOf(w), w.Key, w.Values, w.Marks}, args...).Int64Slice()
+			p := append(append(packing{}.u32(60).u8(1), tt.window...), tt.change...)
+			got, err := distinctAndCheck.Run(t.Context(), rdb, []string{offsetsOf(w), w.Key, w.Values, w.Marks}, "0:t", []byte(p)).Int64Slice()
 			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
 				t.Fatalf("reply %v, %v", got, err)
 			}

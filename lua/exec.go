@@ -11,23 +11,19 @@ import (
 )
 
 // command builds the arguments of one EVALSHA: the script's hash, the keys
-// and the script's arguments. Strings, and integers from 256 up, go in by
-// pointer: go-redis writes a *string or *int64 as it writes the value, and
-// a pointer fits in an interface where a boxed value is an allocation of
-// its own; that was some 20 allocations an order with four rules. The
-// pointers are to the call's own fields (its Source, its windows' keys and
-// thresholds, its changes' offsets and ids), which stay put until Exec
-// returns, or to nums, whose values never change once written.
+// and the script's arguments. Strings go in by pointer: go-redis writes a
+// *string as it writes the value, and a pointer fits in an interface where
+// a boxed value is an allocation of its own. The pointers are to the
+// call's own fields (its Source, its windows' keys), which stay put until
+// Exec returns; a counting call's numbers are one packed []byte (pack.go).
 type command struct {
 	args []any
-	nums []int64
 }
 
 // command starts the command of a script with the given number of keys
-// and arguments, nums of which are computed integers (a bound: more only
-// costs a copy).
-func (b *Batch) command(sha *string, keys, args, nums int) command {
-	c := command{args: cut(&b.args, 3+keys+args), nums: cut(&b.nums, nums)}
+// and arguments.
+func (b *Batch) command(sha *string, keys, args int) command {
+	c := command{args: cut(&b.args, 3+keys+args)}
 	c.args = append(c.args, "evalsha", sha, keys)
 	return c
 }
@@ -57,44 +53,6 @@ func (c *command) keys(keys ...*string) {
 }
 
 func (c *command) source(s *string) { c.args = append(c.args, s) }
-
-// int adds a computed integer.
-func (c *command) int(v int64) {
-	if 0 <= v && v < 256 {
-		// Boxed from the runtime's table of small integers, without an
-		// allocation.
-		c.args = append(c.args, v)
-		return
-	}
-	// A pointer into nums, which may move as it grows: the value stays
-	// where the pointer is.
-	c.nums = append(c.nums, v)
-	c.args = append(c.args, &c.nums[len(c.nums)-1])
-}
-
-func (c *command) ptr(v *int64) { c.args = append(c.args, v) }
-
-// id adds an event id or value as its 8 bytes.
-func (c *command) id(id *EventID) { c.args = append(c.args, (*idArg)(id)) }
-
-// changes adds the arguments incr_and_check and sales_decr take for each
-// change: the window's index (from 1, as Lua counts), the offset, the id
-// and the amount.
-func (c *command) changes(changes []Change) {
-	for i := range changes {
-		ch := &changes[i]
-		c.int(int64(ch.Window) + 1)
-		c.ptr(&ch.Offset)
-		c.id(&ch.ID)
-		c.ptr(&ch.Amount)
-	}
-}
-
-// idArg is an EventID as go-redis writes it, through
-// encoding.BinaryMarshaler: its bytes, without a copy.
-type idArg EventID
-
-func (id *idArg) MarshalBinary() ([]byte, error) { return id[:], nil }
 
 // Exec runs the batch and sets every call's Results. It returns an error
 // when Redis failed (an outage, a timeout): some calls may have run, and the

@@ -10,26 +10,26 @@ import (
 // string or of a single character, changes it.
 func TestFingerprintIsOfTheCode(t *testing.T) {
 	text, _ := Text(IncrAndCheckName)
-	const line = "local n = tonumber(n_s)\n"
+	const line = "local MAX_WINDOWS, MAX_CHANGES = 64, 4096\n"
 	if !strings.Contains(text, line) {
 		t.Fatalf("incr_and_check has no line %q to edit", line)
 	}
 	same := []struct{ name, text string }{
 		{"a comment reworded", strings.Replace(text, "-- incr_and_check: count", "-- incr_and_check counts", 1)},
-		{"a comment added at a line's end", strings.Replace(text, line, "local n = tonumber(n_s) -- how many windows\n", 1)},
-		{"a comment line and blank lines added", strings.Replace(text, line, "\n-- n: windows\n\n"+line+"\n\n", 1)},
-		{"a comment block added", strings.Replace(text, line, "--[[ n:\nwindows ]]"+line, 1)},
-		{"a long comment block added", strings.Replace(text, line, "--[==[ n: ]] ]==]\n"+line, 1)},
+		{"a comment added at a line's end", strings.Replace(text, line, "local MAX_WINDOWS, MAX_CHANGES = 64, 4096 -- saturation\n", 1)},
+		{"a comment line and blank lines added", strings.Replace(text, line, "\n-- 2^62\n\n"+line+"\n\n", 1)},
+		{"a comment block added", strings.Replace(text, line, "--[[ 2^62:\nsaturation ]]"+line, 1)},
+		{"a long comment block added", strings.Replace(text, line, "--[==[ 2^62 ]] ]==]\n"+line, 1)},
 		{"indented again", strings.Replace(text, line, "    "+strings.TrimSuffix(line, "\n")+"\t \n", 1)},
 		{"its comments gone", stripComments(text)},
 	}
 	changed := []struct{ name, text string }{
-		{"a name changed", strings.Replace(text, line, "local m = tonumber(n_s)\n", 1)},
+		{"a name changed", strings.Replace(text, line, "local MAX_WINDOWS, MAX_CHANGE = 64, 4096\n", 1)},
 		{"a line removed", strings.Replace(text, line, "", 1)},
 		{"a string's text changed", strings.Replace(text, "'c:' .. src", "'d:' .. src", 1)},
 		{"'--' inside a string", strings.Replace(text, "'c:' .. src", "'c--' .. src", 1)},
-		{"a line joined to the next", strings.Replace(text, line, "local n = tonumber(n_s) ", 1)},
-		{"a long string's text changed", strings.Replace(text, line, "local n = [[a -- b]]\n", 1)},
+		{"a line joined to the next", strings.Replace(text, line, "local MAX_WINDOWS, MAX_CHANGES = 64, 4096 ", 1)},
+		{"a long string's text changed", strings.Replace(text, line, "local MAX_WINDOWS = [[a -- b]]\n", 1)},
 	}
 	want, err := fingerprint(text)
 	if err != nil {

@@ -8,11 +8,13 @@
 -- KEYS[2i]    window i: its counter, a string; its TTL is its end
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
--- ARGV[2]     how long crossing marks live, seconds
--- ARGV[3]     n, the number of windows
--- ARGV[4..]   per window: its length, seconds; its threshold
--- then        per event and window: window index (1..n), offset, event id
---             (8 bytes), increment
+-- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
+--             how long crossing marks live, seconds (uint32, >= 1); n, the
+--             number of windows (uint8, 1..64); per window its length,
+--             seconds (uint32, >= 1), and its threshold (int64, 1..2^53-1);
+--             then per event and window: window index (uint8, 1..n),
+--             offset (int64, 0..10^15-1), event id (8 bytes), increment
+--             (int64, 1..2^53-1). 5 + 12 n + 25 a change bytes.
 --
 -- Reply: two integers per event and window, in order: {current, 1} when
 -- prev < threshold <= current (this event crossed first), {current, 0}
@@ -33,84 +35,69 @@
 -- again should the first hand-off have been lost. The offsets outlive the
 -- marks and windows: a redelivery may come as late as a mark lives.
 --
--- Numbers must be digit strings without leading zeros, passed to Redis as
--- they arrived: a Lua number handed to redis.call is formatted by Redis, and
--- large values come out in exponent form, which INCRBY and EXPIRE refuse.
--- Increments and thresholds have at most 18 digits, offsets 15 (exact in
--- Lua's doubles), durations 10.
+-- Thresholds and increments are below 2^53, exact in Lua's doubles; a
+-- counter past 2^53 is compared exactly, as digits (GET).
 --
 -- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
-local TWO53, TWO62 = 9007199254740992, 4611686018427387904
+local TWO62 = 4611686018427387904
 
-local src, n_s = ARGV[1], ARGV[3]
-local n = tonumber(n_s)
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 'string'
-    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS)
-    and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
+local src, packed = ARGV[1], ARGV[2]
+if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
   return {-1, -1}
 end
-local first_change = 4 + 2 * n
-local changes = (#ARGV - first_change + 1) / 4
-if changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
+local life, n, pos = decode('<I4B', packed)
+local changes = (#packed - 5 - 12 * n) / 25
+if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 2 * n + 1
+    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
 end
 -- A window with an unusable length or threshold (thresholds[i] false)
 -- refuses its changes; the other windows still count. The offsets live as
--- long as the marks or the longest window, whichever is longer. A call's
--- windows mostly share a rule's length and threshold: each string is
--- checked once in a row.
-local thresholds, life, longest = {}, ARGV[2], tonumber(ARGV[2])
-local ls_seen, length, ts_seen, threshold
+-- long as the marks or the longest window, whichever is longer.
+local thresholds, lengths, longest = {}, {}, life
 for i = 1, n do
-  local ls, ts = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  if ls ~= ls_seen then
-    ls_seen, length = ls, #ls <= 10 and match(ls, DIGITS) and tonumber(ls)
-  end
-  if ts ~= ts_seen then
-    ts_seen, threshold = ts, #ts <= 18 and match(ts, DIGITS) and tonumber(ts)
-  end
-  thresholds[i] = length and threshold
-  if length and threshold and length > longest then
-    life, longest = ls, length
+  local length, threshold
+  length, threshold, pos = decode('<I4i8', packed, pos)
+  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and threshold
+  lengths[i] = length
+  if thresholds[i] and length > longest then
+    longest = length
   end
 end
 
 local field = 'c:' .. src
-local last, last_s = applied(KEYS[1], field)
+local last = pcall('HGET', KEYS[1], field)
+if type(last) == 'table' then
+  call('DEL', KEYS[1])
+end
+last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
 local dirty, refresh = false, false
 
 -- The loop runs for every change: what a change needs is inline, and the
 -- rare paths (a new window, a crossing, a change applied before) are too,
--- so that no function is made for them every call. An event's changes
--- share its offset, and a call's changes its windows' indices: each string
--- is checked once in a row.
+-- so that no function is made for them every call. A change's event id is
+-- read (sub) only where it is needed, a crossing or a redelivery.
 local reply, r, values = {}, 0, {}
-local is_seen, i, off_seen, o
-for c = first_change, #ARGV, 4 do
-  local is, off, id, inc = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3]
-  if is ~= is_seen then
-    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
-  end
-  if off ~= off_seen then
-    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
-  end
-  local t = i and thresholds[i]
+for _ = 1, changes do
+  local at, i, o, by = pos
+  i, o, by, pos = decode('<Bi8xxxxxxxxi8', packed, pos)
+  local t = i >= 1 and i <= n and o >= 0 and o < OFFSETS and by >= 1 and by < TWO53 and thresholds[i]
   local v, first = -1, -1
-  if t and o and #id == 8 and (inc == '1' or (#inc <= 18 and match(inc, DIGITS))) then
+  if t then
     local key = KEYS[2 * i]
     -- Counted before: at or below the last offset applied, and not this
     -- call's own (an event's other windows).
     local fresh = not last or o > last
     if fresh then
-      last, last_s, dirty = o, off, true
+      last, dirty = o, true
     else
       fresh = dirty and o == last
     end
     if fresh then
+      local inc = by == 1 and '1' or format('%d', by)
       v = pcall('INCRBY', key, inc)
       if type(v) == 'number' then
-        local by = inc == '1' and 1 or tonumber(inc)
         first = 0
         if v == by or v >= t then
           -- A window gets its length when it reads -1, which only a new
@@ -122,10 +109,10 @@ for c = first_change, #ARGV, 4 do
           -- trickle cannot keep a window open for ever.
           if call('TTL', key) == -1 then
             if v ~= by then
-              call('SET', key, inc, 'EX', ARGV[2 + 2 * i])
+              call('SET', key, inc, 'EX', format('%d', lengths[i]))
               v = by
             else
-              call('EXPIRE', key, ARGV[2 + 2 * i])
+              call('EXPIRE', key, format('%d', lengths[i]))
             end
             refresh = true
           end
@@ -146,7 +133,7 @@ for c = first_change, #ARGV, 4 do
               end
               local vh, vl = parts(exact)
               local ih, il = parts(inc)
-              local th, tl = parts(ARGV[3 + 2 * i])
+              local th, tl = parts(format('%d', t))
               local sh, sl = ih + th, il + tl
               if sl >= 1000000000 then
                 sh, sl = sh + 1, sl - 1000000000
@@ -164,7 +151,7 @@ for c = first_change, #ARGV, 4 do
               -- a crossing leaves its mark, or a redelivery would answer
               -- 0 and its alert's hand-off could be lost. Any other error
               -- (out of memory) fails the call.
-              local marks, marked = KEYS[2 * i + 1], exact or format('%d', v)
+              local marks, marked, id = KEYS[2 * i + 1], exact or format('%d', v), sub(packed, at + 9, at + 16)
               local set = pcall('HSET', marks, id, marked)
               if type(set) == 'table' then
                 if sub(set.err, 1, 9) == 'WRONGTYPE' then
@@ -172,7 +159,7 @@ for c = first_change, #ARGV, 4 do
                 end
                 call('HSET', marks, id, marked)
               end
-              call('EXPIRE', marks, ARGV[2])
+              call('EXPIRE', marks, format('%d', life))
               refresh = true
             end
           end
@@ -184,7 +171,7 @@ for c = first_change, #ARGV, 4 do
     else
       -- Applied before: its mark, or the counter as it is (-1 when the
       -- window's key holds no string). Marks of another type are none.
-      local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], id))
+      local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, first = mark, 1
       else
@@ -204,12 +191,13 @@ end
 -- The offsets get their lifetime when a window or a mark got one, or when
 -- the field is new: they then outlive every window and mark of the bucket.
 -- A call that only adds to running windows leaves it as it is.
-if dirty and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
+if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 or refresh then
   -- Never shorter: the scripts share the hash, and a call whose life is
   -- short must not cut what a longer window's call gave it. GT counts no
   -- TTL as infinite: a new hash gets its life from NX.
-  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
-    call('EXPIRE', KEYS[1], life, 'NX')
+  local l = format('%d', longest)
+  if call('EXPIRE', KEYS[1], l, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], l, 'NX')
   end
 end
 return reply

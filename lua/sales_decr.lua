@@ -6,10 +6,12 @@
 -- KEYS[1]     the bucket's offsets, as incr_and_check keeps them
 -- KEYS[1+i]   amount window i, as incr_and_check keeps it
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
--- ARGV[2]     how long the bucket's offsets live, seconds
--- ARGV[3..]   per refund and window: window index (1..#KEYS-1), offset,
---             event id (8 bytes; checked, not used: incr_and_check's
---             layout), amount
+-- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go): how
+--             long the bucket's offsets live, seconds (uint32, >= 1); n,
+--             the number of windows (uint8, 1..64, #KEYS - 1); then per
+--             refund and window: window index (uint8, 1..n), offset (int64,
+--             0..10^15-1), event id (8 bytes; not used: incr_and_check's
+--             layout), amount (int64, 1..2^53-1). 5 + 25 a change bytes.
 --
 -- Reply: two integers per refund and window, in order:
 --   {remaining, 0}  the window lowered by the amount
@@ -29,18 +31,24 @@
 --
 -- It runs after prelude.lua, which it shares with incr_and_check.
 local MAX_CHANGES = 4096
-local TWO53 = 9007199254740992
 
-local src, n = ARGV[1], #KEYS - 1
-local changes = (#ARGV - 2) / 4
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and type(ARGV[2]) == 'string'
-    and #ARGV[2] <= 10 and match(ARGV[2], DIGITS) and n >= 1 and n <= 64)
-    or changes < 1 or changes > MAX_CHANGES or changes ~= math.floor(changes) then
+local src, packed = ARGV[1], ARGV[2]
+if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
+  return {-1, -1}
+end
+local life, n, pos = decode('<I4B', packed)
+local changes = (#packed - 5) / 25
+if not (life >= 1 and n >= 1 and n <= 64 and #KEYS == n + 1
+    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
 end
 
 local field = 'r:' .. src
-local last, last_s = applied(KEYS[1], field)
+local last = pcall('HGET', KEYS[1], field)
+if type(last) == 'table' then
+  call('DEL', KEYS[1])
+end
+last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
 local dirty = false
 
 -- Each window is read once (values[i]; unusable[i] when its key holds no
@@ -49,18 +57,17 @@ local dirty = false
 -- DECRBY subtracts exactly instead.
 local values, unusable, changed = {}, {}, {}
 local reply, r = {}, 0
-for at = 3, #ARGV, 4 do
-  local is, off, id, amount = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  local i = #is <= 2 and match(is, DIGITS) and tonumber(is)
+for _ = 1, changes do
+  local i, o, amount
+  i, o, amount, pos = decode('<Bi8xxxxxxxxi8', packed, pos)
   local v, flag = -1, -1
-  if i and i <= n and #off <= 15 and (off == '0' or match(off, DIGITS)) and #id == 8
-      and #amount <= 18 and match(amount, DIGITS) then
-    local o, key = tonumber(off), KEYS[1 + i]
+  if i >= 1 and i <= n and o >= 0 and o < OFFSETS and amount >= 1 and amount < TWO53 then
+    local key = KEYS[1 + i]
     -- Applied before: at or below the last offset applied, and not this
     -- call's own (a refund's other windows).
     local fresh = not last or o > last
     if fresh then
-      last, last_s, dirty = o, off, true
+      last, dirty = o, true
     else
       fresh = dirty and o == last
     end
@@ -83,9 +90,9 @@ for at = 3, #ARGV, 4 do
           call('SET', key, format('%d', w), 'KEEPTTL')
           changed[i] = false
         end
-        remaining = pcall('DECRBY', key, amount)
+        remaining = pcall('DECRBY', key, format('%d', amount))
       else
-        remaining, changed[i] = w - tonumber(amount), true
+        remaining, changed[i] = w - amount, true
       end
       if type(remaining) == 'number' then
         flag = 0
@@ -105,12 +112,13 @@ for i, ch in pairs(changed) do
     call('SET', KEYS[1 + i], format('%d', values[i]), 'KEEPTTL')
   end
 end
-if dirty and call('HSET', KEYS[1], field, last_s) == 1 then
+if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 then
   -- Never shorter: the scripts share the hash, and a call whose life is
   -- short must not cut what a longer window's call gave it. GT counts no
   -- TTL as infinite: a new hash gets its life from NX.
-  if call('EXPIRE', KEYS[1], ARGV[2], 'GT') == 0 then
-    call('EXPIRE', KEYS[1], ARGV[2], 'NX')
+  local l = format('%d', life)
+  if call('EXPIRE', KEYS[1], l, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], l, 'NX')
   end
 end
 return reply

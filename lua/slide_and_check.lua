@@ -16,14 +16,16 @@
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> value
 -- ARGV[1]     the source partition's name, 1 to 32 bytes with a ':'
 --             (which no bucket's field has)
--- ARGV[2]     how long crossing marks live, seconds
--- ARGV[3]     n, the number of windows
--- ARGV[4..]   per window: span (buckets a window, 1..1000); lateness, in
---             buckets (0..4000); threshold; how long the hash lives
---             after its last change, seconds
--- then        per change: window index (1..n), offset, event id (8 bytes),
---             bucket, amount: positive for an order, '-' and the amount
---             for a refund
+-- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
+--             how long crossing marks live, seconds (uint32, >= 1); n, the
+--             number of windows (uint8, 1..64); per window: span (uint16,
+--             buckets a window, 1..1000), lateness in buckets (uint16,
+--             0..4000), threshold (int64, 1..2^53-1), how long the hash
+--             lives after its last change, seconds (uint32, >= 1); then per
+--             change: window index (uint8, 1..n), offset (int64,
+--             0..10^15-1), event id (8 bytes), bucket (int64, 0..10^15-1),
+--             amount (int64, 1..2^53-1 for an order, its negative for a
+--             refund). 5 + 16 n + 33 a change bytes.
 --
 -- Reply: two integers per change, in order:
 --   {value, 1}   an order that took the value from below the threshold to
@@ -59,70 +61,64 @@
 -- Bounds keep a group's buckets (2 * span + lateness) few enough for one
 -- HDEL of them all.
 local MAX_WINDOWS, MAX_CHANGES, MAX_SPAN, MAX_LATE = 64, 512, 1000, 4000
-local BIG = 9007199254740992 -- 2^53: a bucket saturates here, above any threshold
+local BIG = TWO53 -- a bucket saturates here, above any threshold
 local find, min, floor, unpack = string.find, math.min, math.floor, unpack
 
-local src, n_s = ARGV[1], ARGV[3]
-local n = tonumber(n_s)
-if not (type(src) == 'string' and #src >= 1 and #src <= 32 and find(src, ':', 1, true)
-    and type(ARGV[2]) == 'string' and #ARGV[2] <= 10 and match(ARGV[2], DIGITS)
-    and type(n_s) == 'string' and #n_s <= 2 and match(n_s, DIGITS) and n <= MAX_WINDOWS and #KEYS == 2 * n + 1) then
+local src, packed = ARGV[1], ARGV[2]
+if not (#ARGV == 2 and #src >= 1 and #src <= 32 and find(src, ':', 1, true) and #packed >= 5) then
   return {-1, -1}
 end
-local first_change = 4 + 4 * n
-local changes = (#ARGV - first_change + 1) / 5
-if changes < 1 or changes > MAX_CHANGES or changes ~= floor(changes) then
+local life, n, pos = decode('<I4B', packed)
+local changes = (#packed - 5 - 16 * n) / 33
+if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 2 * n + 1
+    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
 end
 -- A window with an unusable span, lateness, threshold or lifetime refuses
 -- its changes; the others still count. The offsets live as long as the
 -- marks or the longest-lived window, whichever is longer.
-local usable, life, longest = {}, ARGV[2], tonumber(ARGV[2])
+local params, longest = {}, life
 for i = 1, n do
-  local a = 4 * i
-  local sp, lt, th, tl = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local span = #sp <= 4 and match(sp, DIGITS) and tonumber(sp)
-  local ttl = #tl <= 10 and match(tl, DIGITS) and tonumber(tl)
-  usable[i] = span and span <= MAX_SPAN and #lt <= 4 and (lt == '0' or match(lt, DIGITS)) and tonumber(lt) <= MAX_LATE
-      and #th <= 18 and match(th, DIGITS) and ttl and true
-  if usable[i] and ttl > longest then
-    life, longest = tl, ttl
+  local span, late, threshold, ttl
+  span, late, threshold, ttl, pos = decode('<HHi8I4', packed, pos)
+  if span >= 1 and span <= MAX_SPAN and late <= MAX_LATE and threshold >= 1 and threshold < TWO53 and ttl >= 1 then
+    params[i] = {span, late, threshold, ttl}
+    if ttl > longest then
+      longest = ttl
+    end
   end
 end
 
 local field = 's:' .. src
-local last, last_s = applied(KEYS[1], field)
+local last = pcall('HGET', KEYS[1], field)
+if type(last) == 'table' then
+  call('DEL', KEYS[1])
+end
+last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
 local advanced, refresh = false, false
 
 -- The loop runs for every change: what a change needs is inline, and so
 -- are the rare paths (a window's first read, a refund, an order out of
 -- order, a crossing, a change applied before). Every window is read once,
--- on its first change, and written once. An event's changes share its
--- offset, and a call's changes its windows' indices: each string is
--- checked once in a row.
+-- on its first change, and written once. A change's event id is read
+-- (sub) only where it is needed, a crossing or a redelivery.
 local windows = {}
 local reply, r = {}, 0
-local is_seen, i, off_seen, o
-for c = first_change, #ARGV, 5 do
-  local is, off, id, ks, amount = ARGV[c], ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
-  if is ~= is_seen then
-    is_seen, i = is, #is <= 2 and match(is, DIGITS) and tonumber(is)
-  end
-  if off ~= off_seen then
-    off_seen, o = off, #off <= 15 and (off == '0' or match(off, DIGITS)) and tonumber(off)
-  end
-  local refund = sub(amount, 1, 1) == '-'
+for _ = 1, changes do
+  local at, i, o, k, inc = pos
+  i, o, k, inc, pos = decode('<Bi8xxxxxxxxi8i8', packed, pos)
+  local refund = inc < 0
   if refund then
-    amount = sub(amount, 2)
+    inc = -inc
   end
   local v, flag = -1, -1
-  if i and usable[i] and o and #id == 8 and #ks <= 15 and (ks == '0' or match(ks, DIGITS))
-      and #amount <= 18 and match(amount, DIGITS) then
+  local p = i >= 1 and i <= n and o >= 0 and o < OFFSETS and k >= 0 and k < OFFSETS
+      and inc >= 1 and inc < TWO53 and params[i]
+  if p then
     local w = windows[i]
     if not w then
-      local a = 4 * i
-      w = {key = KEYS[2 * i], span = tonumber(ARGV[a]), late = tonumber(ARGV[a + 1]),
-        threshold = tonumber(ARGV[a + 2]), ttl = ARGV[a + 3], b = {}, touched = {}, total = 0}
+      w = {key = KEYS[2 * i], span = p[1], late = p[2], threshold = p[3], ttl = format('%d', p[4]),
+        b = {}, touched = {}, total = 0}
       -- A window key of another type is unusable: its changes answer
       -- {-1, -1} (a change counted before, its mark), and nothing is
       -- written to it.
@@ -161,18 +157,17 @@ for c = first_change, #ARGV, 5 do
     -- layout, at or below the last offset it counted from the partition.
     local fresh = not last or o > last
     if fresh then
-      last, last_s, advanced = o, off, true
+      last, advanced = o, true
     else
       fresh = advanced and o == last
     end
     if fresh and w.old and o <= w.old then
       fresh = false
     end
-    local k = tonumber(ks)
     if not fresh then
       -- Applied before: an order's mark, or the window's value. Marks of
       -- another type are none.
-      local mark = not refund and tonumber(pcall('HGET', KEYS[2 * i + 1], id))
+      local mark = not refund and tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, flag = mark, 1
       elseif not w.unusable then
@@ -205,7 +200,6 @@ for c = first_change, #ARGV, 5 do
         end
         w.newest, newest = k, k
       end
-      local inc = tonumber(amount)
       if refund then
         -- Subtracted from the buckets of its window, newest first; nothing
         -- when the window held nothing (the window moved on all the same,
@@ -262,7 +256,7 @@ for c = first_change, #ARGV, 5 do
         if flag == 1 then
           -- Marks of another type are replaced: a crossing leaves its
           -- mark. Any other error (out of memory) fails the call.
-          local marks, marked = KEYS[2 * i + 1], format('%d', v)
+          local marks, marked, id = KEYS[2 * i + 1], format('%d', v), sub(packed, at + 9, at + 16)
           local set = pcall('HSET', marks, id, marked)
           if type(set) == 'table' then
             if sub(set.err, 1, 9) == 'WRONGTYPE' then
@@ -270,7 +264,7 @@ for c = first_change, #ARGV, 5 do
             end
             call('HSET', marks, id, marked)
           end
-          call('EXPIRE', marks, ARGV[2])
+          call('EXPIRE', marks, format('%d', life))
           refresh = true
         end
       end
@@ -314,12 +308,13 @@ end
 -- The offsets get their lifetime when the field is new, a window is new
 -- or passes a multiple of its span (one that stays open never ends), or a
 -- mark got one: they then outlive every window and mark of the bucket.
-if advanced and call('HSET', KEYS[1], field, last_s) == 1 or refresh then
+if advanced and call('HSET', KEYS[1], field, format('%d', last)) == 1 or refresh then
   -- Never shorter: the scripts share the hash, and a call whose life is
   -- short must not cut what a longer window's call gave it. GT counts no
   -- TTL as infinite: a new hash gets its life from NX.
-  if call('EXPIRE', KEYS[1], life, 'GT') == 0 then
-    call('EXPIRE', KEYS[1], life, 'NX')
+  local l = format('%d', longest)
+  if call('EXPIRE', KEYS[1], l, 'GT') == 0 then
+    call('EXPIRE', KEYS[1], l, 'NX')
   end
 end
 return reply

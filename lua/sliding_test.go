@@ -339,21 +339,40 @@ func TestSlidingUnusableArguments(t *testing.T) {
 			t.Errorf("window %v lateness %v was sent", bad.Length, bad.Lateness)
 		}
 	}
-	// Changes the script refuses: each alone, writing nothing.
+	// Windows and changes the script refuses: each alone, writing nothing.
+	// A window: span, lateness (buckets), threshold, lifetime (s); a
+	// change: index, offset, id, bucket, amount.
+	win := func(span, late int, threshold, ttl int64) packing {
+		return packing{}.u16(span).u16(late).i64(threshold).u32(ttl)
+	}
+	change := func(i int, offset, bucket, amount int64) packing {
+		return packing{}.u8(i).i64(offset).id("aaaaaaaa").i64(bucket).i64(amount)
+	}
+	good := win(Span, 40, 3, 240)
 	tests := []struct {
-		name string
-		args []any
+		name   string
+		window packing
+		change packing
 	}{
-		{"a zero amount", []any{1, 0, "aaaaaaaa", 1, 0}},
-		{"a negative bucket", []any{1, 0, "aaaaaaaa", -1, 1}},
-		{"a short id", []any{1, 0, "aaa", 1, 1}},
-		{"an unknown window", []any{2, 0, "aaaaaaaa", 1, 1}},
-		{"a fraction", []any{1, 0, "aaaaaaaa", 1, "1.5"}},
+		{"a zero amount", good, change(1, 0, 1, 0)},
+		{"an amount of 2^53", good, change(1, 0, 1, 1<<53)},
+		{"a refund of 2^53", good, change(1, 0, 1, -1<<53)},
+		{"a negative bucket", good, change(1, 0, -1, 1)},
+		{"a bucket of 10^15", good, change(1, 0, 1e15, 1)},
+		{"a negative offset", good, change(1, -1, 1, 1)},
+		{"window index 0", good, change(0, 0, 1, 1)},
+		{"an unknown window", good, change(2, 0, 1, 1)},
+		{"a span of 0", win(0, 40, 3, 240), change(1, 0, 1, 1)},
+		{"a span of 1001", win(1001, 40, 3, 240), change(1, 0, 1, 1)},
+		{"a lateness of 4001", win(Span, 4001, 3, 240), change(1, 0, 1, 1)},
+		{"a threshold of 0", win(Span, 40, 0, 240), change(1, 0, 1, 1)},
+		{"a threshold of 2^53", win(Span, 40, 1<<53, 240), change(1, 0, 1, 1)},
+		{"a lifetime of 0", win(Span, 40, 3, 0), change(1, 0, 1, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]any{"0:t", 60, 1, Span, 40, 3, 240}, tt.args...)
-			got, err := slideAndCheck.Run(t.Context(), rdb, []string{offsetsOf(w), w.Key, w.Marks}, args...).Int64Slice()
+			p := append(append(packing{}.u32(60).u8(1), tt.window...), tt.change...)
+			got, err := slideAndCheck.Run(t.Context(), rdb, []string{offsetsOf(w), w.Key, w.Marks}, "0:t", []byte(p)).Int64Slice()
 			if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
 				t.Fatalf("reply %v, %v", got, err)
 			}

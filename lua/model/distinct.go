@@ -108,6 +108,10 @@ var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 6
 
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
+	args, ok := distinctPacking.text(keys, args)
+	if !ok {
+		return refused(), nil
+	}
 	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) { return distinctUsable(args, a) })
 	if err != nil || c == nil {
 		return refusal(err)

@@ -32,10 +32,10 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"739962fec92325fe86e35e99f692eca8cf0c2f73", incrAndCheck},
-	lua.SalesDecrName:        {"0b132aa0bd54a867670408f1d03453007274ef47", salesDecr},
-	lua.SlideAndCheckName:    {"14d0b324229715770478b30e36ee5adba337e3d8", slideAndCheck},
-	lua.DistinctAndCheckName: {"771163f34bfbf985a7c6f301d4f6ac17e1790e2b", distinctAndCheck},
+	lua.IncrAndCheckName:     {"562f1e2c1f9cc5ad009a04c131ab7f5d0f1b7da6", incrAndCheck},
+	lua.SalesDecrName:        {"4612ab909c4824ebb0bcbf58bc3230b59cae0d31", salesDecr},
+	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
+	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
 	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }

@@ -17,6 +17,10 @@ var incrLayout = layout{keysPer: 2, argsPer: 2, changeArgs: 4, maxWindows: 64, m
 
 // incrAndCheck is incr_and_check.lua.
 func incrAndCheck(s *Store, keys, args argv) (any, error) {
+	args, ok := incrPacking.text(keys, args)
+	if !ok {
+		return refused(), nil
+	}
 	c, err := incrLayout.open(s, keys, args, "c:", func(a int) (bool, string) {
 		length, lok := args.at(a)
 		threshold, tok := args.at(a + 1)

@@ -11,6 +11,10 @@ type refundWindow struct {
 
 // salesDecr is sales_decr.lua.
 func salesDecr(s *Store, keys, args argv) (any, error) {
+	args, ok := salesPacking.text(keys, args)
+	if !ok {
+		return refused(), nil
+	}
 	const maxChanges = 4096
 	src, life, ok := head(args, false)
 	n := len(keys) - 1

@@ -8,6 +8,10 @@ var slideLayout = layout{keysPer: 2, argsPer: 4, changeArgs: 5, maxWindows: 64, 
 
 // slideAndCheck is slide_and_check.lua.
 func slideAndCheck(s *Store, keys, args argv) (any, error) {
+	args, ok := slidePacking.text(keys, args)
+	if !ok {
+		return refused(), nil
+	}
 	c, err := slideLayout.open(s, keys, args, "s:", func(a int) (bool, string) { return slideUsable(args, a) })
 	if err != nil || c == nil {
 		return refusal(err)

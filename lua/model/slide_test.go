@@ -102,7 +102,7 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 		{"0", "2", "10", "600"}, {"1001", "2", "10", "600"}, {"3", "4001", "10", "600"}, {"3", "01", "10", "600"},
 		{"3", "2", "0", "600"}, {"3", "2", "1234567890123456789", "600"}, {"3", "2", "10", "0"},
 		{"3", "2", "10", "12345678901"}, {"abc", "2", "10", "600"}, {"05", "2", "10", "600"},
-		{"1000", "4000", "999999999999999999", "1000000000"}, // at the bounds (a TTL go-redis reads): usable
+		{"1000", "4000", bigLess1, "1000000000"}, // at the bounds (a TTL go-redis reads): usable
 	}
 	var unusableChanges []slideCh
 	for i := range unusable {
@@ -163,11 +163,11 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 			{changes: []slideCh{{"1", "1", a, "5", "-3"}}, want: []int64{0, 0}},
 			{changes: []slideCh{{"1", "2", b, "5", "2"}, {"1", "3", c, "9", "-1"}}, want: []int64{2, 0, 0, 0}},
 		}},
-		// 10^18 - 1 rounds to 10^18: what the refund took is lost in
-		// rounding, and it answers nothing taken, yet took it.
-		{"a refund too large to notice what it took", []slideStep{{changes: []slideCh{
-			{"1", "1", a, "5", "1"}, {"1", "2", b, "5", "-999999999999999999"}, {"1", "3", c, "5", "2"},
-		}, want: []int64{1, 0, 0, 0, 2, 0}}}},
+		// Amounts are below 2^53, exact in Lua's doubles: a larger one is
+		// refused, and takes nothing.
+		{"a refund of 2^53 or more is refused", []slideStep{{changes: []slideCh{
+			{"1", "1", a, "5", "1"}, {"1", "2", b, "5", "-" + big}, {"1", "3", c, "5", "2"},
+		}, want: []int64{1, 0, -1, -1, 3, 0}}}},
 		{"a refund clamped at 0", []slideStep{
 			{changes: []slideCh{{"1", "1", a, "5", "3"}, {"1", "2", b, "6", "-10"}}, want: []int64{3, 0, 0, 3}},
 			{changes: []slideCh{{"1", "3", c, "6", "-1"}, {"1", "4", d, "6", "2"}}, want: []int64{0, 0, 2, 0}},
@@ -175,16 +175,16 @@ func TestSlideAndCheckAsTheScript(t *testing.T) {
 		{"saturation at 2^53", []slideStep{
 			{windows: []slideWin{{"3", "2", bigLess2, "600"}}, changes: []slideCh{
 				{"1", "1", a, "1", bigLess1}, {"1", "2", b, "1", "5"}, {"1", "3", c, "1", "-1"},
-				{"1", "4", d, "1", "999999999999999999"},
-			}, want: []int64{9007199254740991, 1, 9007199254740996, 0, 9007199254740991, 0, 1009007199254740992, 0}},
+				{"1", "4", d, "1", bigLess1}, {"1", "5", d, "1", big},
+			}, want: []int64{9007199254740991, 1, 9007199254740996, 0, 9007199254740991, 0, 18014398509481982, 0, -1, -1}},
 			{windows: []slideWin{{"3", "2", bigLess2, "600"}}, changes: []slideCh{
 				{"1", "5", e, "2", "1"}, {"1", "6", f, "2", "-1"},
 			}, want: []int64{9007199254740992, 0, 9007199254740991, 0}},
 			{windows: []slideWin{{"3", "2", bigLess2, "600"}}, changes: []slideCh{
 				{"1", "7", g, "1", "-2"}, {"1", "8", a, "1", "1"},
 			}, want: []int64{9007199254740990, 0, 9007199254740991, 0}},
-			{windows: []slideWin{{"2", "0", "999999999999999999", "600"}}, changes: []slideCh{
-				{"1", "9", b, "3", big}, {"1", "10", c, "4", big}, {"1", "11", d, "4", "-999999999999999999"},
+			{windows: []slideWin{{"2", "0", bigLess1, "600"}}, changes: []slideCh{
+				{"1", "9", b, "3", bigLess1}, {"1", "10", c, "4", bigLess1}, {"1", "11", d, "4", "-" + bigLess1},
 			}},
 		}},
 		{"several windows in one call", []slideStep{{
@@ -316,7 +316,7 @@ func TestSlideAndCheckForeignState(t *testing.T) {
 // model refuses the call rather than answer otherwise.
 func TestSlideAndCheckRefusesWhatItCannotFollow(t *testing.T) {
 	keys := argv{"o", "w", "m"}
-	args := argv(slideArgs("p:0", []slideWin{slideStd}, []slideCh{{"1", "1", "aaaaaaaa", "3", "1"}}))
+	args := argv(packText(lua.SlideAndCheckName, keys, slideArgs("p:0", []slideWin{slideStd}, []slideCh{{"1", "1", "aaaaaaaa", "3", "1"}})))
 	for _, tc := range []struct {
 		fields []string
 		want   error

@@ -60,7 +60,7 @@ func variants() ([]variant, error) {
 	vs := []variant{
 		{"seed-style", "", seedCalls, true},
 		{"floor, the seed-style call's arguments", "floor.lua", seedCalls, false},
-		{"incr_and_check today", "", textCall, true},
+		{"incr_and_check today", "", structCall, true},
 		{"floor, today's arguments", "floor.lua", textCall, false},
 		{"(c) today's arguments, numbers checked by tonumber", "numbers.lua", textCall, true},
 		{"(a) struct-packed arguments", "struct.lua", structCall, true},
@@ -127,7 +127,8 @@ func seedCalls(c *lua.Call) [][2][]any {
 	return calls
 }
 
-// textCall is c as lua.Batch sends it to incr_and_check.
+// textCall is c as lua.Batch sent it to incr_and_check before its numbers
+// were packed (issue 40): the arguments the text variants take.
 func textCall(c *lua.Call) [][2][]any {
 	args := []any{c.Source, retention, len(c.Windows)}
 	for _, w := range c.Windows {
@@ -139,7 +140,8 @@ func textCall(c *lua.Call) [][2][]any {
 	return [][2][]any{{countKeys(c), args}}
 }
 
-// structCall is c packed as struct.lua reads it.
+// structCall is c packed as struct.lua reads it, and as incr_and_check
+// takes it since it was ported (lua/pack.go).
 func structCall(c *lua.Call) [][2][]any {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(retention))
 	b = append(b, byte(len(c.Windows)))

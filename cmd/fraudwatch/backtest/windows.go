@@ -98,21 +98,26 @@ var readings = map[string]struct {
 	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "739962fec92325fe86e35e99f692eca8cf0c2f73", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "14d0b324229715770478b30e36ee5adba337e3d8", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "771163f34bfbf985a7c6f301d4f6ac17e1790e2b", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "562f1e2c1f9cc5ad009a04c131ab7f5d0f1b7da6", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "377da9b16a1e97f9f0be6b68097249c0bd0f3343", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "48617f5a1106cad5205d92baeefa3035a68d57fa", (*windows).readDistinct},
 }
 
 // readingBySHA is readings by the SHA1s EVALSHA calls their scripts by.
-var readingBySHA = func() map[string]func(w *windows, c call, reply []int64) {
-	m := map[string]func(w *windows, c call, reply []int64){}
+var readingBySHA = func() map[string]reading {
+	m := map[string]reading{}
 	for _, r := range readings {
 		if sha, ok := lua.SHA(r.name); ok {
-			m[sha] = r.read
+			m[sha] = reading{r.name, r.read}
 		}
 	}
 	return m
 }()
+
+type reading struct {
+	name string
+	read func(w *windows, c call, reply []int64)
+}
 
 // checkFollowed says which script's code changed since what a scored
 // replay does of it (readings, evidence) was written.
@@ -255,7 +260,7 @@ func (w *windows) observe(cmd redis.Cmder) {
 		return
 	}
 	sha := text(args[1])
-	read, ok := readingBySHA[sha]
+	r, ok := readingBySHA[sha]
 	if !ok {
 		return
 	}
@@ -274,7 +279,31 @@ func (w *windows) observe(cmd redis.Cmder) {
 		w.check(false, sha)
 		return
 	}
-	read(w, call{keys: args[3 : 3+nkeys], argv: args[3+nkeys:]}, reply)
+	c, ok := unpack(r.name, call{keys: args[3 : 3+nkeys], argv: args[3+nkeys:]})
+	if !ok {
+		w.check(false, r.name)
+		return
+	}
+	r.read(w, c, reply)
+}
+
+// unpack is a counting call with its packed numbers (ARGV[2]) read into
+// one argument each, the layout the readers read (model.Unpack).
+func unpack(name string, c call) (call, bool) {
+	keys := make([]string, len(c.keys))
+	for i, k := range c.keys {
+		keys[i] = text(k)
+	}
+	args := make([]string, len(c.argv))
+	for i, a := range c.argv {
+		args[i] = text(a)
+	}
+	unpacked, ok := model.Unpack(name, keys, args)
+	argv := make([]any, len(unpacked))
+	for i, a := range unpacked {
+		argv[i] = a
+	}
+	return call{keys: c.keys, argv: argv}, ok
 }
 
 // text is a command's argument as go-redis writes it.
