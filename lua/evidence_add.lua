@@ -17,17 +17,18 @@
 -- window's keep of them when there were that many (the caller reverses
 -- them); {-1} when an argument is unusable (nothing written).
 --
--- A window's entries are written with one APPEND: no read, no rewrite. The
+-- A window's evidence is read (GET) and written whole (SET) once a call:
+-- APPEND would save the read and the rewrite, about a quarter of the
+-- call's time side by side, but Redis gives an appended string room to
+-- double, which cost more Redis memory than the time was worth in make
+-- bench (Performance, Evidence; lua/testdata/evidence_add_append.lua). The
 -- string is trimmed lazily, to its newest keep entries, when it grows past
--- 2 × keep entries of the call's longest (Performance, Evidence), so that
--- it never holds more than BOUND bytes before a call. Its TTL is set when
--- the key is new: the window's remaining life (PTTL), or the TTL sent
--- without one; a sliding window's evidence takes the window's remaining
--- life at every write. A string, not a list: Redis 7.0 keeps any list as a
--- quicklist, about 96 bytes a key more (Performance, Redis memory). APPEND
--- costs memory for time: Redis grows an appended string to twice its
--- length (sds), where SET holds it to its bytes; the side by side
--- (BenchmarkEvidenceSideBySide) and (b) price both (Performance, Evidence).
+-- 2 × keep entries of the call's longest, so that it never holds more than
+-- BOUND bytes before a call. A new one takes the window's remaining life
+-- (PTTL), or the TTL sent without one; a sliding window's evidence takes
+-- the window's remaining life at every write; otherwise KEEPTTL. A string,
+-- not a list: Redis 7.0 keeps any list as a quicklist, about 96 bytes a key
+-- more (Performance, Redis memory).
 --
 -- A value not of this form (written by another) is replaced when it is
 -- read (a crossing, a trim), or at once when it is of another type or
@@ -109,40 +110,28 @@ for i = 1, n do
   if t then
     local key, keep, m = KEYS[2 * i - 1], keeps[i], marks[i]
     local add = RS .. concat(t, RS)
-    local len = rpcall('APPEND', key, add)
-    local fresh, rewrite = len == #add, nil -- rewrite: the value to write instead
-    if type(len) ~= 'number' or len - #add > BOUND then
-      -- Another type, or a string longer than any of ours: the call's own.
-      fresh, rewrite, len = true, add, #add
+    local got = rpcall('GET', key)
+    local s, old = add, 0
+    if type(got) == 'string' and #got <= BOUND then
+      s, old = got .. add, #got
     end
-    if #m > 0 or len > 2 * keep * width[i] then
-      local s = rewrite or call('GET', key)
-      local old = #s - #add
-      if old > 0 and not newest(sub(s, 1, old), 1) then
-        s, old, rewrite, fresh = add, 0, add, true -- not ours: replaced
-      end
-      for _, km in ipairs(m) do
-        local upto = sub(s, 1, old + ends[i][km[1]])
-        reply[km[2]] = sub(upto, newest(upto, keep))
-      end
-      if #s > 2 * keep * width[i] then
-        rewrite = sub(s, newest(s, keep))
-      end
+    if old > 0 and (#m > 0 or #s > 2 * keep * width[i]) and not newest(sub(s, 1, old), 1) then
+      s, old = add, 0 -- not ours: replaced
     end
-    if rewrite then
-      if fresh then
-        call('SET', key, rewrite) -- whatever was there, and its TTL, gone
-      else
-        call('SET', key, rewrite, 'KEEPTTL')
-      end
+    for _, km in ipairs(m) do
+      local upto = sub(s, 1, old + ends[i][km[1]])
+      reply[km[2]] = sub(upto, newest(upto, keep))
     end
-    -- A fixed window's end stays put, and so does its evidence's; a
-    -- sliding one's moves with each change, and so must its evidence's.
-    local left = (fresh or ARGV[3 * i + 1] == '1') and call('PTTL', KEYS[2 * i])
+    if #s > 2 * keep * width[i] then
+      s = sub(s, newest(s, keep))
+    end
+    local left = (old == 0 or ARGV[3 * i + 1] == '1') and call('PTTL', KEYS[2 * i])
     if left and left > 0 then
-      call('PEXPIRE', key, left)
-    elseif fresh then
-      call('EXPIRE', key, ARGV[3 * i])
+      call('SET', key, s, 'PX', left)
+    elseif old == 0 then
+      call('SET', key, s, 'EX', ARGV[3 * i])
+    else
+      call('SET', key, s, 'KEEPTTL')
     end
   end
 end

@@ -14,19 +14,19 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
-// evidenceAddBefore is evidence_add as it was before it appended (issue
-// 40): a window's evidence rewritten whole at every call (GET, the string
+// evidenceAddBefore is evidence_add as it was before issue 40: a
+// window's evidence rewritten whole at every call (GET, the string
 // rebuilt, PTTL, SET), newest first, with its count.
 //
 //go:embed testdata/evidence_add_before.lua
 var evidenceAddBefore string
 
-// evidenceAddGetSet is evidence_add reading and writing a window's
-// evidence whole (GET, SET), oldest first and trimmed as evidence_add
-// trims: what APPEND's room to grow costs in memory, and saves in time.
+// evidenceAddAppend is evidence_add writing a window's new entries with
+// one APPEND, trimmed as evidence_add trims: what APPEND's room to grow
+// costs in memory, and saves in time (not kept: Performance, Evidence).
 //
-//go:embed testdata/evidence_add_getset.lua
-var evidenceAddGetSet string
+//go:embed testdata/evidence_add_append.lua
+var evidenceAddAppend string
 
 // evidenceScenario is a load of evidence_add calls: windows that each get
 // entries, one an order, 8 windows a call (a batch's bucket).
@@ -50,7 +50,7 @@ var evidenceScenarios = []evidenceScenario{
 }
 
 // BenchmarkEvidenceSideBySide runs each scenario's calls through
-// evidence_add as it was before and as it is, on a private redis-server,
+// evidence_add as it was before, as it is and appending, on a private redis-server,
 // each on a database of its own, and reports Redis's time a call and an
 // entry (INFO commandstats: EVALSHA's microseconds, the script's commands
 // included) and its memory a window (MEMORY USAGE of the evidence keys).
@@ -64,7 +64,7 @@ func BenchmarkEvidenceSideBySide(b *testing.B) {
 	scripts := []struct {
 		name   string
 		script *redis.Script
-	}{{"before", redis.NewScript(evidenceAddBefore)}, {"get-set", redis.NewScript(evidenceAddGetSet)}, {"append", evidenceAdd}}
+	}{{"before", redis.NewScript(evidenceAddBefore)}, {"get-set", evidenceAdd}, {"append", redis.NewScript(evidenceAddAppend)}}
 	type figures struct{ call, entry, commands, window []float64 }
 	got := map[string]*figures{}
 	for b.Loop() {

@@ -13,7 +13,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "4c3f9e70191d0cf87faa45b105c37ed36f1a946e"
+const evidencePin = "a9c4c326d50ea642c50eabbd4c50710007e568ae"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and
