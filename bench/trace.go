@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -9,9 +11,10 @@ import (
 //
 //   - The events' latency, each stage's p99, and the batches' processing time (rules,
 //     scripts, hand-off), and the events a batch held on average.
-//   - The CPU Redis and fraudwatch used, and how busy the whole machine
-//     was (Redis, fraudwatch, the broker and the bench's producer share
-//     its cores).
+//   - The CPU Redis, fraudwatch, the broker (when scripts/bench.sh names
+//     its pid) and the bench itself (its producer) used, and how busy the
+//     whole machine was: they share its cores, and a second's high p99
+//     often comes with another process taking a core.
 //   - The size of Redis's keyspace and memory, where a key table doubling
 //     (at each power of two keys) shows.
 func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Duration) {
@@ -20,6 +23,7 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 		latency, batches histogram
 		stages           stageScrape
 		redisCPU, fwCPU  float64
+		brokerCPU, self  float64
 		calls            float64
 		trips            float64 // Redis round trips for events' batches
 		busy, all        float64 // the machine's CPU time
@@ -34,6 +38,8 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
 		}
 		s.fwCPU = cpuOf(reps)
+		s.brokerCPU = brokerCPU()
+		s.self, _ = cpuSeconds(os.Getpid())
 		s.busy, s.all, _ = machineCPU()
 		return s
 	}
@@ -44,10 +50,10 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
 		keys, _ := b.rdb.DBSize(ctx).Result()
 		mem, _ := usedMemory(ctx, b.rdb)
-		progress("latency trace: %3.0f s: p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
+		progress("latency trace: %3.0f s: p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the broker %.0f %%, the bench %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
 			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
 			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1), (now.calls-last.calls)/max(events, 1),
-			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), keys, mib(mem))
+			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.brokerCPU-last.brokerCPU)/secs, 100*(now.self-last.self)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), keys, mib(mem))
 		last = now
 	}
 }
@@ -59,4 +65,15 @@ func count(before, after histogram) float64 {
 		return 0
 	}
 	return after.counts[n-1] - before.counts[n-1]
+}
+
+// brokerCPU is the CPU seconds of the Kafka broker scripts/bench.sh started
+// (FRAUDWATCH_BENCH_KAFKA_PID), or 0 when it names none.
+func brokerCPU() float64 {
+	pid, err := strconv.Atoi(os.Getenv("FRAUDWATCH_BENCH_KAFKA_PID"))
+	if err != nil {
+		return 0
+	}
+	s, _ := cpuSeconds(pid)
+	return s
 }

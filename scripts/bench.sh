@@ -53,7 +53,8 @@ else
   want=${FRAUDWATCH_KAFKA_VERSION:-$(scripts/kafka.sh default-version)}
   start_kafka "$want" "$kafka_state"
   export FRAUDWATCH_BENCH_KAFKA_BROKERS="$KAFKA_ADDR"
-  export FRAUDWATCH_BENCH_KAFKA_VERSION
+  export FRAUDWATCH_BENCH_KAFKA_VERSION FRAUDWATCH_BENCH_KAFKA_PID
+  FRAUDWATCH_BENCH_KAFKA_PID=$(cat "$kafka_state/kafka.pid" 2>/dev/null || true)
   FRAUDWATCH_BENCH_KAFKA_VERSION=$(cat "$kafka_state/version")
   log "$(redis_server_version) on $REDIS_ADDR, Kafka $FRAUDWATCH_BENCH_KAFKA_VERSION on $KAFKA_ADDR"
 fi
