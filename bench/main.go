@@ -49,6 +49,7 @@ type options struct {
 	kafka          string
 	brokers        string
 	redis          string
+	secondRedis    string
 	seed           uint64
 }
 
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&o.kafka, "kafka", "real", `"real": the broker at -brokers; "fake": an in-process kfake`)
 	flag.StringVar(&o.brokers, "brokers", os.Getenv("FRAUDWATCH_BENCH_KAFKA_BROKERS"), "Kafka brokers, host:port,...")
 	flag.StringVar(&o.redis, "redis", os.Getenv("FRAUDWATCH_BENCH_REDIS_ADDR"), "Redis address, host:port")
+	flag.StringVar(&o.secondRedis, "second-redis", os.Getenv("FRAUDWATCH_BENCH_SECOND_REDIS_ADDR"), "a second server, host:port, on which (b) is measured once more, its latency and memory too (make bench starts Redis 8.2.3 there; empty: no such rows)")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
 	flag.StringVar(&o.contenders, "contenders", "cde", "which of the other contenders (c), (d) and (e) to run, e.g. \"c\" or \"\"")
 	flag.IntVar(&o.sizingEvents, "sizing-events", 200_000, "events of each sizing run (0: no sizing runs)")
@@ -170,6 +172,9 @@ func run(ctx context.Context, o options) error {
 	defer os.RemoveAll(dir)
 	b.dir = dir
 	steps := []func(context.Context) error{b.ceilings, b.sideBySide, b.produce, b.fraudwatch}
+	if o.secondRedis != "" {
+		steps = append(steps, b.secondServer) // right after (b), for the two to compare
+	}
 	if o.routedAlerts > 0 {
 		steps = append(steps, b.routed)
 	}
@@ -297,39 +302,11 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
 	b.fw.cpuProfile = b.o.cpuProfile
 	defer func() { b.fw.cpuProfile = "" }() // the runs that copy b.fw after it profile nothing
-	mem0, err := usedMemory(ctx, b.rdb)
+	w, err := b.inWindow(ctx, b.rdb, b.o.redis, b.orders, b.refunds)
 	if err != nil {
 		return err
 	}
-	var memPerEvent, countersPerEvent, half float64
-	var lat latency
-	res, err := b.fw.measure(ctx, b.redis(ctx), func(reps []*replica, res *result) error {
-		// Every event is still in its 10-minute window.
-		mem1, err := usedMemory(ctx, b.rdb)
-		if err != nil {
-			return err
-		}
-		memPerEvent = float64(mem1-mem0) / float64(b.o.events)
-		plainDB := redis.NewClient(&redis.Options{Addr: b.o.redis, DB: 1})
-		defer plainDB.Close()
-		plain, _, err := countersOnly(ctx, b.rdb, plainDB, "fw")
-		if err != nil {
-			return err
-		}
-		countersPerEvent = float64(plain) / float64(b.o.events)
-		half = res.eventsPerSec / 2
-		if b.o.latencyRate > 0 {
-			half = b.o.latencyRate
-		}
-		progress("(b) latency at half that rate (%.0f events/s) for %v", half, b.o.latencyFor)
-		lw := b.latencyWorkload(int(half*b.o.latencyFor.Seconds()) + 1000)
-		var trace func(time.Duration)
-		if b.o.trace {
-			trace = b.traceLatency(ctx, reps)
-		}
-		lat, err = latencyAt(ctx, b.brokers, b.orders, b.refunds, reps, lw, half, b.o.latencyFor, trace)
-		return err
-	})
+	res, err := b.fw.measure(ctx, b.redis(ctx), w.measure)
 	if err != nil {
 		return err
 	}
@@ -343,14 +320,9 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
 	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
 		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %% (%.1f µs of CPU an event)", 100*res.redis.core, 100*res.cores, 1e6*res.cores/b.fwEvents)+b.perChange(res.redis, evaluations))
-	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)", half),
-		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets")
-	b.tbl.add("b", "the latency's stages: each one's p99 (and mean), beside the p99 above", stagesText(lat.stages, true),
-		fmt.Sprintf("the p99 is bounded by %s; %.1f Redis round trips a batch; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)",
-			bound(lat.stages), lat.tripsPerBatch))
+	b.latencyRows(w, "")
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
-	b.tbl.add("b", "Redis memory per event in window", fmt.Sprintf("%.0f bytes", memPerEvent),
-		fmt.Sprintf("plain counters alone: %.0f bytes (%.2f ×)", countersPerEvent, memPerEvent/countersPerEvent))
+	b.memoryRow(w, "")
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // traceLatency prints one second of the latency run:
@@ -17,7 +19,7 @@ import (
 //     often comes with another process taking a core.
 //   - The size of Redis's keyspace and memory, where a key table doubling
 //     (at each power of two keys) shows.
-func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Duration) {
+func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*replica) func(time.Duration) {
 	type sample struct {
 		at               time.Time
 		latency, batches histogram
@@ -34,7 +36,7 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 		s.batches, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
 		s.stages, _ = scrapeStages(ctx, reps)
 		s.trips, _, _ = roundTrips(ctx, reps)
-		if r, err := snapshotRedis(ctx, b.rdb); err == nil {
+		if r, err := snapshotRedis(ctx, rdb); err == nil {
 			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
 		}
 		s.fwCPU = cpuOf(reps)
@@ -48,8 +50,8 @@ func (b *bench) traceLatency(ctx context.Context, reps []*replica) func(time.Dur
 		now := take()
 		secs := now.at.Sub(last.at).Seconds()
 		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
-		keys, _ := b.rdb.DBSize(ctx).Result()
-		mem, _ := usedMemory(ctx, b.rdb)
+		keys, _ := rdb.DBSize(ctx).Result()
+		mem, _ := usedMemory(ctx, rdb)
 		progress("latency trace: %3.0f s: p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the broker %.0f %%, the bench %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
 			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
 			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1), (now.calls-last.calls)/max(events, 1),

@@ -8,7 +8,11 @@
 #   scripts/bench.sh -events 20000 ...    any of bench's flags (make bench-smoke)
 #   scripts/bench.sh -kafka fake ...      the bench on an in-process kfake: no broker is started
 #
-# FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest).
+# FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest). A second
+# server, Redis 8.2.3 (scripts/redis8.sh, from a PyPI wheel), is started
+# beside the first for bench's -second-redis rows;
+# FRAUDWATCH_BENCH_SECOND_REDIS=0 starts none (nor do -second-redis "" runs
+# need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +23,7 @@ log() { printf 'bench.sh: %s\n' "$*" >&2; }
 install_redis
 
 work=$(mktemp -d)
+second_pid=""
 kafka_state="$work/kafka"
 cleanup() {
   status=$?
@@ -28,6 +33,10 @@ cleanup() {
   fi
   stop_kafka "$kafka_state"
   stop_redis
+  if [ -n "$second_pid" ]; then
+    kill "$second_pid" 2>/dev/null || true
+    wait "$second_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
   exit "$status"
 }
@@ -45,6 +54,19 @@ for a in "$@"; do
   prev=$a
 done
 
+# The second server first, with start_redis's variables put back after: its
+# pid stays in second_pid, for cleanup.
+if [ "${FRAUDWATCH_BENCH_SECOND_REDIS:-1}" = 0 ]; then
+  :
+elif ! second=$(scripts/redis8.sh fetch); then
+  log "no Redis 8 (scripts/redis8.sh fetch failed): no second server's rows"
+else
+  mkdir -p "$work/second"
+  redis_server="$second/redis-server" start_redis "$work/second"
+  second_pid=$redis_pid redis_pid=""
+  export FRAUDWATCH_BENCH_SECOND_REDIS_ADDR="$REDIS_ADDR"
+  log "second server: $("$second/redis-server" --version | awk '{print $3}') on $REDIS_ADDR"
+fi
 start_redis "$work"
 export FRAUDWATCH_BENCH_REDIS_ADDR="$REDIS_ADDR"
 if [ "$kafka" = fake ]; then
