@@ -110,6 +110,18 @@ func (b *bench) streams(ctx context.Context) error {
 // design aims for: every other client of that Redis waits while it runs.
 func (b *bench) longestCalls(context.Context) error {
 	b.tbl.add("b", "longest single script call, by script, over (b)'s runs (SLOWLOG)", b.slow.String(),
-		fmt.Sprintf("the design's Redis notes aim for under 1 ms a script; a call holds at most %d windows and %d changes", lua.MaxWindows, lua.MaxChanges))
+		fmt.Sprintf("the design's Redis notes aim for under 1 ms a script; a call holds at most %d windows and %s", lua.MaxWindows, callChanges()))
 	return nil
+}
+
+// callChanges says how many changes a call of each kind holds at most
+// (lua.Kind.MaxChanges).
+func callChanges() string {
+	s := fmt.Sprintf("%d changes", lua.MaxChanges)
+	for _, k := range lua.Kinds() {
+		if k.MaxChanges() != lua.MaxChanges {
+			s += fmt.Sprintf(", %d for %s", k.MaxChanges(), k)
+		}
+	}
+	return s
 }

@@ -206,3 +206,43 @@ func TestCallsAreCheckedBeforeTheyAreSent(t *testing.T) {
 		}
 	}
 }
+
+// A call takes at most its kind's changes (Kind.MaxChanges), which keep its
+// largest call near 1 ms of Redis time, though its script would take more:
+// a call over the bound is refused before it is sent; one at it runs.
+func TestEachKindTakesAtMostItsChanges(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	for _, k := range Kinds() {
+		t.Run(k.String(), func(t *testing.T) {
+			most := k.MaxChanges()
+			if most < MaxWindows || most > MaxChanges {
+				t.Fatalf("MaxChanges() = %d: a kind takes %d to %d (an event's changes to a bucket must fit a call)",
+					most, MaxWindows, MaxChanges)
+			}
+			w := distinctWindow(prefix, "most-"+k.String(), true, time.Minute, 0, 10_000)
+			call := func(n int) *Call {
+				chs := make([]Change, n)
+				for j := range chs {
+					chs[j] = Change{Offset: int64(j), ID: IDOf(fmt.Sprint("e", j)), Amount: 1, At: epoch, Value: ValueOf(fmt.Sprint("v", j))}
+				}
+				return &Call{Kind: k, Source: "0:most", Offsets: offsetsOf(w), Windows: []Window{w}, Changes: chs}
+			}
+			b := s.Batch()
+			if err := b.Add(call(most + 1)); err == nil || b.Len() != 0 {
+				t.Fatalf("Add took a call of %d changes (%v, %d calls queued)", most+1, err, b.Len())
+			}
+			c := call(most)
+			if err := b.Add(c); err != nil {
+				t.Fatalf("Add refused a call of %d changes: %v", most, err)
+			}
+			if err := b.Exec(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range c.Results {
+				if r.Err != nil {
+					t.Fatalf("change %d of %d answered %v", i, most, r.Err)
+				}
+			}
+		})
+	}
+}

@@ -95,7 +95,8 @@ const Span = 40
 const MaxLateness = 100
 
 // Bounds of one call: it runs inside one script, which holds Redis
-// meanwhile.
+// meanwhile. MaxChanges is the most of any kind (a kind may take fewer:
+// Kind.MaxChanges) and of an evidence call's entries.
 const (
 	MaxWindows = 64
 	MaxChanges = 512

@@ -130,7 +130,7 @@ func TestDistinctMemoryIsBounded(t *testing.T) {
 			}
 			firsts := 0
 			for len(evs) > 0 {
-				n := min(len(evs), MaxChanges)
+				n := min(len(evs), Distinct.MaxChanges())
 				for _, res := range distinct(t, s, []Window{w}, evs[:n]...) {
 					if res.First {
 						firsts++

@@ -39,6 +39,8 @@ type kind struct {
 	// counter: its windows are plain counters (Keys.Counter), not
 	// Keys.Window; marks and values: its windows send those keys.
 	counter, marks, values bool
+	// maxChanges bounds a call's changes (Kind.MaxChanges).
+	maxChanges int
 	// reply says what the second integer of each change's answer means:
 	// reply[n] is the flag it sets when it is n.
 	reply [4]flag
@@ -59,13 +61,16 @@ const (
 // kinds is the table of counting scripts, by Kind.
 var kinds = [...]kind{
 	Count: {name: IncrAndCheckName, script: incrAndCheck, sha: &incrAndCheckSHA, keys: 2, counter: true, marks: true,
-		reply: [4]flag{1: firstFlag}, add: (*Batch).addCount},
+		maxChanges: MaxChanges, reply: [4]flag{1: firstFlag}, add: (*Batch).addCount},
 	Refund: {name: SalesDecrName, script: salesDecr, sha: &salesDecrSHA, keys: 1, counter: true,
-		reply: [4]flag{1: clampedFlag}, add: (*Batch).addRefund},
+		maxChanges: MaxChanges, reply: [4]flag{1: clampedFlag}, add: (*Batch).addRefund},
 	Slide: {name: SlideAndCheckName, script: slideAndCheck, sha: &slideAndCheckSHA, keys: 2, marks: true,
-		reply: [4]flag{1: firstFlag, 2: lateFlag, 3: clampedFlag}, add: (*Batch).addSlide},
+		maxChanges: MaxChanges, reply: [4]flag{1: firstFlag, 2: lateFlag, 3: clampedFlag}, add: (*Batch).addSlide},
 	Distinct: {name: DistinctAndCheckName, script: distinctAndCheck, sha: &distinctAndCheckSHA, keys: 3, marks: true, values: true,
-		reply: [4]flag{1: firstFlag, 2: lateFlag, 3: clampedFlag}, add: (*Batch).addDistinct},
+		// As few as a call may take: even so, its largest call takes about
+		// 1 ms (1.3 when every window crosses), half of it its 64 windows'
+		// own reads and writes (docs/performance.md).
+		maxChanges: MaxWindows, reply: [4]flag{1: firstFlag, 2: lateFlag, 3: clampedFlag}, add: (*Batch).addDistinct},
 }
 
 // Kinds lists every kind.
@@ -89,6 +94,18 @@ func (k Kind) String() string {
 // (Keys.Counter) rather than Keys.Window.
 func (k Kind) Counter() bool { return int(k) < len(kinds) && kinds[k].counter }
 
+// MaxChanges is the most changes a call of the kind takes: it keeps its
+// largest call near 1 ms of Redis time (BenchmarkLargestCall,
+// docs/performance.md), since every other client of a Redis waits while a
+// script runs. It is at least MaxWindows, so that one event's changes to a
+// bucket fit one call, and at most MaxChanges.
+func (k Kind) MaxChanges() int {
+	if int(k) < len(kinds) {
+		return kinds[k].maxChanges
+	}
+	return 0
+}
+
 // Values reports whether the kind's windows keep their values (Window.Values).
 func (k Kind) Values() bool { return int(k) < len(kinds) && kinds[k].values }
 
@@ -98,6 +115,10 @@ func (k Kind) Values() bool { return int(k) < len(kinds) && kinds[k].values }
 func (b *Batch) Add(c *Call) error {
 	if int(c.Kind) >= len(kinds) {
 		return fmt.Errorf("lua: no counting script of %v", c.Kind)
+	}
+	// The script would take more; the kind's bound keeps its call short.
+	if n := c.Kind.MaxChanges(); len(c.Changes) > n {
+		return fmt.Errorf("lua: a %v call has at most %d changes, not %d", c.Kind, n, len(c.Changes))
 	}
 	return kinds[c.Kind].add(b, c)
 }

@@ -309,7 +309,7 @@ func TestSlidingMemoryIsBounded(t *testing.T) {
 				evs = append(evs, sev{src: "0:t", offset: int64(i), id: fmt.Sprint("e", i), at: float64(i) / 5, amount: 1})
 			}
 			for len(evs) > 0 {
-				n := min(len(evs), MaxChanges)
+				n := min(len(evs), Slide.MaxChanges())
 				slide(t, s, []Window{w}, evs[:n]...)
 				evs = evs[n:]
 			}

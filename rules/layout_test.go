@@ -117,6 +117,28 @@ func TestAnEventIsNeverSplitOverCalls(t *testing.T) {
 	}
 }
 
+// A batch with more changes to a bucket than its kind's call takes
+// (lua.Kind.MaxChanges: a distinct call takes fewer than the others) goes
+// in several calls, in order: every order counts in its window, and the
+// threshold, past the first call, is crossed once, by its order.
+func TestALargeBatchCrossesOnceOverSeveralCalls(t *testing.T) {
+	most := int64(lua.Distinct.MaxChanges())
+	for _, mk := range kinds {
+		r := mk("r", alert.Count, most+1, "customer_id")
+		t.Run(kindOf(r), func(t *testing.T) {
+			h := newHarness(t, r)
+			handleAll(t, h.engine, orders(t, 0, 2*most, "c1"))
+			if got := h.crossedBy("r"); !slices.Equal(got, []string{fmt.Sprint("evt-o", most)}) {
+				t.Errorf("crossed by %v, want evt-o%d alone", got, most)
+			}
+			if a := h.sink.got(); len(a) != 1 || a[0].Current != most+1 {
+				t.Errorf("alerts %+v, want one at %d", a, most+1)
+			}
+			h.wantTotal(r, 2*most+1, "c1")
+		})
+	}
+}
+
 // An event that more rules of one kind count into one bucket than a call
 // takes is unprocessable, rather than counted in part: never silently.
 func TestTooManyRulesForOneCall(t *testing.T) {

@@ -260,7 +260,8 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 
 // add adds one change to the call of its partition, bucket and family,
 // opening a call when there is none, when the run of a fixed rule's orders
-// or refunds changes, or when the call is full. need is, at an event's
+// or refunds changes, or when the call is full (lua.MaxWindows windows, or
+// its kind's MaxChanges changes). need is, at an event's
 // first change to its bucket and script, how many changes the event has
 // there (at most lua.MaxWindows): a call without room for all of them ends
 // before the event; it is -1 for the event's later changes there. add
@@ -272,9 +273,10 @@ func (p *plan) add(src string, pl *planned, event, need int) bool {
 	c := p.open[b]
 	in, known := p.windows[windowOf{r, g}]
 	known = known && c != nil && in.call == c
-	full := c == nil || c.Kind != k || c.changes == lua.MaxChanges || (!known && c.windows == lua.MaxWindows)
+	most := k.MaxChanges() // the kind's, to keep its call near 1 ms of Redis time
+	full := c == nil || c.Kind != k || c.changes == most || (!known && c.windows == lua.MaxWindows)
 	if need > 0 {
-		full = full || c.changes+need > lua.MaxChanges || c.windows+need > lua.MaxWindows
+		full = full || c.changes+need > most || c.windows+need > lua.MaxWindows
 	} else if full && need < 0 {
 		return false // the event's call is full: a new one would skip this change
 	}

@@ -1,0 +1,81 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
+)
+
+// noCounters and noSink let a test plan without Redis or Kafka.
+type noCounters struct{}
+
+func (noCounters) Batch() *lua.Batch                                  { return nil }
+func (noCounters) AddEvidence(context.Context, []*lua.Evidence) error { return nil }
+func (noCounters) Seal(context.Context, string, []lua.Seal) error     { return nil }
+
+type noSink struct{}
+
+func (noSink) Publish(context.Context, ...alert.Alert) error { return nil }
+
+// A bucket's run of changes is cut into calls of at most its kind's
+// MaxChanges, between events, in their order: a distinct batch larger
+// than its bound becomes several calls, a count batch of the same size one.
+func TestPlanCutsCallsByTheirKind(t *testing.T) {
+	most := lua.Distinct.MaxChanges()
+	n := 2*most + 1
+	var evs []*event.Event
+	for i := range n {
+		evs = append(evs, &event.Event{Type: event.Order, EventID: fmt.Sprint("e", i), OrderID: fmt.Sprint("o", i),
+			CustomerID: "c1", Amount: 1, Source: event.Source{Topic: "orders", Offset: int64(i)}})
+	}
+	rule := func(m alert.Metric, wt alert.WindowType) Rule {
+		r := Rule{Name: "r", Metric: m, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 10,
+			Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true, WindowType: wt}
+		if m == alert.Distinct {
+			r.Field = "order_id"
+		}
+		if wt == alert.Sliding {
+			r.Lateness = time.Minute
+		}
+		return r
+	}
+	tests := []struct {
+		rule  Rule
+		calls []int // changes a call
+	}{
+		{rule(alert.Distinct, alert.Fixed), []int{most, most, 1}},
+		{rule(alert.Distinct, alert.Sliding), []int{most, most, 1}},
+		{rule(alert.Count, alert.Fixed), []int{n}},
+		{rule(alert.Count, alert.Sliding), []int{n}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.rule.Metric, "-", tt.rule.WindowType), func(t *testing.T) {
+			e, err := NewEngine(EngineConfig{KeyPrefix: "fw", Now: func() time.Time { return time.Unix(1e9, 0) }},
+				[]Rule{tt.rule}, noCounters{}, noSink{}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := e.plan(*e.rules.Load(), evs)
+			if len(p.calls) != len(tt.calls) || len(p.tooMany) != 0 {
+				t.Fatalf("%d calls (%d refused), want %d", len(p.calls), len(p.tooMany), len(tt.calls))
+			}
+			next := 0
+			for i, c := range p.calls {
+				if len(c.Changes) != tt.calls[i] || len(c.Windows) != 1 || c.Kind.MaxChanges() < len(c.Changes) {
+					t.Errorf("call %d of %v: %d changes, %d windows; want %d changes", i, c.Kind, len(c.Changes), len(c.Windows), tt.calls[i])
+				}
+				for j, ch := range c.Changes {
+					if ch.Offset != int64(next) || c.refs[j].event != next || ch.Window != 0 {
+						t.Fatalf("call %d change %d: offset %d, event %d; want %d", i, j, ch.Offset, c.refs[j].event, next)
+					}
+					next++
+				}
+			}
+		})
+	}
+}
