@@ -24,7 +24,7 @@ func (noRedis) Publish(context.Context, ...alert.Alert) error      { return nil 
 // A plan put back holds nothing of its batch, and the plan a batch gets
 // from the plans is the plan a new one would be, whatever batch it planned
 // before.
-func TestPlansAreEmptiedForTheNextBatch(t *testing.T) {
+func TestAPlanPutBackHoldsNothingOfItsBatch(t *testing.T) {
 	rule := func(name string, m alert.Metric, wt alert.WindowType, groupBy string) Rule {
 		r := Rule{Name: name, Metric: m, GroupBy: []string{groupBy}, Window: time.Minute, Threshold: 5, WindowType: wt,
 			Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
