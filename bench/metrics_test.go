@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,5 +36,38 @@ func TestProcessedScrapesTwoCounters(t *testing.T) {
 	n, err := processed(t.Context(), []*replica{{metrics: srv.URL}})
 	if err != nil || n != 4 {
 		t.Errorf("processed = %v, %v; want 4", n, err)
+	}
+}
+
+// measure scrapes every 50 ms at first and near the end of the run, and
+// less often between.
+func TestScrapeEvery(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name   string
+		since  time.Duration // since the replicas were first seen; 0: not yet
+		n0, n  float64
+		events int
+		want   time.Duration
+	}{
+		{"not seen yet", 0, 0, 0, 1000, 50 * ms},
+		{"nothing done since", time.Second, 100, 100, 1000, 50 * ms},
+		{"most left", time.Second, 0, 100, 1000, 250 * ms},
+		{"a second left", time.Second, 0, 500, 1000, 250 * ms},
+		{"400 ms left", time.Second, 0, 714, 1000, 100 * ms},
+		{"near the end", time.Second, 0, 990, 1000, 50 * ms},
+		{"done", time.Second, 0, 1000, 1000, 50 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var first time.Time
+			if tt.since > 0 {
+				first = time.Now().Add(-tt.since)
+			}
+			got := scrapeEvery(first, tt.n0, tt.n, tt.events)
+			if d := got - tt.want; d < -2*ms || d > 2*ms {
+				t.Errorf("scrapeEvery = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

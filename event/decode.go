@@ -64,11 +64,12 @@ func fieldIndex(name []byte) int {
 
 // members holds the raw value of each member the schema names (the last,
 // should a name repeat, as encoding/json has it; nil when absent), its
-// offset in the message, and the message as a string when there is one.
+// offset in the message, and the message as a string when there is one
+// (else ""; a message is never empty).
 type members struct {
 	raw  [numFields]json.RawMessage
 	at   [numFields]int
-	text *string
+	text string
 }
 
 // stringFields are the string fields of the schema, with where they go.
@@ -96,7 +97,7 @@ var stringFields = []struct {
 // name: data must not change while the event is in use.
 func Decode(data []byte, topicType Type) (*Event, error) {
 	e := new(Event)
-	if err := decode(e, data, nil, topicType); err != nil {
+	if err := decode(e, data, "", topicType); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -138,8 +139,7 @@ func NewBatch(values [][]byte) *Batch {
 // Decode decodes the batch's message i as Decode does.
 func (b *Batch) Decode(i int, topicType Type) (*Event, error) {
 	e := &b.events[i]
-	text := b.text[b.starts[i]:b.starts[i+1]]
-	if err := decode(e, b.values[i], &text, topicType); err != nil {
+	if err := decode(e, b.values[i], b.text[b.starts[i]:b.starts[i+1]], topicType); err != nil {
 		*e = Event{}
 		return nil, err
 	}
@@ -147,10 +147,10 @@ func (b *Batch) Decode(i int, topicType Type) (*Event, error) {
 }
 
 // decode decodes data into e. text is data as a string, whose substrings
-// become the event's strings where they hold no escape; nil: each string a
+// become the event's strings where they hold no escape; "": each string a
 // copy of its own, so that an event kept alone keeps its strings and
 // data, not a second copy of data.
-func decode(e *Event, data []byte, text *string, topicType Type) error {
+func decode(e *Event, data []byte, text string, topicType Type) error {
 	if !utf8.Valid(data) {
 		return invalid(ReasonInvalidUTF8, "", "value is not valid UTF-8")
 	}
@@ -252,8 +252,8 @@ func (m *members) str(field int, name string) (string, bool, error) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false, invalid(ReasonWrongType, name, "must be a string")
 	}
-	if m.text != nil && len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
-		s := (*m.text)[m.at[field]+1 : m.at[field]+len(v)-1]
+	if m.text != "" && len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
+		s := m.text[m.at[field]+1 : m.at[field]+len(v)-1]
 		return s, s != "", nil
 	}
 	s, err := unquote(v)

@@ -444,3 +444,20 @@ func TestBaseEventValid(t *testing.T) {
 		t.Fatalf("base event on a both-types topic: %v", err)
 	}
 }
+
+// A batch's events cost no allocation of their own: their strings are the
+// batch's text, and their structs its array.
+func TestBatchDecodesWithoutAllocating(t *testing.T) {
+	data, err := json.Marshal(baseEvent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := event.NewBatch([][]byte{data})
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := b.Decode(0, event.Order); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations an event", n)
+	}
+}

@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -295,5 +296,55 @@ func TestBatchRounds(t *testing.T) {
 		if err := s.Batch().Add(other); err == nil {
 			t.Fatal("Count accepted offsets of another hash tag")
 		}
+	}
+}
+
+// A batch Reset runs the calls added after it only, however many rounds
+// the calls before it took, and holds nothing of those.
+func TestBatchReset(t *testing.T) {
+	s, rdb, prefix := newScripts(t)
+	a1, a2 := testWindow(prefix+":{a}", "1", time.Minute, 10), testWindow(prefix+":{a}", "2", time.Minute, 10)
+	b := testWindow(prefix+":{b}", "1", time.Minute, 10)
+	one := func(offset int64) []Change {
+		return []Change{{Offset: offset, ID: IDOf(fmt.Sprint(offset)), Amount: 1}}
+	}
+	batch := s.Batch()
+	run := func(calls ...*Call) {
+		t.Helper()
+		for _, c := range calls {
+			if err := batch.Add(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rounds []int
+		for _, round := range batch.rounds() {
+			rounds = append(rounds, len(round))
+		}
+		if want := slices.Repeat([]int{1}, len(calls)); !slices.Equal(rounds, want) {
+			t.Fatalf("rounds of %v calls, want %v", rounds, want)
+		}
+		if err := batch.Exec(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three rounds, then one: the second Exec must not run the first's.
+	run(&Call{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(1)},
+		&Call{Source: "0:t", Offsets: offsetsOf(a2), Windows: []Window{a2}, Changes: one(2)},
+		&Call{Source: "0:t", Offsets: offsetsOf(a1), Windows: []Window{a1}, Changes: one(3)})
+	batch.Reset()
+	for _, c := range [][]any{batch.args.s[:cap(batch.args.s)]} {
+		for i, a := range c {
+			if a != nil {
+				t.Fatalf("after Reset, argument %d is still %v", i, a)
+			}
+		}
+	}
+	last := &Call{Source: "0:t", Offsets: offsetsOf(b), Windows: []Window{b}, Changes: one(1)}
+	run(last)
+	if batch.Len() != 1 || last.Results[0] != (Counted{Current: 1}) {
+		t.Fatalf("after Reset: %d calls, %+v; want 1 call, current 1", batch.Len(), last.Results)
+	}
+	if v := value(t, rdb, a1); v != 2 {
+		t.Fatalf("window a1 = %d after the second Exec, want 2: the first batch's calls ran again", v)
 	}
 }

@@ -34,16 +34,37 @@ func (b *Batch) countedResults(n int) []Counted {
 	return r[:n]
 }
 
+// chunk is where a batch cuts slices of one type from: s, and how much
+// was cut since the batch's Reset (from s and the chunks before it).
+type chunk[T any] struct {
+	s     []T
+	taken int
+}
+
 // cut returns an empty slice with room for n from the chunk, and takes
 // that room from it; a new chunk when it has less, twice as large as the
 // last up to a bound, so that a batch of a few events takes little.
-func cut[T any](chunk *[]T, n int) []T {
-	if cap(*chunk)-len(*chunk) < n {
-		*chunk = make([]T, 0, max(n, 64, min(2*cap(*chunk), 4096)))
+func cut[T any](c *chunk[T], n int) []T {
+	if cap(c.s)-len(c.s) < n {
+		c.s = make([]T, 0, max(n, 64, min(2*cap(c.s), 4096)))
 	}
-	start := len(*chunk)
-	*chunk = (*chunk)[:start+n]
-	return (*chunk)[start : start : start+n]
+	c.taken += n
+	start := len(c.s)
+	c.s = c.s[:start+n]
+	return c.s[start : start : start+n]
+}
+
+// reset empties the chunk, zeroed so that it holds nothing of the batch:
+// one chunk for all that the batch took, which is what the next batch of
+// the same events takes.
+func (c *chunk[T]) reset() {
+	if c.taken > cap(c.s) {
+		c.s = make([]T, 0, c.taken)
+	} else {
+		clear(c.s)
+		c.s = c.s[:0]
+	}
+	c.taken = 0
 }
 
 func (c *command) keys(keys ...*string) {
@@ -73,22 +94,35 @@ func (b *Batch) Exec(ctx context.Context) error {
 // no key wait too, which costs a round trip where a batch mixes orders
 // and refunds of one bucket, and keeps this cheap.
 func (b *Batch) rounds() [][]*batchCall {
-	var rounds [][]*batchCall
-	last := map[string]int{}
+	if b.last == nil {
+		b.last = map[string]int{}
+	}
+	clear(b.last)
+	for i := range b.round {
+		b.round[i] = empty(b.round[i])
+	}
+	n := 0
 	for i := range b.calls {
 		c := &b.calls[i]
 		tag := hashTag(*c.args[3].(*string)) // its first key
 		r := 0
-		if n, ok := last[tag]; ok {
-			r = n + 1
+		if last, ok := b.last[tag]; ok {
+			r = last + 1
 		}
-		last[tag] = r
-		for len(rounds) <= r {
-			rounds = append(rounds, nil)
+		b.last[tag] = r
+		if r == len(b.round) {
+			b.round = append(b.round, nil)
 		}
-		rounds[r] = append(rounds[r], c)
+		b.round[r] = append(b.round[r], c)
+		n = max(n, r+1)
 	}
-	return rounds
+	return b.round[:n]
+}
+
+// empty returns s emptied, its elements zeroed.
+func empty[T any](s []T) []T {
+	clear(s)
+	return s[:0]
 }
 
 // hashTag is what Redis Cluster hashes of a key: its first {...} when not

@@ -58,6 +58,7 @@ type Engine struct {
 	// setting serializes SetRules: each deletes the series of the rules
 	// the set before it held.
 	setting sync.Mutex
+	plans   plans
 
 	evaluations *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
@@ -180,6 +181,7 @@ func (e *Engine) SetRules(rs []Rule) {
 func (e *Engine) Handle(ctx context.Context, evs []*event.Event) (map[int]error, error) {
 	rs := *e.rules.Load()
 	p := e.plan(rs, evs)
+	defer e.plans.put(p)
 	unprocessable, err := e.run(ctx, p, evs)
 	if err == nil {
 		record(rs, p.tally)
@@ -193,7 +195,10 @@ func (e *Engine) run(ctx context.Context, p *plan, evs []*event.Event) (unproces
 	if len(p.calls) == 0 {
 		return nil, nil
 	}
-	batch := e.counters.Batch()
+	if p.batch == nil {
+		p.batch = e.counters.Batch()
+	}
+	batch := p.batch
 	for _, c := range p.calls {
 		if err := batch.Add(&c.Call); err != nil {
 			return nil, fmt.Errorf("rules: %w", err)

@@ -56,10 +56,17 @@ type plan struct {
 	// order.
 	pendingWindows []pendingWindow
 	pending        []pendingChange
-	// free is where new calls come from, a chunk at a time, of chunk
-	// calls (the last).
-	free  []call
-	chunk int
+	// values is the batch's group values, each change's its own slice of
+	// it: the windows keep theirs for the crossing.
+	values []string
+	// made is the calls newCall hands out, the first used of them to this
+	// batch; all is what finish cuts the calls' windows and changes from;
+	// batch is the calls' lua.Batch. All are kept from batch to batch
+	// (plans.go).
+	made  []*call
+	used  int
+	all   buffers
+	batch *lua.Batch
 	// event is the changes of the event being planned; tooMany those of
 	// its changes no call could take (addEvent).
 	event   []planned
@@ -130,16 +137,12 @@ type windowIn struct {
 // of orders or refunds), so that a window sees its events in their
 // partition's order.
 func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
-	hint := min(len(evs)*len(rs), 4096)
-	p := &plan{keys: e.keys, open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
-		pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), tally: make([]tally, len(rs))}
+	p := e.plans.get(e.keys, min(len(evs)*len(rs), 4096), len(rs))
 	var (
-		topic string
-		part  = -1
-		src   string
-		// values is the batch's group values, each change's its own
-		// slice of it: the windows keep theirs for the crossing.
-		values = make([]string, 0, hint)
+		topic  string
+		part   = -1
+		src    string
+		values = p.values
 	)
 	for i, ev := range evs {
 		if ev.Source.Topic != topic || ev.Source.Partition != part {
@@ -160,13 +163,13 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			start := len(values)
 			var ok bool
 			if values, ok = r.sees(ev, refund, values, t); !ok {
-				values = values[:start]
+				values = cut(values, start)
 				continue
 			}
 			k, ch, ok := r.change(ev, refund, id, at)
 			if !ok {
 				t.skipped[skipField]++
-				values = values[:start]
+				values = cut(values, start)
 				continue
 			}
 			own := values[start:len(values):len(values)]
@@ -174,6 +177,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		}
 		p.addEvent(src, i)
 	}
+	p.values = values
 	p.finish()
 	return p
 }
@@ -301,25 +305,11 @@ func (p *plan) add(src string, pl *planned, event, need int) bool {
 	return true
 }
 
-// newCall returns an empty call.
-func (p *plan) newCall() *call {
-	if len(p.free) == 0 {
-		p.chunk = min(max(2*p.chunk, 4), 64)
-		p.free = make([]call, p.chunk)
-	}
-	c := &p.free[0]
-	p.free = p.free[1:]
-	return c
-}
-
 // finish hands each call its windows, named, and changes, in the order
 // they were planned, from one slice for all calls.
 func (p *plan) finish() {
-	windows := make([]lua.Window, len(p.pendingWindows))
-	names := make([]lua.WindowName, len(p.pendingWindows))
-	values := make([][]string, len(p.pendingWindows))
-	changes := make([]lua.Change, len(p.pending))
-	refs := make([]ref, len(p.pending))
+	p.all.cut(len(p.pendingWindows), len(p.pending))
+	windows, names, values, changes, refs := p.all.windows, p.all.names, p.all.values, p.all.changes, p.all.refs
 	nw, nc := 0, 0
 	for _, c := range p.calls {
 		c.Windows, c.names, c.values = windows[nw:nw:nw+c.windows], names[nw:nw:nw+c.windows], values[nw:nw:nw+c.windows]
@@ -336,5 +326,4 @@ func (p *plan) finish() {
 		ch.call.Changes = append(ch.call.Changes, ch.ch)
 		ch.call.refs = append(ch.call.refs, ch.ref)
 	}
-	p.pendingWindows, p.pending = nil, nil
 }
