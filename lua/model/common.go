@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -23,6 +22,10 @@ func duration(secs string) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// secs is a number of seconds a packing holds (a uint32) as EXPIRE and
+// SET EX take it.
+func secs(n float64) time.Duration { return time.Duration(n) * time.Second }
 
 // distinctKeys refuses a call that names one key twice: a script keeps a
 // state for each window it is given, and two states of one key would be
@@ -49,98 +52,52 @@ func distinctKeys(keys []string) error {
 	return nil
 }
 
-// smallInt is a number the script has checked to be a few digits.
-func smallInt(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}
-
 // errNoKey is Redis's error for a script's redis.call of a KEYS[i] past
 // the last (nil).
 var errNoKey = errors.New("ERR Lua redis lib command arguments must be strings or integers")
 
 // counting is a counting script's call past the part every one of them
-// shares: the prologue's checks of the source and the offsets' lifetime,
-// the source's field of the offsets read once (applied), and at the end
-// that field written and the offsets' lifetime lengthened (finish). Each
-// script's own part is its windows and its changes.
+// shares: its arguments read from their packing (call), the source's field
+// of the offsets read once (applied), and at the end that field written
+// and the offsets' lifetime lengthened (finish). Each script's own part is
+// its windows and its changes.
 type counting struct {
-	s          *Store
-	keys, args argv
-	src, life  string // ARGV[1] and ARGV[2], checked
-	// offsetsLife is how long the offsets are to live: life, or the
-	// longest lifetime of a usable window past it.
-	offsetsLife string
-	n           int    // the windows
-	first       int    // ARGV's index of the first change
-	usable      []bool // by window, from 1; nil for every window usable
+	*call
+	s    *Store
+	keys argv
+	// offsetsLife is how long the offsets are to live, seconds: the
+	// marks' lifetime, or the longest lifetime of a usable window past it.
+	offsetsLife float64
 	applied     *applied
 	refresh     bool // a window or a mark got its lifetime
 	reply       []int64
 }
 
-// layout is the shape of a call of incr_and_check, slide_and_check or
-// distinct_and_check: ARGV[3] the number of windows n, KEYS the offsets
-// then keysPer keys a window, ARGV from 4 argsPer arguments a window, then
-// the changes, changeArgs arguments each.
-type layout struct {
-	keysPer, argsPer, changeArgs int
-	maxWindows, maxChanges       int
-	colon                        bool // the source holds a ':'
-}
-
-// head is the prologue's check of ARGV[1] (the source) and ARGV[2] (the
-// offsets' lifetime, seconds).
-func head(args argv, colon bool) (src, life string, ok bool) {
-	src, srcOK := args.at(1)
-	life, lifeOK := args.at(2)
-	return src, life, srcOK && len(src) >= 1 && len(src) <= 32 && (!colon || strings.Contains(src, ":")) &&
-		positive(life, lifeOK, 10)
-}
-
-// open is the prologue of a call laid out as l: nil when the call is
-// refused (-1, -1). window checks the arguments of the window at ARGV[a]:
-// whether it is usable, and its lifetime.
-func (l layout) open(s *Store, keys, args argv, field string, window func(a int) (bool, string)) (*counting, error) {
-	src, life, ok := head(args, l.colon)
-	nArg, nOK := args.at(3)
-	if !ok || !positive(nArg, nOK, 2) {
+// open is the prologue of a call p reads, with field the prefix of the
+// source's field of the offsets: nil, and no error, when the script
+// refuses the call whole (-1, -1). The call's arguments go in the Store's
+// own, reused from call to call.
+func open(s *Store, keys, args argv, p packing, field string) (*counting, error) {
+	if !p.read(keys, args, &s.args) {
 		return nil, nil
 	}
-	n := smallInt(nArg)
-	if n > l.maxWindows || len(keys) != l.keysPer*n+1 {
-		return nil, nil
-	}
-	first := 4 + l.argsPer*n
-	rest := len(args) - first + 1
-	if rest < l.changeArgs || rest%l.changeArgs != 0 || rest/l.changeArgs > l.maxChanges {
-		return nil, nil
-	}
-	c := &counting{s: s, keys: keys, args: args, src: src, life: life, offsetsLife: life, n: n, first: first,
-		usable: make([]bool, n+1)}
-	for i := 1; i <= n; i++ {
-		var ttl string
-		if c.usable[i], ttl = window(4 + l.argsPer*(i-1)); c.usable[i] && duration(ttl) > duration(c.offsetsLife) {
-			c.offsetsLife = ttl
+	c := &counting{call: &s.args, s: s, keys: keys, offsetsLife: s.args.life}
+	for i := 1; i <= c.n; i++ {
+		if w := &c.windows[i]; w.usable && w.ttl > c.offsetsLife {
+			c.offsetsLife = w.ttl
 		}
 	}
-	return c, c.start(field+src, rest/l.changeArgs)
-}
-
-// start refuses a call that names a key twice, reads the offsets' field
-// and makes room for the reply's pair a change.
-func (c *counting) start(field string, changes int) error {
 	if err := distinctKeys(c.keys); err != nil {
-		return err
+		return nil, err
 	}
 	var err error
-	c.applied, err = readApplied(c.s, c.keys[0], field)
-	c.reply = make([]int64, 0, 2*changes)
-	return err
+	c.applied, err = readApplied(s, keys[0], field+c.src)
+	c.reply = make([]int64, 0, 2*len(c.changes))
+	return c, err
 }
 
-// refusal is the answer to a call open or start did not take: its error,
-// or -1, -1.
+// refusal is the answer to a call open did not take: its error, or -1,
+// -1.
 func refusal(err error) (any, error) {
 	if err != nil {
 		return nil, err
@@ -148,32 +105,9 @@ func refusal(err error) (any, error) {
 	return refused(), nil
 }
 
-// window is the window a change's ARGV names, when it is a usable one; 0
-// when not.
-func (c *counting) window(idx string, ok bool) int {
-	if !positive(idx, ok, 2) {
-		return 0
-	}
-	i := smallInt(idx)
-	if i > c.n || (c.usable != nil && !c.usable[i]) {
-		return 0
-	}
-	return i
-}
-
-// change reads what every change starts with, ARGV[a] on: its window, a
-// usable one, its offset and its order's id; ok is false when one does
-// not pass, and the change is answered -1, -1.
-func (c *counting) change(a int) (i int, o float64, id string, ok bool) {
-	i = c.window(c.args.at(a))
-	off, offOK := c.args.at(a + 1)
-	id, idOK := c.args.at(a + 2)
-	if i < 1 || !natural(off, offOK, 15) || !idOK || len(id) != 8 {
-		return 0, 0, "", false
-	}
-	o, _, _ = tonumber(off, true)
-	return i, o, id, true
-}
+// usable is whether the script takes change ch: a window index in range
+// and its other values (read), and a usable window.
+func (c *counting) usable(ch *change) bool { return ch.i >= 1 && c.windows[ch.i].usable }
 
 // answer appends a change's value and flag to the reply.
 func (c *counting) answer(v float64, flag int64) { c.reply = append(c.reply, integer(v), flag) }
@@ -182,13 +116,13 @@ func (c *counting) answer(v float64, flag int64) { c.reply = append(c.reply, int
 // lifetime again.
 func (c *counting) mark(marks, id, value string) error {
 	c.refresh = true
-	return mark(c.s, marks, id, value, c.life)
+	return mark(c.s, marks, id, value, secs(c.life))
 }
 
 // finish is the end of every counting call: the offsets' field written
 // and their lifetime lengthened (applied.write); its reply.
 func (c *counting) finish() (any, error) {
-	if err := c.applied.write(c.s, c.offsetsLife, c.refresh); err != nil {
+	if err := c.applied.write(c.s, secs(c.offsetsLife), c.refresh); err != nil {
 		return nil, err
 	}
 	return c.reply, nil
@@ -197,7 +131,7 @@ func (c *counting) finish() (any, error) {
 // mark is the scripts' write of a crossing's mark: HSET marks id value
 // (marks of another type, redis.pcall's error, deleted and written anew),
 // then EXPIRE marks lifetime.
-func mark(s *Store, marks, id, value, lifetime string) error {
+func mark(s *Store, marks, id, value string, lifetime time.Duration) error {
 	err := s.hset(marks, id, value)
 	if errors.Is(err, errWrongType) {
 		s.del(marks)
@@ -206,7 +140,7 @@ func mark(s *Store, marks, id, value, lifetime string) error {
 	if err != nil {
 		return err
 	}
-	s.expire(marks, duration(lifetime))
+	s.expire(marks, lifetime)
 	return nil
 }
 
@@ -253,7 +187,7 @@ func (a *applied) decide(o float64) bool {
 // offset, and when the field is new or refresh the offsets' lifetime,
 // never shorter than the TTL they have: EXPIRE GT, then NX when GT
 // answers 0.
-func (a *applied) write(s *Store, life string, refresh bool) error {
+func (a *applied) write(s *Store, life time.Duration, refresh bool) error {
 	if !a.dirty {
 		return nil
 	}
@@ -261,8 +195,8 @@ func (a *applied) write(s *Store, life string, refresh bool) error {
 	if err != nil {
 		return err
 	}
-	if (added || refresh) && !s.expireGT(a.key, duration(life)) {
-		s.expireNX(a.key, duration(life))
+	if (added || refresh) && !s.expireGT(a.key, life) {
+		s.expireNX(a.key, life)
 	}
 	return nil
 }

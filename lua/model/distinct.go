@@ -12,7 +12,7 @@ type distinctWindow struct {
 	length             float64
 	late               float64
 	threshold          float64
-	ttl                string
+	ttl                float64 // seconds
 	newest             float64
 	hasNewest          bool
 	isNew              bool
@@ -101,25 +101,18 @@ func (w *distinctWindow) slide(s *Store, t float64, value string) (float64, bool
 	return after, before < w.threshold && after >= w.threshold, nil
 }
 
-// distinctLayout is distinct_and_check's call: a window's keys are its
-// hash, values and marks, its arguments its kind, length, lateness,
-// threshold and lifetime.
-var distinctLayout = layout{keysPer: 3, argsPer: 5, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
-
 // distinctAndCheck is distinct_and_check.lua.
 func distinctAndCheck(s *Store, keys, args argv) (any, error) {
-	args, ok := distinctPacking.text(keys, args)
-	if !ok {
-		return refused(), nil
-	}
-	c, err := distinctLayout.open(s, keys, args, "d:", func(a int) (bool, string) { return distinctUsable(args, a) })
+	c, err := open(s, keys, args, distinctPacking, "d:")
 	if err != nil || c == nil {
 		return refusal(err)
 	}
 	d := &distinctCall{counting: c}
-	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) { return loadDistinct(s, keys, args, i, c.src) })
-	for a := c.first; a <= len(args); a += 5 {
-		if err := d.step(a); err != nil {
+	d.windows = newLoaded(c.n, func(i int) (*distinctWindow, error) {
+		return loadDistinct(s, keys, &c.windows[i], i, c.src)
+	})
+	for k := range c.changes {
+		if err := d.step(&c.changes[k]); err != nil {
 			return nil, err
 		}
 	}
@@ -138,31 +131,11 @@ func distinctAndCheck(s *Store, keys, args argv) (any, error) {
 	return c.finish()
 }
 
-// distinctUsable is the prologue's check of the window at ARGV[a], and
-// its lifetime.
-func distinctUsable(args argv, a int) (bool, string) {
-	const maxThreshold = 10000
-	kind, kok := args.at(a)
-	length, lok := args.at(a + 1)
-	late, lateOK := args.at(a + 2)
-	threshold, tok := args.at(a + 3)
-	ttl, ttlOK := args.at(a + 4)
-	return kok && (kind == "fixed" || kind == "sliding") && positive(length, lok, 13) &&
-		natural(late, lateOK, 13) && positive(threshold, tok, 5) && smallInt(threshold) <= maxThreshold &&
-		positive(ttl, ttlOK, 10), ttl
-}
-
-// loadDistinct is the script's window(i): the window's arguments, which
+// loadDistinct is the script's window(i): the window's arguments p, which
 // the prologue found usable, and its state in Redis.
-func loadDistinct(s *Store, keys, args argv, i int, src string) (*distinctWindow, error) {
-	a := 5*i - 1
-	kind, _ := args.at(a)
-	ttl, _ := args.at(a + 4)
-	w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: kind == "sliding", ttl: ttl}
-	// Checked usable: digit strings that tonumber reads exactly.
-	w.length, _, _ = tonumber(args.at(a + 1))
-	w.late, _, _ = tonumber(args.at(a + 2))
-	w.threshold, _, _ = tonumber(args.at(a + 3))
+func loadDistinct(s *Store, keys argv, p *win, i int, src string) (*distinctWindow, error) {
+	w := &distinctWindow{key: keys[3*i-2], values: keys[3*i-1], marks: keys[3*i], sliding: p.sliding,
+		length: p.length, late: p.late, threshold: p.threshold, ttl: p.ttl}
 	if err := w.load(s, src); err != nil {
 		return nil, err
 	}
@@ -175,23 +148,18 @@ type distinctCall struct {
 	windows *loaded[distinctWindow]
 }
 
-// step is the script's work on the change at ARGV[a]: its checks, then
-// its answer.
-func (d *distinctCall) step(a int) error {
-	i, o, id, ok := d.change(a)
-	ts, tsOK := d.args.at(a + 3)
-	value, valueOK := d.args.at(a + 4)
-	if !(ok && natural(ts, tsOK, 15) && valueOK && len(value) >= 1 && len(value) <= 64) {
+// step is the script's work on change ch: its checks, then its answer.
+func (d *distinctCall) step(ch *change) error {
+	if !d.usable(ch) {
 		d.answer(-1, -1)
 		return nil
 	}
-	w, err := d.windows.at(i)
+	w, err := d.windows.at(ch.i)
 	if err != nil {
 		return err
 	}
-	t, _, _ := tonumber(ts, true)
-	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
-	v, flag, err := d.outcome(w, fresh, t, id, value)
+	fresh := d.applied.decide(ch.o) && !(w.hasOld && ch.o <= w.old)
+	v, flag, err := d.outcome(w, fresh, ch.at, ch.id, ch.value)
 	if err != nil {
 		return err
 	}
@@ -339,14 +307,14 @@ func (w *distinctWindow) save(s *Store, src string) (started bool, err error) {
 		if err := s.zremUpTo(w.values, float64(integer(w.newest-2*w.length-w.late))); err != nil {
 			return false, err
 		}
-		s.expire(w.key, duration(w.ttl))
-		s.expire(w.values, duration(w.ttl))
+		s.expire(w.key, secs(w.ttl))
+		s.expire(w.values, secs(w.ttl))
 		return w.isNew || w.renew, nil
 	}
 	if w.isNew || s.ttlSeconds(w.key) == -1 {
 		// A running fixed window keeps its end.
-		s.expire(w.key, duration(w.ttl))
-		s.expire(w.values, duration(w.ttl))
+		s.expire(w.key, secs(w.ttl))
+		s.expire(w.values, secs(w.ttl))
 		return true, nil
 	}
 	return false, nil

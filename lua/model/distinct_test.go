@@ -180,6 +180,12 @@ func TestDistinctAndCheckAsTheScript(t *testing.T) {
 				"9", "1", id[0], "1", "a", "10", "1", id[0], "1", "a", "11", "1", id[0], "1", "a", "12", "1", id[0], "1", "a",
 				"13", "1", id[0], "999999999999999", "a")},
 		}},
+		// The packing's bound on a lateness, 10^13 ms, is the one place it
+		// is checked: the largest it takes is 10^13 - 1.
+		{"a lateness at the packing's bound", []call{
+			{args: distinctArgs("p:0", []dwin{slidingWin("10", "10000000000000", "2"), slidingWin("10", "9999999999999", "2")},
+				"1", "1", id[0], "1", "a", "2", "1", id[0], "1", "a"), want: []int64{-1, -1, 1, 0}},
+		}},
 		{"unusable changes are refused one by one", []call{
 			{args: distinctArgs("p:0", []dwin{fixedWin("600", "2"), slidingWin("10", "0", "2")},
 				"0", "1", id[0], "1", "a", "3", "1", id[0], "1", "a", "y", "1", id[0], "1", "a", "", "1", id[0], "1", "a",

@@ -11,38 +11,27 @@ const (
 	two62 = 4611686018427387904.0 // 2^62
 )
 
-// incrLayout is incr_and_check's call: a window's keys are its counter
-// and its marks, its arguments its length and threshold.
-var incrLayout = layout{keysPer: 2, argsPer: 2, changeArgs: 4, maxWindows: 64, maxChanges: 4096}
-
 // incrAndCheck is incr_and_check.lua.
 func incrAndCheck(s *Store, keys, args argv) (any, error) {
-	args, ok := incrPacking.text(keys, args)
-	if !ok {
-		return refused(), nil
-	}
-	c, err := incrLayout.open(s, keys, args, "c:", func(a int) (bool, string) {
-		length, lok := args.at(a)
-		threshold, tok := args.at(a + 1)
-		return positive(length, lok, 10) && positive(threshold, tok, 18), length
-	})
+	c, err := open(s, keys, args, incrPacking, "c:")
 	if err != nil || c == nil {
 		return refusal(err)
 	}
-	f := &fixedCall{counting: c, values: map[int]float64{}}
-	for at := c.first; at <= len(args); at += 4 {
-		i, o, id, ok := c.change(at)
-		inc, incOK := args.at(at + 3)
-		if !(ok && incOK && (inc == "1" || positive(inc, true, 18))) {
+	s.values = resize(s.values, c.n+1)
+	clear(s.values)
+	f := &fixedCall{counting: c, values: s.values}
+	for k := range c.changes {
+		ch := &c.changes[k]
+		if !c.usable(ch) {
 			c.answer(-1, -1)
 			continue
 		}
 		var v float64
 		var crossed int64
-		if c.applied.decide(o) {
-			v, crossed, err = f.count(i, id, inc)
+		if c.applied.decide(ch.o) {
+			v, crossed, err = f.count(ch)
 		} else {
-			v, crossed, err = f.again(i, id)
+			v, crossed, err = f.again(ch.i, ch.id)
 		}
 		if err != nil {
 			return nil, err
@@ -52,46 +41,49 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 	return c.finish()
 }
 
+// known is a value, if ok.
+type known struct {
+	v  float64
+	ok bool
+}
+
 // fixedCall is incr_and_check's state of its windows.
 type fixedCall struct {
 	*counting
-	values map[int]float64
+	values []known // by window, from 1: its counter as the call has it
 }
 
 // count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
-func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
+func (f *fixedCall) count(ch *change) (float64, int64, error) {
+	i, w := ch.i, &f.windows[ch.i]
 	key := f.keys[2*i-1]
-	threshold, _ := f.args.at(3 + 2*i)
-	by, _ := parseInt(inc)
+	by := int64(ch.amount)
 	n, err := f.s.incrby(key, by)
 	if err != nil {
 		return -1, -1, nil // redis.pcall: the window holds no integer, or would overflow
 	}
 	v := float64(n)
-	length, _ := f.args.at(2 + 2*i)
-	byF, _, _ := tonumber(inc, true)
-	if v == byF {
-		f.arm(key, length)
+	if v == ch.amount {
+		f.arm(key, w.length)
 	}
-	t, _, _ := tonumber(threshold, true)
+	t := w.threshold
 	first, exact := int64(0), ""
-	if v >= t && v != byF && f.s.ttlSeconds(key) == -1 {
+	if v >= t && v != ch.amount && f.s.ttlSeconds(key) == -1 {
 		// Persistent: counts of unknown age; the window starts again with
 		// this change alone (SET key inc EX length).
-		f.s.setEx(key, inc, duration(length))
+		f.s.setEx(key, format(ch.amount), secs(w.length))
 		f.refresh = true
-		n, v = by, byF
+		n, v = by, ch.amount
 	}
 	if v >= t {
 		if v < two53 {
-			if v-byF < t {
+			if v-ch.amount < t {
 				first = 1
 			}
 		} else {
 			// below(exact, inc, threshold): exact in int64.
 			exact = strconv.FormatInt(n, 10)
-			ti, _ := parseInt(threshold)
-			if n-by < ti {
+			if n-by < int64(t) {
 				first = 1
 			}
 		}
@@ -104,17 +96,17 @@ func (f *fixedCall) count(i int, id, inc string) (float64, int64, error) {
 		if exact == "" {
 			exact = format(v)
 		}
-		if err := f.mark(f.keys[2*i], id, exact); err != nil {
+		if err := f.mark(f.keys[2*i], ch.id, exact); err != nil {
 			return 0, 0, err
 		}
 	}
-	f.values[i] = v
+	f.values[i] = known{v, true}
 	return v, first, nil
 }
 
 // arm is the script's arm(key, length): EXPIRE when TTL reads -1.
-func (f *fixedCall) arm(key, length string) {
-	if f.s.expireNX(key, duration(length)) {
+func (f *fixedCall) arm(key string, length float64) {
+	if f.s.expireNX(key, secs(length)) {
 		f.refresh = true
 	}
 }
@@ -124,7 +116,7 @@ func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 	if m, ok, err := markOf(f.s, f.keys[2*i], id); err != nil || ok {
 		return m, 1, err
 	}
-	if _, known := f.values[i]; !known {
+	if !f.values[i].ok {
 		got, ok, err := f.s.getString(f.keys[2*i-1])
 		if err != nil {
 			return -1, -1, nil // redis.pcall: the key holds no string
@@ -136,7 +128,7 @@ func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 		if !isNum {
 			v = 0
 		}
-		f.values[i] = v
+		f.values[i] = known{v, true}
 	}
-	return f.values[i], 0, nil
+	return f.values[i].v, 0, nil
 }

@@ -1,26 +1,23 @@
 package model
 
 import (
-	"encoding/binary"
 	"math"
 	"strings"
-
-	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // The counting scripts take their numbers packed into one string, ARGV[2]
 // (lua/pack.go, each script's header). The model checks a packing as the
-// script does (its length, then every value's range) and reads it into the
-// layout of arguments its bodies read, one string a number, as the scripts
-// took them before they were packed: a value the packed script refuses
-// becomes one the bodies refuse (a window's "0", a change's window index
-// "0"), so that the bodies answer, and write, what the script does.
+// script does (its length, then every value's range) and reads it into
+// typed windows and changes, in slices the Store keeps from call to call:
+// a replay makes no string or slice a window or a change. A window the
+// script refuses is read unusable, a change it refuses with window index
+// 0, so that the bodies answer, and write, what the script does.
 
 const offsetsBound = 1e15 // offsets, buckets and times: below 10^15
 
 // packing is a counting script's layout of ARGV[2] past its head (the
 // marks' lifetime, uint32, and n, uint8): its bytes a window and a change,
-// and what each reads as.
+// and how each is read.
 type packing struct {
 	window, change int
 	// keysPer is the keys a window; sales_decr's windows are a key each.
@@ -28,101 +25,137 @@ type packing struct {
 	maxChanges int
 	colon      bool // the source holds a ':'
 	// windows is false for sales_decr, whose head is followed by changes:
-	// its text has no n and no windows.
+	// its windows are only keys, every one usable.
 	windows    bool
-	windowText func(r *reader) []string
-	changeText func(r *reader, n float64) []string
+	readWindow func(r *reader, w *win)
+	readChange func(r *reader, n float64, c *change)
 }
 
-// text is the call's arguments as the model's bodies read them; false
-// when the script refuses the call whole.
-func (p packing) text(keys, args argv) (argv, bool) {
+// call is a counting call's arguments, read from their packing.
+type call struct {
+	src  string
+	life float64 // how long the marks (sales_decr: the offsets) live, seconds
+	n    int
+	// windows are by index from 1, as the scripts count them; [0] unused.
+	windows []win
+	changes []change
+}
+
+// win is a window's arguments; usable is false for one the script
+// refuses, whose changes it refuses.
+type win struct {
+	usable  bool
+	sliding bool    // distinct_and_check's kind 2
+	length  float64 // incr_and_check: seconds; distinct_and_check: milliseconds
+	// late is slide_and_check's lateness in buckets, distinct_and_check's
+	// in milliseconds.
+	threshold, span, late float64
+	// ttl is how long the window lives, seconds (incr_and_check: its
+	// length): what the offsets' lifetime takes the longest of.
+	ttl float64
+}
+
+// change is a change's arguments; i is 0 for one the script refuses.
+type change struct {
+	i      int
+	o      float64
+	id     string  // 8 bytes of the packing, not a copy
+	amount float64 // an increment, a refund's amount (refund: packed negative)
+	refund bool    // slide_and_check
+	at     float64 // slide_and_check's bucket, distinct_and_check's time
+	value  string  // distinct_and_check's 8 bytes
+}
+
+// read checks a call as the script does and reads it into c, reusing its
+// slices; false when the script refuses the call whole.
+func (p packing) read(keys, args argv, c *call) bool {
 	if len(args) != 2 || len(args[0]) < 1 || len(args[0]) > 32 || len(args[1]) < 5 ||
 		(p.colon && !strings.Contains(args[0], ":")) {
-		return nil, false
+		return false
 	}
 	r := &reader{s: args[1]}
 	life, n := r.u32(), r.u8()
 	changes := float64(len(args[1])-5-p.window*int(n)) / float64(p.change)
 	if !(life >= 1 && n >= 1 && n <= 64 && len(keys) == p.keysPer*int(n)+1 &&
 		changes >= 1 && changes <= float64(p.maxChanges) && changes == math.Trunc(changes)) {
-		return nil, false
+		return false
 	}
-	text := argv{args[0], format(life)}
-	if p.windows {
-		text = append(text, format(n))
-		for range int(n) {
-			text = append(text, p.windowText(r)...)
+	c.src, c.life, c.n = args[0], life, int(n)
+	c.windows = resize(c.windows, int(n)+1)
+	for i := 1; i <= int(n); i++ {
+		if !p.windows {
+			c.windows[i] = win{usable: true}
+			continue
 		}
+		p.readWindow(r, &c.windows[i])
 	}
-	for range int(changes) {
-		text = append(text, p.changeText(r, n)...)
+	c.changes = resize(c.changes, int(changes))
+	for k := range c.changes {
+		p.readChange(r, n, &c.changes[k])
 	}
-	return text, true
+	return true
+}
+
+// resize is s with length n, its room reused.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, max(n, 2*cap(s)))
+	}
+	return s[:n]
 }
 
 // fixedChange is incr_and_check's and sales_decr's change: window index,
 // offset, event id, amount (1..2^53-1).
-func fixedChange(r *reader, n float64) []string {
+func fixedChange(r *reader, n float64, c *change) {
 	i, o, id, by := r.u8(), r.i64(), r.raw(8), r.i64()
-	if !(i >= 1 && i <= n && o >= 0 && o < offsetsBound && by >= 1 && by < two53) {
-		return []string{"0", "0", id, "1"}
+	*c = change{o: o, id: id, amount: by}
+	if i >= 1 && i <= n && o >= 0 && o < offsetsBound && by >= 1 && by < two53 {
+		c.i = int(i)
 	}
-	return []string{format(i), format(o), id, format(by)}
 }
 
 var incrPacking = packing{window: 12, change: 25, keysPer: 2, maxChanges: 4096, windows: true,
-	windowText: func(r *reader) []string {
+	readWindow: func(r *reader, w *win) {
 		length, threshold := r.u32(), r.i64()
-		if !(length >= 1 && threshold >= 1 && threshold < two53) {
-			return []string{"0", "0"}
-		}
-		return []string{format(length), format(threshold)}
+		*w = win{usable: length >= 1 && threshold >= 1 && threshold < two53, length: length,
+			threshold: threshold, ttl: length}
 	},
-	changeText: fixedChange}
+	readChange: fixedChange}
 
-var salesPacking = packing{change: 25, keysPer: 1, maxChanges: 4096, changeText: fixedChange}
+var salesPacking = packing{change: 25, keysPer: 1, maxChanges: 4096, readChange: fixedChange}
 
 var slidePacking = packing{window: 16, change: 33, keysPer: 2, maxChanges: 512, colon: true, windows: true,
-	windowText: func(r *reader) []string {
+	readWindow: func(r *reader, w *win) {
 		span, late, threshold, ttl := r.u16(), r.u16(), r.i64(), r.u32()
-		if !(span >= 1 && span <= 1000 && late <= 4000 && threshold >= 1 && threshold < two53 && ttl >= 1) {
-			return []string{"0", "0", "0", "0"}
-		}
-		return []string{format(span), format(late), format(threshold), format(ttl)}
+		*w = win{usable: span >= 1 && span <= 1000 && late <= 4000 && threshold >= 1 && threshold < two53 && ttl >= 1,
+			span: span, late: late, threshold: threshold, ttl: ttl}
 	},
-	changeText: func(r *reader, n float64) []string {
+	readChange: func(r *reader, n float64, c *change) {
 		i, o, id, k, amount := r.u8(), r.i64(), r.raw(8), r.i64(), r.i64()
-		sign := ""
+		*c = change{o: o, id: id, at: k, amount: amount}
 		if amount < 0 {
-			sign, amount = "-", -amount
+			c.amount, c.refund = -amount, true
 		}
-		if !(i >= 1 && i <= n && o >= 0 && o < offsetsBound && k >= 0 && k < offsetsBound && amount >= 1 && amount < two53) {
-			return []string{"0", "0", id, "0", "1"}
+		if i >= 1 && i <= n && o >= 0 && o < offsetsBound && k >= 0 && k < offsetsBound &&
+			c.amount >= 1 && c.amount < two53 {
+			c.i = int(i)
 		}
-		return []string{format(i), format(o), id, format(k), sign + format(amount)}
 	}}
 
 var distinctPacking = packing{window: 23, change: 33, keysPer: 3, maxChanges: 512, colon: true, windows: true,
-	windowText: func(r *reader) []string {
+	readWindow: func(r *reader, w *win) {
 		const lengths = 1e13
 		kind, length, late, threshold, ttl := r.u8(), r.i64(), r.i64(), r.u16(), r.u32()
-		if !((kind == 1 || kind == 2) && length >= 1 && length < lengths && late >= 0 && late < lengths &&
-			threshold >= 1 && threshold <= 10000 && ttl >= 1) {
-			return []string{"x", "0", "0", "0", "0"}
-		}
-		name := "fixed"
-		if kind == 2 {
-			name = "sliding"
-		}
-		return []string{name, format(length), format(late), format(threshold), format(ttl)}
+		*w = win{usable: (kind == 1 || kind == 2) && length >= 1 && length < lengths && late >= 0 && late < lengths &&
+			threshold >= 1 && threshold <= 10000 && ttl >= 1,
+			sliding: kind == 2, length: length, late: late, threshold: threshold, ttl: ttl}
 	},
-	changeText: func(r *reader, n float64) []string {
+	readChange: func(r *reader, n float64, c *change) {
 		i, o, id, t, value := r.u8(), r.i64(), r.raw(8), r.i64(), r.raw(8)
-		if !(i >= 1 && i <= n && o >= 0 && o < offsetsBound && t >= 0 && t < offsetsBound) {
-			return []string{"0", "0", id, "0", value}
+		*c = change{o: o, id: id, at: t, value: value}
+		if i >= 1 && i <= n && o >= 0 && o < offsetsBound && t >= 0 && t < offsetsBound {
+			c.i = int(i)
 		}
-		return []string{format(i), format(o), id, format(t), value}
 	}}
 
 // reader is struct.unpack's little-endian reading of a packing, each
@@ -137,24 +170,26 @@ func (r *reader) raw(n int) string {
 	return r.s[r.pos-n : r.pos]
 }
 
-func (r *reader) u8() float64 { return float64(r.raw(1)[0]) }
+func (r *reader) u8() float64 { return float64(r.s[r.skip(1)]) }
 
-func (r *reader) u16() float64 { return float64(binary.LittleEndian.Uint16([]byte(r.raw(2)))) }
+func (r *reader) u16() float64 { return float64(r.le(2)) }
 
-func (r *reader) u32() float64 { return float64(binary.LittleEndian.Uint32([]byte(r.raw(4)))) }
+func (r *reader) u32() float64 { return float64(r.le(4)) }
 
-func (r *reader) i64() float64 { return float64(int64(binary.LittleEndian.Uint64([]byte(r.raw(8))))) }
+func (r *reader) i64() float64 { return float64(int64(r.le(8))) }
 
-// Unpack is a counting call's arguments (script name's: incr_and_check,
-// sales_decr, slide_and_check or distinct_and_check) read from their
-// packing into one string a number, in the layout the scripts took before
-// they were packed (their bodies here read it); false when the script
-// refuses the call whole, or takes no packing.
-func Unpack(name string, keys, args []string) ([]string, bool) {
-	p, ok := map[string]packing{lua.IncrAndCheckName: incrPacking, lua.SalesDecrName: salesPacking,
-		lua.SlideAndCheckName: slidePacking, lua.DistinctAndCheckName: distinctPacking}[name]
-	if !ok {
-		return nil, false
+// le is the next n bytes as an unsigned little-endian number; read in
+// place, as binary.LittleEndian would need them copied to a []byte.
+func (r *reader) le(n int) uint64 {
+	at, v := r.skip(n), uint64(0)
+	for b := n - 1; b >= 0; b-- {
+		v = v<<8 | uint64(r.s[at+b])
 	}
-	return p.text(keys, args)
+	return v
+}
+
+// skip moves past n bytes; it returns where they start.
+func (r *reader) skip(n int) int {
+	r.pos += n
+	return r.pos - n
 }

@@ -11,23 +11,12 @@ type refundWindow struct {
 
 // salesDecr is sales_decr.lua.
 func salesDecr(s *Store, keys, args argv) (any, error) {
-	args, ok := salesPacking.text(keys, args)
-	if !ok {
-		return refused(), nil
-	}
-	const maxChanges = 4096
-	src, life, ok := head(args, false)
-	n := len(keys) - 1
-	rest := len(args) - 2
-	if !(ok && n >= 1 && n <= 64) || rest < 4 || rest%4 != 0 || rest/4 > maxChanges {
-		return refused(), nil
-	}
 	// Every window is usable; a refund's offsets live the call's lifetime.
-	c := &counting{s: s, keys: keys, args: args, src: src, life: life, offsetsLife: life, n: n, first: 3}
-	if err := c.start("r:"+src, rest/4); err != nil {
-		return nil, err
+	c, err := open(s, keys, args, salesPacking, "r:")
+	if err != nil || c == nil {
+		return refusal(err)
 	}
-	windows := newLoaded(n, func(i int) (*refundWindow, error) {
+	windows := newLoaded(c.n, func(i int) (*refundWindow, error) {
 		w := &refundWindow{key: keys[i]}
 		got, ok, gerr := s.getString(w.key)
 		w.unusable = gerr != nil // redis.pcall: the key holds no string
@@ -38,15 +27,14 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		return w, nil
 	})
 
-	for at := c.first; at <= len(args); at += 4 {
-		i, o, _, ok := c.change(at)
-		amount, amountOK := args.at(at + 3)
-		if !(ok && positive(amount, amountOK, 18)) {
+	for k := range c.changes {
+		ch := &c.changes[k]
+		if !c.usable(ch) {
 			c.answer(-1, -1)
 			continue
 		}
-		fresh := c.applied.decide(o)
-		w, err := windows.at(i)
+		fresh := c.applied.decide(ch.o)
+		w, err := windows.at(ch.i)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +46,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		case !fresh:
 			c.answer(w.v, 0)
 		default:
-			remaining, clamped, ok := w.subtract(s, amount)
+			remaining, clamped, ok := w.subtract(s, ch.amount)
 			if !ok {
 				c.answer(-1, -1)
 				continue
@@ -77,21 +65,19 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 
 // subtract is the script's subtract(w, amount); ok is false where DECRBY
 // fails.
-func (w *refundWindow) subtract(s *Store, amount string) (remaining float64, clamped int64, ok bool) {
+func (w *refundWindow) subtract(s *Store, amount float64) (remaining float64, clamped int64, ok bool) {
 	if w.v >= two53 {
 		if w.changed {
 			s.setKeepTTL(w.key, format(w.v))
 			w.changed = false
 		}
-		by, _ := parseInt(amount)
-		v, err := s.incrby(w.key, -by)
+		v, err := s.incrby(w.key, -int64(amount))
 		if err != nil {
 			return 0, 0, false
 		}
 		remaining = float64(v)
 	} else {
-		by, _, _ := tonumber(amount, true)
-		remaining, w.changed = w.v-by, true
+		remaining, w.changed = w.v-amount, true
 	}
 	if remaining < 0 {
 		remaining, clamped, w.changed = 0, 1, true

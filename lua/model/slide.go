@@ -1,25 +1,15 @@
 package model
 
-import "strings"
-
-// slideLayout is slide_and_check's call: a window's keys are its hash and
-// marks, its arguments its span, lateness, threshold and lifetime.
-var slideLayout = layout{keysPer: 2, argsPer: 4, changeArgs: 5, maxWindows: 64, maxChanges: 512, colon: true}
-
 // slideAndCheck is slide_and_check.lua.
 func slideAndCheck(s *Store, keys, args argv) (any, error) {
-	args, ok := slidePacking.text(keys, args)
-	if !ok {
-		return refused(), nil
-	}
-	c, err := slideLayout.open(s, keys, args, "s:", func(a int) (bool, string) { return slideUsable(args, a) })
+	c, err := open(s, keys, args, slidePacking, "s:")
 	if err != nil || c == nil {
 		return refusal(err)
 	}
 	d := &slideCall{counting: c}
-	d.windows = newLoaded(c.n, func(i int) (*slideWindow, error) { return loadSlide(s, keys, args, i, c.src) })
-	for a := c.first; a <= len(args); a += 5 {
-		if err := d.step(a); err != nil {
+	d.windows = newLoaded(c.n, func(i int) (*slideWindow, error) { return loadSlide(s, keys, &c.windows[i], i, c.src) })
+	for k := range c.changes {
+		if err := d.step(&c.changes[k]); err != nil {
 			return nil, err
 		}
 	}
@@ -34,29 +24,11 @@ func slideAndCheck(s *Store, keys, args argv) (any, error) {
 	return c.finish()
 }
 
-// slideUsable is the prologue's check of the window at ARGV[a], and its
-// lifetime.
-func slideUsable(args argv, a int) (bool, string) {
-	const maxSpan, maxLate = 1000, 4000
-	span, sok := args.at(a)
-	late, lok := args.at(a + 1)
-	threshold, tok := args.at(a + 2)
-	ttl, ttlOK := args.at(a + 3)
-	return positive(span, sok, 4) && smallInt(span) <= maxSpan && natural(late, lok, 4) &&
-		smallInt(late) <= maxLate && positive(threshold, tok, 18) && positive(ttl, ttlOK, 10), ttl
-}
-
-// loadSlide is the script's window(i): the window's arguments, which the
-// prologue found usable, and its hash.
-func loadSlide(s *Store, keys, args argv, i int, src string) (*slideWindow, error) {
-	a := 4 * i
-	span, _ := args.at(a)
-	late, _ := args.at(a + 1)
-	ttl, _ := args.at(a + 3)
-	w := &slideWindow{key: keys[2*i-1], marks: keys[2*i], span: float64(smallInt(span)),
-		late: float64(smallInt(late)), ttl: ttl}
-	// Checked usable: at most 18 digits, which tonumber rounds as Lua.
-	w.threshold, _, _ = tonumber(args.at(a + 2))
+// loadSlide is the script's window(i): the window's arguments p, which
+// the prologue found usable, and its hash.
+func loadSlide(s *Store, keys argv, p *win, i int, src string) (*slideWindow, error) {
+	w := &slideWindow{key: keys[2*i-1], marks: keys[2*i], span: p.span, late: p.late, threshold: p.threshold,
+		ttl: p.ttl}
 	if err := w.load(s, src); err != nil {
 		return nil, err
 	}
@@ -69,34 +41,25 @@ type slideCall struct {
 	windows *loaded[slideWindow]
 }
 
-// step is the script's work on the change at ARGV[a]: its checks, then
-// its answer. An amount with a '-' is a refund.
-func (d *slideCall) step(a int) error {
-	i, o, id, ok := d.change(a)
-	bucket, bucketOK := d.args.at(a + 3)
-	amount, amountOK := d.args.at(a + 4)
-	refund := amountOK && strings.HasPrefix(amount, "-")
-	if refund {
-		amount = amount[1:]
-	}
-	if !(ok && natural(bucket, bucketOK, 15) && positive(amount, amountOK, 18)) {
+// step is the script's work on change ch: its checks, then its answer.
+func (d *slideCall) step(ch *change) error {
+	if !d.usable(ch) {
 		d.answer(-1, -1)
 		return nil
 	}
-	w, err := d.windows.at(i)
+	w, err := d.windows.at(ch.i)
 	if err != nil {
 		return err
 	}
-	k, _, _ := tonumber(bucket, true)
+	o, id, k, refund := ch.o, ch.id, ch.at, ch.refund
 	var value float64
 	var flag int64
 	fresh := d.applied.decide(o) && !(w.hasOld && o <= w.old)
 	if fresh && w.unusable {
 		value, flag = -1, -1
 	} else if fresh {
-		by, _, _ := tonumber(amount, true)
 		var marked bool
-		if value, flag, marked = w.apply(k, by, refund); marked {
+		if value, flag, marked = w.apply(k, ch.amount, refund); marked {
 			if err := d.mark(w.marks, id, format(value)); err != nil {
 				return err
 			}

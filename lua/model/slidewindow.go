@@ -24,7 +24,7 @@ type slideWindow struct {
 	span      float64
 	late      float64
 	threshold float64
-	ttl       string
+	ttl       float64 // seconds
 	// b is the buckets, by number: a number is a double in Lua, and so
 	// here, bucket fields above 2^53 included.
 	b         map[float64]float64
@@ -277,6 +277,6 @@ func (w *slideWindow) save(s *Store, src string) error {
 			return err
 		}
 	}
-	s.expire(w.key, duration(w.ttl))
+	s.expire(w.key, secs(w.ttl))
 	return nil
 }

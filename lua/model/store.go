@@ -37,6 +37,11 @@ type Store struct {
 	// since): a sliding window re-arms its TTL on every call, and one
 	// entry a call would grow the heap with the events.
 	due DueKeys
+	// args is the counting call's arguments, read from its packing; its
+	// slices are reused by the next call.
+	args call
+	// values is incr_and_check's windows' values, by index from 1; reused.
+	values []known
 }
 
 // entry is one key's value: exactly one of str, hash and zset is in use.
