@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -155,7 +156,7 @@ func (s *Store) create(key string, k kind) (*entry, error) {
 	case kindZSet:
 		e.zset = &zset{scores: map[string]float64{}}
 	}
-	s.keys[key] = e
+	s.keys[strings.Clone(key)] = e
 	return e, nil
 }
 
@@ -228,7 +229,8 @@ func (s *Store) getString(key string) (v string, ok bool, err error) {
 
 // setEx is SET key value EX ttl: any value of any kind is replaced.
 func (s *Store) setEx(key, value string, ttl time.Duration) {
-	e := &entry{kind: kindString, str: value}
+	key = strings.Clone(key)
+	e := &entry{kind: kindString, str: strings.Clone(value)}
 	s.keys[key] = e
 	s.setDue(key, e, ttl)
 }
@@ -265,7 +267,7 @@ func (s *Store) hset(key string, pairs ...string) error {
 		return err
 	}
 	for i := 0; i < len(pairs); i += 2 {
-		e.hash[pairs[i]] = pairs[i+1]
+		e.hash[strings.Clone(pairs[i])] = strings.Clone(pairs[i+1])
 	}
 	return nil
 }
@@ -336,7 +338,7 @@ func (s *Store) hsetField(key, field, value string) (bool, error) {
 		return false, err
 	}
 	_, had := e.hash[field]
-	e.hash[field] = value
+	e.hash[strings.Clone(field)] = strings.Clone(value)
 	return !had, nil
 }
 
@@ -361,7 +363,7 @@ func (s *Store) incrby(key string, by int64) (int64, error) {
 	v += by
 	if e == nil {
 		e = &entry{kind: kindString}
-		s.keys[key] = e
+		s.keys[strings.Clone(key)] = e
 	}
 	e.str = strconv.FormatInt(v, 10)
 	return v, nil
@@ -371,8 +373,8 @@ func (s *Store) incrby(key string, by int64) (int64, error) {
 // and the key keeps its TTL.
 func (s *Store) setKeepTTL(key, value string) {
 	if e := s.get(key); e != nil {
-		e.kind, e.str, e.hash, e.zset = kindString, value, nil, nil
+		e.kind, e.str, e.hash, e.zset = kindString, strings.Clone(value), nil, nil
 		return
 	}
-	s.keys[key] = &entry{kind: kindString, str: value}
+	s.keys[strings.Clone(key)] = &entry{kind: kindString, str: strings.Clone(value)}
 }

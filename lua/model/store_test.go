@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fraudwatch/fraudwatch/lua"
 )
@@ -122,5 +123,50 @@ func BenchmarkStoreExpiry(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		s.setEx(keys[i%len(keys)], "x", time.Duration(1+i%300)*time.Second)
 		s.SetTime(t0.Add(time.Duration(i/8) * time.Second))
+	}
+}
+
+// What the store keeps it copies: a call's keys and arguments are
+// substrings of larger strings (a batch's key names, a call's packing),
+// and a key, field, value or member kept as one of them would keep all of
+// it alive for as long as the window lives.
+func TestStoreKeepsNoneOfItsArguments(t *testing.T) {
+	big := strings.Repeat("x", 1<<16) + "key|field|value|member|str"
+	sub := func(s string) string { i := strings.Index(big, s); return big[i : i+len(s)] }
+	within := func(s string) bool {
+		p, b := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(big)))
+		return p >= b && p < b+uintptr(len(big))
+	}
+	s := New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	if _, err := s.hsetField(sub("key"), sub("field"), sub("value")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.hset(sub("str")+"h", sub("field"), sub("value")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.incrby(sub("str"), 1); err != nil {
+		t.Fatal(err)
+	}
+	s.setEx(sub("value"), sub("member"), time.Minute)
+	s.setKeepTTL(sub("field"), sub("member"))
+	if _, err := s.zadd(sub("member")+"z", sub("member"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	for k, e := range s.keys {
+		if within(k) || within(e.str) {
+			t.Errorf("key %q or its value is a substring of an argument", k)
+		}
+		for f, v := range e.hash {
+			if within(f) || within(v) {
+				t.Errorf("field %q of %q or its value is a substring of an argument", f, k)
+			}
+		}
+		if e.zset != nil {
+			for m := range e.zset.scores {
+				if within(m) {
+					t.Errorf("member %q of %q is a substring of an argument", m, k)
+				}
+			}
+		}
 	}
 }

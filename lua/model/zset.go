@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"slices"
+	"strings"
 )
 
 // zset is a sorted set: members in order of score, then of their bytes, as
@@ -42,6 +43,7 @@ func (z *zset) add(name string, score float64, gt bool) int64 {
 	old, ok := z.scores[name]
 	switch {
 	case !ok:
+		name = strings.Clone(name)
 		z.insert(member{score, name})
 		return 1
 	case old == score || (gt && score <= old):
