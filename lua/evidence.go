@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,46 +57,97 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 	if len(calls) == 0 {
 		return nil
 	}
-	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
-	for i, c := range calls {
-		if len(c.Windows) < 1 || len(c.Windows) > MaxWindows || len(c.Entries) < 1 || len(c.Entries) > MaxChanges {
-			return fmt.Errorf("lua: an evidence call has 1 to %d windows and 1 to %d entries: %w", MaxWindows, MaxChanges, ErrInvalidArguments)
-		}
-		tag := hashTag(c.Windows[0].Key)
-		k := make([]string, 0, 2*len(c.Windows))
-		a := make([]any, 0, 1+3*len(c.Windows)+3*len(c.Entries))
-		a = append(a, len(c.Windows))
-		for _, w := range c.Windows {
-			if hashTag(w.Key) != tag || hashTag(w.Window) != tag {
-				return fmt.Errorf("lua: the keys of a call must share one hash tag: %w", ErrInvalidArguments)
-			}
-			if w.Keep < 1 || w.Keep > MaxEvidence {
-				return fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d: %w", MaxEvidence, w.Keep, ErrInvalidArguments)
-			}
-			slides := "0"
-			if w.Slides {
-				slides = "1"
-			}
-			k = append(k, w.Key, w.Window)
-			a = append(a, w.Keep, max(seconds(w.TTL), 1), slides)
-		}
-		for _, e := range c.Entries {
-			if e.Window < 0 || e.Window >= len(c.Windows) || len(e.Text) > MaxEvidenceText || strings.Contains(e.Text, EvidenceSep) {
-				return fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes and no \\x1e: %w", MaxEvidenceText, ErrInvalidArguments)
-			}
-			mark := "0"
-			if e.List {
-				mark = "1"
-			}
-			a = append(a, e.Window+1, e.Text, mark)
-		}
-		keys[i], args[i] = k, a
-	}
 	pending := make([]*evidenceCall, len(calls))
 	for i, c := range calls {
-		pending[i] = &evidenceCall{call: c, keys: keys[i], args: args[i]}
+		keys, args, err := packEvidence(c)
+		if err != nil {
+			return err
+		}
+		pending[i] = &evidenceCall{call: c, keys: keys, args: args}
 	}
 	return pipelined(ctx, s, pending)
+}
+
+// Evidence packing (evidence_add's header gives the layout): the call's
+// numbers in ARGV[1], then each window's entries joined, each after the
+// separator, in ARGV[1+i]: two arguments for a call of one window where
+// each entry was three, each checked by a Lua pattern.
+const (
+	evidenceHead   = 1 // n uint8
+	evidenceWindow = 8 // keep uint8, ttl uint32, slides uint8, entries uint16
+	evidenceMark   = 3 // window uint8, place uint16
+)
+
+// packEvidence is c's keys and arguments: the packed numbers, then each
+// window's entries in one byte string cut from a buffer the call shares.
+func packEvidence(c *Evidence) ([]string, []any, error) {
+	n := len(c.Windows)
+	if n < 1 || n > MaxWindows || len(c.Entries) < 1 || len(c.Entries) > MaxChanges {
+		return nil, nil, fmt.Errorf("lua: an evidence call has 1 to %d windows and 1 to %d entries: %w", MaxWindows, MaxChanges, ErrInvalidArguments)
+	}
+	// Each window's entries and their bytes.
+	count, size := make([]int, n), make([]int, n)
+	marks := 0
+	for _, e := range c.Entries {
+		if e.Window < 0 || e.Window >= n || len(e.Text) > MaxEvidenceText || strings.Contains(e.Text, EvidenceSep) {
+			return nil, nil, fmt.Errorf("lua: an evidence entry names a window of the call, with at most %d bytes and no \\x1e: %w", MaxEvidenceText, ErrInvalidArguments)
+		}
+		count[e.Window]++
+		size[e.Window] += 1 + len(e.Text)
+		if e.List {
+			marks++
+		}
+	}
+	tag := hashTag(c.Windows[0].Key)
+	keys := make([]string, 0, 2*n)
+	head := make([]byte, 0, evidenceHead+evidenceWindow*n+evidenceMark*marks)
+	head = append(head, byte(n))
+	for i, w := range c.Windows {
+		if hashTag(w.Key) != tag || hashTag(w.Window) != tag {
+			return nil, nil, fmt.Errorf("lua: the keys of a call must share one hash tag: %w", ErrInvalidArguments)
+		}
+		if w.Keep < 1 || w.Keep > MaxEvidence {
+			return nil, nil, fmt.Errorf("lua: evidence keeps 1 to %d entries, not %d: %w", MaxEvidence, w.Keep, ErrInvalidArguments)
+		}
+		keys = append(keys, w.Key, w.Window)
+		head = append(head, byte(w.Keep))
+		// A TTL past 2^32-1 s goes as 0, which the script refuses.
+		head = binary.LittleEndian.AppendUint32(head, u32(max(seconds(w.TTL), 1)))
+		head = append(head, bit(w.Slides))
+		head = binary.LittleEndian.AppendUint16(head, uint16(count[i]))
+	}
+	// Window i's entries go in body[start[i]:start[i+1]]; size[i] is where
+	// its next one goes, and count[i], from 0 again, how many went.
+	start := make([]int, n+1)
+	for i := range n {
+		start[i+1] = start[i] + size[i]
+		size[i], count[i] = start[i], 0
+	}
+	body := make([]byte, start[n])
+	for _, e := range c.Entries {
+		at := size[e.Window]
+		body[at] = EvidenceSep[0]
+		size[e.Window] = at + 1 + copy(body[at+1:], e.Text)
+		count[e.Window]++
+		if e.List {
+			head = append(head, byte(e.Window+1))
+			head = binary.LittleEndian.AppendUint16(head, uint16(count[e.Window]))
+		}
+	}
+	args := make([]any, 1+n)
+	args[0] = head
+	for i := range n {
+		args[1+i] = body[start[i]:start[i+1]:start[i+1]]
+	}
+	return keys, args, nil
+}
+
+// bit is a boolean packed: 1 or 0.
+func bit(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // evidenceLists reads evidence_add's reply: for each entry marked List,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +21,13 @@ import (
 //
 //go:embed testdata/evidence_add_before.lua
 var evidenceAddBefore string
+
+// evidenceAddUnpacked is evidence_add as it was before its arguments were
+// packed: three arguments an entry (window, text, mark), each checked by a
+// Lua pattern.
+//
+//go:embed testdata/evidence_add_unpacked.lua
+var evidenceAddUnpacked string
 
 // evidenceAddAppend is evidence_add writing a window's new entries with
 // one APPEND, trimmed as evidence_add trims: what APPEND's room to grow
@@ -50,7 +58,8 @@ var evidenceScenarios = []evidenceScenario{
 }
 
 // BenchmarkEvidenceSideBySide runs each scenario's calls through
-// evidence_add as it was before, as it is and appending, on a private redis-server,
+// evidence_add as it was before, with its arguments unpacked (GET, SET),
+// appending, and as it is (packed), on a private redis-server,
 // each on a database of its own, and reports Redis's time a call and an
 // entry (INFO commandstats: EVALSHA's microseconds, the script's commands
 // included) and its memory a window (MEMORY USAGE of the evidence keys).
@@ -64,7 +73,10 @@ func BenchmarkEvidenceSideBySide(b *testing.B) {
 	scripts := []struct {
 		name   string
 		script *redis.Script
-	}{{"before", redis.NewScript(evidenceAddBefore)}, {"get-set", evidenceAdd}, {"append", redis.NewScript(evidenceAddAppend)}}
+	}{
+		{"before", redis.NewScript(evidenceAddBefore)}, {"unpacked", redis.NewScript(evidenceAddUnpacked)},
+		{"append", redis.NewScript(evidenceAddAppend)}, {"packed", evidenceAdd},
+	}
 	type figures struct{ call, entry, commands, window []float64 }
 	got := map[string]*figures{}
 	for b.Loop() {
@@ -121,10 +133,6 @@ func runEvidenceScenario(ctx context.Context, rdb *redis.Client, script *redis.S
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		return 0, 0, 0, 0, err
 	}
-	slides := "0"
-	if sc.slides {
-		slides = "1"
-	}
 	calls, entries := 0, 0
 	for round := 0; ; round++ {
 		// Each round gives every window with entries left one, 8 windows a call.
@@ -139,20 +147,9 @@ func runEvidenceScenario(ctx context.Context, rdb *redis.Client, script *redis.S
 		}
 		pipe := rdb.Pipeline()
 		for c := range slices.Chunk(due, 8) {
-			keys := make([]string, 0, 2*len(c))
-			args := []any{len(c)}
-			for _, w := range c {
-				keys = append(keys, fmt.Sprintf("{b}:e%d", w), fmt.Sprintf("{b}:w%d", w))
-				args = append(args, 10, 600, slides)
-			}
-			for i, w := range c {
-				text := strconv.Itoa(w) + ":" + strconv.Itoa(round) + ":"
-				text += strings.Repeat("x", max(sc.text-len(text), 0))
-				mark := "0"
-				if round == 9 { // the crossing of a count's window of 10
-					mark = "1"
-				}
-				args = append(args, i+1, text, mark)
+			keys, args, err := evidenceScenarioCall(script, sc, c, round)
+			if err != nil {
+				return 0, 0, 0, 0, err
 			}
 			script.EvalSha(ctx, pipe, keys, args...)
 			calls++
@@ -185,6 +182,34 @@ func runEvidenceScenario(ctx context.Context, rdb *redis.Client, script *redis.S
 		bytes += u.Val()
 	}
 	return usec / float64(calls), usec / float64(entries), commands / float64(calls), float64(bytes) / float64(sc.windows), nil
+}
+
+// evidenceScenarioCall is a call of sc's windows c, an entry each, in
+// round: packed by the encoder for evidence_add, else three arguments an
+// entry, as the scripts before it take them.
+func evidenceScenarioCall(script *redis.Script, sc evidenceScenario, c []int, round int) ([]string, []any, error) {
+	e := &Evidence{}
+	for i, w := range c {
+		text := strconv.Itoa(w) + ":" + strconv.Itoa(round) + ":"
+		text += strings.Repeat("x", max(sc.text-len(text), 0))
+		e.Windows = append(e.Windows, EvidenceWindow{Key: fmt.Sprintf("{b}:e%d", w), Window: fmt.Sprintf("{b}:w%d", w),
+			Keep: 10, TTL: 600 * time.Second, Slides: sc.slides})
+		// The 10th is the crossing of a count's window of 10.
+		e.Entries = append(e.Entries, EvidenceEntry{Window: i, Text: text, List: round == 9})
+	}
+	if script == evidenceAdd {
+		return packEvidence(e)
+	}
+	keys := make([]string, 0, 2*len(c))
+	args := []any{len(c)}
+	for _, w := range e.Windows {
+		keys = append(keys, w.Key, w.Window)
+		args = append(args, w.Keep, 600, map[bool]string{false: "0", true: "1"}[w.Slides])
+	}
+	for _, en := range e.Entries {
+		args = append(args, en.Window+1, en.Text, map[bool]string{false: "0", true: "1"}[en.List])
+	}
+	return keys, args, nil
 }
 
 // evalshaMicroseconds is EVALSHA's microseconds in INFO commandstats, and

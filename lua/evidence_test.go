@@ -1,7 +1,6 @@
 package lua
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -264,68 +263,5 @@ func TestSlidingEvidenceLivesAsLongAsItsWindow(t *testing.T) {
 	add()
 	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Errorf("evidence of a window without a TTL lives %v, want the hour it had", ttl)
-	}
-}
-
-// Unusable arguments write nothing.
-func TestEvidenceRefusesUnusableArguments(t *testing.T) {
-	s, rdb, prefix := newScripts(t)
-	ctx := t.Context()
-	key, window := prefix+":{t}:e", prefix+":{t}:w"
-	tests := []struct {
-		name string
-		args []any
-	}{
-		{"no windows", []any{0, 5, 60, "0", 1, "x", "0"}},
-		{"keep 0", []any{1, 0, 60, "0", 1, "x", "0"}},
-		{"keep 21", []any{1, 21, 60, "0", 1, "x", "0"}},
-		{"ttl 0", []any{1, 5, 0, "0", 1, "x", "0"}},
-		{"a bad sliding flag", []any{1, 5, 60, "yes", 1, "x", "0"}},
-		{"window 2 of 1", []any{1, 5, 60, "0", 2, "x", "0"}},
-		{"a bad mark", []any{1, 5, 60, "0", 1, "x", "yes"}},
-		{"an entry cut short", []any{1, 5, 60, "0", 1, "x"}},
-		{"a text too long", []any{1, 5, 60, "0", 1, strings.Repeat("x", 513), "0"}},
-		{"a text holding the separator", []any{1, 5, 60, "0", 1, "x\x1ey", "0"}},
-		{"a bad entry after a good one", []any{1, 5, 60, "0", 1, "x", "0", 0, "y", "0"}},
-		// Numbers are digit strings, as the engine sends them: what Lua's
-		// tonumber would also take is refused.
-		{"a window count with a space", []any{" 1", 5, 60, "0", 1, "x", "0"}},
-		{"keep 5.0", []any{1, "5.0", 60, "0", 1, "x", "0"}},
-		{"a window index with a leading zero", []any{1, 5, 60, "0", "01", "x", "0"}},
-		{"a window index in hex", []any{1, 5, 60, "0", "0x1", "x", "0"}},
-		{"no arguments", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v, err := evidenceAdd.Run(ctx, rdb, []string{key, window}, tt.args...).Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := evidenceLists(v, &Evidence{}); !errors.Is(err, ErrInvalidArguments) {
-				t.Errorf("reply %v: want the error contract", v)
-			}
-			if rdb.Exists(ctx, key).Val() != 0 {
-				t.Error("written")
-			}
-		})
-	}
-	w := EvidenceWindow{Key: key, Window: window, Keep: 5, TTL: time.Minute}
-	other := w
-	other.Window = "elsewhere"
-	noKeep := w
-	noKeep.Keep = 0
-	bad := []*Evidence{
-		{Windows: []EvidenceWindow{noKeep}, Entries: []EvidenceEntry{{Text: "x"}}},
-		{Windows: []EvidenceWindow{other}, Entries: []EvidenceEntry{{Text: "x"}}},
-		{Windows: []EvidenceWindow{w}},
-		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Window: 1, Text: "x"}}},
-		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: strings.Repeat("x", 513)}}},
-		{Windows: []EvidenceWindow{w}, Entries: []EvidenceEntry{{Text: "x" + EvidenceSep}}},
-	}
-	for _, e := range bad {
-		// Refused as the script would refuse it: no retry makes it usable.
-		if err := s.AddEvidence(ctx, []*Evidence{e}); !errors.Is(err, ErrInvalidArguments) {
-			t.Errorf("AddEvidence(%+v) = %v, want ErrInvalidArguments", e, err)
-		}
 	}
 }

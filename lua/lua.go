@@ -47,8 +47,9 @@ const (
 )
 
 var (
-	// prelude is what the four counting scripts share, prepended to each:
-	// their text, and so their SHA1, includes it.
+	// prelude is what the four counting scripts share, prepended to each
+	// (and to evidence_add, for its decoder): their text, and so their
+	// SHA1, includes it.
 	//go:embed prelude.lua
 	prelude string
 	//go:embed incr_and_check.lua
@@ -104,7 +105,7 @@ var (
 	alertSettle      = redis.NewScript(alertSettleSrc)
 	silenceAdd       = redis.NewScript(silenceAddSrc)
 	alertBudget      = redis.NewScript(alertBudgetSrc)
-	evidenceAdd      = redis.NewScript(evidenceAddSrc)
+	evidenceAdd      = redis.NewScript(prelude + evidenceAddSrc)
 	alertPark        = redis.NewScript(alertParkSrc)
 	alertAck         = redis.NewScript(alertAckSrc)
 	alertWait        = redis.NewScript(alertWaitSrc)
@@ -331,7 +332,7 @@ func Text(name string) (string, bool) {
 		AlertSettleName:      alertSettleSrc,
 		SilenceAddName:       silenceAddSrc,
 		AlertBudgetName:      alertBudgetSrc,
-		EvidenceAddName:      evidenceAddSrc,
+		EvidenceAddName:      prelude + evidenceAddSrc,
 		AlertParkName:        alertParkSrc,
 		AlertAckName:         alertAckSrc,
 		AlertWaitName:        alertWaitSrc,

@@ -1,6 +1,6 @@
 -- prelude: what the counting scripts share, prepended to incr_and_check,
--- sales_decr, slide_and_check and distinct_and_check (lua.go; the same text
--- is in each script's SHA1).
+-- sales_decr, slide_and_check and distinct_and_check, and to evidence_add,
+-- which takes its decoder (lua.go; the same text is in each script's SHA1).
 --
 -- A bucket's offsets (KEYS[1]) are a hash with a field per source partition
 -- and script ('c:', 'r:', 's:' and 'd:' before the partition's name): the

@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +14,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "a9c4c326d50ea642c50eabbd4c50710007e568ae"
+const evidencePin = "c5d3777a3379ba6dc1d583f7e17390e17bfe2319"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and
@@ -61,7 +62,8 @@ func (x *evidence) AddEvidence(_ context.Context, calls []*lua.Evidence) error {
 func checkEvidenceCall(c *lua.Evidence) error {
 	ok := len(c.Windows) >= 1 && len(c.Windows) <= lua.MaxWindows && len(c.Entries) >= 1 && len(c.Entries) <= lua.MaxChanges
 	for _, w := range c.Windows {
-		ok = ok && w.Keep >= 1 && w.Keep <= lua.MaxEvidence
+		// A TTL goes in whole seconds, as a uint32 (0 past it: refused).
+		ok = ok && w.Keep >= 1 && w.Keep <= lua.MaxEvidence && (w.TTL+time.Second-1)/time.Second <= math.MaxUint32
 	}
 	for _, e := range c.Entries {
 		ok = ok && e.Window >= 0 && e.Window < len(c.Windows) && len(e.Text) <= lua.MaxEvidenceText &&

@@ -1,7 +1,9 @@
 package backtest
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -102,5 +104,55 @@ func compareEvidence(t *testing.T, round int, value string, pttl time.Duration, 
 	// Redis's clock runs during the test; evidence's does not.
 	if d := left - pttl; len(entries) > 0 && (d < 0 || d > 2*time.Second) {
 		t.Fatalf("round %d: %s lives %v, evidence_add's %v", round, key, left, pttl)
+	}
+}
+
+// evidence refuses the calls evidence_add refuses, the encoder's and the
+// script's refusals alike (a TTL past 2^32-1 s is packed as 0, which the
+// script refuses), and takes those it takes.
+func TestEvidenceRefusesAsTheScript(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "{" + redistest.Prefix(t) + "}"
+	x := newEvidence(newWindows(t0, nil))
+	w := lua.EvidenceWindow{Key: prefix + ":l", Window: prefix + ":w", Keep: 5, TTL: time.Minute}
+	with := func(f func(*lua.EvidenceWindow)) []lua.EvidenceWindow {
+		v := w
+		f(&v)
+		return []lua.EvidenceWindow{v}
+	}
+	one := []lua.EvidenceEntry{{Text: "x", List: true}}
+	for _, tc := range []struct {
+		name string
+		call lua.Evidence
+		ok   bool
+	}{
+		{"a usable call", lua.Evidence{Windows: []lua.EvidenceWindow{w}, Entries: one}, true},
+		{"a TTL of 2^32-1 s", lua.Evidence{Windows: with(func(v *lua.EvidenceWindow) { v.TTL = math.MaxUint32 * time.Second }), Entries: one}, true},
+		{"a TTL past 2^32-1 s", lua.Evidence{Windows: with(func(v *lua.EvidenceWindow) { v.TTL = (math.MaxUint32 + 1) * time.Second }), Entries: one}, false},
+		{"keep 0", lua.Evidence{Windows: with(func(v *lua.EvidenceWindow) { v.Keep = 0 }), Entries: one}, false},
+		{"keep 21", lua.Evidence{Windows: with(func(v *lua.EvidenceWindow) { v.Keep = 21 }), Entries: one}, false},
+		{"no entries", lua.Evidence{Windows: []lua.EvidenceWindow{w}}, false},
+		{"an entry to no window", lua.Evidence{Windows: []lua.EvidenceWindow{w}, Entries: []lua.EvidenceEntry{{Window: 1, Text: "x"}}}, false},
+		{"a text of 513 bytes", lua.Evidence{Windows: []lua.EvidenceWindow{w}, Entries: []lua.EvidenceEntry{{Text: strings.Repeat("x", 513)}}}, false},
+		{"a text holding the separator", lua.Evidence{Windows: []lua.EvidenceWindow{w}, Entries: []lua.EvidenceEntry{{Text: "x" + lua.EvidenceSep}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, got := tc.call, tc.call
+			werr := scripts.AddEvidence(t.Context(), []*lua.Evidence{&want})
+			gerr := x.AddEvidence(t.Context(), []*lua.Evidence{&got})
+			if (werr == nil) != tc.ok || errors.Is(werr, lua.ErrInvalidArguments) == tc.ok {
+				t.Fatalf("evidence_add: %v; want taken %v", werr, tc.ok)
+			}
+			if (gerr == nil) != tc.ok || errors.Is(gerr, lua.ErrInvalidArguments) == tc.ok {
+				t.Fatalf("evidence: %v; want taken %v", gerr, tc.ok)
+			}
+			if !reflect.DeepEqual(got.Lists, want.Lists) {
+				t.Fatalf("lists %q, evidence_add's %q", got.Lists, want.Lists)
+			}
+		})
 	}
 }
