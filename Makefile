@@ -100,8 +100,8 @@ bench:
 	./scripts/bench.sh
 
 bench-smoke:
-	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -scripts-for 1s -latency-for 3s -scaling 2 -latency-trace \
+	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -scripts-for 1s -latency-for 3s -latency-warmup 1s -scaling 2 -latency-trace \
 		-routed-alerts 20 -routed-rate 20 -backtest-events 5000
-	./scripts/bench.sh -kafka fake -events 5000 -customers 1000 -naive-events 500 -ceiling-for 1s -latency-for 2s \
+	./scripts/bench.sh -kafka fake -events 5000 -customers 1000 -naive-events 500 -ceiling-for 1s -latency-for 2s -latency-warmup 1s \
 		-latency-rate 1000 -rules deploy/rules.yaml -contenders "" -scaling "" -cluster "" -windows=false \
 		-sizing-events 0 -backtest-events 2000 -warmup=false -scripts-for 0 -routed-alerts 0

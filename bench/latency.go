@@ -34,26 +34,17 @@ func roundTrips(ctx context.Context, reps []*replica) (trips, batches float64, e
 	return trips, batches, err
 }
 
-// latencyAt produces fresh events at rate per second for d, to the topics
-// the replicas read, and returns the end-to-end latency quantiles their
-// fraudwatch_event_latency_seconds histograms saw meanwhile (from each
-// event's Kafka timestamp to the end of its processing), and their stages'
-// (fraudwatch_event_stage_seconds). trace, when set, is called every
-// second.
-func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, d time.Duration,
+// latencyAt produces fresh events at rate per second for warm, unmeasured,
+// then for d, to the topics the replicas read, and returns the end-to-end
+// latency quantiles their fraudwatch_event_latency_seconds histograms saw
+// meanwhile (from each event's Kafka timestamp to the end of its
+// processing), and their stages' (fraudwatch_event_stage_seconds). trace,
+// when set, is called every second of d. The warm-up is for the broker: a
+// fresh one took a core for the first 14 s of small produce requests, and
+// those seconds' p99 was 450-500 ms (docs/performance.md, Latency at half
+// load), which a broker long in production does not show.
+func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, warm, d time.Duration,
 	trace func(elapsed time.Duration)) (latency, error) {
-	before, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
-	if err != nil {
-		return latency{}, err
-	}
-	stages0, err := scrapeStages(ctx, reps)
-	if err != nil {
-		return latency{}, err
-	}
-	trips0, batches0, err := roundTrips(ctx, reps)
-	if err != nil {
-		return latency{}, err
-	}
 	wr := &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Balancer:     &kafka.Murmur2Balancer{},
@@ -79,36 +70,25 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	}); err != nil {
 		return latency{}, err
 	}
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	sent, owed := 0, 0.0
-	start := time.Now()
-	second := start
-	for time.Since(start) < d {
-		select {
-		case <-ctx.Done():
-			return latency{}, ctx.Err()
-		case <-t.C:
-		}
-		owed += rate * tick.Seconds()
-		n := int(owed)
-		owed -= float64(n)
-		if sent+n > len(all) {
-			return latency{}, fmt.Errorf("the latency workload ran out after %d events", sent)
-		}
-		msgs := all[sent : sent+n]
-		for i := range msgs {
-			msgs[i].Time = time.Now() // the event's timestamp: when it is produced
-		}
-		if err := wr.WriteMessages(ctx, msgs...); err != nil {
-			return latency{}, err
-		}
-		sent += n
-		if trace != nil && time.Since(second) >= time.Second {
-			second = time.Now()
-			trace(time.Since(start))
-		}
+	warmed, err := produceAt(ctx, wr, all, rate, warm, nil)
+	if err != nil {
+		return latency{}, err
+	}
+	before, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
+	if err != nil {
+		return latency{}, err
+	}
+	stages0, err := scrapeStages(ctx, reps)
+	if err != nil {
+		return latency{}, err
+	}
+	trips0, batches0, err := roundTrips(ctx, reps)
+	if err != nil {
+		return latency{}, err
+	}
+	sent, err := produceAt(ctx, wr, all[warmed:], rate, d, trace)
+	if err != nil {
+		return latency{}, err
 	}
 	// Wait for the replicas to process what was sent.
 	for {
@@ -134,4 +114,42 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// produceAt writes msgs at rate per second for d, each stamped when it is
+// written, and returns how many it wrote; trace, when set, is called every
+// second.
+func produceAt(ctx context.Context, wr *kafka.Writer, msgs []kafka.Message, rate float64, d time.Duration, trace func(time.Duration)) (int, error) {
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	sent, owed := 0, 0.0
+	start := time.Now()
+	second := start
+	for time.Since(start) < d {
+		select {
+		case <-ctx.Done():
+			return sent, ctx.Err()
+		case <-t.C:
+		}
+		owed += rate * tick.Seconds()
+		n := int(owed)
+		owed -= float64(n)
+		if sent+n > len(msgs) {
+			return sent, fmt.Errorf("the latency workload ran out after %d events", sent)
+		}
+		batch := msgs[sent : sent+n]
+		for i := range batch {
+			batch[i].Time = time.Now() // the event's timestamp: when it is produced
+		}
+		if err := wr.WriteMessages(ctx, batch...); err != nil {
+			return sent, err
+		}
+		sent += n
+		if trace != nil && time.Since(second) >= time.Second {
+			second = time.Now()
+			trace(time.Since(start))
+		}
+	}
+	return sent, nil
 }

@@ -34,6 +34,7 @@ type options struct {
 	ceilingFor     time.Duration
 	scriptsFor     time.Duration
 	latencyFor     time.Duration
+	latencyWarm    time.Duration
 	latencyRate    float64
 	routedAlerts   int
 	routedRate     float64
@@ -64,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long each ceiling is measured")
 	flag.DurationVar(&o.scriptsFor, "scripts-for", 5*time.Second, "how long the seed-style script and incr_and_check run side by side, at 1 and at 8 windows a call, each after a pass over 100,000 groups (0: not at all)")
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
+	flag.DurationVar(&o.latencyWarm, "latency-warmup", 15*time.Second, "how long the latency run's producer writes, unmeasured, before latency is measured: a fresh broker took a core for its first seconds of small produce requests")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
 	flag.IntVar(&o.routedAlerts, "routed-alerts", 100, "crossing orders whose alerts' latency to Slack, a webhook and PagerDuty is measured (0: none); at most what PagerDuty's budget carries (120, and 2 a second)")
 	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")

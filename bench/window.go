@@ -55,13 +55,13 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 	if b.o.latencyRate > 0 {
 		w.half = b.o.latencyRate
 	}
-	progress("(b) latency at half that rate (%.0f events/s) for %v", w.half, b.o.latencyFor)
-	lw := b.latencyWorkload(int(w.half*b.o.latencyFor.Seconds()) + 1000)
+	progress("(b) latency at half that rate (%.0f events/s) for %v, after %v unmeasured", w.half, b.o.latencyFor, b.o.latencyWarm)
+	lw := b.latencyWorkload(int(w.half*(b.o.latencyWarm+b.o.latencyFor).Seconds()) + 1000)
 	var trace func(time.Duration)
 	if b.o.trace {
 		trace = b.traceLatency(ctx, w.rdb, reps)
 	}
-	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, reps, lw, w.half, b.o.latencyFor, trace)
+	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, reps, lw, w.half, b.o.latencyWarm, b.o.latencyFor, trace)
 	return err
 }
 
