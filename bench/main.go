@@ -287,16 +287,8 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		}
 		b.fw.rules = string(data)
 	}
-	if b.o.warmup {
-		// The first run on a fresh Redis and broker is slower by itself
-		// (about a tenth; Redis's memory new to it and a cold machine are likely), which
-		// a Redis in production long past would never show.
-		progress("(b) warm-up: fraudwatch, 1 process, over %d events, not measured", b.o.events)
-		warm := *b.fw
-		warm.group = "bench-fw-warmup-" + b.suffix
-		if _, err := warm.measure(ctx, b.redis(ctx), nil); err != nil {
-			return err
-		}
+	if err := b.warmUp(ctx, *b.fw, b.rdb, ""); err != nil {
+		return err
 	}
 	if err := flushSync(ctx, b.rdb); err != nil {
 		return err
