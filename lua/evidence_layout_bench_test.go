@@ -154,7 +154,11 @@ func layoutPlain(ctx context.Context, rdb *redis.Client, orders []layoutOrder) (
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return bytes["other"], after - before, len(values), nil
+	total := int64(0)
+	for _, v := range bytes {
+		total += v
+	}
+	return total, after - before, len(values), nil
 }
 
 // layoutProfile says the population's shape, rule by rule: its windows,
