@@ -16,9 +16,10 @@ import (
 // BenchmarkEvidenceLayouts writes a population shaped like (b)'s (its four
 // fixed rules over 400,000 events of 40,000 customers, its refunds left
 // out: layoutOrders) through each evidence layout's scripts on a private
-// redis-server, each on an empty database, in batches of 512 orders (a
-// counting call a bucket, about 8 windows each, then an evidence call a
-// bucket that keeps some), and reports for each: Redis's time a call
+// redis-server, each on a database of its own, taking turns batch by
+// batch (runLayouts), in batches of 512 orders (a counting call a bucket,
+// about 8 windows each, then an evidence call a bucket that keeps some),
+// and reports for each: Redis's time a call
 // (INFO commandstats), and memory (MEMORY USAGE of every key, by kind, and
 // used_memory's growth) a window, beside the same windows as plain
 // counters (a string with the window's TTL each, as bench's countersOnly
@@ -30,39 +31,33 @@ import (
 //	go test -run x -bench EvidenceLayouts -benchtime 3x ./lua
 //	FRAUDWATCH_TEST_REDIS_SERVER=$(scripts/redis8.sh fetch)/redis-server go test -run x -bench EvidenceLayouts -benchtime 3x ./lua
 func BenchmarkEvidenceLayouts(b *testing.B) {
-	rdb := redistest.Connect(b, redistest.Start(b).Addr)
 	ctx := b.Context()
 	events, customers := 400_000, 40_000
 	if testing.Short() {
 		events, customers = 40_000, 4_000
 	}
 	orders := layoutOrders(events, customers)
-	var designs []layoutDesign
-	for _, d := range layoutDesigns {
-		ok, v, err := layoutSupports(ctx, rdb, d)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !ok {
-			b.Logf("%s: not run, Redis %s has no hash field TTLs (7.4)", d.name, v)
-			continue
-		}
-		designs = append(designs, d)
+	designs, rdbs, skipped, err := layoutClients(b, redistest.Start(b).Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range skipped {
+		b.Log(s)
 	}
 	results := map[string][]*layoutResult{}
 	var plain, plainUsed []float64
 	for b.Loop() {
-		bytes, used, n, err := layoutPlain(ctx, rdb, orders)
+		bytes, used, n, err := layoutPlain(ctx, rdbs[0], orders)
 		if err != nil {
 			b.Fatal(err)
 		}
 		plain, plainUsed = append(plain, float64(bytes)/float64(n)), append(plainUsed, float64(used)/float64(n))
-		for _, d := range designs {
-			r, err := runLayout(ctx, rdb, d, orders)
-			if err != nil {
-				b.Fatal(err)
-			}
-			results[d.name] = append(results[d.name], r)
+		rs, err := runLayouts(ctx, rdbs[1:], designs, orders)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, d := range designs {
+			results[d.name] = append(results[d.name], rs[i])
 		}
 	}
 	b.Log(layoutProfile(orders))

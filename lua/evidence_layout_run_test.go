@@ -34,50 +34,67 @@ type layoutCall struct {
 	lists    []string // per crossing, in order: the list it answers
 }
 
-// runLayout writes orders through design d's scripts on an empty
-// database, in batches of layoutBatch orders, each a call a bucket (and an
-// evidence call a bucket that keeps some), checks every reply and every
-// window it leaves, and measures the Redis time and memory it took.
-func runLayout(ctx context.Context, rdb *redis.Client, d layoutDesign, orders []layoutOrder) (*layoutResult, error) {
-	if err := rdb.Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
+// runLayouts writes orders through each design's scripts, design i on
+// database rdbs[i] of one redis-server, emptied first, in batches of
+// layoutBatch orders, each a call a bucket (and an evidence call a bucket
+// that keeps some). The designs take turns batch by batch, each batch's
+// first design in rotation, so that the load other work puts on the
+// machine falls on all of them alike. It checks every reply and every
+// window the designs leave, and measures the Redis time (EVALSHA's, INFO
+// commandstats) and used_memory each design's batches took, and each
+// database's MEMORY USAGE at the end.
+func runLayouts(ctx context.Context, rdbs []*redis.Client, designs []layoutDesign, orders []layoutOrder) ([]*layoutResult, error) {
+	if err := rdbs[0].Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
 		return nil, fmt.Errorf("emptying Redis: %w", err)
 	}
-	for _, s := range []*redis.Script{d.count, d.evidence} {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
-			return nil, fmt.Errorf("%s: loading a script: %w", d.name, err)
-		}
-	}
-	before, err := layoutUsedMemory(ctx, rdb)
-	if err != nil {
-		return nil, err
-	}
 	keys, _ := NewKeys(layoutPrefix)
-	r := &layoutResult{}
-	windows := map[string]*layoutWindow{}
+	results := make([]*layoutResult, len(designs))
+	windows := make([]map[string]*layoutWindow, len(designs))
+	for i, d := range designs {
+		for _, s := range []*redis.Script{d.count, d.evidence} {
+			if err := s.Load(ctx, rdbs[i]).Err(); err != nil {
+				return nil, fmt.Errorf("%s: loading a script: %w", d.name, err)
+			}
+		}
+		results[i], windows[i] = &layoutResult{}, map[string]*layoutWindow{}
+	}
+	turn := 0
 	for batch := range slices.Chunk(orders, layoutBatch) {
-		calls := layoutBatchCalls(keys, windows, batch, r)
-		count, evidence, err := runLayoutBatch(ctx, rdb, d, calls, r)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.name, err)
+		for k := range designs {
+			i := (turn + k) % len(designs)
+			d, r := designs[i], results[i]
+			before, err := layoutUsedMemory(ctx, rdbs[i])
+			if err != nil {
+				return nil, err
+			}
+			count, evidence, err := runLayoutBatch(ctx, rdbs[i], d, layoutBatchCalls(keys, windows[i], batch, r), r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.name, err)
+			}
+			after, err := layoutUsedMemory(ctx, rdbs[i])
+			if err != nil {
+				return nil, err
+			}
+			r.countUsec, r.evidenceUsec, r.usedMemory = r.countUsec+count, r.evidenceUsec+evidence, r.usedMemory+after-before
 		}
-		r.countUsec += count
-		r.evidenceUsec += evidence
+		turn++
 	}
-	after, err := layoutUsedMemory(ctx, rdb)
-	if err != nil {
-		return nil, err
-	}
-	r.usedMemory = after - before
-	if r.bytes, err = layoutMemory(ctx, rdb); err != nil {
-		return nil, err
-	}
-	r.windows = len(windows)
-	for _, w := range windows {
-		if len(w.entries) > 0 {
-			r.evidenceWindows++
+	for i, d := range designs {
+		r, err := results[i], error(nil)
+		if r.bytes, err = layoutMemory(ctx, rdbs[i]); err != nil {
+			return nil, err
+		}
+		r.windows = len(windows[i])
+		for _, w := range windows[i] {
+			if len(w.entries) > 0 {
+				r.evidenceWindows++
+			}
+		}
+		if err := layoutCheckWindows(ctx, rdbs[i], d, windows[i]); err != nil {
+			return nil, err
 		}
 	}
-	return r, layoutCheckWindows(ctx, rdb, d, windows)
+	return results, nil
 }
 
 // layoutBatchCalls makes a batch's calls: each order counts into its

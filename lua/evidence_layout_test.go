@@ -195,23 +195,47 @@ func newestEntries(entries []string, keep int) string {
 // the one expected, and every window must read back its count and newest
 // entries. D2 runs only on Redis >= 7.4.
 func TestEvidenceLayoutsAgree(t *testing.T) {
-	rdb := redistest.Connect(t, redistest.Start(t).Addr)
+	addr := redistest.Start(t).Addr
 	ctx := t.Context()
-	orders := layoutOrders(8_000, 800)
-	for _, d := range layoutDesigns {
-		t.Run(d.name, func(t *testing.T) {
-			if ok, v, err := layoutSupports(ctx, rdb, d); err != nil || !ok {
-				t.Skipf("Redis %s has no hash field TTLs (7.4) %v", v, err)
-			}
-			r, err := runLayout(ctx, rdb, d, orders)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.evidenceWindows == 0 || r.crossings == 0 {
-				t.Fatalf("no evidence kept (%d windows) or no crossing (%d): the population is not (b)'s", r.evidenceWindows, r.crossings)
-			}
-		})
+	designs, rdbs, skipped, err := layoutClients(t, addr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, s := range skipped {
+		t.Log(s)
+	}
+	results, err := runLayouts(ctx, rdbs[1:], designs, layoutOrders(8_000, 800))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		if r.evidenceWindows == 0 || r.crossings == 0 {
+			t.Fatalf("%s: no evidence kept (%d windows) or no crossing (%d): the population is not (b)'s", designs[i].name, r.evidenceWindows, r.crossings)
+		}
+	}
+}
+
+// layoutClients returns the designs the server at addr runs, and clients
+// of it: database 0 for plain counters, then one a design. skipped says
+// which designs it does not run, and why.
+func layoutClients(t testing.TB, addr string) ([]layoutDesign, []*redis.Client, []string, error) {
+	rdbs := []*redis.Client{redistest.Connect(t, addr)}
+	var designs []layoutDesign
+	var skipped []string
+	for _, d := range layoutDesigns {
+		ok, v, err := layoutSupports(t.Context(), rdbs[0], d)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if !ok {
+			skipped = append(skipped, fmt.Sprintf("%s: not run, Redis %s has no hash field TTLs (7.4)", d.name, v))
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: addr, DB: len(rdbs), MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		designs, rdbs = append(designs, d), append(rdbs, rdb)
+	}
+	return designs, rdbs, skipped, nil
 }
 
 // layoutSupports reports whether rdb's server runs design d, and its
