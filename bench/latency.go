@@ -39,7 +39,7 @@ func roundTrips(ctx context.Context, reps []*replica) (trips, batches float64, e
 // latency quantiles their fraudwatch_event_latency_seconds histograms saw
 // meanwhile (from each event's Kafka timestamp to the end of its
 // processing), and their stages' (fraudwatch_event_stage_seconds). trace,
-// when set, is called every second of d. The warm-up is for the broker: a
+// when set, is called with 0 as d begins, then every second of d. The warm-up is for the broker: a
 // fresh one took a core for the first 14 s of small produce requests, and
 // those seconds' p99 was 450-500 ms (docs/performance.md, Latency at half
 // load), which a broker long in production does not show.
@@ -85,6 +85,9 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	trips0, batches0, err := roundTrips(ctx, reps)
 	if err != nil {
 		return latency{}, err
+	}
+	if trace != nil {
+		trace(0)
 	}
 	sent, err := produceAt(ctx, wr, all[warmed:], rate, d, trace)
 	if err != nil {

@@ -36,6 +36,7 @@ type options struct {
 	latencyFor     time.Duration
 	latencyWarm    time.Duration
 	latencyRate    float64
+	latencyNice    int
 	routedAlerts   int
 	routedRate     float64
 	trace          bool
@@ -67,6 +68,7 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency-for", 20*time.Second, "how long latency is measured at half the rate")
 	flag.DurationVar(&o.latencyWarm, "latency-warmup", 15*time.Second, "how long the latency run's producer writes, unmeasured, before latency is measured: a fresh broker took a core for its first seconds of small produce requests")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "events/s while latency is measured (0: half of fraudwatch's rate)")
+	flag.IntVar(&o.latencyNice, "latency-nice", -10, "the niceness redis-server's main thread runs at during the latency run, when it runs on this machine: -10 gives it a core before the broker, the producer and fraudwatch, as a Redis with cores of its own has one (needs CAP_SYS_NICE; the latency row says what was set); 0: as started")
 	flag.IntVar(&o.routedAlerts, "routed-alerts", 100, "crossing orders whose alerts' latency to Slack, a webhook and PagerDuty is measured (0: none); at most what PagerDuty's budget carries (120, and 2 a second)")
 	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")

@@ -19,17 +19,34 @@ import (
 //     often comes with another process taking a core.
 //   - The size of Redis's keyspace and memory, where a key table doubling
 //     (at each power of two keys) shows.
-func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*replica) func(time.Duration) {
-	type sample struct {
-		at               time.Time
-		latency, batches histogram
-		stages           stageScrape
-		redisCPU, fwCPU  float64
-		brokerCPU, self  float64
-		calls            float64
-		trips            float64 // Redis round trips for events' batches
-		busy, all        float64 // the machine's CPU time
+//   - Redis's own view: the keys it expired and its expire cycle's CPU,
+//     the keys with a TTL, and each event class its latency monitor saw
+//     over latencyThreshold ms in the second (expire-cycle, command,
+//     fast-command, fork, ...); and fraudwatch's GC cycles and pauses.
+//   - How long redis-server's main thread and fraudwatch's threads were
+//     runnable but waiting for a core (the kernel's schedstat): at half
+//     (b)'s rate, redis-server waited a fifth to a quarter of each second
+//     (docs/performance.md, Latency at half load).
+//
+// restore puts Redis's latency monitor back as it was.
+func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*replica) (trace func(time.Duration), restore func(), err error) {
+	if restore, err = watchLatency(ctx, rdb); err != nil {
+		return nil, restore, err
 	}
+	type sample struct {
+		at                time.Time
+		latency, batches  histogram
+		stages            stageScrape
+		redisCPU, fwCPU   float64
+		brokerCPU, self   float64
+		calls             float64
+		trips             float64 // Redis round trips for events' batches
+		busy, all         float64 // the machine's CPU time
+		redis             redisView
+		gcs, gcPaused     float64 // fraudwatch's GC cycles and their pauses' seconds
+		redisWait, fwWait float64 // seconds runnable but waiting for a core
+	}
+	pid := redisPid(ctx, rdb)
 	take := func() (s sample) {
 		s.at = time.Now()
 		s.latency, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
@@ -43,21 +60,35 @@ func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*rep
 		s.brokerCPU = brokerCPU()
 		s.self, _ = cpuSeconds(os.Getpid())
 		s.busy, s.all, _ = machineCPU()
+		s.redis, _ = viewRedis(ctx, rdb)
+		s.gcs, s.gcPaused, _ = gcOf(ctx, reps)
+		if pid > 0 {
+			s.redisWait, _ = runQueueWait(pid, false)
+		}
+		for _, rep := range reps {
+			w, _ := runQueueWait(rep.cmd.Process.Pid, true)
+			s.fwWait += w
+		}
 		return s
 	}
 	last := take()
 	return func(elapsed time.Duration) {
 		now := take()
+		if elapsed == 0 { // the measured part begins: the warm-up is not traced
+			last = now
+			return
+		}
 		secs := now.at.Sub(last.at).Seconds()
 		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
 		keys, _ := rdb.DBSize(ctx).Result()
 		mem, _ := usedMemory(ctx, rdb)
-		progress("latency trace: %3.0f s: p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the broker %.0f %%, the bench %.0f %%, the machine %.0f %% busy; Redis %d keys, %s",
-			elapsed.Seconds(), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
+		progress("latency trace: %3.0f s (%s UTC): p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the broker %.0f %%, the bench %.0f %%, the machine %.0f %% busy; waiting for a core: redis-server %.0f %% of the second, fraudwatch's threads %.0f %%; Redis %d keys, %s; %s; fraudwatch's GC %.0f cycles, %s paused",
+			elapsed.Seconds(), now.at.UTC().Format("15:04:05"), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
 			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1), (now.calls-last.calls)/max(events, 1),
-			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.brokerCPU-last.brokerCPU)/secs, 100*(now.self-last.self)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), keys, mib(mem))
+			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.brokerCPU-last.brokerCPU)/secs, 100*(now.self-last.self)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), 100*(now.redisWait-last.redisWait)/secs, 100*(now.fwWait-last.fwWait)/secs, keys, mib(mem),
+			redisText(last.redis, now.redis, last.at, now.at), now.gcs-last.gcs, ms(now.gcPaused-last.gcPaused))
 		last = now
-	}
+	}, restore, nil
 }
 
 // count is how many observations a histogram gained between two scrapes.

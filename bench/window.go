@@ -24,6 +24,7 @@ type windowed struct {
 	countersPerEvent float64
 	half             float64
 	lat              latency
+	nice             string // redis-server's priority in the latency run, when -latency-nice set it
 }
 
 // inWindow readies the measurement of a (b) run against rdb (at addr) that
@@ -56,11 +57,24 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 	if b.o.latencyRate > 0 {
 		w.half = b.o.latencyRate
 	}
-	progress("(b) latency at half that rate (%.0f events/s) for %v, after %v unmeasured", w.half, b.o.latencyFor, b.o.latencyWarm)
+	restore, note, err := favourRedis(ctx, w.rdb, b.o.latencyNice)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	if w.nice = note; note != "" {
+		note = "; " + note
+	}
+	progress("(b) latency at half that rate (%.0f events/s) for %v, after %v unmeasured%s", w.half, b.o.latencyFor, b.o.latencyWarm, note)
 	lw := b.latencyWorkload(int(w.half*(b.o.latencyWarm+b.o.latencyFor).Seconds()) + 1000)
 	var trace func(time.Duration)
 	if b.o.trace {
-		trace = b.traceLatency(ctx, w.rdb, reps)
+		var restore func()
+		trace, restore, err = b.traceLatency(ctx, w.rdb, reps)
+		defer restore()
+		if err != nil {
+			return err
+		}
 	}
 	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, reps, lw, w.half, b.o.latencyWarm, b.o.latencyFor, trace)
 	return err
@@ -71,7 +85,7 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 func (b *bench) latencyRows(w *windowed, on string) {
 	lat := w.lat
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)%s", w.half, on),
-		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets")
+		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets"+nice(w.nice))
 	b.tbl.add("b", "the latency's stages: each one's p99 (and mean), beside the p99 above"+on, stagesText(lat.stages, true),
 		fmt.Sprintf("the p99 is bounded by %s; %.1f Redis round trips a batch; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)",
 			bound(lat.stages), lat.tripsPerBatch))
@@ -159,4 +173,12 @@ func (b *bench) warmUp(ctx context.Context, run fraudwatchRun, rdb *redis.Client
 		return err
 	}
 	return flushSync(ctx, rdb)
+}
+
+// nice is the latency row's note of redis-server's priority, if set.
+func nice(note string) string {
+	if note == "" {
+		return ""
+	}
+	return "; " + note
 }
