@@ -234,24 +234,26 @@ type planned struct {
 // event would make the rest look applied. The event's changes past what one
 // call can take are refused.
 func (p *plan) addEvent(open *openCalls, event int) {
-	for j, pl := range p.event {
+	// By index: a planned change is too large to copy for each look.
+	for j := range p.event {
+		pl := &p.event[j]
 		need := 0
 		bucket := pl.group.Bucket()
-		for _, other := range p.event[:j] {
-			if other.kind == pl.kind && other.group.Bucket() == bucket {
+		for k := range j {
+			if other := &p.event[k]; other.kind == pl.kind && other.group.Bucket() == bucket {
 				need = -1 // not the event's first change to this call
 				break
 			}
 		}
-		for _, other := range p.event[j:] {
-			if need >= 0 && other.kind == pl.kind && other.group.Bucket() == bucket {
+		for k := j; need >= 0 && k < len(p.event); k++ {
+			if other := &p.event[k]; other.kind == pl.kind && other.group.Bucket() == bucket {
 				need++
 			}
 		}
 		if need > lua.MaxWindows {
 			need = lua.MaxWindows
 		}
-		if !p.add(open, &pl, event, need) {
+		if !p.add(open, pl, event, need) {
 			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
 		}
 	}
