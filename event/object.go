@@ -57,6 +57,14 @@ var errTooDeep = func() error {
 // into a copy, the only allocation here. It fails when data is not exactly
 // one JSON object.
 func eachMember(data []byte, fn func(name []byte, value json.RawMessage, at int)) error {
+	if eachFlat(data, fn) {
+		return nil
+	}
+	return eachScanned(data, fn)
+}
+
+// eachScanned is eachMember with jsontext, for what eachFlat does not read.
+func eachScanned(data []byte, fn func(name []byte, value json.RawMessage, at int)) error {
 	s := scanners.Get().(*scanner)
 	defer func() {
 		s.buf = bytes.Buffer{}

@@ -3,6 +3,7 @@ package lua
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Batch sends counting calls to Redis pipelined: a round trip for many
@@ -177,14 +178,35 @@ func checkCall(source, offsets string, windows []Window, changes int, marks bool
 	case changes < 1 || changes > MaxChanges:
 		return fmt.Errorf("lua: a call has 1 to %d changes", MaxChanges)
 	}
-	tag := hashTag(windows[0].Key)
-	if offsets == "" || hashTag(offsets) != tag {
+	tag := tagOf(windows[0].Key)
+	if offsets == "" || !tag.of(offsets) {
 		return errors.New("lua: a call's offsets key must share its windows' hash tag")
 	}
 	for _, w := range windows {
-		if hashTag(w.Key) != tag || (marks && hashTag(w.Marks) != tag) {
+		if !tag.of(w.Key) || (marks && !tag.of(w.Marks)) {
 			return fmt.Errorf("lua: the keys of a call must share one hash tag")
 		}
 	}
 	return nil
+}
+
+// keyTag is a key's hash tag (hashTag) and the key up to the tag's end.
+// A key that starts with that head has that tag: the keys of a call all
+// do, Keys making them. Comparing a head is one short comparison where
+// reading a key's tag is two searches, which took about 3 % of
+// fraudwatch's CPU an event.
+type keyTag struct{ tag, head string }
+
+func tagOf(key string) keyTag {
+	tag := hashTag(key)
+	if len(tag) == len(key) {
+		return keyTag{tag: tag} // no tag: the whole key is hashed
+	}
+	open := strings.IndexByte(key, '{')
+	return keyTag{tag: tag, head: key[:open+len(tag)+2]}
+}
+
+// of reports whether key has the tag.
+func (t keyTag) of(key string) bool {
+	return (t.head != "" && strings.HasPrefix(key, t.head)) || hashTag(key) == t.tag
 }

@@ -33,6 +33,9 @@ type Keys struct {
 // groups share calls.
 const Buckets = 256
 
+// A bucket's number fits Group's uint8: this fails to compile otherwise.
+const _ uint8 = Buckets - 1
+
 // NewKeys returns Keys under prefix. The prefix may not contain braces:
 // Redis takes the first {...} of a key as its hash tag.
 func NewKeys(prefix string) (Keys, error) { return NewKeysIn(prefix, Buckets) }
@@ -63,15 +66,22 @@ func ValidatePrefix(prefix string) error {
 
 // Group identifies one group: its values, encoded, and its bucket.
 type Group struct {
-	tag string // "{bucket}"
-	enc string // encoded values
+	tag    string // "{bucket}"
+	enc    string // encoded values
+	bucket uint8  // tag's bucket, for arrays by bucket (Bucket)
 }
 
 // Group derives the group of group_by values.
-func (k Keys) Group(values []string) Group {
-	enc := encodeGroup(values)
-	return Group{tag: tags[fnv(enc)%k.buckets], enc: enc}
+func (k Keys) Group(values []string) Group { return k.group(encodeGroup(values)) }
+
+func (k Keys) group(enc string) Group {
+	b := fnv(enc) % k.buckets
+	return Group{tag: tags[b], enc: enc, bucket: uint8(b)}
 }
+
+// Bucket is the number of the group's bucket, 0 to Buckets-1: the planner
+// finds a bucket's open call in an array by it rather than in a map by Tag.
+func (g Group) Bucket() int { return int(g.bucket) }
 
 // fnv is FNV-1a: a group's bucket.
 func fnv(s string) uint32 {
@@ -107,7 +117,7 @@ func (k Keys) ParseGroup(enc string) (Group, error) {
 		// Not quoted: it spells a group's values, which are personal data.
 		return Group{}, errors.New("lua: no group's encoding")
 	}
-	return Group{tag: tags[fnv(enc)%k.buckets], enc: enc}, nil
+	return k.group(enc), nil
 }
 
 // validEncoding reports whether encodeGroup can make enc.
@@ -159,77 +169,6 @@ func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) 
 // partition and counting script, the last offset applied in the bucket.
 func (k Keys) Offsets(g Group) string { return k.prefix + ":" + g.tag + ":o" }
 
-// WindowName names the keys of one window: its group, its rule's state
-// name, and whether it is a fixed window (a counter) or a distinct window,
-// which has values too.
-type WindowName struct {
-	Group    Group
-	Rule     string
-	Fixed    bool
-	Distinct bool
-}
-
-// NameWindows sets the Key and Marks of each ws[i], and the Values of a
-// distinct one, to those of names[i]: all in one allocation, substrings of
-// one string. The hot path names every window of a batch, which cost two
-// allocations a window.
-func (k Keys) NameWindows(ws []Window, names []WindowName) {
-	size := 0
-	for _, n := range names {
-		size += k.keyLen(n.Group, n.Rule) * n.keys()
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for _, n := range names {
-		kind := byte('w')
-		if n.Fixed {
-			kind = 'f'
-		}
-		k.writeKey(&b, kind, n.Group, n.Rule)
-		k.writeKey(&b, 'x', n.Group, n.Rule)
-		if n.Distinct {
-			k.writeKey(&b, 'd', n.Group, n.Rule)
-		}
-	}
-	all, at := b.String(), 0
-	next := func(n int) string {
-		at += n
-		return all[at-n : at]
-	}
-	for i, n := range names {
-		l := k.keyLen(n.Group, n.Rule)
-		ws[i].Key, ws[i].Marks = next(l), next(l)
-		if n.Distinct {
-			ws[i].Values = next(l)
-		}
-	}
-}
-
-func (n WindowName) keys() int {
-	if n.Distinct {
-		return 3
-	}
-	return 2
-}
-
-// keyLen is the length of key(kind, g, rule) for a kind of one byte.
-func (k Keys) keyLen(g Group, rule string) int {
-	return len(k.prefix) + len(g.tag) + len(rule) + len(g.enc) + 5
-}
-
-// writeKey writes key(kind, g, rule).
-func (k Keys) writeKey(b *strings.Builder, kind byte, g Group, rule string) {
-	b.WriteString(k.prefix)
-	b.WriteByte(':')
-	b.WriteString(g.tag)
-	b.WriteByte(':')
-	b.WriteByte(kind)
-	b.WriteByte(':')
-	b.WriteString(rule)
-	b.WriteByte(':')
-	b.WriteString(g.enc)
-}
-
 // Values is the key of the values a distinct rule's window counts.
 func (k Keys) Values(g Group, rule string) string { return k.key("d", g, rule) }
 
@@ -241,14 +180,14 @@ func (k Keys) Silences(g Group, rule string) string { return k.key("s", g, rule)
 // of g: a rule's silence is written to every bucket, so that claiming an
 // alert reads it in the alert's own slot. "*" is no group's encoding.
 func (k Keys) RuleSilences(g Group, rule string) string {
-	return k.key("s", Group{tag: g.tag, enc: "*"}, rule)
+	return k.key("s", Group{tag: g.tag, enc: "*", bucket: g.bucket}, rule)
 }
 
 // AllRuleSilences lists a rule's silences keys, one a bucket.
 func (k Keys) AllRuleSilences(rule string) []string {
 	out := make([]string, k.buckets)
 	for b := range out {
-		out[b] = k.RuleSilences(Group{tag: tags[b]}, rule)
+		out[b] = k.RuleSilences(Group{tag: tags[b], bucket: uint8(b)}, rule)
 	}
 	return out
 }

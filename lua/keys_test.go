@@ -334,11 +334,18 @@ func TestNameWindowsMatchesTheKeys(t *testing.T) {
 		{Group: k.Group([]string{long}), Rule: "r.00000000"},
 		{Group: k.Group([]string{""}), Rule: "r.00000000", Distinct: true},
 		{Group: k.Group([]string{"한"}), Rule: "amount.1"},
+		{Group: k.Group([]string{"cust-1"}), Rule: "orders.5c0e19aa", Fixed: true},
+		// Longer than the room a key is written in first.
+		{Group: k.Group([]string{strings.Repeat("y", 200)}), Rule: strings.Repeat("r", 100) + ".00000000", Fixed: true},
+		{Group: k.Group([]string{strings.Repeat("y", 200)}), Rule: strings.Repeat("r", 100) + ".00000000", Distinct: true},
 	}
 	ws := make([]lua.Window, len(names))
 	k.NameWindows(ws, names)
 	for i, n := range names {
 		want := lua.Window{Key: k.Window(n.Group, n.Rule), Marks: k.Marks(n.Group, n.Rule)}
+		if n.Fixed {
+			want.Key = k.Counter(n.Group, n.Rule)
+		}
 		if n.Distinct {
 			want.Values = k.Values(n.Group, n.Rule)
 		}

@@ -79,3 +79,17 @@ func TestPackingsAreTheScriptsLayouts(t *testing.T) {
 		t.Fatalf("packDistinct = %x, %v; want %x", got, err, want)
 	}
 }
+
+// A key has a call's tag, by its head or read, exactly when hashTag says
+// the two keys share it.
+func TestKeyTagIsHashTag(t *testing.T) {
+	keys := []string{"fw:{3F}:f:r:c1", "fw:{3F}:x:r:c2", "fw:{3F}:o", "fw:{4A}:f:r:c1", "gw:{3F}:f:r:c1", "{3F}", "{3F",
+		"fw:{3F", "fw:{}:f", "fw:{}:{3F}", "fw", "", "x{3F}}", "{{3F}", "fw:{3F}}", "fw:{3G}:f", "3F"}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := tagOf(a).of(b), hashTag(a) == hashTag(b); got != want {
+				t.Errorf("tagOf(%q).of(%q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}

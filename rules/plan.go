@@ -46,10 +46,16 @@ func (r *active) change(ev *event.Event, refund bool, id lua.EventID, at int64) 
 type plan struct {
 	keys  lua.Keys
 	calls []*call
-	// open is the call each partition, bucket and script family adds to
-	// now; windows finds a window's place in a call.
-	open    map[bucketOf]*call
-	windows map[windowOf]windowIn
+	// open is the calls each source of the batch adds to now, by family
+	// and bucket, the first opened of them this batch's: arrays, not a
+	// map, and a call's windows found in the call (find), for the map
+	// lookups a change took about a tenth of fraudwatch's CPU an event
+	// (docs/performance.md, fraudwatch's own share).
+	open   []*openCalls
+	opened int
+	// offsets is each bucket's offsets key (Keys.Offsets), named once for
+	// the engine's plans: the key names no event's data.
+	offsets [lua.Buckets]string
 	// The windows and changes of all calls, in the order they were
 	// planned, until finish hands each call its own: a slice for all of
 	// them rather than a growing slice each, which cost 6 allocations an
@@ -75,11 +81,29 @@ type plan struct {
 	tally []tally
 }
 
+// openCalls are the calls the changes of one source go to now: by family
+// (kindOf), then by bucket (lua.Group.Bucket).
+type openCalls struct {
+	src    string
+	family [][lua.Buckets]*call
+}
+
+// at is where the open call of a family and bucket is kept.
+func (o *openCalls) at(family lua.Kind, bucket int) **call {
+	for int(family) >= len(o.family) {
+		o.family = append(o.family, [lua.Buckets]*call{})
+	}
+	return &o.family[family][bucket]
+}
+
+// pendingWindow is a window of a call as planned: its rule and name, and
+// where the call's window planned before it is (prev, see call.last).
 type pendingWindow struct {
 	call   *call
-	w      lua.Window
+	rule   *active
 	name   lua.WindowName
 	values []string
+	prev   int
 }
 
 type pendingChange struct {
@@ -100,6 +124,10 @@ type call struct {
 	values [][]string
 	// windows and changes are how many the call has.
 	windows, changes int
+	// last is 1 + the index of the call's last window in the plan's
+	// pendingWindows (0: none yet); each window there names the one
+	// before it, so that find walks the call's windows alone.
+	last int
 }
 
 // window is what the plan knows of the window of a call's change j.
@@ -113,23 +141,10 @@ type ref struct {
 	event int
 }
 
-// bucketOf names the calls a change can go to: those of its partition,
-// bucket and family (kindOf).
-type bucketOf struct {
-	source, tag string
-	family      lua.Kind
-}
-
 // windowOf names a window: its rule and group.
 type windowOf struct {
 	rule  *active
 	group lua.Group
-}
-
-// windowIn is where a window is in a call.
-type windowIn struct {
-	call  *call
-	index int
 }
 
 // plan turns the events into script calls: for each partition, bucket of
@@ -141,13 +156,13 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 	var (
 		topic  string
 		part   = -1
-		src    string
+		open   *openCalls
 		values = p.values
 	)
 	for i, ev := range evs {
 		if ev.Source.Topic != topic || ev.Source.Partition != part {
 			topic, part = ev.Source.Topic, ev.Source.Partition
-			src = lua.Source(topic, part)
+			open = p.openOf(lua.Source(topic, part))
 		}
 		refund := ev.Type == event.Refund
 		id := lua.IDOf(ev.EventID)
@@ -175,7 +190,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			own := values[start:len(values):len(values)]
 			p.event = append(p.event, planned{k, r, p.keys.Group(own), own, ch})
 		}
-		p.addEvent(src, i)
+		p.addEvent(open, i)
 	}
 	p.values = values
 	p.finish()
@@ -218,25 +233,27 @@ type planned struct {
 // remembers the last offset a call applied, so a call that took part of an
 // event would make the rest look applied. The event's changes past what one
 // call can take are refused.
-func (p *plan) addEvent(src string, event int) {
-	for j, pl := range p.event {
+func (p *plan) addEvent(open *openCalls, event int) {
+	// By index: a planned change is too large to copy for each look.
+	for j := range p.event {
+		pl := &p.event[j]
 		need := 0
-		tag := pl.group.Tag()
-		for _, other := range p.event[:j] {
-			if other.kind == pl.kind && other.group.Tag() == tag {
+		bucket := pl.group.Bucket()
+		for k := range j {
+			if other := &p.event[k]; other.kind == pl.kind && other.group.Bucket() == bucket {
 				need = -1 // not the event's first change to this call
 				break
 			}
 		}
-		for _, other := range p.event[j:] {
-			if need >= 0 && other.kind == pl.kind && other.group.Tag() == tag {
+		for k := j; need >= 0 && k < len(p.event); k++ {
+			if other := &p.event[k]; other.kind == pl.kind && other.group.Bucket() == bucket {
 				need++
 			}
 		}
 		if need > lua.MaxWindows {
 			need = lua.MaxWindows
 		}
-		if !p.add(src, &pl, event, need) {
+		if !p.add(open, pl, event, need) {
 			p.tooMany = append(p.tooMany, ref{rule: pl.rule, event: event})
 		}
 	}
@@ -271,12 +288,14 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 // before the event; it is -1 for the event's later changes there. add
 // reports false, adding nothing, for a change past what the event's call
 // can take.
-func (p *plan) add(src string, pl *planned, event, need int) bool {
+func (p *plan) add(open *openCalls, pl *planned, event, need int) bool {
 	k, r, g := pl.kind, pl.rule, pl.group
-	b := bucketOf{src, g.Tag(), r.kind}
-	c := p.open[b]
-	in, known := p.windows[windowOf{r, g}]
-	known = known && c != nil && in.call == c
+	slot := open.at(r.kind, g.Bucket())
+	c, index := *slot, -1
+	if c != nil && c.Kind == k {
+		index = p.find(c, r, g)
+	}
+	known := index >= 0
 	most := k.MaxChanges() // the kind's, to keep its call near 1 ms of Redis time
 	full := c == nil || c.Kind != k || c.changes == most || (!known && c.windows == lua.MaxWindows)
 	if need > 0 {
@@ -286,23 +305,63 @@ func (p *plan) add(src string, pl *planned, event, need int) bool {
 	}
 	if full {
 		c, known = p.newCall(), false
-		c.Kind, c.Source, c.Offsets = k, src, p.keys.Offsets(g)
-		p.open[b] = c
+		c.Kind, c.Source, c.Offsets = k, open.src, p.offsetsOf(g)
+		*slot = c
 		p.calls = append(p.calls, c)
 	}
 	if !known {
-		in = windowIn{c, c.windows}
-		p.windows[windowOf{r, g}] = in
+		index = c.windows
 		c.windows++
-		w := lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness}
 		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k.Counter(), Distinct: k.Values()}
-		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, w, name, pl.values})
+		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, r, name, pl.values, c.last})
+		c.last = len(p.pendingWindows)
 	}
 	ch := pl.ch
-	ch.Window = in.index
+	ch.Window = index
 	c.changes++
 	p.pending = append(p.pending, pendingChange{c, ch, ref{rule: r, event: event}})
 	return true
+}
+
+// find is the index in c of the window of rule r and group g, or -1: a
+// walk over the call's windows (at most lua.MaxWindows, a few mostly),
+// newest first.
+func (p *plan) find(c *call, r *active, g lua.Group) int {
+	index := c.windows - 1
+	for at := c.last; at > 0; index-- {
+		w := &p.pendingWindows[at-1]
+		if w.rule == r && w.name.Group == g {
+			return index
+		}
+		at = w.prev
+	}
+	return -1
+}
+
+// openOf is the open calls of src, which the batch starts when it has
+// none: a batch is mostly one partition's, so this finds it at once.
+func (p *plan) openOf(src string) *openCalls {
+	for _, o := range p.open[:p.opened] {
+		if o.src == src {
+			return o
+		}
+	}
+	if p.opened == len(p.open) {
+		p.open = append(p.open, &openCalls{})
+	}
+	o := p.open[p.opened]
+	p.opened++
+	o.src = src
+	return o
+}
+
+// offsetsOf is the offsets key of g's bucket.
+func (p *plan) offsetsOf(g lua.Group) string {
+	key := &p.offsets[g.Bucket()]
+	if *key == "" {
+		*key = p.keys.Offsets(g)
+	}
+	return *key
 }
 
 // finish hands each call its windows, named, and changes, in the order
@@ -317,12 +376,15 @@ func (p *plan) finish() {
 		c.refs = refs[nc : nc : nc+c.changes]
 		nw, nc = nw+c.windows, nc+c.changes
 	}
-	for _, w := range p.pendingWindows {
-		c := w.call
-		c.Windows, c.names, c.values = append(c.Windows, w.w), append(c.names, w.name), append(c.values, w.values)
+	for i := range p.pendingWindows {
+		w := &p.pendingWindows[i]
+		c, r := w.call, w.rule
+		c.Windows = append(c.Windows, lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness})
+		c.names, c.values = append(c.names, w.name), append(c.values, w.values)
 	}
 	p.keys.NameWindows(windows, names)
-	for _, ch := range p.pending {
+	for i := range p.pending {
+		ch := &p.pending[i]
 		ch.call.Changes = append(ch.call.Changes, ch.ch)
 		ch.call.refs = append(ch.call.refs, ch.ref)
 	}

@@ -79,3 +79,28 @@ func TestPlanCutsCallsByTheirKind(t *testing.T) {
 		})
 	}
 }
+
+// A call names each of its windows once, also in a batch that comes back
+// to a partition after another's events to the same windows (a backtest's
+// batches, in time order): each change of the window goes to the one.
+func TestACallNamesAWindowOnce(t *testing.T) {
+	ev := func(part int, offset int64) *event.Event {
+		return &event.Event{Type: event.Order, EventID: fmt.Sprint("e", part, offset), OrderID: "o", CustomerID: "c1", Amount: 1,
+			Source: event.Source{Topic: "orders", Partition: part, Offset: offset}}
+	}
+	r := Rule{Name: "r", Metric: alert.Count, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 10,
+		Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
+	e, err := NewEngine(EngineConfig{KeyPrefix: "fw"}, []Rule{r}, noCounters{}, noSink{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.plan(*e.rules.Load(), []*event.Event{ev(1, 0), ev(2, 0), ev(1, 1), ev(2, 1)})
+	if len(p.calls) != 2 {
+		t.Fatalf("%d calls, want one a partition", len(p.calls))
+	}
+	for _, c := range p.calls {
+		if len(c.Windows) != 1 || len(c.Changes) != 2 || c.Changes[0].Window != 0 || c.Changes[1].Window != 0 {
+			t.Errorf("the call of %s: %d windows, changes %+v; want one window, both changes to it", c.Source, len(c.Windows), c.Changes)
+		}
+	}
+}

@@ -19,8 +19,10 @@ type plans struct{ pool sync.Pool }
 func (ps *plans) get(keys lua.Keys, hint, rules int) *plan {
 	p, _ := ps.pool.Get().(*plan)
 	if p == nil {
-		p = &plan{open: make(map[bucketOf]*call, min(hint, 2*lua.Buckets)), windows: make(map[windowOf]windowIn, hint),
-			pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), values: make([]string, 0, hint)}
+		p = &plan{pendingWindows: make([]pendingWindow, 0, hint), pending: make([]pendingChange, 0, hint), values: make([]string, 0, hint)}
+	}
+	if p.keys != keys {
+		p.offsets = [lua.Buckets]string{} // named with other keys
 	}
 	p.keys = keys
 	p.tally = reuse(p.tally, rules)
@@ -37,8 +39,13 @@ func (ps *plans) put(p *plan) {
 	}
 	p.used = 0
 	p.calls = empty(p.calls)
-	clear(p.open)
-	clear(p.windows)
+	for _, o := range p.open[:p.opened] {
+		o.src = ""
+		for f := range o.family {
+			clear(o.family[f][:])
+		}
+	}
+	p.opened = 0
 	p.pendingWindows, p.pending = empty(p.pendingWindows), empty(p.pending)
 	p.event, p.tooMany, p.values = empty(p.event[:cap(p.event)]), empty(p.tooMany), empty(p.values)
 	p.tally = empty(p.tally)

@@ -111,8 +111,20 @@ func batch(t *testing.T, topic string, part, n, customers int) []*event.Event {
 // up to its capacity, its maps and calls empty.
 func holdsNothing(p *plan) error {
 	switch {
-	case len(p.open) > 0 || len(p.windows) > 0 || len(p.calls) > 0 || p.used > 0:
-		return fmt.Errorf("%d open calls, %d windows, %d calls, %d used", len(p.open), len(p.windows), len(p.calls), p.used)
+	case p.opened > 0 || len(p.calls) > 0 || p.used > 0:
+		return fmt.Errorf("%d sources' open calls, %d calls, %d used", p.opened, len(p.calls), p.used)
+	}
+	for _, o := range p.open {
+		if o.src != "" {
+			return fmt.Errorf("open calls of %s", o.src)
+		}
+		for f := range o.family {
+			for b, c := range o.family[f] {
+				if c != nil {
+					return fmt.Errorf("an open call of family %d, bucket %d", f, b)
+				}
+			}
+		}
 	}
 	for name, s := range map[string]any{"values": p.values, "pendingWindows": p.pendingWindows, "pending": p.pending,
 		"event": p.event, "tooMany": p.tooMany, "tally": p.tally, "made": p.made, "windows": p.all.windows, "names": p.all.names,
