@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&o.latencyNice, "latency-nice", -10, "the niceness redis-server's main thread runs at during the latency run, when it runs on this machine: -10 gives it a core before the broker, the producer and fraudwatch, as a Redis with cores of its own has one (needs CAP_SYS_NICE; the latency row says what was set); 0: as started")
 	flag.IntVar(&o.routedAlerts, "routed-alerts", 100, "crossing orders whose alerts' latency to Slack, a webhook and PagerDuty is measured (0: none); at most what PagerDuty's budget carries (120, and 2 a second)")
 	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")
-	flag.BoolVar(&o.trace, "latency-trace", false, "print the latency of each second of the latency run, with Redis's key count and memory")
+	flag.BoolVar(&o.trace, "latency-trace", false, "print each second of the latency run: its latency and stages, the batches, each process's CPU and wait for a core, Redis's keys, memory, expiry and latency spikes, fraudwatch's GC (docs/performance.md, Latency at half load)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "where (b)'s measured process writes a CPU profile of its run, its latency run included (run --cpuprofile; go tool pprof -top FILE)")
 	flag.BoolVar(&o.warmup, "warmup", true, "run (b) once unmeasured first, so that its first row is not a cold machine's")
 	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
