@@ -44,9 +44,12 @@ func newMetrics(reg prometheus.Registerer, topics []string) (metrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "fraudwatch_event_latency_seconds",
-			Help:    "Time from an event's Kafka timestamp to the end of its processing (counted, crossings handed off).",
-			Buckets: []float64{.001, .002, .005, .01, .02, .03, .05, .075, .1, .2, .5, 1, 2, 5, 10, 30, 60, 300},
+			Name: "fraudwatch_event_latency_seconds",
+			Help: "Time from an event's Kafka timestamp to the end of its processing (counted, crossings handed off).",
+			// Between 40 ms and 1 s, where the 50 ms goal and the bench's p99s
+			// lie, no bucket is more than half again its neighbour: a quantile is
+			// interpolated inside its bucket (Performance, Latency).
+			Buckets: []float64{.001, .002, .005, .01, .02, .03, .04, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 2, 5, 10, 30, 60, 300},
 		}),
 		stages: newStageHistogram(),
 		roundTrips: prometheus.NewCounter(prometheus.CounterOpts{

@@ -99,7 +99,7 @@ func (t *Timer) of(p Part) time.Duration { return time.Duration(t.spent[p].Load(
 // tenth of a millisecond (a decode's share) to half a minute (a backlog);
 // stageLimits are the same as durations, which a bucket is found by.
 var (
-	stageBounds = [...]float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10, 30}
+	stageBounds = [...]float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .03, .04, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 2, 5, 10, 30}
 	stageLimits = func() []time.Duration {
 		out := make([]time.Duration, len(stageBounds))
 		for i, b := range stageBounds {
