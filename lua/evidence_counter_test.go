@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // A fixed window keeps its evidence in its counter, after its count, when
@@ -91,28 +95,45 @@ func TestEvidenceInACounterOfAnotherType(t *testing.T) {
 }
 
 // Counted, refunded and counted again, a window that keeps evidence in its
-// counter keeps both its count and its entries, and its end.
+// counter keeps both its count and its entries, and its end: on Redis, and
+// on miniredis's Lua, where the demo and the backtest's --lua run the
+// scripts.
 func TestCountingKeepsTheEvidenceInTheCounter(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
-	ctx := t.Context()
-	w := testWindow(prefix, "f", time.Minute, 5)
-	count(t, s, []Window{w}, ev{"p:0", 1, "a", 1}, ev{"p:0", 2, "b", 1}, ev{"p:0", 3, "c", 1})
-	e := &Evidence{Windows: []EvidenceWindow{{Key: w.Key, Window: w.Key, Keep: 5, TTL: time.Hour}},
-		Entries: []EvidenceEntry{{Text: "b"}, {Text: "c"}}}
-	if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+	mini := miniredis.RunT(t)
+	mrdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { _ = mrdb.Close() })
+	ms, err := New(Config{}, mrdb, prometheus.NewRegistry())
+	if err != nil {
 		t.Fatal(err)
 	}
-	res := count(t, s, []Window{w}, ev{"p:0", 4, "d", 1}, ev{"p:0", 5, "e", 1})
-	if res[1].Current != 5 || !res[1].First {
-		t.Fatalf("counted %+v, want the second to cross at 5", res)
-	}
-	if got := refund(t, s, []Window{w}, ev{"r:0", 1, "f", 2}); got[0].Current != 3 {
-		t.Fatalf("refunded %+v, want 3 left", got)
-	}
-	if got := rdb.Get(ctx, w.Key).Val(); got != "3\x1eb\x1ec" {
-		t.Errorf("the counter holds %q, want its count and entries", got)
-	}
-	if ttl := rdb.PTTL(ctx, w.Key).Val(); ttl <= 0 || ttl > time.Minute {
-		t.Errorf("the counter lives %v, want its minute or less", ttl)
+	for _, server := range []struct {
+		name string
+		s    *Scripts
+		rdb  redis.UniversalClient
+	}{{"redis", s, rdb}, {"miniredis", ms, mrdb}} {
+		t.Run(server.name, func(t *testing.T) {
+			s, rdb, ctx := server.s, server.rdb, t.Context()
+			w := testWindow(prefix, "f", time.Minute, 5)
+			count(t, s, []Window{w}, ev{"p:0", 1, "a", 1}, ev{"p:0", 2, "b", 1}, ev{"p:0", 3, "c", 1})
+			e := &Evidence{Windows: []EvidenceWindow{{Key: w.Key, Window: w.Key, Keep: 5, TTL: time.Hour}},
+				Entries: []EvidenceEntry{{Text: "b"}, {Text: "c"}}}
+			if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+				t.Fatal(err)
+			}
+			res := count(t, s, []Window{w}, ev{"p:0", 4, "d", 1}, ev{"p:0", 5, "e", 1})
+			if res[1].Current != 5 || !res[1].First {
+				t.Fatalf("counted %+v, want the second to cross at 5", res)
+			}
+			if got := refund(t, s, []Window{w}, ev{"r:0", 1, "f", 2}); got[0].Current != 3 {
+				t.Fatalf("refunded %+v, want 3 left", got)
+			}
+			if got := rdb.Get(ctx, w.Key).Val(); got != "3\x1eb\x1ec" {
+				t.Errorf("the counter holds %q, want its count and entries", got)
+			}
+			if ttl := rdb.PTTL(ctx, w.Key).Val(); ttl <= 0 || ttl > time.Minute {
+				t.Errorf("the counter lives %v, want its minute or less", ttl)
+			}
+		})
 	}
 }

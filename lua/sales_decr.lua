@@ -82,7 +82,10 @@ for _ = 1, changes do
       unusable[i] = type(got) == 'table'
       local at = type(got) == 'string' and find(got, RS, 1, true)
       if at then
-        got, entries[i] = sub(got, 1, at - 1), sub(got, at)
+        -- Two statements: miniredis's Lua (the backtest's --lua, the demo)
+        -- assigns a multiple assignment's targets as it evaluates them.
+        entries[i] = sub(got, at)
+        got = sub(got, 1, at - 1)
         unusable[i] = not (at <= 16 and (got == '0' or match(got, DIGITS)))
       end
       values[i] = not unusable[i] and tonumber(got) or 0

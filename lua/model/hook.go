@@ -33,7 +33,7 @@ var followed = map[string]struct {
 	body script
 }{
 	lua.IncrAndCheckName:     {"519a2609cd2cd6fb45594012095200578addff87", incrAndCheck},
-	lua.SalesDecrName:        {"3311e25225466c7e2ed56309cc15c1ad61d994d0", salesDecr},
+	lua.SalesDecrName:        {"4379afe511a47c9e12db95b1ef27f0864d5eb806", salesDecr},
 	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
 	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
