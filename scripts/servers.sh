@@ -39,13 +39,19 @@ install_redis() {
 # "Redis server v=7.0.15 sha=…" becomes "Redis 7.0.15".
 redis_server_version() { "$redis_server" --version | awk '{sub(/^v=/, "", $3); print $1, $3}'; }
 
-# A random port that turns out to be taken makes redis-server exit at once;
-# then the next candidate is tried.
+# A port something listens on already (another run's server: CI's runs
+# go side by side, and so do other people's tests) is passed over: the
+# ping below would reach that server and take it for ours. One taken
+# between the look and the start makes redis-server exit at once, which
+# the look at our process after the PONG sees; then the next candidate
+# is tried.
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 redis_pid=""
 start_redis() {
   local dir=$1 port
   for _ in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
+    if port_taken "$port"; then continue; fi
     "$redis_server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
       --dir "$dir" --logfile "$dir/redis.log" &
     redis_pid=$!
@@ -54,6 +60,10 @@ start_redis() {
         break
       fi
       if [ "$("$redis_cli" -p "$port" ping 2>/dev/null)" = "PONG" ]; then
+        sleep 0.1
+        if ! kill -0 "$redis_pid" 2>/dev/null; then
+          break # the PONG was another server's
+        fi
         REDIS_ADDR="127.0.0.1:$port"
         return 0
       fi
@@ -82,7 +92,7 @@ start_kafka() {
 stop_kafka() { scripts/kafka.sh stop "$1" || true; }
 
 # A Redis Cluster of 3 masters, each with a replica, on free loopback ports
-# (make test-cluster). Its seeds end up in REDIS_CLUSTER_ADDRS.
+# (make test-cluster; ports taken are passed over as in start_redis). Its seeds end up in REDIS_CLUSTER_ADDRS.
 redis_cluster_pids=()
 start_redis_cluster() {
   local dir=$1 base port addrs=() ok
@@ -91,6 +101,10 @@ start_redis_cluster() {
     redis_cluster_pids=()
     addrs=()
     ok=1
+    for i in 0 1 2 3 4 5; do
+      if port_taken $((base + i)); then ok=0; fi
+    done
+    if [ "$ok" = 0 ]; then continue; fi
     for i in 0 1 2 3 4 5; do
       port=$((base + i))
       mkdir -p "$dir/cluster-$port"
@@ -108,6 +122,12 @@ start_redis_cluster() {
         sleep 0.1
       done
       [ "$("$redis_cli" -p "$port" ping 2>/dev/null)" = "PONG" ] || ok=0
+    done
+    # A node whose port was taken meanwhile has exited: its PONG was
+    # another server's, which must not join our cluster (see start_redis).
+    sleep 0.1
+    for i in 0 1 2 3 4 5; do
+      kill -0 "${redis_cluster_pids[$i]}" 2>/dev/null || ok=0
     done
     if [ "$ok" = 1 ] && "$redis_cli" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1; then
       for _ in $(seq 1 100); do
