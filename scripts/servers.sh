@@ -39,8 +39,8 @@ install_redis() {
 # "Redis server v=7.0.15 sha=…" becomes "Redis 7.0.15".
 redis_server_version() { "$redis_server" --version | awk '{sub(/^v=/, "", $3); print $1, $3}'; }
 
-# A port something listens on already (another run's server: CI's runs
-# go side by side, and so do other people's tests) is passed over: the
+# A port something listens on already (another run's server: other
+# people's tests and benches share this machine's loopback) is passed over: the
 # ping below would reach that server and take it for ours. One taken
 # between the look and the start makes redis-server exit at once, which
 # the look at our process after the PONG sees; then the next candidate
