@@ -136,17 +136,17 @@ func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
 	if err != nil {
 		return err
 	}
-	// kafka-go answers Metadata from the transport's cache: refresh it as
-	// often as the wait for new topics looks.
-	transport.MetadataTTL = c.Poll
+	// Its metadata routes CreateTopics and DescribeConfigs; a TTL as short
+	// as Poll would time out its metadata requests on a slow broker.
+	transport.MetadataTTL = metadataTimeout
 	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second, Transport: transport}
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: metadataTimeout, Transport: transport}
 	wanted := wantedTopics(k, c.ReplicationFactor)
 	names := make([]string, len(wanted))
 	for i, w := range wanted {
 		names[i] = w.name
 	}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	md, err := readMetadata(ctx, k, names)
 	if err != nil {
 		return fmt.Errorf("read the topics' metadata from %s: %w", strings.Join(k.Brokers, ","), err)
 	}
@@ -177,7 +177,7 @@ func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
 		return err
 	}
 	if len(create) > 0 && !c.DryRun {
-		if err := createAndWait(ctx, client, create, c, have); err != nil {
+		if err := createAndWait(ctx, k, client, create, c, have); err != nil {
 			return err
 		}
 	}
@@ -187,7 +187,7 @@ func CreateTopics(ctx context.Context, k config.Kafka, c TopicsConfig) error {
 // createAndWait creates the topics and waits until their partitions have
 // leaders, so that a run started next finds them ready. A topic someone
 // else created meanwhile is taken as existing, with its partitions in have.
-func createAndWait(ctx context.Context, client *kafka.Client, create []wantedTopic, c TopicsConfig, have map[string]int) error {
+func createAndWait(ctx context.Context, k config.Kafka, client *kafka.Client, create []wantedTopic, c TopicsConfig, have map[string]int) error {
 	req := &kafka.CreateTopicsRequest{}
 	for _, w := range create {
 		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: w.name, NumPartitions: c.Partitions,
@@ -203,7 +203,7 @@ func createAndWait(ctx context.Context, client *kafka.Client, create []wantedTop
 		}
 	}
 	for {
-		ready, err := topicsReady(ctx, client, create, have, resp.Errors)
+		ready, err := topicsReady(ctx, k, create, have, resp.Errors)
 		if err == nil && ready {
 			return nil
 		}
@@ -218,12 +218,12 @@ func createAndWait(ctx context.Context, client *kafka.Client, create []wantedTop
 // topicsReady reports whether every created topic has a leader for each
 // partition; for one that already existed (a concurrent creation), it
 // records its partitions in have.
-func topicsReady(ctx context.Context, client *kafka.Client, create []wantedTopic, have map[string]int, errs map[string]error) (bool, error) {
+func topicsReady(ctx context.Context, k config.Kafka, create []wantedTopic, have map[string]int, errs map[string]error) (bool, error) {
 	names := make([]string, len(create))
 	for i, w := range create {
 		names[i] = w.name
 	}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	md, err := readMetadata(ctx, k, names)
 	if err != nil {
 		return false, err
 	}
@@ -241,6 +241,29 @@ func topicsReady(ctx context.Context, client *kafka.Client, create []wantedTopic
 		}
 	}
 	return true, nil
+}
+
+// metadataTimeout bounds a metadata read. kafka-go's transport times its
+// metadata requests out after its MetadataTTL: a TTL as short as the
+// readiness poll failed the command on any broker slower than that to
+// answer (a loaded machine, a broker in another region).
+const metadataTimeout = 10 * time.Second
+
+// readMetadata reads the named topics' metadata from the brokers now.
+// kafka-go's Client.Metadata answers from its transport's cache, which is
+// refreshed only every MetadataTTL; a transport of its own, closed after,
+// makes its first answer a request sent now, so that each readiness poll
+// sees leaders as soon as they are elected.
+func readMetadata(ctx context.Context, k config.Kafka, names []string) (*kafka.MetadataResponse, error) {
+	transport, err := KafkaTransport(k)
+	if err != nil {
+		return nil, err
+	}
+	transport.MetadataTTL = metadataTimeout
+	transport.MetadataTopics = names // not every topic of the cluster
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: metadataTimeout, Transport: transport}
+	return client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
 }
 
 // report prints one line a topic (not in have: created, or to be created

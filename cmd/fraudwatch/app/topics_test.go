@@ -28,12 +28,7 @@ func topicsKafka(t *testing.T, brokers []string) config.Kafka {
 
 func createTopics(t *testing.T, k config.Kafka, c TopicsConfig) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	c.Out = &out
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := CreateTopics(ctx, k, c)
-	return out.String(), err
+	return createTopicsWithin(t, k, c, 30*time.Second)
 }
 
 // freshClient is a client with a transport of its own: kafka-go answers
