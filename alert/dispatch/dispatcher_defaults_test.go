@@ -31,6 +31,7 @@ func TestDispatcherDefaults(t *testing.T) {
 		WaitingDrain:     250 * time.Millisecond,
 		MaxOpen:          10000,
 		UnknownRuleGrace: time.Minute,
+		Lanes:            8,
 	}
 	if c != want {
 		t.Errorf("defaults\n%+v,\nwant\n%+v", c, want)
