@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
@@ -193,17 +194,35 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 // unreachable.
 func scrape(t *testing.T, addr, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	return valueOf(scrapeAll(t, addr), name, labels...)
+}
+
+// scrapeAll reads addr's metrics once, uncompressed: a test that scrapes
+// often should not spend the process's CPU on gzip. Nil when unreachable.
+func scrapeAll(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
 	}
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Errorf("parse %s/metrics: %v", addr, err)
-		return 0
+		return nil
 	}
+	return fams
+}
+
+// valueOf sums the series of name in fams whose labels match labels
+// (name, value pairs).
+func valueOf(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	var sum float64
 	for _, m := range fams[name].GetMetric() {
 		has := map[string]string{}

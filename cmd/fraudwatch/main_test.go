@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removePlain()
+	os.Exit(code)
 }
 
 func command(args ...string) *exec.Cmd {
