@@ -82,7 +82,7 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *rec
 	tr := &traffic{
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
-			Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id: a customer's events stay in order
+			Balancer:     &kafka.Murmur2Balancer{}, // key = customer_id, or a burst's (Burst.Key): their events stay in order
 			RequiredAcks: kafka.RequireAll,
 			BatchTimeout: 5 * time.Millisecond,
 		},
