@@ -45,6 +45,9 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-first.done
+	waitFor(t, 30*time.Second, "each held request's client gone", func() bool {
+		return w.gates[0].abandoned() && w.gates[1].abandoned() && w.gates[2].abandoned()
+	})
 	for _, g := range w.gates {
 		g.open()
 	}
@@ -54,14 +57,15 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 	})
 	heldID := w.gates[1].first().Get("webhook-id")
 	if got := w.hooks("alert.created"); got[0].ID != heldID {
-		t.Errorf("the webhook-id after the crash is %q, before it %q: a receiver could not drop the repeat", got[0].ID, heldID)
+		t.Errorf("the webhook-id after the crash is %q, before it %q: a receiver could not drop the repeat; the webhook kept:%s",
+			got[0].ID, heldID, w.hookList())
 	}
 	w.slackCh, w.slackTS = w.posts("card-A")[0].Channel, w.posts("card-A")[0].TS
 	dedup, _ := w.events("trigger")[0]["dedup_key"].(string)
 
 	// The webhook goes down for a minute; Slack and PagerDuty go on.
 	w.hook.Down(true)
-	down := time.Now()
+	down, tried := time.Now(), w.hook.Attempts()
 	w.burst(t, "card-B", 3)
 	waitFor(t, 30*time.Second, "card-B at Slack and PagerDuty while the webhook is down", func() bool {
 		return len(w.posts("card-B")) == 1 && len(w.events("trigger")) == 2
@@ -69,9 +73,9 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 	if took := time.Since(down); took > 20*time.Second {
 		t.Errorf("card-B reached Slack and PagerDuty %v after it was produced: the webhook's outage held them", took)
 	}
-	waitFor(t, 30*time.Second, "the webhook tried card-B", func() bool { return w.hook.Attempts() > 1 })
+	waitFor(t, 30*time.Second, "the webhook tried card-B", func() bool { return w.hook.Attempts() > tried })
 	if len(w.hooks("alert.created")) != 1 {
-		t.Fatal("card-B reached the webhook while it was down")
+		t.Fatalf("the webhook kept more than card-A's alert.created before it came back:%s", w.hookList())
 	}
 
 	// Acknowledged from Slack: the message, the metric, the incident.
@@ -111,7 +115,7 @@ func TestRoutedAlertsReachEachReceiverOnce(t *testing.T) {
 	})
 	for id, n := range w.hook.IDs() {
 		if n != 1 {
-			t.Errorf("webhook-id %s arrived %d times, want once", id, n)
+			t.Errorf("webhook-id %s arrived %d times, want once; the webhook kept:%s", id, n, w.hookList())
 		}
 	}
 	if got := len(w.posts("card-A")); got != 1 {

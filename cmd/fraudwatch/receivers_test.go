@@ -61,6 +61,7 @@ type gate struct {
 	mu      sync.Mutex
 	holding bool
 	held    []http.Header // the requests held, as they came
+	gone    int           // of them, those whose client went away
 	release chan struct{}
 }
 
@@ -83,8 +84,16 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-g.release:
 		case <-r.Context().Done():
+			g.mu.Lock()
+			g.gone++
+			g.mu.Unlock()
 			return
 		}
+	}
+	// Released with its client gone too (select picks either when both
+	// are ready): a dead replica's request is never passed on.
+	if r.Context().Err() != nil {
+		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	g.next.ServeHTTP(w, r)
@@ -94,6 +103,15 @@ func (g *gate) holds() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.held)
+}
+
+// abandoned says that every request held has seen its client go: the
+// server notices a dead client in the background, some time after the
+// process is gone, and a gate opened before would pass its request on.
+func (g *gate) abandoned() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held) > 0 && g.gone == len(g.held)
 }
 
 // first is the first request held.
@@ -252,6 +270,22 @@ func (w *routedWorld) hooks(typ string) []standin.WebhookMessage {
 		}
 	}
 	return out
+}
+
+// hookList is what the webhook kept, for a failure's message: each
+// message's type, webhook-id and alert.
+func (w *routedWorld) hookList() string {
+	var b strings.Builder
+	for _, m := range w.hook.Messages() {
+		var body struct {
+			Alert struct {
+				ID string `json:"id"`
+			} `json:"alert"`
+		}
+		_ = json.Unmarshal(m.Body, &body)
+		fmt.Fprintf(&b, "\n  %s webhook-id %s alert %s", m.Type, m.ID, body.Alert.ID)
+	}
+	return b.String()
 }
 
 // expireSnooze ends the one silence in force from the CLI.

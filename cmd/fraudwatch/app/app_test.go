@@ -63,6 +63,7 @@ type replica struct {
 	app    *App
 	cancel context.CancelFunc
 	done   chan error
+	logs   *testkit.Buffer // its log, when the test keeps it (startOnFile)
 }
 
 func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fraudwatch/fraudwatch/alert/silence"
+	"github.com/fraudwatch/fraudwatch/internal/testkit"
 	"github.com/fraudwatch/fraudwatch/lua"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
@@ -95,7 +97,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	}
 	url := "http://" + r.app.Addr() + "/"
 
-	dom := string(browse(t, browser, url, "--dump-dom"))
+	dom := renderRead(t, browser, url, r)
 	for _, want := range []string{
 		"Rules in force", "version " + rules.Version(p.cfg.Rules), path + " last read at ",
 		"<td>orders-per-customer</td><td>alert</td><td>high</td>", "<td>" + whereShown + "</td>",
@@ -129,6 +131,31 @@ func TestStatusPageInABrowser(t *testing.T) {
 	screenshot(t, browser, url, "status-page-refused.png")
 }
 
+// renderRead is the page as the browser renders it once a rendering has
+// every section read from Redis. Each section has 2 s of its own, which a
+// loaded machine may miss now and then: each miss is logged with the
+// replica's warnings that say why.
+func renderRead(t *testing.T, browser, url string, r *replica) string {
+	t.Helper()
+	var dom string
+	waitFor(t, 90*time.Second, "a rendering with every section read from Redis", func() bool {
+		before := len(r.logs.String())
+		dom = string(browse(t, browser, url, "--dump-dom"))
+		if !strings.Contains(dom, "could not be read") {
+			return true
+		}
+		var why []string
+		for l := range strings.Lines(r.logs.String()[before:]) {
+			if strings.Contains(l, "status page:") {
+				why = append(why, l)
+			}
+		}
+		t.Logf("a rendering missed a section; the replica logged:\n%s", strings.Join(why, ""))
+		return false
+	})
+	return dom
+}
+
 // screenshot keeps a screenshot of url, named name, in the artifacts'
 // directory.
 func screenshot(t *testing.T, browser, url, name string) {
@@ -150,7 +177,8 @@ func screenshot(t *testing.T, browser, url, name string) {
 }
 
 // startOnFile runs a replica whose rules are read from a file holding
-// content, and reloaded on hup.
+// content, and reloaded on hup. Its log is shown when the test fails: the
+// page says only that a section could not be read, the log says why.
 func (p *pipeline) startOnFile(content string) (r *replica, path string, hup chan os.Signal) {
 	p.t.Helper()
 	path = filepath.Join(p.t.TempDir(), "rules.yaml")
@@ -161,7 +189,17 @@ func (p *pipeline) startOnFile(content string) (r *replica, path string, hup cha
 	hup = make(chan os.Signal, 1)
 	opts := p.options()
 	opts.Reload = hup
-	return p.startWith(opts), path, hup
+	logs := &testkit.Buffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	// Registered before startWith's stop, so run after it: the whole log.
+	p.t.Cleanup(func() {
+		if p.t.Failed() {
+			p.t.Logf("the replica's log:\n%s", logs)
+		}
+	})
+	r = p.startWith(opts)
+	r.logs = logs
+	return r, path, hup
 }
 
 // A page of another site that frames the status page sees it refused:

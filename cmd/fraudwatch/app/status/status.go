@@ -177,8 +177,22 @@ type view struct {
 	Lag            []Lag
 }
 
+// readTimeout bounds each of the page's sections read from Redis (the
+// silences, the open alerts, the outcomes) on its own: a slow read blanks
+// its own section, not those read after it.
+const readTimeout = 2 * time.Second
+
 // Handler serves the page at GET /.
-func Handler(src Source, log *slog.Logger) http.Handler {
+func Handler(src Source, log *slog.Logger) http.Handler { return handler(src, log, readTimeout) }
+
+// within reads one section with its own deadline of timeout.
+func within[T any](r *http.Request, timeout time.Duration, read func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	return read(ctx)
+}
+
+func handler(src Source, log *slog.Logger, timeout time.Duration) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -191,20 +205,18 @@ func Handler(src Source, log *slog.Logger) http.Handler {
 		v.Version, v.Rules = src.Rules()
 		v.Reload = src.Reload()
 		v.Recent = src.Recent()
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		sils, err := src.Silences(ctx)
+		sils, err := within(r, timeout, src.Silences)
 		if err != nil {
 			// The rest of the page still helps; say what is missing.
 			v.SilencesErr = "silences could not be read from Redis"
 			log.Warn("status page: listing silences failed", "err", err)
 		}
 		v.Silences = sils
-		if v.Open, err = src.Open(ctx); err != nil {
+		if v.Open, err = within(r, timeout, src.Open); err != nil {
 			v.OpenErr = "open alerts could not be read from Redis"
 			log.Warn("status page: listing open alerts failed", "err", err)
 		}
-		qs, err := src.Quality(ctx, v.Now)
+		qs, err := within(r, timeout, func(ctx context.Context) ([]outcome.RuleQuality, error) { return src.Quality(ctx, v.Now) })
 		if err != nil {
 			v.QualityErr = "the rules' outcomes could not be read from Redis"
 			log.Warn("status page: reading the rules' outcomes failed", "err", err)

@@ -93,7 +93,12 @@ func ptr(f float64) *float64 { return &f }
 
 func get(t *testing.T, src Source, path string) (*http.Response, string) {
 	t.Helper()
-	srv := httptest.NewServer(Handler(src, nil))
+	return getFrom(t, Handler(src, nil), path)
+}
+
+func getFrom(t *testing.T, h http.Handler, path string) (*http.Response, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + path)
 	if err != nil {
@@ -201,6 +206,62 @@ func TestStatusPage(t *testing.T) {
 	}
 	if resp, _ := get(t, sample(), "/other"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /other = %d, want 404", resp.StatusCode)
+	}
+}
+
+// slowSource is a Source whose section slow takes all the time it is
+// given, as a Redis on a loaded machine may; the others fail on a deadline
+// already passed, as go-redis does before it sends.
+type slowSource struct {
+	*fakeSource
+	slow string
+}
+
+func (s slowSource) read(ctx context.Context, section string) error {
+	if section == s.slow {
+		<-ctx.Done()
+	}
+	return ctx.Err()
+}
+
+func (s slowSource) Silences(ctx context.Context) ([]silence.Silence, error) {
+	if err := s.read(ctx, "silences"); err != nil {
+		return nil, err
+	}
+	return s.fakeSource.Silences(ctx)
+}
+
+func (s slowSource) Open(ctx context.Context) (Open, error) {
+	if err := s.read(ctx, "open"); err != nil {
+		return Open{}, err
+	}
+	return s.fakeSource.Open(ctx)
+}
+
+func (s slowSource) Quality(ctx context.Context, now time.Time) ([]outcome.RuleQuality, error) {
+	if err := s.read(ctx, "quality"); err != nil {
+		return nil, err
+	}
+	return s.fakeSource.Quality(ctx, now)
+}
+
+// Each section read from Redis has a deadline of its own: one that takes
+// all its time is said to be missing, and the sections read after it show.
+func TestStatusPageSectionsReadApart(t *testing.T) {
+	missing := map[string]string{
+		"silences": "silences could not be read",
+		"open":     "open alerts could not be read",
+		"quality":  "outcomes could not be read",
+	}
+	for _, slow := range []string{"silences", "open", "quality"} {
+		t.Run(slow, func(t *testing.T) {
+			_, body := getFrom(t, handler(slowSource{sample(), slow}, nil, 50*time.Millisecond), "/")
+			for section, says := range missing {
+				if strings.Contains(body, says) != (section == slow) {
+					t.Errorf("%s slow: the page says %q: %v, want %v", slow, says, !(section == slow), section == slow)
+				}
+			}
+		})
 	}
 }
 
