@@ -5,7 +5,9 @@
 --
 -- KEYS[1]     the bucket's offsets: a hash with a field per source partition
 --             and script, the last offset applied here from it
--- KEYS[2i]    window i: its counter, a string; its TTL is its end
+-- KEYS[2i]    window i: its counter, a string; its TTL is its end. Once
+--             the window keeps evidence (evidence_add), the count is
+--             followed by its entries: "<count>" RS entry RS entry ...
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
@@ -38,9 +40,18 @@
 -- Thresholds and increments are below 2^53, exact in Lua's doubles; a
 -- counter past 2^53 is compared exactly, as digits (GET).
 --
+-- A counter with evidence after its count is not an integer, and INCRBY
+-- refuses it: its count (at most 15 digits, as evidence_add writes them)
+-- is then read (GET), added to and written back before the entries (SET
+-- KEEPTTL), so that the window's end never moves. A count that would reach
+-- 2^53 drops the entries, and INCRBY counts it exactly; so do the
+-- saturation at 2^62 and a window started again (SET EX). Any other value
+-- that INCRBY refuses is unusable, as before (Performance, Redis memory).
+--
 -- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO62 = 4611686018427387904
+local find, RS = string.find, '\30'
 
 local src, packed = ARGV[1], ARGV[2]
 if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
@@ -97,6 +108,21 @@ for _ = 1, changes do
     if fresh then
       local inc = by == 1 and '1' or format('%d', by)
       v = pcall('INCRBY', key, inc)
+      if type(v) == 'table' then
+        -- Not an integer: a count with its evidence after it, or not ours.
+        local got = pcall('GET', key)
+        local at = type(got) == 'string' and find(got, RS, 1, true)
+        local c = at and at <= 16 and sub(got, 1, at - 1)
+        if c and (c == '0' or match(c, DIGITS)) then
+          v = tonumber(c) + by
+          if v < TWO53 then
+            call('SET', key, format('%d', v) .. sub(got, at), 'KEEPTTL')
+          else
+            call('SET', key, c, 'KEEPTTL') -- past Lua's exact doubles: the count alone
+            v = call('INCRBY', key, inc)
+          end
+        end
+      end
       if type(v) == 'number' then
         first = 0
         if v == by or v >= t then
@@ -170,14 +196,15 @@ for _ = 1, changes do
       end
     else
       -- Applied before: its mark, or the counter as it is (-1 when the
-      -- window's key holds no string). Marks of another type are none.
+      -- window's key holds no string; its count, before RS, when it holds
+      -- evidence). Marks of another type are none.
       local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, first = mark, 1
       else
         if not values[i] then
           local got = pcall('GET', key)
-          values[i] = type(got) ~= 'table' and (tonumber(got) or 0) or -1
+          values[i] = type(got) == 'table' and -1 or tonumber(got) or tonumber(match(got or '', '^(%d+)\30')) or 0
         end
         v = values[i]
         first = v == -1 and -1 or 0

@@ -2,6 +2,7 @@ package model
 
 import (
 	"strconv"
+	"strings"
 )
 
 // Lua's numbers are doubles: these are the scripts' bounds as Lua holds
@@ -60,7 +61,12 @@ func (f *fixedCall) count(ch *change) (float64, int64, error) {
 	by := int64(ch.amount)
 	n, err := f.s.incrby(key, by)
 	if err != nil {
-		return -1, -1, nil // redis.pcall: the window holds no integer, or would overflow
+		// redis.pcall: the window holds no integer (or would overflow):
+		// its count, if evidence follows it.
+		var ok bool
+		if n, ok = f.s.incrBeforeEvidence(key, by); !ok {
+			return -1, -1, nil
+		}
 	}
 	v := float64(n)
 	if v == ch.amount {
@@ -126,9 +132,38 @@ func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 			return 0, 0, nerr
 		}
 		if !isNum {
-			v = 0
+			// tonumber(match(got, '^(%d+)\30')): a count with evidence.
+			at := strings.IndexByte(got, evidenceSep)
+			if v = 0; at > 0 && allDigits(got[:at]) {
+				v, _, _ = tonumber(got[:at], true)
+			}
 		}
 		f.values[i] = known{v, true}
 	}
 	return f.values[i].v, 0, nil
+}
+
+// evidenceSep starts each entry of a fixed window's evidence, after its
+// count in its counter's string (lua.EvidenceSep).
+const evidenceSep = '\x1e'
+
+// incrBeforeEvidence is the script's count of a counter that holds
+// evidence after its count (INCRBY refused it): the count, at most 15
+// digits, added to and written back before the entries, its TTL kept; at
+// 2^53 or past, the count alone, and INCRBY. ok is false when the value is
+// not of that form (unusable).
+func (s *Store) incrBeforeEvidence(key string, by int64) (int64, bool) {
+	got, ok, err := s.getString(key)
+	at := strings.IndexByte(got, evidenceSep)
+	if err != nil || !ok || at < 0 || !natural(got[:at], true, 15) {
+		return 0, false
+	}
+	c, _ := strconv.ParseInt(got[:at], 10, 64)
+	if v := c + by; v < 1<<53 {
+		s.setKeepTTL(key, strconv.FormatInt(v, 10)+got[at:])
+		return v, true
+	}
+	s.setKeepTTL(key, got[:at])
+	v, err := s.incrby(key, by)
+	return v, err == nil
 }
