@@ -32,7 +32,7 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"519a2609cd2cd6fb45594012095200578addff87", incrAndCheck},
+	lua.IncrAndCheckName:     {"a8323155a6e2a561c9076f0d00f53f9922c84ef4", incrAndCheck},
 	lua.SalesDecrName:        {"4379afe511a47c9e12db95b1ef27f0864d5eb806", salesDecr},
 	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
 	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},

@@ -90,28 +90,53 @@ func TestCountingAWindowWithEvidence(t *testing.T) {
 		{"a count of 0 without a TTL gets its length and keeps its evidence", "0" + ev, 0, []step{
 			incr("7", "1", ids[0], "2", "[2 0]", "2"+ev),
 		}},
+		// No evidence after it: INCRBY takes it, read first or not.
+		{"an integer of 20 characters, written by another", "-9223372036854775808", 300 * time.Second, []step{
+			incr("9", "1", ids[0], "1", "", ""),
+		}},
 		{"a count with no entries yet", "5\x1e", 300 * time.Second, []step{
 			incr("9", "1", ids[0], "1", "[6 0]", "6\x1e"),
 			sales("1", "1", "[5 0]", "5\x1e"),
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t)
-			seedValue(p, "w", tc.seed, tc.ttl)
-			for _, s := range tc.steps {
-				keys := []string{p.key("o"), p.key("w"), p.key("w:crossed")}
-				if s.script == lua.SalesDecrName {
-					keys = keys[:2]
+		// Each case twice: the window's rule keeping evidence (its counter
+		// measured before INCRBY), and not keeping it (its evidence turned
+		// off while the counter holds some: INCRBY is refused).
+		for _, keeps := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, keeps %v", tc.name, keeps), func(t *testing.T) {
+				p := newPair(t)
+				seedValue(p, "w", tc.seed, tc.ttl)
+				for _, s := range tc.steps {
+					keys := []string{p.key("o"), p.key("w"), p.key("w:crossed")}
+					if s.script == lua.SalesDecrName {
+						keys = keys[:2]
+					}
+					args := packText(s.script, keys, s.args)
+					if s.script == lua.IncrAndCheckName && !keeps {
+						args = withoutEvidence(args)
+					}
+					if got := fmt.Sprint(p.raw(s.script, keys, args...)); s.want != "" && got != s.want {
+						t.Fatalf("%s %q: %s, want %s", s.script, s.args, got, s.want)
+					}
+					if v := p.rdb.Get(t.Context(), p.key("w")).Val(); s.value != "" && v != s.value {
+						t.Fatalf("%s %q: the window holds %q, want %q", s.script, s.args, v, s.value)
+					}
 				}
-				if got := fmt.Sprint(p.call(s.script, keys, s.args...)); s.want != "" && got != s.want {
-					t.Fatalf("%s %q: %s, want %s", s.script, s.args, got, s.want)
-				}
-				if v := p.rdb.Get(t.Context(), p.key("w")).Val(); s.value != "" && v != s.value {
-					t.Fatalf("%s %q: the window holds %q, want %q", s.script, s.args, v, s.value)
-				}
-			}
-		})
+			})
+		}
 	}
+}
+
+// withoutEvidence is incr_and_check's packed arguments with every
+// window's flag cleared: its rule keeps no evidence.
+func withoutEvidence(args []string) []string {
+	b := []byte(args[1])
+	for i := range int(b[4]) {
+		if at := 5 + 13*i + 12; at < len(b) {
+			b[at] = 0
+		}
+	}
+	return []string{args[0], string(b)}
 }
 
 // A value with RS that is not a count of 1 to 15 digits before it was

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -54,12 +55,20 @@ type fixedCall struct {
 	values []known // by window, from 1: its counter as the call has it
 }
 
+var errHoldsEvidence = errors.New("a counter with evidence after its count")
+
 // count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
 func (f *fixedCall) count(ch *change) (float64, int64, error) {
 	i, w := ch.i, &f.windows[ch.i]
 	key := f.keys[2*i-1]
 	by := int64(ch.amount)
-	n, err := f.s.incrby(key, by)
+	var n int64
+	var err error
+	if got, ok, _ := f.s.getString(key); w.keeps && ok && strings.IndexByte(got, evidenceSep) >= 0 {
+		err = errHoldsEvidence // read first (GET): INCRBY is not tried
+	} else {
+		n, err = f.s.incrby(key, by)
+	}
 	if err != nil {
 		// redis.pcall: the window holds no integer (or would overflow):
 		// its count, if evidence follows it.
