@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // usedMemory is Redis's used_memory, in bytes.
@@ -71,9 +73,12 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 			if ttl <= 0 {
 				ttl = 10 * time.Minute
 			}
-			// The counter's name as a one-key-per-rule store would have it.
+			// The counter's name as a one-key-per-rule store would have it,
+			// and its count alone: a fixed window's counter holds its
+			// evidence after it (evidence_add).
 			name := "plain:" + strings.TrimPrefix(k, prefix+":")
-			write.Set(ctx, name, vals[i].Val(), ttl)
+			count, _, _ := strings.Cut(vals[i].Val(), lua.EvidenceSep)
+			write.Set(ctx, name, count, ttl)
 			n++
 		}
 		_, err := write.Exec(ctx)

@@ -16,7 +16,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	ctx := t.Context()
 	w := testWindow(prefix, "w", time.Minute, 10)
 	o := offsetsOf(w)
-	head := packing{}.u32(3600).u8(1).u32(60).i64(10)
+	head := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(1)
 	const id = "12345678"
 	for n, tc := range []struct {
 		name   string
@@ -47,7 +47,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	// holds no counter (another type, not an integer, about to overflow).
 	w2 := testWindow(prefix, "w2", time.Minute, 10)
 	two := func(length, threshold int64, offset int64, id string) []byte {
-		return packing{}.u32(3600).u8(2).u32(length).i64(threshold).u32(60).i64(10).
+		return packing{}.u32(3600).u8(2).u32(length).i64(threshold).u8(1).u32(60).i64(10).u8(0).
 			change(1, offset, id, 1).change(2, offset, id, 1)
 	}
 	for n, bad := range [][2]int64{{0, 10}, {60, 0}, {60, -10}, {60, 1 << 53}} {
@@ -91,7 +91,7 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 	o := offsetsOf(w)
 	good := packing{}.change(1, 5, "12345678", 1)
 	incr := func(life int64, n int, rest ...packing) []byte {
-		p := packing{}.u32(life).u8(n).u32(60).i64(10)
+		p := packing{}.u32(life).u8(n).u32(60).i64(10).u8(1)
 		for _, r := range rest {
 			p = append(p, r...)
 		}
@@ -112,7 +112,7 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 	wins65 := packing{}.u32(3600).u8(65)
 	for i := range 65 {
 		keys65 = append(keys65, fmt.Sprintf("%s%d", w.Key, i), fmt.Sprintf("%s%d:m", w.Key, i))
-		wins65 = wins65.u32(60).i64(10)
+		wins65 = wins65.u32(60).i64(10).u8(0)
 	}
 	keys := []string{o, w.Key, w.Marks}
 	for _, tc := range []struct {

@@ -24,6 +24,11 @@ type Window struct {
 	// either.
 	Sliding  bool
 	Lateness time.Duration
+	// Evidence is set for a fixed window whose rule keeps evidence, which
+	// its counter may then hold after its count: incr_and_check reads such
+	// a counter before it adds to it, rather than have INCRBY refuse it
+	// (Redis counts a refusal as a failed call, handled or not).
+	Evidence bool
 }
 
 // Change is one event's change to one window of a call.

@@ -28,7 +28,9 @@ type Evidence struct {
 // EvidenceWindow is one window's evidence in an evidence_add call.
 type EvidenceWindow struct {
 	// Key is the window's evidence (Keys.Evidence), Window the window it
-	// belongs to (Keys.Window): the evidence lives no longer than it.
+	// belongs to (Keys.Window): the evidence lives no longer than it. A
+	// fixed window's counter (Keys.Counter) holds its own evidence, after
+	// its count: Key is then Window (evidence_add's header).
 	Key, Window string
 	// Keep is how many entries the evidence keeps (1 to MaxEvidence); TTL how
 	// long it lives when the window has no TTL (whole seconds).

@@ -18,18 +18,12 @@ import (
 
 // Evidence layouts side by side (issue 40, BenchmarkEvidenceLayouts):
 // where a window's evidence lives, and what that costs Redis in memory and
-// time. None is on the hot path but D0, today's.
+// time. D1 is on the hot path: the shipped scripts, a fixed window's
+// counter named as both of evidence_add's keys. D0, the layout before it,
+// is the same scripts with an evidence key a window (as sliding and
+// distinct windows still keep theirs): INCRBY is never refused there, and
+// evidence_add takes its two-key path, so no copy of them is kept.
 var (
-	// incrAndCheckInKey counts windows whose counter may hold their
-	// evidence after the count (D1).
-	//
-	//go:embed testdata/incr_and_check_inkey.lua
-	incrAndCheckInKey string
-	// evidenceAddInKey writes a window's evidence after its count, in the
-	// counter's own string (D1).
-	//
-	//go:embed testdata/evidence_add_inkey.lua
-	evidenceAddInKey string
 	// evidenceAddField writes a window's evidence as a field of its
 	// bucket's hash, with its window's TTL (D2, Redis >= 7.4).
 	//
@@ -53,17 +47,17 @@ type layoutDesign struct {
 	read func(ctx context.Context, pipe redis.Pipeliner, w *layoutWindow) func() (string, string, int64)
 }
 
-// layoutDesigns are today's layout (D0) and the two without a key of its
-// own for a window's evidence (D1, D2).
+// layoutDesigns are the layout before (D0), the shipped one (D1) and D2,
+// the last two without a key of its own for a fixed window's evidence.
 var layoutDesigns = []layoutDesign{
-	{name: "D0 evidence key", count: incrAndCheck, evidence: evidenceAdd,
+	{name: "D0 evidence key (before)", count: incrAndCheck, evidence: evidenceAdd,
 		keys: func(_ string, pairs []string) []string { return pairs },
 		read: func(ctx context.Context, pipe redis.Pipeliner, w *layoutWindow) func() (string, string, int64) {
 			c, e, ttl := pipe.Get(ctx, w.counter), pipe.Get(ctx, w.evidence), pipe.PTTL(ctx, w.evidence)
 			return func() (string, string, int64) { return c.Val(), e.Val(), ttl.Val().Milliseconds() }
 		}},
-	{name: "D1 in the counter", count: redis.NewScript(prelude + incrAndCheckInKey), evidence: redis.NewScript(prelude + evidenceAddInKey),
-		keys: func(_ string, pairs []string) []string { return windowsOf(nil, pairs) },
+	{name: "D1 in the counter (shipped)", count: incrAndCheck, evidence: evidenceAdd,
+		keys: func(_ string, pairs []string) []string { return inCounter(pairs) },
 		read: func(ctx context.Context, pipe redis.Pipeliner, w *layoutWindow) func() (string, string, int64) {
 			c, ttl := pipe.Get(ctx, w.counter), pipe.PTTL(ctx, w.counter)
 			return func() (string, string, int64) {
@@ -85,6 +79,16 @@ var layoutDesigns = []layoutDesign{
 				return c.Val(), e.Val(), append(t, 0)[0]
 			}
 		}},
+}
+
+// inCounter is evidence_add's (evidence, window) key pairs with each
+// window named as its own evidence, as rules names a fixed window's.
+func inCounter(pairs []string) []string {
+	out := make([]string, len(pairs))
+	for i := 1; i < len(pairs); i += 2 {
+		out[i-1], out[i] = pairs[i], pairs[i]
+	}
+	return out
 }
 
 // windowsOf appends the windows of evidence_add's (evidence, window) key

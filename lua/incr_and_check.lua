@@ -5,16 +5,20 @@
 --
 -- KEYS[1]     the bucket's offsets: a hash with a field per source partition
 --             and script, the last offset applied here from it
--- KEYS[2i]    window i: its counter, a string; its TTL is its end
+-- KEYS[2i]    window i: its counter, a string; its TTL is its end. Once
+--             the window keeps evidence (evidence_add), the count is
+--             followed by its entries: "<count>" RS entry RS entry ...
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
 --             how long crossing marks live, seconds (uint32, >= 1); n, the
 --             number of windows (uint8, 1..64); per window its length,
---             seconds (uint32, >= 1), and its threshold (int64, 1..2^53-1);
+--             seconds (uint32, >= 1), its threshold (int64, 1..2^53-1), and
+--             1 when its rule keeps evidence, which it may then hold after
+--             its count, else 0 (uint8);
 --             then per event and window: window index (uint8, 1..n),
 --             offset (int64, 0..10^15-1), event id (8 bytes), increment
---             (int64, 1..2^53-1). 5 + 12 n + 25 a change bytes.
+--             (int64, 1..2^53-1). 5 + 13 n + 25 a change bytes.
 --
 -- Reply: two integers per event and window, in order: {current, 1} when
 -- prev < threshold <= current (this event crossed first), {current, 0}
@@ -38,16 +42,27 @@
 -- Thresholds and increments are below 2^53, exact in Lua's doubles; a
 -- counter past 2^53 is compared exactly, as digits (GET).
 --
+-- A counter with evidence after its count is not an integer, and INCRBY
+-- refuses it: a window whose rule keeps evidence is read first (GET), and
+-- one whose rule keeps none once INCRBY refused it (its evidence turned
+-- off since); its count (at most 15 digits, as evidence_add writes them)
+-- is added to and written back before the entries (SET KEEPTTL), so that
+-- the window's end never moves. A count that would reach
+-- 2^53 drops the entries, and INCRBY counts it exactly; so do the
+-- saturation at 2^62 and a window started again (SET EX). Any other value
+-- that INCRBY refuses is unusable, as before (Performance, Redis memory).
+--
 -- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO62 = 4611686018427387904
+local find, RS = string.find, '\30'
 
 local src, packed = ARGV[1], ARGV[2]
 if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
   return {-1, -1}
 end
 local life, n, pos = decode('<I4B', packed)
-local changes = (#packed - 5 - 12 * n) / 25
+local changes = (#packed - 5 - 13 * n) / 25
 if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 2 * n + 1
     and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
@@ -55,12 +70,12 @@ end
 -- A window with an unusable length or threshold (thresholds[i] false)
 -- refuses its changes; the other windows still count. The offsets live as
 -- long as the marks or the longest window, whichever is longer.
-local thresholds, lengths, longest = {}, {}, life
+local thresholds, lengths, keeps, longest = {}, {}, {}, life
 for i = 1, n do
-  local length, threshold
-  length, threshold, pos = decode('<I4i8', packed, pos)
-  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and threshold
-  lengths[i] = length
+  local length, threshold, keep
+  length, threshold, keep, pos = decode('<I4i8B', packed, pos)
+  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and keep <= 1 and threshold
+  lengths[i], keeps[i] = length, keep == 1
   if thresholds[i] and length > longest then
     longest = length
   end
@@ -96,7 +111,34 @@ for _ = 1, changes do
     end
     if fresh then
       local inc = by == 1 and '1' or format('%d', by)
-      v = pcall('INCRBY', key, inc)
+      -- A window whose rule keeps evidence is read first, and a counter
+      -- with entries after its count is added to here; INCRBY would refuse
+      -- it, and Redis counts a refusal in its statistics even when the
+      -- script handles it (INFO commandstats, errorstats). A window whose
+      -- rule keeps none may still hold some (its evidence turned off
+      -- since): it is read once INCRBY refused it.
+      local got = keeps[i] and pcall('GET', key)
+      local rs = type(got) == 'string' and find(got, RS, 1, true)
+      if not rs then
+        v = pcall('INCRBY', key, inc)
+        if type(v) == 'table' and not keeps[i] then
+          got = pcall('GET', key)
+          rs = type(got) == 'string' and find(got, RS, 1, true)
+        end
+      end
+      if rs then
+        local c = rs <= 16 and sub(got, 1, rs - 1)
+        v = nil
+        if c and (c == '0' or match(c, DIGITS)) then
+          v = tonumber(c) + by
+          if v < TWO53 then
+            call('SET', key, format('%d', v) .. sub(got, rs), 'KEEPTTL')
+          else
+            call('SET', key, c, 'KEEPTTL') -- past Lua's exact doubles: the count alone
+            v = call('INCRBY', key, inc)
+          end
+        end
+      end
       if type(v) == 'number' then
         first = 0
         if v == by or v >= t then
@@ -170,14 +212,15 @@ for _ = 1, changes do
       end
     else
       -- Applied before: its mark, or the counter as it is (-1 when the
-      -- window's key holds no string). Marks of another type are none.
+      -- window's key holds no string; its count, before RS, when it holds
+      -- evidence). Marks of another type are none.
       local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, first = mark, 1
       else
         if not values[i] then
           local got = pcall('GET', key)
-          values[i] = type(got) ~= 'table' and (tonumber(got) or 0) or -1
+          values[i] = type(got) == 'table' and -1 or tonumber(got) or tonumber(match(got or '', '^(%d+)\30')) or 0
         end
         v = values[i]
         first = v == -1 and -1 or 0

@@ -201,8 +201,9 @@ func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }
 // redelivery of one still hands its alert off.
 func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
-// Evidence is the key of the latest orders of a rule's window for a
-// group near its threshold (evidence_add), which its alerts list.
+// Evidence is the key of the latest orders of a rule's sliding or distinct
+// window for a group near its threshold (evidence_add), which its alerts
+// list. A fixed window's counter holds its own, after its count.
 func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 
 // Cooldown is the key of a rule's alert cooldown for a group.

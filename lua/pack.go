@@ -20,7 +20,7 @@ import (
 // unpacked: from 2^53 up the call is refused here, with an error.
 const (
 	countHead    = 5  // lifetime uint32, n uint8
-	countWindow  = 12 // length uint32, threshold int64
+	countWindow  = 13 // length uint32, threshold int64, keeps evidence uint8
 	countChange  = 25 // index uint8, offset int64, id 8 bytes, amount int64
 	slideWindow  = 16 // span uint16, lateness uint16, threshold int64, ttl uint32
 	slideChange  = 33 // index uint8, offset int64, id, bucket int64, amount int64
@@ -40,6 +40,7 @@ func packCount(dst []byte, life time.Duration, windows []Window, changes []Chang
 		}
 		dst = binary.LittleEndian.AppendUint32(dst, u32(seconds(w.Length)))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(w.Threshold))
+		dst = append(dst, packBool(w.Evidence))
 	}
 	return packChanges(dst, len(windows), changes)
 }
@@ -172,4 +173,12 @@ func (c *command) bytes(b *Batch, p []byte) {
 	slot := cut(&b.packs, 1)[:1]
 	slot[0] = p
 	c.args = append(c.args, &slot[0])
+}
+
+// packBool is a packed boolean: 1 or 0.
+func packBool(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -25,11 +25,11 @@ func (p packing) change(i int, offset int64, id string, amount int64) packing {
 // The Go side packs what the scripts take, and refuses a call whose
 // thresholds or amounts a double cannot hold exactly.
 func TestPackingsAreTheScriptsLayouts(t *testing.T) {
-	w := Window{Key: "{t}:w", Marks: "{t}:m", Length: time.Minute, Threshold: 10}
+	w := Window{Key: "{t}:w", Marks: "{t}:m", Length: time.Minute, Threshold: 10, Evidence: true}
 	id := IDOf("a")
 	ch := Change{Window: 0, Offset: 7, ID: id, Amount: 3}
 	got, err := packCount(nil, time.Hour, []Window{w}, []Change{ch, {Window: 5, Offset: 8, ID: id, Amount: 1}})
-	want := packing{}.u32(3600).u8(1).u32(60).i64(10).change(1, 7, string(id[:]), 3).change(0, 8, string(id[:]), 1)
+	want := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(1).change(1, 7, string(id[:]), 3).change(0, 8, string(id[:]), 1)
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("packCount = %x, %v; want %x (a change to no window as index 0)", got, err, want)
 	}

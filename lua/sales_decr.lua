@@ -4,7 +4,8 @@
 -- going below zero.
 --
 -- KEYS[1]     the bucket's offsets, as incr_and_check keeps them
--- KEYS[1+i]   amount window i, as incr_and_check keeps it
+-- KEYS[1+i]   amount window i, as incr_and_check keeps it: its count,
+--             and its evidence after it once it keeps some
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go): how
 --             long the bucket's offsets live, seconds (uint32, >= 1); n,
@@ -22,7 +23,10 @@
 --                   no integer; nothing written to it, and the others
 --                   still count
 -- A single {-1, -1}: the call's own arguments are unusable. Offsets of
--- another type (written by another) are none, and are replaced.
+-- another type (written by another) are none, and are replaced. A window
+-- with evidence after its count keeps it: the count is written back before
+-- it (SET KEEPTTL); one whose count is not digits (at most 15, as
+-- evidence_add writes them) is unusable, as incr_and_check has it.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
 -- is known as incr_and_check knows an event, by its offset, in its own
@@ -31,6 +35,7 @@
 --
 -- It runs after prelude.lua, which it shares with incr_and_check.
 local MAX_CHANGES = 4096
+local find, RS = string.find, '\30'
 
 local src, packed = ARGV[1], ARGV[2]
 if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
@@ -52,10 +57,11 @@ last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DI
 local dirty = false
 
 -- Each window is read once (values[i]; unusable[i] when its key holds no
--- string) and written once, at the end, when changed[i]: one SET a window
--- however many refunds a call carries. Past 2^53 Lua's doubles round, and
--- DECRBY subtracts exactly instead.
-local values, unusable, changed = {}, {}, {}
+-- string; entries[i], its evidence, RS and after) and written once, at the
+-- end, when changed[i]: one SET a window however many refunds a call
+-- carries. Past 2^53 Lua's doubles round, and DECRBY subtracts exactly
+-- instead (a window with evidence is below 10^15).
+local values, unusable, changed, entries = {}, {}, {}, {}
 local reply, r = {}, 0
 for _ = 1, changes do
   local i, o, amount
@@ -74,6 +80,14 @@ for _ = 1, changes do
     if values[i] == nil then
       local got = pcall('GET', key)
       unusable[i] = type(got) == 'table'
+      local at = type(got) == 'string' and find(got, RS, 1, true)
+      if at then
+        -- Two statements: miniredis's Lua (the backtest's --lua, the demo)
+        -- assigns a multiple assignment's targets as it evaluates them.
+        entries[i] = sub(got, at)
+        got = sub(got, 1, at - 1)
+        unusable[i] = not (at <= 16 and (got == '0' or match(got, DIGITS)))
+      end
       values[i] = not unusable[i] and tonumber(got) or 0
     end
     local w = values[i]
@@ -109,7 +123,7 @@ end
 
 for i, ch in pairs(changed) do
   if ch then
-    call('SET', KEYS[1 + i], format('%d', values[i]), 'KEEPTTL')
+    call('SET', KEYS[1 + i], format('%d', values[i]) .. (entries[i] or ''), 'KEEPTTL')
   end
 end
 if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 then

@@ -85,7 +85,14 @@ func (x *evidence) add(keys lua.Keys, r *active, ev *event.Event, current int64,
 		}
 		w = windowRef{c, len(call.Windows)}
 		x.in[windowOf{r, g}] = w
-		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: keys.Evidence(g, r.state), Window: window,
+		// A fixed window's counter holds its evidence after its count: it
+		// is named as both keys (evidence_add); other windows are hashes,
+		// and keep theirs under a key of its own.
+		key := window
+		if !r.kind.Counter() {
+			key = keys.Evidence(g, r.state)
+		}
+		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: key, Window: window,
 			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
 	}
 	var value string

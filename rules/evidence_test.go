@@ -75,7 +75,7 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 		orders []order
 		want   []string // the alert's evidence: order ids, newest first; nil for no alert
 		values []string // its values, for a distinct rule
-		keeps  bool     // whether the window's evidence key exists at the end
+		keeps  bool     // whether the window keeps evidence at the end
 		stored int      // how many entries it holds then, when it matters
 	}{
 		// "3 orders by one customer within a minute": the three.
@@ -148,12 +148,20 @@ func TestAlertsCarryTheirEvidence(t *testing.T) {
 						t.Errorf("amount %d, want %d", e[0].Amount, tt.orders[0].amount)
 					}
 				}
+				// A fixed window's counter holds its evidence after its count;
+				// a sliding or distinct window's is under a key of its own.
 				g := h.keys.Group([]string{"cust-1"})
-				key := h.keys.Evidence(g, tt.rule.State())
-				if got := h.rdb.Exists(t.Context(), key).Val() == 1; got != tt.keeps {
-					t.Errorf("evidence key exists: %v, want %v", got, tt.keeps)
+				key, own := h.keys.Counter(g, tt.rule.State()), h.keys.Evidence(g, tt.rule.State())
+				if tt.rule.Metric == alert.Distinct || tt.rule.WindowType == alert.Sliding {
+					key = own
+				} else if h.rdb.Exists(t.Context(), own).Val() == 1 {
+					t.Errorf("a fixed window's evidence under a key of its own, %s", own)
 				}
-				if n := strings.Count(h.rdb.Get(t.Context(), key).Val(), lua.EvidenceSep); tt.stored > 0 && n != tt.stored {
+				value := h.rdb.Get(t.Context(), key).Val()
+				if got := strings.Contains(value, lua.EvidenceSep); got != tt.keeps {
+					t.Errorf("evidence kept: %v (%q), want %v", got, value, tt.keeps)
+				}
+				if n := strings.Count(value, lua.EvidenceSep); tt.stored > 0 && n != tt.stored {
 					t.Errorf("evidence holds %d entries, want %d", n, tt.stored)
 				}
 			})
@@ -307,5 +315,54 @@ func TestRefusedEvidenceCostsOnlyTheEvidence(t *testing.T) {
 	}
 	if got := sink.got(); len(got) != 1 || len(got[0].Evidence) != 0 {
 		t.Fatalf("alerts %+v, want one, without evidence", got)
+	}
+}
+
+// A fixed window that holds its evidence after its count is counted
+// without a refused command inside Redis: INCRBY would refuse such a
+// counter, and Redis counts a refusal (INFO commandstats' failed_calls,
+// errorstats) even when the script handles it, where an operator's
+// dashboards read it as a failing client. The plan tells incr_and_check
+// which windows' rules keep evidence, and it reads those first. On a
+// private Redis, whose statistics only this test moves.
+func TestEvidenceInACounterIsNoErrorToRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		evidence int
+		want     string // INCRBY's failed calls
+	}{
+		{"the rule keeps evidence", 10, "failed_calls=0"},
+		// Its evidence turned off (a reload) while its window holds some:
+		// each change's INCRBY is refused, and the script still counts; the
+		// refusal is only Redis's statistic.
+		{"the rule's evidence turned off since", 0, "failed_calls=3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redistest.Connect(t, redistest.Start(t).Addr)
+			r := rule("orders", alert.Count, 9, "customer_id")
+			r.Evidence = tc.evidence
+			h := newHarnessOn(t, rdb, nil, r)
+			key := h.windowKey("orders", "c")
+			// An entry as long as the shortest an order makes.
+			held := "2" + lua.EvidenceSep + "mf2k3l0g\x1f1\x1f2\x1fo0\x1f"
+			if err := rdb.Set(t.Context(), key, held, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				h.handle(ev(t, event.Order, "order_id", fmt.Sprint("o", i), "customer_id", "c"))
+			}
+			h.wantCounter("orders", alert.Count, 5, "c")
+			if v := rdb.Get(t.Context(), key).Val(); !strings.Contains(v, held[1:]) {
+				t.Fatalf("the counter holds %q: its evidence is gone", v)
+			}
+			stats := rdb.Info(t.Context(), "commandstats").Val()
+			incrby := "failed_calls=0" // never called
+			if _, line, ok := strings.Cut(stats, "cmdstat_incrby:"); ok {
+				incrby, _, _ = strings.Cut(line, "\r\n")
+			}
+			if !strings.Contains(incrby, tc.want) {
+				t.Fatalf("INCRBY: want %s:\n%s", tc.want, stats)
+			}
+		})
 	}
 }

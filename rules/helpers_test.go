@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,10 +207,13 @@ func (h *harness) windowKey(name string, values ...string) string {
 // the key does not exist.
 func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
-	n, err := h.rdb.Get(h.t.Context(), h.windowKey(name, values...)).Int64()
+	v, err := h.rdb.Get(h.t.Context(), h.windowKey(name, values...)).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false
 	}
+	// A fixed window's count is before the evidence it may hold.
+	count, _, _ := strings.Cut(v, lua.EvidenceSep)
+	n, err := strconv.ParseInt(count, 10, 64)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,10 +279,12 @@ func (h *harness) total(r rules.Rule, values ...string) int64 {
 		}
 		return n
 	case r.WindowType != alert.Sliding:
-		n, err := h.rdb.Get(h.t.Context(), h.keys.Counter(g, r.State())).Int64()
+		v, err := h.rdb.Get(h.t.Context(), h.keys.Counter(g, r.State())).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			h.t.Fatal(err)
 		}
+		count, _, _ := strings.Cut(v, lua.EvidenceSep) // before its evidence
+		n, _ := strconv.ParseInt(count, 10, 64)
 		return n
 	}
 	fields, err := h.rdb.HGetAll(h.t.Context(), h.keys.Window(g, r.State())).Result()

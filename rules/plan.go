@@ -379,7 +379,8 @@ func (p *plan) finish() {
 	for i := range p.pendingWindows {
 		w := &p.pendingWindows[i]
 		c, r := w.call, w.rule
-		c.Windows = append(c.Windows, lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness})
+		c.Windows = append(c.Windows, lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness,
+			Evidence: r.Evidence > 0 && w.name.Fixed})
 		c.names, c.values = append(c.names, w.name), append(c.values, w.values)
 	}
 	p.keys.NameWindows(windows, names)

@@ -32,8 +32,8 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"562f1e2c1f9cc5ad009a04c131ab7f5d0f1b7da6", incrAndCheck},
-	lua.SalesDecrName:        {"4612ab909c4824ebb0bcbf58bc3230b59cae0d31", salesDecr},
+	lua.IncrAndCheckName:     {"a8323155a6e2a561c9076f0d00f53f9922c84ef4", incrAndCheck},
+	lua.SalesDecrName:        {"4379afe511a47c9e12db95b1ef27f0864d5eb806", salesDecr},
 	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
 	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"errors"
 	"strconv"
+	"strings"
 )
 
 // Lua's numbers are doubles: these are the scripts' bounds as Lua holds
@@ -53,14 +55,27 @@ type fixedCall struct {
 	values []known // by window, from 1: its counter as the call has it
 }
 
+var errHoldsEvidence = errors.New("a counter with evidence after its count")
+
 // count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
 func (f *fixedCall) count(ch *change) (float64, int64, error) {
 	i, w := ch.i, &f.windows[ch.i]
 	key := f.keys[2*i-1]
 	by := int64(ch.amount)
-	n, err := f.s.incrby(key, by)
+	var n int64
+	var err error
+	if got, ok, _ := f.s.getString(key); w.keeps && ok && strings.IndexByte(got, evidenceSep) >= 0 {
+		err = errHoldsEvidence // read first (GET): INCRBY is not tried
+	} else {
+		n, err = f.s.incrby(key, by)
+	}
 	if err != nil {
-		return -1, -1, nil // redis.pcall: the window holds no integer, or would overflow
+		// redis.pcall: the window holds no integer (or would overflow):
+		// its count, if evidence follows it.
+		var ok bool
+		if n, ok = f.s.incrBeforeEvidence(key, by); !ok {
+			return -1, -1, nil
+		}
 	}
 	v := float64(n)
 	if v == ch.amount {
@@ -126,9 +141,38 @@ func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 			return 0, 0, nerr
 		}
 		if !isNum {
-			v = 0
+			// tonumber(match(got, '^(%d+)\30')): a count with evidence.
+			at := strings.IndexByte(got, evidenceSep)
+			if v = 0; at > 0 && allDigits(got[:at]) {
+				v, _, _ = tonumber(got[:at], true)
+			}
 		}
 		f.values[i] = known{v, true}
 	}
 	return f.values[i].v, 0, nil
+}
+
+// evidenceSep starts each entry of a fixed window's evidence, after its
+// count in its counter's string (lua.EvidenceSep).
+const evidenceSep = '\x1e'
+
+// incrBeforeEvidence is the script's count of a counter that holds
+// evidence after its count (INCRBY refused it): the count, at most 15
+// digits, added to and written back before the entries, its TTL kept; at
+// 2^53 or past, the count alone, and INCRBY. ok is false when the value is
+// not of that form (unusable).
+func (s *Store) incrBeforeEvidence(key string, by int64) (int64, bool) {
+	got, ok, err := s.getString(key)
+	at := strings.IndexByte(got, evidenceSep)
+	if err != nil || !ok || at < 0 || !natural(got[:at], true, 15) {
+		return 0, false
+	}
+	c, _ := strconv.ParseInt(got[:at], 10, 64)
+	if v := c + by; v < 1<<53 {
+		s.setKeepTTL(key, strconv.FormatInt(v, 10)+got[at:])
+		return v, true
+	}
+	s.setKeepTTL(key, got[:at])
+	v, err := s.incrby(key, by)
+	return v, err == nil
 }

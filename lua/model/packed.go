@@ -53,6 +53,9 @@ type win struct {
 	// ttl is how long the window lives, seconds (incr_and_check: its
 	// length): what the offsets' lifetime takes the longest of.
 	ttl float64
+	// keeps is incr_and_check's: the window's rule keeps evidence, which
+	// its counter may hold after its count.
+	keeps bool
 }
 
 // change is a change's arguments; i is 0 for one the script refuses.
@@ -114,11 +117,11 @@ func fixedChange(r *reader, n float64, c *change) {
 	}
 }
 
-var incrPacking = packing{window: 12, change: 25, keysPer: 2, maxChanges: 4096, windows: true,
+var incrPacking = packing{window: 13, change: 25, keysPer: 2, maxChanges: 4096, windows: true,
 	readWindow: func(r *reader, w *win) {
-		length, threshold := r.u32(), r.i64()
-		*w = win{usable: length >= 1 && threshold >= 1 && threshold < two53, length: length,
-			threshold: threshold, ttl: length}
+		length, threshold, keeps := r.u32(), r.i64(), r.u8()
+		*w = win{usable: length >= 1 && threshold >= 1 && threshold < two53 && keeps <= 1, length: length,
+			threshold: threshold, ttl: length, keeps: keeps == 1}
 	},
 	readChange: fixedChange}
 

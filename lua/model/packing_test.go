@@ -107,6 +107,9 @@ func packWindow(b []byte, name string, f []string) []byte {
 			b = le.AppendUint64(b, uint64(num(s, -1)))
 		}
 	}
+	if name == lua.IncrAndCheckName && len(f) == 2 {
+		b = append(b, 1) // its rule keeps evidence, as rules keep by default
+	}
 	return b
 }
 
@@ -131,6 +134,9 @@ func packChange(b []byte, name string, f []string) []byte {
 			b = le.AppendUint64(b, uint64(num(s, -1)))
 		}
 	}
+	if name == lua.IncrAndCheckName && len(f) == 2 {
+		b = append(b, 1) // its rule keeps evidence, as rules keep by default
+	}
 	return b
 }
 
@@ -144,7 +150,7 @@ func TestMalformedPackingsAsTheScripts(t *testing.T) {
 		return le.AppendUint64(append(b, "abcdefgh"...), uint64(amount))
 	}
 	window := func(b []byte, length uint32, threshold int64) []byte {
-		return le.AppendUint64(le.AppendUint32(b, length), uint64(threshold))
+		return append(le.AppendUint64(le.AppendUint32(b, length), uint64(threshold)), 1)
 	}
 	good := change(window(head(600, 1), 600, 2), 1, 1, 1)
 	for _, tc := range []struct {

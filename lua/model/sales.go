@@ -1,8 +1,11 @@
 package model
 
+import "strings"
+
 // refundWindow is sales_decr's state of one window.
 type refundWindow struct {
 	key      string
+	entries  string // its evidence after its count, from RS on
 	v        float64
 	hasV     bool
 	changed  bool
@@ -20,8 +23,13 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		w := &refundWindow{key: keys[i]}
 		got, ok, gerr := s.getString(w.key)
 		w.unusable = gerr != nil // redis.pcall: the key holds no string
+		if at := strings.IndexByte(got, evidenceSep); at >= 0 && gerr == nil {
+			// A count with evidence after it: at most 15 digits, else not ours.
+			got, w.entries = got[:at], got[at:]
+			w.unusable = !natural(got, true, 15)
+		}
 		var err error
-		if w.v, w.hasV, err = tonumber(got, ok && gerr == nil); err != nil {
+		if w.v, w.hasV, err = tonumber(got, ok && !w.unusable); err != nil {
 			return nil, err
 		}
 		return w, nil
@@ -57,7 +65,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 
 	for _, w := range windows.got {
 		if w != nil && w.changed {
-			s.setKeepTTL(w.key, format(w.v))
+			s.setKeepTTL(w.key, format(w.v)+w.entries)
 		}
 	}
 	return c.finish()

@@ -32,7 +32,7 @@ func TestCheapCallVariantsAnswerAsToday(t *testing.T) {
 		script *redis.Script
 		encode func(c *lua.Call) [][2][]any
 	}
-	runs := []run{{"today", redis.NewScript(today), structCall}}
+	runs := []run{{"today", redis.NewScript(today), todayCall}}
 	for _, v := range vs {
 		if v.works && v.file != "" && v.file != "bare.lua" {
 			src, err := v.source()

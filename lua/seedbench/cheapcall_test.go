@@ -60,7 +60,7 @@ func variants() ([]variant, error) {
 	vs := []variant{
 		{"seed-style", "", seedCalls, true},
 		{"floor, the seed-style call's arguments", "floor.lua", seedCalls, false},
-		{"incr_and_check today", "", structCall, true},
+		{"incr_and_check today", "", todayCall, true},
 		{"floor, today's arguments", "floor.lua", textCall, false},
 		{"(c) today's arguments, numbers checked by tonumber", "numbers.lua", textCall, true},
 		{"(a) struct-packed arguments", "struct.lua", structCall, true},
@@ -141,13 +141,23 @@ func textCall(c *lua.Call) [][2][]any {
 }
 
 // structCall is c packed as struct.lua reads it, and as incr_and_check
-// takes it since it was ported (lua/pack.go).
-func structCall(c *lua.Call) [][2][]any {
+// took it when it was ported (lua/pack.go).
+func structCall(c *lua.Call) [][2][]any { return packedCall(c, false) }
+
+// todayCall is c packed as incr_and_check takes it now: structCall's
+// layout and, since a fixed window may hold its evidence (issue 40), a
+// flag a window for whether its rule keeps some.
+func todayCall(c *lua.Call) [][2][]any { return packedCall(c, true) }
+
+func packedCall(c *lua.Call, today bool) [][2][]any {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(retention))
 	b = append(b, byte(len(c.Windows)))
 	for _, w := range c.Windows {
 		b = binary.LittleEndian.AppendUint32(b, uint32(w.Length/time.Second))
 		b = binary.LittleEndian.AppendUint64(b, uint64(w.Threshold))
+		if today {
+			b = append(b, 0) // incr_and_check's since: its rule keeps no evidence
+		}
 	}
 	for _, ch := range c.Changes {
 		b = append(b, byte(ch.Window+1))

@@ -14,7 +14,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "c5d3777a3379ba6dc1d583f7e17390e17bfe2319"
+const evidencePin = "a7360781c6b277da7a8e9e7cec6bd1b4d36d8d60"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and
@@ -28,20 +28,26 @@ const evidencePin = "c5d3777a3379ba6dc1d583f7e17390e17bfe2319"
 // A window's evidence is its entries, oldest first, trimmed to its newest
 // keep when a call takes it past 2 × keep entries of the call's longest;
 // made, or written for a sliding window, it takes the window's remaining
-// life (windows), else it keeps its own; without a live window, its TTL.
+// life (windows), else it keeps its own; without a live window, its TTL. A
+// fixed window's is in its counter (its Key is its Window): it lives as
+// the window does, and a window that is gone keeps none. (The counters
+// here never hold it: the scripts' evidence is kept here alone, and a
+// counter written by another is not known.)
 type evidence struct {
 	lives
 	lists   map[string][]string // by evidence key: entries, oldest first
 	windows *windows
+	// inCounter are the keys of evidence in a fixed window's counter.
+	inCounter map[string]bool
 }
 
 func newEvidence(w *windows) *evidence {
-	return &evidence{lives: newLives(w.base), lists: map[string][]string{}, windows: w}
+	return &evidence{lives: newLives(w.base), lists: map[string][]string{}, windows: w, inCounter: map[string]bool{}}
 }
 
 // advance moves the evidence's clock to t: the evidence due by then goes.
 func (x *evidence) advance(t time.Time) {
-	x.lives.advance(t, func(key string) { delete(x.lists, key) })
+	x.lives.advance(t, func(key string) { delete(x.lists, key); delete(x.inCounter, key) })
 }
 
 // AddEvidence runs the calls as evidence_add would, one after another,
@@ -89,7 +95,15 @@ func (x *evidence) call(c *lua.Evidence) {
 		if texts[i] == nil {
 			continue
 		}
+		inCounter := w.Key == w.Window
+		if inCounter {
+			x.inCounter[w.Key] = true
+		}
 		old := x.current(w.Key)
+		left, alive := x.windows.left(w.Window)
+		if inCounter && !alive {
+			continue // its window ended: no key is made
+		}
 		olds[i] = old
 		kept := append(slices.Clip(old), texts[i]...)
 		if bytesOf(kept) > 2*w.Keep*width[i] {
@@ -99,9 +113,8 @@ func (x *evidence) call(c *lua.Evidence) {
 		// A fixed window's end stays put, and so does its evidence's; a
 		// sliding one's moves with each change, and so must its
 		// evidence's.
-		left, alive := x.windows.left(w.Window)
 		switch {
-		case alive && (len(old) == 0 || w.Slides):
+		case inCounter || alive && (len(old) == 0 || w.Slides):
 			x.set(w.Key, left)
 		case len(old) > 0: // its end kept
 		default:
@@ -132,9 +145,10 @@ func bytesOf(entries []string) int {
 	return n
 }
 
-// current is the evidence under key, if it is alive.
+// current is the evidence under key, if it is alive: in a counter, if it
+// is its window's (ends with it), not one before it.
 func (x *evidence) current(key string) []string {
-	if _, alive := x.left(key); !alive {
+	if _, alive := x.left(key); !alive || x.inCounter[key] && x.end[key] != x.windows.end[key] {
 		return nil
 	}
 	return x.lists[key]
