@@ -47,8 +47,8 @@ type claimCall struct {
 
 func (c *claimCall) script() string { return AlertClaimName }
 
-func (c *claimCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	return alertClaim.EvalSha(ctx, pipe, c.keys, c.args...)
+func (c *claimCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.Cmd {
+	return evalOrSha(ctx, pipe, alertClaim, eval, c.keys, c.args)
 }
 
 func (c *claimCall) answer(s *Scripts, cmd *redis.Cmd) error {
@@ -90,8 +90,8 @@ type indexCall struct {
 
 func (c *indexCall) script() string { return AlertIndexName }
 
-func (c *indexCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	return alertIndex.EvalSha(ctx, pipe, c.keys, c.args...)
+func (c *indexCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.Cmd {
+	return evalOrSha(ctx, pipe, alertIndex, eval, c.keys, c.args)
 }
 
 func (c *indexCall) answer(s *Scripts, cmd *redis.Cmd) error {
@@ -146,12 +146,20 @@ type openCall struct {
 
 func (c *openCall) script() string { return OutcomeOpenName }
 
-func (c *openCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	return outcomeOpen.EvalSha(ctx, pipe, c.keys, c.args...)
+func (c *openCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.Cmd {
+	return evalOrSha(ctx, pipe, outcomeOpen, eval, c.keys, c.args)
 }
 
 func (c *openCall) answer(s *Scripts, cmd *redis.Cmd) error {
 	_, changes, err := s.openedOf(cmd.Val())
 	c.changes = changes
 	return err
+}
+
+// evalOrSha adds script's command to pipe: EVALSHA, or EVAL with eval.
+func evalOrSha(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, eval bool, keys []string, args []any) *redis.Cmd {
+	if eval {
+		return script.Eval(ctx, pipe, keys, args...)
+	}
+	return script.EvalSha(ctx, pipe, keys, args...)
 }

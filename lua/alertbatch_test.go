@@ -1,11 +1,17 @@
 package lua
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
 // The batch calls answer as their single calls do, in order: of two
@@ -80,5 +86,55 @@ func TestBatchNotesDropTheOldest(t *testing.T) {
 	if got := rdb.ZRange(ctx, k.Alerts(), 0, -1).Val(); !slices.Equal(got, []string{"r/e6", "r/e7", "r/e8"}) ||
 		rdb.Exists(ctx, k.Alert("r/e0"), k.Alert("r/e3"), k.Alert("r/e5")).Val() != 0 {
 		t.Errorf("alerts noted %v; want the newest 3, the others' records gone", got)
+	}
+}
+
+// flushing flushes the server's scripts before each pipeline its client
+// sends: as if another flushed them again between a NOSCRIPT and the
+// retry after the load.
+type flushing struct{ other redis.UniversalClient }
+
+func (f flushing) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (f flushing) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (f flushing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := f.other.ScriptFlush(ctx).Err(); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Scripts flushed again before the retry that follows a NOSCRIPT and the
+// load: the pipelined calls go as EVAL then, and run once each.
+func TestAFlushBeforeTheRetryIsSurvived(t *testing.T) {
+	rdb := redistest.Client(t)
+	rdb.AddHook(flushing{other: redistest.Client(t)})
+	s, err := New(Config{}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	ctx := t.Context()
+	cd := prefix + ":{t}:cd"
+	claims, err := s.ClaimAlerts(ctx, []AlertClaim{testClaim(cd, cd+":rec:a", "a", time.Hour), testClaim(cd, cd+":rec:b", "b", time.Hour)})
+	if want := []Claim{ClaimSend, ClaimSuppressed}; err != nil || !slices.Equal(claims, want) {
+		t.Fatalf("claims: %v, %v; want %v", claims, err, want)
+	}
+	index, refs := prefix+":{alerts}:open", prefix+":{alerts}:refs"
+	if err := s.IndexAlerts(ctx, index, refs, []Indexing{{ID: "r/a", Ref: "{}"}}, 100, time.Hour); err != nil {
+		t.Fatalf("index: %v", err)
+	}
+	k := outcomeKeys(t, prefix)
+	if _, err := s.OpenOutcomeAlerts(ctx, k, []OutcomeAlert{{ID: "r/a", Rule: "r", Ref: []byte("{}")}}, testBounds); err != nil {
+		t.Fatalf("outcome note: %v", err)
+	}
+	w := testWindow(prefix, "w", time.Minute, 250)
+	if got := count(t, s, []Window{w}, ev{"0:o", 1, "o1", 100}); got[0].Current != 100 {
+		t.Fatalf("count: %+v, want 100", got[0])
+	}
+	if v := value(t, rdb, w); v != 100 {
+		t.Errorf("window %d, want 100: counted once", v)
 	}
 }
