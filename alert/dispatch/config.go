@@ -73,11 +73,6 @@ type DispatcherConfig struct {
 	// whose alerts group is new, so that adding one to a running
 	// deployment does not send it the alerts topic's week of history.
 	SkipHistory bool
-	// Lanes bounds the messages of a batch settled at once (default 8):
-	// those of one key (an alert's rule and group) one after the other,
-	// those of different keys side by side (HandleMessages). 1 settles a
-	// partition's messages strictly in turn.
-	Lanes int
 }
 
 func (c *DispatcherConfig) setDefaults() {
@@ -86,9 +81,8 @@ func (c *DispatcherConfig) setDefaults() {
 		MaxRetryAfter: 5 * time.Minute, AttemptTimeout: 15 * time.Second, InFlightGrace: 5 * time.Second, KeyPrefix: "fw",
 		ParkedRetry: 30 * time.Second, MaxParked: 1000, DigestSize: 10, UnknownRuleGrace: time.Minute,
 		ChannelBudget: lua.Budget{Rate: 1, Burst: 3}, OverallBudget: lua.Budget{Rate: 5, Burst: 15},
-		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond, MaxOpen: 10000, Lanes: 8,
+		MaxWaiting: 20000, WaitingDrain: 250 * time.Millisecond, MaxOpen: 10000,
 	}
-	setDefault(&c.Lanes, defaults.Lanes)
 	setDefault(&c.MaxOpen, defaults.MaxOpen)
 	setDefault(&c.MaxAttempts, defaults.MaxAttempts)
 	setDefault(&c.MinBackoff, defaults.MinBackoff)
@@ -125,8 +119,6 @@ func (c *DispatcherConfig) Validate() error {
 		return errors.New("alert: max retry-after, attempt timeout and in-flight grace must be positive")
 	case c.MaxParked < 1 || c.MaxParked > 1000000 || c.MaxWaiting < 1 || c.MaxWaiting > 1000000 || c.MaxOpen < 1 || c.MaxOpen > 1000000:
 		return errors.New("alert: max parked, max waiting and max open alerts must be 1 to 1,000,000")
-	case c.Lanes < 1 || c.Lanes > 64:
-		return errors.New("alert: lanes must be 1 to 64")
 	case c.ParkedRetry <= 0 || c.WaitingDrain <= 0 || c.UnknownRuleGrace < 0:
 		return errors.New("alert: the parked retry and waiting drain intervals must be positive, the unknown-rule grace not negative")
 	}

@@ -180,82 +180,91 @@ func (d *Dispatcher) SetRules(rules map[string]RuleSettings) {
 	d.rules.Store(&rs)
 }
 
-// handleMessage settles one message of the alerts topic (HandleMessages,
-// lanes.go): an update of an alert's life is shown where the receiver
-// delivered the alert (handleUpdate); an alert whose rule routes to other
-// receivers is skipped; every other alert is claimed, and sent within its
-// destination's budget or kept waiting. Its budget is taken and its post
-// made under b's posting, one at a time in a batch. An error means the
-// message must come round again.
-func (d *Dispatcher) handleMessage(ctx context.Context, msg kafka.Message, b *batch) error {
-	if isUpdate(msg.Value) {
-		return d.handleUpdate(ctx, msg)
-	}
-	a, ok, err := d.accept(ctx, msg)
-	if err != nil || !ok {
-		return err
-	}
-	if rs, _ := d.ruleOf(a.Rule); !routes(rs.Receivers, d.receiver) {
-		d.m.elsewhere.WithLabelValues(a.Rule).Inc()
-		return nil
-	}
-	if before, err := d.beforeReceiver(ctx, a); err != nil || before {
-		if err == nil {
-			d.m.history.WithLabelValues(a.Rule).Inc()
+// HandleMessages settles a batch of the alerts topic's messages, in order:
+// the dispatcher is the alerts group's handler. An update of an alert's
+// life is shown where the receiver delivered the alert (handleUpdate). An
+// alert whose rule routes to other receivers is skipped. Every alert takes
+// from its destination's budget; one past it, or of a destination whose
+// alerts wait already, waits in Redis, claimed, for DrainWaitingEvery,
+// which sends them when the budget allows (each rule's as one digest, to
+// a Digester; one by one, to any other), and its message is done: a flood
+// of one destination never holds the alerts of another on the partition.
+// It returns how many messages may be committed, and an error (see
+// ErrNotDelivered) when the next must come round again.
+func (d *Dispatcher) HandleMessages(ctx context.Context, msgs []kafka.Message) (int, error) {
+	for i, msg := range msgs {
+		if isUpdate(msg.Value) {
+			if err := d.handleUpdate(ctx, msg); err != nil {
+				return i, err
+			}
+			continue
 		}
-		return err
+		a, ok, err := d.accept(ctx, msg)
+		if err != nil {
+			return i, err
+		}
+		if !ok {
+			continue
+		}
+		if rs, _ := d.ruleOf(a.Rule); !routes(rs.Receivers, d.receiver) {
+			d.m.elsewhere.WithLabelValues(a.Rule).Inc()
+			continue
+		}
+		if before, err := d.beforeReceiver(ctx, a); err != nil || before {
+			if err != nil {
+				return i, err
+			}
+			d.m.history.WithLabelValues(a.Rule).Inc()
+			continue
+		}
+		// The message's place claims it: a forger cannot write another
+		// message there, and a crash delivers this one again as it is.
+		a.Claimant = lua.ClaimantOf(msg.Topic, msg.Partition, msg.Offset)
+		claim, err := d.claimed(ctx, a)
+		if err == nil && claim == lua.ClaimSuppressed && !a.Shadow() {
+			err = d.repeat(ctx, a)
+		}
+		if errors.Is(err, lua.ErrInvalidArguments) {
+			// The script will refuse it every time: retrying would hold
+			// the partition for ever.
+			err = d.drop(ctx, msg, DroppedRefused, err, "rule", a.Rule)
+		}
+		if err != nil {
+			return i, err
+		}
+		if claim != lua.ClaimSend {
+			continue
+		}
+		if !d.unbudgeted {
+			waits, err := d.pastBudget(ctx, a)
+			if err != nil {
+				return i, err
+			}
+			if waits {
+				continue
+			}
+		}
+		if err := d.send(ctx, a); err != nil {
+			return i, err
+		}
 	}
-	// The message's place claims it: a forger cannot write another
-	// message there, and a crash delivers this one again as it is.
-	a.Claimant = lua.ClaimantOf(msg.Topic, msg.Partition, msg.Offset)
-	claim, err := d.claimed(ctx, a)
-	if err == nil && claim == lua.ClaimSuppressed && !a.Shadow() {
-		err = d.repeat(ctx, a, b)
-	}
-	if errors.Is(err, lua.ErrInvalidArguments) {
-		// The script will refuse it every time: retrying would hold
-		// the partition for ever.
-		err = d.drop(ctx, msg, DroppedRefused, err, "rule", a.Rule)
-	}
-	if err != nil || claim != lua.ClaimSend {
-		return err
-	}
-	return d.deliver(ctx, a, b)
+	return len(msgs), nil
 }
 
-// deliver sends a claimed alert within its destination's budget, or keeps
-// it waiting: past the budget, or when alerts of its destination wait
-// already (as far as this replica knows: its own, and what the last drain
-// pass read), so that they take their turns at the budget through the
-// drainer, not against every new alert. The budget is taken and the alert
-// posted under b's posting: a batch's lanes post one at a time, as a
-// partition read in turn did, so that Slack's view of the budget is skewed
-// by no more than one post a partition; an alert that waits keeps no other
-// lane from its post.
-func (d *Dispatcher) deliver(ctx context.Context, a alert.Alert, b *batch) error {
+// pastBudget takes one message from the budget of a's destination, unless
+// alerts of that destination wait already (as far as this replica knows:
+// its own, and what the last drain pass read), and otherwise keeps a
+// waiting in Redis: true when it waits. The alerts that wait take their
+// turns at the budget through the drainer, not against every new alert.
+func (d *Dispatcher) pastBudget(ctx context.Context, a alert.Alert) (bool, error) {
 	dest := d.destination(a.Channel)
-	if !d.unbudgeted && d.waits.busy(dest) {
-		return d.wait(ctx, a, dest)
-	}
-	b.posting.Lock()
-	if err := b.failedPost(); err != nil {
-		b.posting.Unlock()
-		return err // a post of this batch failed: the receiver is likely down
-	}
-	if !d.unbudgeted {
-		ok, err := d.takeBudgetOf(ctx, dest)
-		if err != nil || !ok {
-			b.posting.Unlock()
-			if err != nil {
-				return err
-			}
-			return d.wait(ctx, a, dest)
+	if !d.waits.busy(dest) {
+		ok, err := d.takeBudget(ctx, a.Channel)
+		if err != nil || ok {
+			return false, err
 		}
 	}
-	defer b.posting.Unlock()
-	err := d.send(ctx, a)
-	b.postEnded(err)
-	return err
+	return true, d.wait(ctx, a, dest)
 }
 
 // takeBudget takes one message from the budgets of channel's destination

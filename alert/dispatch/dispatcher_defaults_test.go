@@ -31,7 +31,6 @@ func TestDispatcherDefaults(t *testing.T) {
 		WaitingDrain:     250 * time.Millisecond,
 		MaxOpen:          10000,
 		UnknownRuleGrace: time.Minute,
-		Lanes:            8,
 	}
 	if c != want {
 		t.Errorf("defaults\n%+v,\nwant\n%+v", c, want)

@@ -17,6 +17,3 @@ func (d *Dispatcher) DrainWaiting(ctx context.Context) error {
 	drains.Wait()
 	return err
 }
-
-// LaneOf is the lane of a message keyed key, of lanes.
-func LaneOf(key []byte, lanes int) int { return laneOf(key, lanes) }

@@ -23,9 +23,8 @@ type repeatStore interface {
 // Threader whose record of the holding alert keeps a receipt, it is posted
 // once as a reply in the holder's thread, within the budget. Past the
 // budget it is counted, not posted: it was suppressed, and its count says
-// it. Its budget and reply are taken under b's posting, as an alert's
-// post is. An error means its message must come round again.
-func (d *Dispatcher) repeat(ctx context.Context, a alert.Alert, b *batch) error {
+// it. An error means its message must come round again.
+func (d *Dispatcher) repeat(ctx context.Context, a alert.Alert) error {
 	k, err := d.alertKeys(a)
 	if err != nil {
 		return fmt.Errorf("alert: repeat %s: %w", a.ID, err)
@@ -51,8 +50,6 @@ func (d *Dispatcher) repeat(ctx context.Context, a alert.Alert, b *batch) error 
 	if op != lua.RepeatReply || (r != lua.RepeatNew && r != lua.RepeatRetry) {
 		return nil
 	}
-	b.posting.Lock()
-	defer b.posting.Unlock()
 	if !d.unbudgeted {
 		if ok, err := d.takeBudget(ctx, a.Channel); err != nil || !ok {
 			if err == nil {
