@@ -109,7 +109,9 @@ func (c *indexCall) answer(s *Scripts, cmd *redis.Cmd) error {
 // many. The oldest alerts noted are read once for all, and the batch's
 // own follow them: the i-th call is given the i-th to (i+3)-th of these as
 // its candidates to drop, so that each call, past the bound, drops the
-// oldest one left, as one call after another would.
+// oldest one left, as one call after another would. On an error, the
+// changes of the calls that ran are answered with it: noted again, they
+// would answer none.
 func (s *Scripts) OpenOutcomeAlerts(ctx context.Context, k OutcomeKeys, alerts []OutcomeAlert, b OutcomeBounds) ([]AlertChange, error) {
 	if len(alerts) == 0 {
 		return nil, nil
@@ -127,14 +129,12 @@ func (s *Scripts) OpenOutcomeAlerts(ctx context.Context, k OutcomeKeys, alerts [
 		keys, args := openArgs(k, a, b, oldest[i:min(i+4, len(oldest))])
 		calls[i] = &openCall{keys: keys, args: args}
 	}
-	if err := pipelined(ctx, s, calls); err != nil {
-		return nil, err
-	}
+	err = pipelined(ctx, s, calls)
 	var changes []AlertChange
 	for _, c := range calls {
 		changes = append(changes, c.changes...)
 	}
-	return changes, nil
+	return changes, err
 }
 
 // openCall is one outcome_open call of a pipeline (OpenOutcomeAlerts).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +90,52 @@ func TestBatchNotesDropTheOldest(t *testing.T) {
 	}
 }
 
+// failingLast fails the reply of the last script call of each pipeline
+// of calls its client sends, after Redis ran it: as a connection lost
+// before the last answer came.
+type failingLast struct{}
+
+func (failingLast) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (failingLast) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (failingLast) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if last := cmds[len(cmds)-1]; last.Name() == "evalsha" || last.Name() == "eval" {
+			last.SetErr(errors.New("connection lost"))
+		}
+		return err
+	}
+}
+
+// A batch of notes whose pipeline fails after some ran answers their
+// changes with the error: noted again, they would answer none, and an
+// outcome known before an alert was noted would never be counted.
+func TestBatchNotesThatRanAnswerDespiteAFailure(t *testing.T) {
+	s, _, prefix := newScripts(t)
+	ctx := t.Context()
+	k := outcomeKeys(t, prefix)
+	if _, err := s.RecordOutcome(ctx, k, OrderOutcome{OrderID: "o-1", Label: "fraud", Source: "test",
+		OccurredAt: time.Now(), Via: "cli"}, testBounds); err != nil {
+		t.Fatal(err)
+	}
+	lost := redistest.Client(t)
+	lost.AddHook(failingLast{})
+	failing, err := New(Config{}, lost, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []OutcomeAlert{{ID: "r/a", Rule: "r", Ref: []byte("{}"), Orders: []string{"o-1"}},
+		{ID: "r/b", Rule: "r", Ref: []byte("{}")}}
+	changes, err := failing.OpenOutcomeAlerts(ctx, k, batch, testBounds)
+	if err == nil || len(changes) != 1 || changes[0].ID != "r/a" || changes[0].Outcome != "fraud" {
+		t.Fatalf("a failed batch answered %+v, %v; want r/a's change (fraud) and an error", changes, err)
+	}
+	if changes, err := s.OpenOutcomeAlerts(ctx, k, batch, testBounds); err != nil || len(changes) != 0 {
+		t.Errorf("the batch again answered %+v, %v; want no change", changes, err)
+	}
+}
+
 // flushing flushes the server's scripts before each pipeline its client
 // sends: as if another flushed them again between a NOSCRIPT and the
 // retry after the load.
@@ -136,5 +183,51 @@ func TestAFlushBeforeTheRetryIsSurvived(t *testing.T) {
 	}
 	if v := value(t, rdb, w); v != 100 {
 		t.Errorf("window %d, want 100: counted once", v)
+	}
+}
+
+// longest records the most commands a pipeline of its client carried.
+type longest struct{ n *atomic.Int64 }
+
+func (l longest) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (l longest) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (l longest) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if n := int64(len(cmds)); n > l.n.Load() {
+			l.n.Store(n)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A batch of thousands (a drain of a flood's waiting alerts) goes in
+// pipelines of at most maxPiped calls, each within a read timeout, and is
+// answered whole, in order.
+func TestABigBatchGoesInBoundedPipelines(t *testing.T) {
+	rdb := redistest.Client(t)
+	most := longest{n: &atomic.Int64{}}
+	rdb.AddHook(most)
+	s, err := New(Config{}, rdb, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	var claims []AlertClaim
+	for i := range 2*maxPiped + 1 {
+		cd := prefix + fmt.Sprint(":{t", i/2%16, "}:cd", i/2) // two alerts a cooldown
+		claims = append(claims, testClaim(cd, cd+fmt.Sprint(":rec", i), fmt.Sprint("a", i), time.Hour))
+	}
+	got, err := s.ClaimAlerts(t.Context(), claims)
+	if err != nil || len(got) != len(claims) {
+		t.Fatalf("ClaimAlerts: %d claims, %v", len(got), err)
+	}
+	for i, c := range got {
+		if want := []Claim{ClaimSend, ClaimSuppressed}[i%2]; c != want {
+			t.Fatalf("claim %d: %v, want %v", i, c, want)
+		}
+	}
+	if n := most.n.Load(); n > maxPiped {
+		t.Errorf("a pipeline of %d calls, want at most %d", n, maxPiped)
 	}
 }

@@ -148,16 +148,37 @@ type piped[R redis.Cmder] interface {
 	answer(s *Scripts, cmd R) error
 }
 
-// pipelined sends calls in one pipeline, the one runner of every pipelined
-// script call. Calls refused with NOSCRIPT (Redis restarted, failed over
-// or flushed its scripts) had no effect: the scripts are loaded and those
-// calls sent again; refused again (flushed once more meanwhile: tests that
-// flush share a server with others), they go as EVAL, which no flush
-// refuses. A Redis error of a call ends the run with it;
-// the errors answer returns are joined, and returned once every call was
-// answered.
+// maxPiped bounds the calls of one pipeline. A drain of thousands of
+// waiting alerts claims them in several, each far within a read timeout
+// (redis.read_timeout): 20,000 claims in one took 1 s at load 6 on 2 cores,
+// and a pass that always times out would never send them.
+const maxPiped = 500
+
+// pipelined sends calls in pipelines of at most maxPiped, in order, the
+// one runner of every pipelined script call. An error ends the run: calls
+// after it are not sent, and a caller runs them all again, which the
+// scripts make harmless.
 func pipelined[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls []C) error {
 	var refused error
+	for len(calls) > 0 {
+		n := min(len(calls), maxPiped)
+		if err := pipelineOf(ctx, s, calls[:n], &refused); err != nil {
+			return err
+		}
+		calls = calls[n:]
+	}
+	return refused
+}
+
+// pipelineOf sends calls in one pipeline. Calls refused with NOSCRIPT
+// (Redis restarted, failed over or flushed its scripts) had no effect: the
+// scripts are loaded and those calls sent again; refused again (flushed
+// once more meanwhile: tests that flush share a server with others), they
+// go as EVAL, which no flush refuses. Every call that ran is answered, also
+// when another met a Redis error, which is returned then (a call that ran
+// may have changed Redis for good: outcome_open's changes are read once);
+// the errors answer returns are joined into refused.
+func pipelineOf[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls []C, refused *error) error {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]R, len(calls))
@@ -166,21 +187,24 @@ func pipelined[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []C
+		var failed error
 		for i, c := range calls {
 			err := cmds[i].Err()
-			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt < 2 {
+			switch {
+			case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt < 2:
 				again = append(again, c)
-				continue
-			}
-			if err != nil {
-				return s.redisError(ctx, c.script(), err)
-			}
-			if err := c.answer(s, cmds[i]); err != nil {
-				refused = errors.Join(refused, err)
+			case err != nil:
+				if failed == nil {
+					failed = s.redisError(ctx, c.script(), err)
+				}
+			default:
+				if err := c.answer(s, cmds[i]); err != nil {
+					*refused = errors.Join(*refused, err)
+				}
 			}
 		}
-		if len(again) == 0 {
-			return refused
+		if failed != nil || len(again) == 0 {
+			return failed
 		}
 		if attempt == 0 {
 			if err := s.Load(ctx); err != nil {

@@ -205,11 +205,13 @@ func (s *Store) OpenedAll(ctx context.Context, alerts []alert.Alert, refs []aler
 			return err
 		}
 	}
+	// The changes of the notes that ran count also when others failed:
+	// noted again, they answer none.
 	changes, err := s.s.OpenOutcomeAlerts(ctx, s.keys, noted, s.bounds())
+	s.judged(changes)
 	if err != nil {
 		return fmt.Errorf("outcome: note %d alerts: %w", len(alerts), err)
 	}
-	s.judged(changes)
 	return nil
 }
 
