@@ -105,28 +105,23 @@ func (c *indexCall) answer(s *Scripts, cmd *redis.Cmd) error {
 }
 
 // OpenOutcomeAlerts notes each alert as OpenOutcomeAlert does, pipelined
-// in order, and answers the changes of them all: two round trips however
-// many. The oldest alerts noted are read once for all, and the batch's
-// own follow them: the i-th call is given the i-th to (i+3)-th of these as
-// its candidates to drop, so that each call, past the bound, drops the
-// oldest one left, as one call after another would. On an error, the
-// changes of the calls that ran are answered with it: noted again, they
-// would answer none.
+// in order, and answers the changes of them all: a few round trips however
+// many. What the notes hold is read once for all (notesOf), and each call
+// is given the candidates to drop that one call after another would read
+// (candidates), so that, past the bound, each drops the oldest one left.
+// On an error, the changes of the calls that ran are answered with it:
+// noted again, they would answer none.
 func (s *Scripts) OpenOutcomeAlerts(ctx context.Context, k OutcomeKeys, alerts []OutcomeAlert, b OutcomeBounds) ([]AlertChange, error) {
 	if len(alerts) == 0 {
 		return nil, nil
 	}
-	oldest, err := s.oldest(ctx, k.Alerts(), len(alerts)+3)
+	notes, err := s.notesOf(ctx, k, alerts)
 	if err != nil {
 		return nil, fmt.Errorf("lua: %s: %w", OutcomeOpenName, err)
 	}
-	// Past the oldest read come the batch's own, newer than any noted.
-	for _, a := range alerts {
-		oldest = append(oldest, a.ID)
-	}
 	calls := make([]*openCall, len(alerts))
-	for i, a := range alerts {
-		keys, args := openArgs(k, a, b, oldest[i:min(i+4, len(oldest))])
+	for i, drop := range notes.candidates(alerts, b.Max) {
+		keys, args := openArgs(k, alerts[i], b, drop)
 		calls[i] = &openCall{keys: keys, args: args}
 	}
 	err = pipelined(ctx, s, calls)
@@ -135,6 +130,76 @@ func (s *Scripts) OpenOutcomeAlerts(ctx context.Context, k OutcomeKeys, alerts [
 		changes = append(changes, c.changes...)
 	}
 	return changes, err
+}
+
+// notes is what the notes of alerts held before a batch noted more: the
+// oldest noted (as many as the batch has, and 3 more), how many are
+// noted, and which of the batch's alerts are noted already.
+type notes struct {
+	oldest []string
+	count  int
+	noted  []bool
+}
+
+// notesOf reads the notes before alerts are noted, in one round trip a
+// readChunk of alerts.
+func (s *Scripts) notesOf(ctx context.Context, k OutcomeKeys, alerts []OutcomeAlert) (notes, error) {
+	n := notes{noted: make([]bool, len(alerts))}
+	for start := 0; start < len(alerts); start += readChunk {
+		pipe := s.rdb.Pipeline()
+		var oldest *redis.StringSliceCmd
+		var count *redis.IntCmd
+		if start == 0 {
+			oldest, count = pipe.ZRange(ctx, k.Alerts(), 0, int64(len(alerts))+2), pipe.ZCard(ctx, k.Alerts())
+		}
+		part := alerts[start:min(start+readChunk, len(alerts))]
+		exists := make([]*redis.IntCmd, len(part))
+		for i, a := range part {
+			exists[i] = pipe.Exists(ctx, k.Alert(a.ID))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return notes{}, fmt.Errorf("read the notes: %w", err)
+		}
+		if start == 0 {
+			n.oldest, n.count = oldest.Val(), int(count.Val())
+		}
+		for i, e := range exists {
+			n.noted[start+i] = e.Val() == 1
+		}
+	}
+	return n, nil
+}
+
+// candidates are the candidates to drop of each call noting alerts, as
+// one call after another would read them: the 4 oldest notes the calls
+// before it left. Those calls drop as outcome_open does, past bound at most
+// 4 a call, oldest first; an alert noted already adds none and drops none.
+// The batch's own come after every note read, when all were. A note past
+// its lifetime goes too, which this does not foresee: a call then meets
+// candidates gone already, past the bound no more often than it is.
+func (n notes) candidates(alerts []OutcomeAlert, bound int) [][]string {
+	oldest := n.oldest
+	if len(oldest) >= n.count { // all read: the batch's own are next
+		for i, a := range alerts {
+			if !n.noted[i] {
+				oldest = append(oldest, a.ID)
+			}
+		}
+	}
+	out := make([][]string, len(alerts))
+	count, gone := n.count, 0
+	for i := range alerts {
+		out[i] = oldest[gone:min(gone+4, len(oldest))]
+		if n.noted[i] {
+			continue
+		}
+		count++
+		drop := min(4, count-bound, len(out[i]))
+		if drop > 0 {
+			gone, count = gone+drop, count-drop
+		}
+	}
+	return out
 }
 
 // openCall is one outcome_open call of a pipeline (OpenOutcomeAlerts).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,31 +63,53 @@ func TestTheBatchCallsSurviveAFlush(t *testing.T) {
 }
 
 // Notes of many alerts keep the alerts noted within their bound as notes
-// one after another do: each drops the oldest one left.
+// one after another do: each drops the oldest one left, whether the bound
+// was met before the batch or within it, and an alert noted again adds
+// and drops none.
 func TestBatchNotesDropTheOldest(t *testing.T) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	k := outcomeKeys(t, prefix)
 	b := OutcomeBounds{Max: 3, Lifetime: time.Hour}
 	start := time.Now().Add(-time.Minute)
-	note := func(from, n int) []OutcomeAlert {
+	note := func(ids ...int) []OutcomeAlert {
 		var out []OutcomeAlert
-		for i := from; i < from+n; i++ {
+		for _, i := range ids {
 			out = append(out, OutcomeAlert{ID: fmt.Sprint("r/e", i), Rule: "r", Ref: []byte("{}"),
 				OpenedAt: start.Add(time.Duration(i) * time.Second)})
 		}
 		return out
 	}
-	if _, err := s.OpenOutcomeAlerts(ctx, k, note(0, 3), b); err != nil {
-		t.Fatal(err)
-	}
-	// More than were noted: past those, each drops the batch's own oldest.
-	if _, err := s.OpenOutcomeAlerts(ctx, k, note(3, 6), b); err != nil {
-		t.Fatal(err)
-	}
-	if got := rdb.ZRange(ctx, k.Alerts(), 0, -1).Val(); !slices.Equal(got, []string{"r/e6", "r/e7", "r/e8"}) ||
-		rdb.Exists(ctx, k.Alert("r/e0"), k.Alert("r/e3"), k.Alert("r/e5")).Val() != 0 {
-		t.Errorf("alerts noted %v; want the newest 3, the others' records gone", got)
+	for _, tc := range []struct {
+		name          string
+		before, batch []OutcomeAlert
+		want          []int
+	}{
+		{"past the bound before", note(0, 1, 2), note(3, 4, 5, 6, 7, 8), []int{6, 7, 8}},
+		{"past it within the batch", note(0, 1), note(2, 3, 4, 5), []int{3, 4, 5}},
+		{"one noted again", note(0, 1, 2), note(2, 3, 4), []int{2, 3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := outcomeKeys(t, prefix+":"+strings.ReplaceAll(tc.name, " ", "-"))
+			if _, err := s.OpenOutcomeAlerts(ctx, k, tc.before, b); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.OpenOutcomeAlerts(ctx, k, tc.batch, b); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, i := range tc.want {
+				want = append(want, fmt.Sprint("r/e", i))
+			}
+			if got := rdb.ZRange(ctx, k.Alerts(), 0, -1).Val(); !slices.Equal(got, want) {
+				t.Errorf("alerts noted %v; want %v, the newest", got, want)
+			}
+			for i := range 9 {
+				id := fmt.Sprint("r/e", i)
+				if kept := rdb.Exists(ctx, k.Alert(id)).Val() == 1; kept != slices.Contains(want, id) {
+					t.Errorf("%s's record kept: %v", id, kept)
+				}
+			}
+		})
 	}
 }
 
