@@ -93,17 +93,31 @@ func ClaimantOf(topic string, partition int, offset int64) string {
 // alert gets the same decision for as long as its record lives
 // (Retention).
 func (s *Scripts) ClaimAlert(ctx context.Context, c AlertClaim) (Claim, error) {
-	if c.AlertKey == "" {
-		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: no alert key", ErrInvalidArguments))
-	}
-	keys := []string{c.CooldownKey, c.RecordKey, c.LegacyKey, c.AlertKey}
-	if c.SilenceKey != "" && c.RuleSilenceKey != "" {
-		keys = append(keys, c.SilenceKey, c.RuleSilenceKey)
-	}
-	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, c.ID, seconds(c.Cooldown), seconds(s.cfg.Retention), c.Claimant, c.Alert)
+	keys, args, err := s.claimArgs(c)
 	if err != nil {
 		return 0, err
 	}
+	n, err := s.single(ctx, alertClaim, AlertClaimName, keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	return s.claimOf(n)
+}
+
+// claimArgs are alert_claim's keys and arguments for c.
+func (s *Scripts) claimArgs(c AlertClaim) (keys []string, args []any, err error) {
+	if c.AlertKey == "" {
+		return nil, nil, s.fail(AlertClaimName, fmt.Errorf("%w: no alert key", ErrInvalidArguments))
+	}
+	keys = []string{c.CooldownKey, c.RecordKey, c.LegacyKey, c.AlertKey}
+	if c.SilenceKey != "" && c.RuleSilenceKey != "" {
+		keys = append(keys, c.SilenceKey, c.RuleSilenceKey)
+	}
+	return keys, []any{c.ID, seconds(c.Cooldown), seconds(s.cfg.Retention), c.Claimant, c.Alert}, nil
+}
+
+// claimOf reads alert_claim's reply, its error contract read already.
+func (s *Scripts) claimOf(n int64) (Claim, error) {
 	if n < 0 || n > 5 {
 		return 0, s.fail(AlertClaimName, fmt.Errorf("%w: %d", ErrUnexpectedReply, n))
 	}

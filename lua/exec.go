@@ -139,48 +139,77 @@ func hashTag(key string) string {
 	return key[open+1 : open+1+end]
 }
 
-// piped is one script call of a pipeline: send adds its command, answer
-// reads the command's reply once it ran without a Redis error.
+// piped is one script call of a pipeline: send adds its command (EVALSHA,
+// or EVAL with eval), answer reads the command's reply once it ran without
+// a Redis error.
 type piped[R redis.Cmder] interface {
 	script() string
-	send(ctx context.Context, pipe redis.Pipeliner) R
+	send(ctx context.Context, pipe redis.Pipeliner, eval bool) R
 	answer(s *Scripts, cmd R) error
 }
 
-// pipelined sends calls in one pipeline, the one runner of every pipelined
-// script call. Calls refused with NOSCRIPT (Redis restarted, failed over
-// or flushed its scripts) had no effect: the scripts are loaded and those
-// calls sent again, once. A Redis error of a call ends the run with it;
-// the errors answer returns are joined, and returned once every call was
-// answered.
+// maxPiped bounds the calls of one pipeline. A drain of thousands of
+// waiting alerts claims them in several, each far within a read timeout
+// (redis.read_timeout): 20,000 claims in one took 1 s at load 6 on 2 cores,
+// and a pass that always times out would never send them.
+const maxPiped = 500
+
+// pipelined sends calls in pipelines of at most maxPiped, in order, the
+// one runner of every pipelined script call. An error ends the run: calls
+// after it are not sent, and a caller runs them all again, which the
+// scripts make harmless.
 func pipelined[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls []C) error {
 	var refused error
+	for len(calls) > 0 {
+		n := min(len(calls), maxPiped)
+		if err := pipelineOf(ctx, s, calls[:n], &refused); err != nil {
+			return err
+		}
+		calls = calls[n:]
+	}
+	return refused
+}
+
+// pipelineOf sends calls in one pipeline. Calls refused with NOSCRIPT
+// (Redis restarted, failed over or flushed its scripts) had no effect: the
+// scripts are loaded and those calls sent again; refused again (flushed
+// once more meanwhile: tests that flush share a server with others), they
+// go as EVAL, which no flush refuses. Every call that ran is answered, also
+// when another met a Redis error, which is returned then (a call that ran
+// may have changed Redis for good: outcome_open's changes are read once);
+// the errors answer returns are joined into refused.
+func pipelineOf[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls []C, refused *error) error {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]R, len(calls))
 		for i, c := range calls {
-			cmds[i] = c.send(ctx, pipe)
+			cmds[i] = c.send(ctx, pipe, attempt == 2)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []C
+		var failed error
 		for i, c := range calls {
 			err := cmds[i].Err()
-			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+			switch {
+			case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt < 2:
 				again = append(again, c)
-				continue
-			}
-			if err != nil {
-				return s.redisError(ctx, c.script(), err)
-			}
-			if err := c.answer(s, cmds[i]); err != nil {
-				refused = errors.Join(refused, err)
+			case err != nil:
+				if failed == nil {
+					failed = s.redisError(ctx, c.script(), err)
+				}
+			default:
+				if err := c.answer(s, cmds[i]); err != nil {
+					*refused = errors.Join(*refused, err)
+				}
 			}
 		}
-		if len(again) == 0 {
-			return refused
+		if failed != nil || len(again) == 0 {
+			return failed
 		}
-		if err := s.Load(ctx); err != nil {
-			return err
+		if attempt == 0 {
+			if err := s.Load(ctx); err != nil {
+				return err
+			}
 		}
 		calls = again
 	}
@@ -188,10 +217,15 @@ func pipelined[C piped[R], R redis.Cmder](ctx context.Context, s *Scripts, calls
 
 func (c *batchCall) script() string { return c.call.Kind.String() }
 
-func (c *batchCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.IntSliceCmd {
+func (c *batchCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.IntSliceCmd {
+	args := c.args
+	if eval {
+		text, _ := Text(c.script())
+		args = append([]any{"eval", text}, args[2:]...)
+	}
 	// An IntSliceCmd reads the reply's integers into a slice, where a Cmd
 	// boxes each of them.
-	cmd := redis.NewIntSliceCmd(ctx, c.args...)
+	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
 	_ = pipe.Process(ctx, cmd)
 	return cmd
@@ -225,7 +259,10 @@ type evidenceCall struct {
 
 func (c *evidenceCall) script() string { return EvidenceAddName }
 
-func (c *evidenceCall) send(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+func (c *evidenceCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.Cmd {
+	if eval {
+		return evidenceAdd.Eval(ctx, pipe, c.keys, c.args...)
+	}
 	return evidenceAdd.EvalSha(ctx, pipe, c.keys, c.args...)
 }
 

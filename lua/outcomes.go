@@ -150,10 +150,10 @@ func (s *Scripts) outcomeReads(ctx context.Context, links, index string) (member
 	return l.Val(), o.Val(), nil
 }
 
-// oldest reads the 4 oldest of an index: the candidates to drop.
-func (s *Scripts) oldest(ctx context.Context, index string) ([]string, error) {
+// oldest reads the n oldest of an index: the candidates to drop.
+func (s *Scripts) oldest(ctx context.Context, index string, n int) ([]string, error) {
 	pipe := s.rdb.Pipeline()
-	o := pipe.ZRange(ctx, index, 0, 3)
+	o := pipe.ZRange(ctx, index, 0, int64(n)-1)
 	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return nil, fmt.Errorf("read the oldest: %w", err)
 	}
@@ -220,26 +220,38 @@ const MaxOutcomeOrders = 32
 // left as it is. Changes hold its outcome when the orders' outcomes known
 // already give it one.
 func (s *Scripts) OpenOutcomeAlert(ctx context.Context, k OutcomeKeys, a OutcomeAlert, b OutcomeBounds) (created bool, changes []AlertChange, err error) {
-	oldest, err := s.oldest(ctx, k.Alerts())
+	oldest, err := s.oldest(ctx, k.Alerts(), 4)
 	if err != nil {
 		return false, nil, fmt.Errorf("lua: %s: %w", OutcomeOpenName, err)
 	}
+	keys, args := openArgs(k, a, b, oldest)
+	v, err := outcomeOpen.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return false, nil, s.redisError(ctx, OutcomeOpenName, err)
+	}
+	return s.openedOf(v)
+}
+
+// openArgs are outcome_open's keys and arguments for a, with oldest (at
+// most 4) the candidates to drop.
+func openArgs(k OutcomeKeys, a OutcomeAlert, b OutcomeBounds, oldest []string) (keys []string, args []any) {
 	var opened int64
 	if !a.OpenedAt.IsZero() {
 		opened = a.OpenedAt.UnixMilli()
 	}
-	keys := []string{k.Alert(a.ID), k.Alerts()}
-	args := []any{a.ID, a.Rule, a.Ref, opened, b.Max, seconds(b.Lifetime), len(a.Orders)}
+	keys = []string{k.Alert(a.ID), k.Alerts()}
+	args = []any{a.ID, a.Rule, a.Ref, opened, b.Max, seconds(b.Lifetime), len(a.Orders)}
 	for _, o := range a.Orders {
 		keys, args = append(keys, k.Order(o), k.Links(o)), append(args, o)
 	}
 	for _, id := range oldest {
 		keys, args = append(keys, k.Alert(id)), append(args, id)
 	}
-	v, err := outcomeOpen.Run(ctx, s.rdb, keys, args...).Result()
-	if err != nil {
-		return false, nil, s.redisError(ctx, OutcomeOpenName, err)
-	}
+	return keys, args
+}
+
+// openedOf reads outcome_open's reply.
+func (s *Scripts) openedOf(v any) (created bool, changes []AlertChange, err error) {
 	reply, err := s.outcomeReply(OutcomeOpenName, v, 1)
 	if err != nil {
 		return false, nil, err

@@ -18,42 +18,6 @@ import (
 // delivers it again later.
 var ErrNotDelivered = errors.New("alert: not delivered yet")
 
-// claimed decides an alert (alert_claim) for the dispatcher's receiver
-// and records the decision: ClaimSend when it is to be sent, now its
-// claimant's; otherwise it is settled (shadow, suppressed, silenced, sent
-// or given up before) or another claimant holds it (a copy on another
-// partition: that claimant's own message stays uncommitted until it
-// settles). Every alert passes here before it is sent, whether read from
-// the topic, waiting or parked. A shadow alert's is ClaimSuppressed.
-func (d *Dispatcher) claimed(ctx context.Context, a alert.Alert) (lua.Claim, error) {
-	if a.Shadow() {
-		d.record(SuppressedShadow, []alert.Alert{a}, "current", a.Current, "threshold", a.Threshold)
-		return lua.ClaimSuppressed, nil
-	}
-	if a.Claimant == "" {
-		return 0, fmt.Errorf("alert: claim %s: no claimant", a.ID)
-	}
-	k, err := d.alertKeys(a)
-	if err != nil {
-		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
-	}
-	claim, err := d.claims.ClaimAlert(ctx, lua.AlertClaim{CooldownKey: a.CooldownKey, RecordKey: k.record,
-		LegacyKey: a.RecordKey, AlertKey: k.alert, Alert: lifeCopy(a), ID: a.ID, Claimant: a.Claimant, Cooldown: a.Cooldown,
-		SilenceKey: a.SilenceKey, RuleSilenceKey: a.RuleSilence})
-	if err != nil {
-		return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
-	}
-	if claim == lua.ClaimSend {
-		if err := d.index(ctx, a, k.group); err != nil {
-			return 0, fmt.Errorf("alert: claim %s: %w", a.ID, err)
-		}
-	}
-	if outcome, settled := claimOutcomes[claim]; settled && (claim != lua.ClaimElsewhere || a.Claimant != lua.ParkedClaimant) {
-		d.record(outcome, []alert.Alert{a}, "claimant", a.Claimant)
-	}
-	return claim, nil
-}
-
 // claimOutcomes are the claims that settle an alert, or a copy of it, as
 // record names them.
 var claimOutcomes = map[lua.Claim]string{

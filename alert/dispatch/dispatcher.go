@@ -62,7 +62,7 @@ type RuleSettings struct {
 type claims interface {
 	Crossing(ctx context.Context, marksKey string, id lua.EventID, seal []byte) (lua.Crossing, error)
 	SealsSince(ctx context.Context, key string) (time.Time, bool, error)
-	ClaimAlert(ctx context.Context, c lua.AlertClaim) (lua.Claim, error)
+	ClaimAlerts(ctx context.Context, c []lua.AlertClaim) ([]lua.Claim, error)
 	SettleAlerts(ctx context.Context, end lua.Ending, alerts ...lua.Settlement) error
 	Retention() time.Duration
 	TakeBudget(ctx context.Context, channelKey, overallKey string, channel, overall lua.Budget) (bool, time.Duration, error)

@@ -112,8 +112,8 @@ func (d *Dispatcher) drainDestination(ctx context.Context, dest string, rules []
 // one rule's at once. The budget is taken before the alerts are read, so
 // that a rule waiting for it costs a pass two calls, however many wait.
 // Each alert is claimed again (a silence that began meanwhile silences it;
-// one settled by a redelivery is not sent), then the message settles them
-// as any other; those whose channel is refused are parked. The alerts
+// one settled by a redelivery is not sent), all of them in a few round
+// trips (claimedAll), then the message settles them as any other; those whose channel is refused are parked. The alerts
 // settled leave the waiting store; the others stay for the next pass.
 func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bool, err error) {
 	lease := d.stores.WaitingLease(rule)
@@ -135,14 +135,16 @@ func (d *Dispatcher) drainRule(ctx context.Context, dest, rule string) (spent bo
 		return false, err
 	}
 	alerts, done, compact := d.readWaiting(all)
+	for i := range alerts {
+		alerts[i].Claimant = lua.ParkedClaimant // wait handed its claim over
+	}
+	claims, err := d.claimedAll(ctx, alerts)
+	if err != nil {
+		return false, errors.Join(err, d.waitDone(ctx, rule, done))
+	}
 	var send []alert.Alert
-	for _, a := range alerts {
-		a.Claimant = lua.ParkedClaimant // wait handed its claim over
-		claim, err := d.claimed(ctx, a)
-		if err != nil {
-			return false, errors.Join(err, d.waitDone(ctx, rule, done))
-		}
-		switch claim {
+	for i, a := range alerts {
+		switch claims[i] {
 		case lua.ClaimSend:
 			send = append(send, a)
 		case lua.ClaimElsewhere:

@@ -368,11 +368,11 @@ type countingClaims struct {
 	claims int
 }
 
-func (c *countingClaims) ClaimAlert(ctx context.Context, claim lua.AlertClaim) (lua.Claim, error) {
+func (c *countingClaims) ClaimAlerts(ctx context.Context, claims []lua.AlertClaim) ([]lua.Claim, error) {
 	c.mu.Lock()
-	c.claims++
+	c.claims += len(claims)
 	c.mu.Unlock()
-	return c.Scripts.ClaimAlert(ctx, claim)
+	return c.Scripts.ClaimAlerts(ctx, claims)
 }
 
 // A rule whose waiting alerts find the budget spent costs a drain pass no

@@ -191,8 +191,8 @@ func TestMessagesChannelIsNotUsed(t *testing.T) {
 // arguments.
 type refusingClaims struct{ *lua.Scripts }
 
-func (refusingClaims) ClaimAlert(context.Context, lua.AlertClaim) (lua.Claim, error) {
-	return 0, fmt.Errorf("lua: alert_claim: %w", lua.ErrInvalidArguments)
+func (refusingClaims) ClaimAlerts(context.Context, []lua.AlertClaim) ([]lua.Claim, error) {
+	return nil, fmt.Errorf("lua: alert_claim: %w", lua.ErrInvalidArguments)
 }
 
 // An alert the claim script refuses would be refused on every retry: it is

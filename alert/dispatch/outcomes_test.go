@@ -15,7 +15,7 @@ import (
 // failingNoter refuses every note.
 type failingNoter struct{}
 
-func (failingNoter) Opened(context.Context, alert.Alert, alert.Ref) error {
+func (failingNoter) OpenedAll(context.Context, []alert.Alert, []alert.Ref) error {
 	return errors.New("redis down")
 }
 

@@ -184,19 +184,22 @@ func (d *Dispatcher) retryGroup(ctx context.Context, alerts []alert.Alert) error
 		return fmt.Errorf("alert: retry parked alerts: %w", err)
 	}
 	var mine, held []string
-	var send []alert.Alert
+	var ours []alert.Alert
 	for i, a := range alerts {
-		if !taken[i] {
-			continue
+		if taken[i] {
+			held = append(held, leases[i])
+			a.Claimant = lua.ParkedClaimant
+			ours = append(ours, a)
 		}
-		held = append(held, leases[i])
-		a.Claimant = lua.ParkedClaimant
-		claim, err := d.claimed(ctx, a)
-		if err != nil {
-			d.release(ctx, held)
-			return fmt.Errorf("alert: parked: %w", err)
-		}
-		switch claim {
+	}
+	claims, err := d.claimedAll(ctx, ours)
+	if err != nil {
+		d.release(ctx, held)
+		return fmt.Errorf("alert: parked: %w", err)
+	}
+	var send []alert.Alert
+	for i, a := range ours {
+		switch claims[i] {
 		case lua.ClaimSend:
 			send = append(send, a)
 		case lua.ClaimElsewhere:

@@ -20,7 +20,7 @@ import (
 // open alerts it adds each alert sent to, and what an update reads and
 // records.
 type lifeStore interface {
-	IndexAlert(ctx context.Context, index, refs, id, ref string, limit int, lifetime time.Duration) error
+	IndexAlerts(ctx context.Context, index, refs string, alerts []lua.Indexing, limit int, lifetime time.Duration) error
 	LifeAndRecord(ctx context.Context, lifeKey, recordKey string) (lua.Life, lua.Record, error)
 	ObserveAck(ctx context.Context, key string) (opened, acked time.Time, first bool, err error)
 	ShowLife(ctx context.Context, recordKey string, version int64) (bool, error)
@@ -241,37 +241,15 @@ func lifeCopy(a alert.Alert) []byte {
 	return nil
 }
 
-// outcomeNoter notes an alert sent, with the orders it lists, for their
-// outcomes to judge (outcome.Store.Opened). Idempotent.
+// outcomeNoter notes alerts sent, with the orders they list, for their
+// outcomes to judge (outcome.Store.OpenedAll). Idempotent.
 type outcomeNoter interface {
-	Opened(ctx context.Context, a alert.Alert, ref alert.Ref) error
+	OpenedAll(ctx context.Context, alerts []alert.Alert, refs []alert.Ref) error
 }
 
 // SetOutcomes makes the dispatcher note each alert it sends in o
 // (docs/outcomes.md); without it, alerts are judged only once labelled.
 func (d *Dispatcher) SetOutcomes(o outcomeNoter) { d.outcomes.Store(&o) }
-
-// index adds a claimed alert to the index of open alerts, and notes it
-// for its outcomes. Every claim that sends does both (ZADD NX: its first
-// place stays; the note is idempotent), so that a crash between the claim
-// and these is mended by the claim that comes round again.
-func (d *Dispatcher) index(ctx context.Context, a alert.Alert, g lua.Group) error {
-	r := alert.Ref{Rule: a.Rule, Group: g.Encoding(), EventID: a.EventID}
-	ref, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	index, refs := d.keys.OpenAlerts()
-	if err := d.claims.IndexAlert(ctx, index, refs, a.ID, string(ref), d.cfg.MaxOpen, d.claims.Retention()); err != nil {
-		return fmt.Errorf("index it open: %w", err)
-	}
-	if o := d.outcomes.Load(); o != nil {
-		if err := (*o).Opened(ctx, a, r); err != nil {
-			return fmt.Errorf("note it for its outcomes: %w", err)
-		}
-	}
-	return nil
-}
 
 // catchUp shows an alert's life where it was just posted, when the life
 // changed before the post: an alert that waited for its budget, or was

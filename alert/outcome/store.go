@@ -76,6 +76,7 @@ func (c *StoreConfig) Validate() error {
 type scripts interface {
 	RecordOutcome(ctx context.Context, k lua.OutcomeKeys, o lua.OrderOutcome, b lua.OutcomeBounds) (lua.OutcomeRecorded, error)
 	OpenOutcomeAlert(ctx context.Context, k lua.OutcomeKeys, a lua.OutcomeAlert, b lua.OutcomeBounds) (bool, []lua.AlertChange, error)
+	OpenOutcomeAlerts(ctx context.Context, k lua.OutcomeKeys, alerts []lua.OutcomeAlert, b lua.OutcomeBounds) ([]lua.AlertChange, error)
 	LabelOutcomeAlert(ctx context.Context, k lua.OutcomeKeys, id, label, who string, at time.Time) (lua.OutcomeLabelled, error)
 	StoredOutcomeOf(ctx context.Context, k lua.OutcomeKeys, orderID string) (lua.StoredOutcome, bool, error)
 	StoredOutcomes(ctx context.Context, k lua.OutcomeKeys, index string, since time.Time, skip, limit int) ([]lua.StoredOutcome, int, error)
@@ -190,23 +191,55 @@ func (s *Store) Opened(ctx context.Context, a alert.Alert, ref alert.Ref) error 
 	return s.open(ctx, a, ref, time.Time{})
 }
 
+// OpenedAll notes alerts sent as Opened does each, refs[i] naming
+// alerts[i], pipelined (a drain pass's alerts): a few round trips however
+// many.
+func (s *Store) OpenedAll(ctx context.Context, alerts []alert.Alert, refs []alert.Ref) error {
+	if len(alerts) != len(refs) {
+		return fmt.Errorf("outcome: note %d alerts: %d refs", len(alerts), len(refs))
+	}
+	noted := make([]lua.OutcomeAlert, len(alerts))
+	for i, a := range alerts {
+		var err error
+		if noted[i], err = noteOf(a, refs[i], time.Time{}); err != nil {
+			return err
+		}
+	}
+	// The changes of the notes that ran count also when others failed:
+	// noted again, they answer none.
+	changes, err := s.s.OpenOutcomeAlerts(ctx, s.keys, noted, s.bounds())
+	s.judged(changes)
+	if err != nil {
+		return fmt.Errorf("outcome: note %d alerts: %w", len(alerts), err)
+	}
+	return nil
+}
+
 // open is Opened, of an alert that opened at opened (zero: now).
 func (s *Store) open(ctx context.Context, a alert.Alert, ref alert.Ref, opened time.Time) error {
+	noted, err := noteOf(a, ref, opened)
+	if err != nil {
+		return err
+	}
+	_, changes, err := s.s.OpenOutcomeAlert(ctx, s.keys, noted, s.bounds())
+	if err != nil {
+		return fmt.Errorf("outcome: note %s: %w", noted.ID, err)
+	}
+	s.judged(changes)
+	return nil
+}
+
+// noteOf is the note of an alert named by ref, opened at opened.
+func noteOf(a alert.Alert, ref alert.Ref, opened time.Time) (lua.OutcomeAlert, error) {
 	if ref.Rule == "" || ref.EventID == "" || a.Rule != ref.Rule || a.EventID != ref.EventID {
-		return fmt.Errorf("outcome: note an alert: its ref names another (%s/%s)", ref.Rule, ref.EventID)
+		return lua.OutcomeAlert{}, fmt.Errorf("outcome: note an alert: its ref names another (%s/%s)", ref.Rule, ref.EventID)
 	}
 	id := ref.Rule + "/" + ref.EventID
 	text, err := json.Marshal(ref)
 	if err != nil {
-		return fmt.Errorf("outcome: note %s: %w", id, err)
+		return lua.OutcomeAlert{}, fmt.Errorf("outcome: note %s: %w", id, err)
 	}
-	_, changes, err := s.s.OpenOutcomeAlert(ctx, s.keys, lua.OutcomeAlert{ID: id, Rule: ref.Rule, Ref: text,
-		Orders: ordersOf(a), OpenedAt: opened}, s.bounds())
-	if err != nil {
-		return fmt.Errorf("outcome: note %s: %w", id, err)
-	}
-	s.judged(changes)
-	return nil
+	return lua.OutcomeAlert{ID: id, Rule: ref.Rule, Ref: text, Orders: ordersOf(a), OpenedAt: opened}, nil
 }
 
 // ordersOf are the orders an alert lists: its crossing order and its

@@ -1,15 +1,19 @@
 package outcome_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/life"
 	"github.com/fraudwatch/fraudwatch/alert/outcome"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // day is a time of the test's outcomes from the topic.
@@ -268,5 +272,39 @@ func TestLabelAnAlertWhateverItsState(t *testing.T) {
 	ghost := alert.Ref{Rule: "burst", Group: oldRef.Group, EventID: "evt-ghost"}
 	if _, err := e.s.Change(ctx, ghost, alert.OpLabelFraud, "cli:ann"); !errors.Is(err, life.ErrUnknown) {
 		t.Errorf("label of no alert by ref: %v, want life.ErrUnknown", err)
+	}
+}
+
+// lostAfterNotes notes alerts, then fails as a connection lost after the
+// notes ran.
+type lostAfterNotes struct{ *lua.Scripts }
+
+func (l lostAfterNotes) OpenOutcomeAlerts(ctx context.Context, k lua.OutcomeKeys, alerts []lua.OutcomeAlert, b lua.OutcomeBounds) ([]lua.AlertChange, error) {
+	changes, _ := l.Scripts.OpenOutcomeAlerts(ctx, k, alerts, b)
+	return changes, errors.New("connection lost")
+}
+
+// An alert noted in a batch that failed after its note ran is judged
+// then: noted again, it would take no change, and the outcome known
+// before it was noted would never count.
+func TestABatchThatFailedCountsWhatItNoted(t *testing.T) {
+	e := newEnv(t, outcome.StoreConfig{})
+	e.record(t, "o-1", alert.LabelFraud, day(1))
+	reg := prometheus.NewRegistry()
+	lost, err := outcome.NewStore(outcome.StoreConfig{KeyPrefix: e.pfx}, lostAfterNotes{e.scripts}, e.lives, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ref := e.claim(t, "burst", "cust-1", "evt-1", "o-1")
+	if err := lost.OpenedAll(t.Context(), []alert.Alert{a}, []alert.Ref{ref}); err == nil {
+		t.Fatal("the lost batch answered no error")
+	}
+	if err := e.s.OpenedAll(t.Context(), []alert.Alert{a}, []alert.Ref{ref}); err != nil {
+		t.Fatal(err)
+	}
+	n := (&env{reg: reg}).counter(t, "fraudwatch_alert_outcomes_total", "rule", "burst", "outcome", "fraud") +
+		e.counter(t, "fraudwatch_alert_outcomes_total", "rule", "burst", "outcome", "fraud")
+	if n != 1 {
+		t.Errorf("the alert's fraud counted %v times, want once", n)
 	}
 }
