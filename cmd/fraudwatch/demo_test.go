@@ -128,6 +128,36 @@ func backtestWithoutConfig(t *testing.T, record string) {
 	}
 }
 
+// A first Ctrl-C ends the demo's traffic and lets it catch up and print its
+// summary, which may take a while on a busy machine; a second ends the
+// process at once, as in run.
+func TestDemoSecondInterruptEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr testkit.Buffer
+	cmd := command("demo", "--no-color", "--seed", "7")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	waitFor(t, 60*time.Second, "the demo's header", func() bool {
+		return strings.Contains(stdout.String(), "orders-per-ip-1m")
+	})
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the demo to say it was interrupted", func() bool {
+		return strings.Contains(stderr.String(), "a second Ctrl-C ends it at once")
+	})
+	if !signalAndWait(t, cmd, syscall.SIGINT, 30*time.Second) {
+		t.Fatalf("still running 30 s after the second SIGINT; stdout:\n%s", stdout.String())
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(stdout.String(), "\nSummary") {
+		t.Errorf("ended %v, not by the second SIGINT; stdout:\n%s\nstderr:\n%s", cmd.ProcessState, stdout.String(), stderr.String())
+	}
+}
+
 // backtest --input - reads standard input; with standard error not a
 // terminal it draws no progress line there; and an interrupt ends it while
 // its input is still open, with 1 and no report (docs/backtest.md).

@@ -583,3 +583,51 @@ func TestDriveClockExpiresKeys(t *testing.T) {
 	stop()
 	stop() // idempotent
 }
+
+// The catch-up waits while the pipeline makes progress, however long that
+// takes up to its bound, and gives up once it makes none.
+func TestCatchingUpWaitsWhileThereIsProgress(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		doneAfter  time.Duration // 0: never
+		stallAfter int           // looks after which progress stops rising; 0: never
+		most       time.Duration
+		want       bool
+	}{
+		{name: "caught up at once", doneAfter: time.Nanosecond, most: time.Minute, want: true},
+		{name: "slow but progressing", doneAfter: 3 * idle, most: time.Minute, want: true},
+		{name: "stalled", stallAfter: 5, most: time.Minute, want: false},
+		{name: "progressing past its bound", most: 2 * idle, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, looks := time.Now(), 0
+			look := func() (bool, float64) {
+				looks++
+				progress := looks
+				if tc.stallAfter > 0 {
+					progress = min(looks, tc.stallAfter)
+				}
+				return tc.doneAfter > 0 && time.Since(start) >= tc.doneAfter, float64(progress)
+			}
+			if got := catchingUp(t.Context(), look, idle, tc.most, time.Millisecond); got != tc.want {
+				t.Errorf("caught up %v after %d looks in %v, want %v", got, looks, time.Since(start), tc.want)
+			}
+		})
+	}
+}
+
+// The clock's steps give way when they are slow, so that they hold
+// miniredis's lock a fifth of the time at most.
+func TestClockWaitGivesWayToSlowSteps(t *testing.T) {
+	for _, tc := range []struct{ took, want time.Duration }{
+		{0, clockStep},
+		{clockStep / 4, clockStep},
+		{clockStep, 4 * clockStep},
+		{time.Second, 4 * time.Second},
+	} {
+		if got := clockWait(tc.took); got != tc.want {
+			t.Errorf("after a step of %v: wait %v, want %v", tc.took, got, tc.want)
+		}
+	}
+}

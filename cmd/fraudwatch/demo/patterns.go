@@ -85,15 +85,18 @@ func (g *generator) cardReturn(at time.Duration) {
 	for i := range 3 {
 		who := g.fraudster()
 		who.card, who.device, who.ip = thief.card, thief.device, thief.ip
-		ev := g.place(b, at, who, amount)
+		// The refund comes between the second order and the third, each
+		// sent once the pipeline has processed what came before (the
+		// refund goes through a topic of its own).
+		p := g.placed(b, at, who, amount)
+		p.settle = i == 2
+		g.add(p)
 		if i == 0 {
-			first = ev
+			first = p.ev
 		}
 		if i == 1 {
-			// Its refund comes between the second order and the third,
-			// far enough from each that the topics' order holds.
 			at += g.after(1500*time.Millisecond, 2000*time.Millisecond)
-			g.add(planned{at: at, kind: kindRefund, ev: g.refund(first, amount), key: first.CustomerID})
+			g.add(planned{at: at, kind: kindRefund, ev: g.refund(first, amount), key: first.CustomerID, settle: true})
 		}
 		if i == 2 {
 			g.label(b, at)
@@ -193,7 +196,7 @@ func (g *generator) clamp(at time.Duration) {
 	g.add(planned{at: at, kind: kindOrder, ev: g.order(who, small), key: who.customer})
 	older := g.order(who, 0) // an order from before the window
 	refund := g.refund(older, roundTo(150_000+g.plan.Int64N(100_001), 1_000))
-	g.add(planned{at: at + g.after(time.Second, 2*time.Second), kind: kindRefund, ev: refund, key: who.customer})
+	g.add(planned{at: at + g.after(time.Second, 2*time.Second), kind: kindRefund, ev: refund, key: who.customer, settle: true})
 }
 
 // invalid sends a broken event, which goes to the dead-letter topic.

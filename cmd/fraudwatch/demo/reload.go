@@ -39,6 +39,8 @@ type rulesReload struct {
 	to      int64
 	// recordFrom names the rules in a recording.
 	recordFrom string
+	// caughtUp waits until the pipeline has processed what was sent.
+	caughtUp func(ctx context.Context, sent int) bool
 }
 
 // prepareReload writes the rules into a file of the demo's own in dir and
@@ -128,7 +130,7 @@ func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *re
 		return
 	}
 	defer tr.turn.Unlock()
-	caughtUp := waitCaughtUp(a, tr.sentSoFar().total())
+	caughtUp := rr.caughtUp(ctx, tr.sentSoFar().total())
 	if err := rr.swap(ctx, a); err != nil {
 		out.print(fmt.Sprintf("  ! %s  the rules were not reloaded: %v\n", clock(time.Since(started)), err))
 		return
@@ -138,7 +140,7 @@ func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *re
 	out.print(out.style(ansiBold, fmt.Sprintf("  ↻ %s  rules file changed and reloaded: %s, swapped in between batches, its windows kept; its next alerts follow it",
 		clock(at), change)) + "\n")
 	if !caughtUp {
-		out.print(fmt.Sprintf("  ! the pipeline had not processed every event sent before the reload within %v: a backtest may differ around it\n", catchUp))
+		out.print(fmt.Sprintf("  ! the pipeline had not processed every event sent before the reload (no progress for %v, or %v in all): a backtest may differ around it\n", catchUp, catchUpMax))
 	}
 	if rec != nil {
 		if err := rec.rules(started.Add(at), rr.recordFrom+", "+change, rr.content, "at "+clock(at)+": "+change); err != nil {

@@ -117,6 +117,16 @@ func (s snapshot) settled() bool {
 	return true
 }
 
+// progress rises as the pipeline processes events and settles alerts: a
+// catch-up waits while it does.
+func (s snapshot) progress() float64 {
+	done := s.processed()
+	for _, m := range []string{metricSent, metricSuppressed, metricFailures, metricElsewhere} {
+		done += float64(s.sum(m))
+	}
+	return done
+}
+
 // header tells a newcomer what is running and what to expect.
 func header(ctx context.Context, cfg *config.Config, rulesFrom, kafkaAddr, redisAddr, metricsAddr string, routed bool, out *output) string {
 	var b strings.Builder

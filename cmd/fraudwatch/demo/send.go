@@ -97,20 +97,34 @@ func (r *recorder) rules(at time.Time, from string, content []byte, what string)
 	return nil
 }
 
+// sender runs the generator against Kafka.
+type sender struct {
+	g  *generator
+	w  messageWriter
+	to topics
+	// turn is held by each step (stamping, writing, counting): whoever
+	// holds it keeps the traffic waiting, and knows that every event
+	// stamped so far is written and counted.
+	turn sync.Locker
+	// report is called after each acknowledged batch.
+	report func(produced)
+	// settled, when set, waits until the pipeline has processed the
+	// given number of events, and says whether it has: a message planned
+	// after its step (planned.settle) waits for it.
+	settled func(ctx context.Context, sent int) bool
+}
+
 // send runs the generator against Kafka until ctx ends, and returns what
-// Kafka acknowledged. report is called after each acknowledged batch. Each
-// step (stamping, writing, counting) holds turn: whoever holds it keeps
-// the traffic waiting, and knows that every event stamped so far is
-// written and counted.
-func send(ctx context.Context, g *generator, w messageWriter, to topics, turn sync.Locker, report func(produced)) (produced, error) {
+// Kafka acknowledged.
+func (sd sender) send(ctx context.Context) (produced, error) {
 	var done produced
 	start := time.Now()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
-		turn.Lock()
-		err := sendDue(ctx, g, w, to, start, &done, report)
-		turn.Unlock()
+		sd.turn.Lock()
+		err := sd.sendDue(ctx, start, &done)
+		sd.turn.Unlock()
 		if err != nil {
 			return done, err
 		}
@@ -122,17 +136,35 @@ func send(ctx context.Context, g *generator, w messageWriter, to topics, turn sy
 	}
 }
 
-// sendDue sends the messages due now, stamped now, counts them into done,
-// and notes in the generator's truth what was sent.
-func sendDue(ctx context.Context, g *generator, w messageWriter, to topics, start time.Time, done *produced, report func(produced)) error {
-	now := time.Now()
-	due := g.step(now.Sub(start))
-	if len(due) == 0 {
-		return nil
+// sendDue sends the messages due now, stamped when written, counts them
+// into done, and notes in the generator's truth what was sent. A message
+// that must follow what came before it through the pipeline (one topic's
+// event after another topic's) is written once the pipeline has processed
+// everything sent before it.
+func (sd sender) sendDue(ctx context.Context, start time.Time, done *produced) error {
+	due := sd.g.step(time.Since(start))
+	for len(due) > 0 {
+		n := 1
+		for n < len(due) && !due[n].settle {
+			n++
+		}
+		if due[0].settle && sd.settled != nil {
+			sd.settled(ctx, done.total())
+		}
+		if err := sd.write(ctx, due[:n], done); err != nil {
+			return err
+		}
+		due = due[n:]
 	}
+	return nil
+}
+
+// write writes msgs, stamped now, and counts them into done.
+func (sd sender) write(ctx context.Context, due []planned, done *produced) error {
+	now := time.Now()
 	msgs := make([]kafka.Message, 0, len(due))
 	for _, p := range due {
-		m, err := p.message(to, now)
+		m, err := p.message(sd.to, now)
 		if err != nil {
 			return err
 		}
@@ -141,7 +173,7 @@ func sendDue(ctx context.Context, g *generator, w messageWriter, to topics, star
 	// A batch is written whole even when ctx ends meanwhile, so that the
 	// counts say exactly what Kafka holds.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	err := w.WriteMessages(wctx, msgs...)
+	err := sd.w.WriteMessages(wctx, msgs...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("produce %d events: %w", len(msgs), err)
@@ -150,7 +182,7 @@ func sendDue(ctx context.Context, g *generator, w messageWriter, to topics, star
 		p.sent()
 		done.count(p)
 	}
-	report(*done)
+	sd.report(*done)
 	return nil
 }
 

@@ -66,6 +66,11 @@ type planned struct {
 	outcome *outcome.Outcome // an outcome's, stamped when sent
 	key     string
 	burst   *Burst // the burst it belongs to, if any
+	// settle holds it until the pipeline has processed everything sent
+	// before it: a refund after its order, an order after a refund, which
+	// go through topics of their own, stay in that order on a machine too
+	// busy to keep up with the traffic.
+	settle bool
 }
 
 // produced counts what the generator has had acknowledged by Kafka.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,7 +284,7 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	done := make(chan produced, 1)
 	var reports int
 	go func() {
-		p, err := send(ctx, newGenerator(3), w, topics{"o", "r", "c"}, &sync.Mutex{}, func(produced) { reports++ })
+		p, err := sender{g: newGenerator(3), w: w, to: topics{"o", "r", "c"}, turn: &sync.Mutex{}, report: func(produced) { reports++ }}.send(ctx)
 		if err != nil {
 			t.Errorf("send: %v", err)
 		}
@@ -304,7 +305,7 @@ func TestSendCountsWhatKafkaAcknowledged(t *testing.T) {
 	}
 
 	broken := &recordingWriter{fail: errors.New("broker gone")}
-	if _, err := send(t.Context(), newGenerator(3), broken, topics{"o", "r", "c"}, &sync.Mutex{}, func(produced) {}); err == nil ||
+	if _, err := (sender{g: newGenerator(3), w: broken, to: topics{"o", "r", "c"}, turn: &sync.Mutex{}, report: func(produced) {}}).send(t.Context()); err == nil ||
 		!strings.Contains(err.Error(), "broker gone") {
 		t.Errorf("send with a failing writer: err = %v", err)
 	}
@@ -366,7 +367,7 @@ func TestSendNotesTheTruth(t *testing.T) {
 	start := time.Now().Add(-30 * time.Second) // one step sends the first 30 s
 	broken := &recordingWriter{fail: errors.New("broker gone")}
 	var done produced
-	if err := sendDue(t.Context(), g, broken, to, start, &done, func(produced) {}); err == nil {
+	if err := (sender{g: g, w: broken, to: to, report: func(produced) {}}).sendDue(t.Context(), start, &done); err == nil {
 		t.Fatal("sendDue with a failing writer: no error")
 	}
 	for _, b := range g.truth().Bursts {
@@ -378,8 +379,27 @@ func TestSendNotesTheTruth(t *testing.T) {
 	g = newGenerator(3)
 	w := &recordingWriter{ready: make(chan struct{})}
 	done = produced{}
-	if err := sendDue(t.Context(), g, w, to, start, &done, func(produced) {}); err != nil {
+	// A message that must follow the pipeline (planned.settle) is written
+	// once everything before it was processed: the events written by then.
+	waits, wrong := 0, []string(nil)
+	settled := func(_ context.Context, sent int) bool {
+		waits++
+		events := 0
+		for _, m := range w.msgs {
+			if m.Topic != "c" {
+				events++
+			}
+		}
+		if sent != events {
+			wrong = append(wrong, fmt.Sprintf("waited for %d events, %d written", sent, events))
+		}
+		return true
+	}
+	if err := (sender{g: g, w: w, to: to, report: func(produced) {}, settled: settled}).sendDue(t.Context(), start, &done); err != nil {
 		t.Fatal(err)
+	}
+	if waits == 0 || len(wrong) > 0 {
+		t.Errorf("the pipeline was waited for %d times (want some: a card that returns after a refund), %v", waits, wrong)
 	}
 	byTopic := map[string]int{}
 	for _, m := range w.msgs {

@@ -129,11 +129,17 @@ func (g *generator) plant(p Pattern, fraud bool, trips ...string) *Burst {
 
 // place queues one order of burst b at at, keyed by the burst (Key).
 func (g *generator) place(b *Burst, at time.Duration, who identity, amount int64) *eventJSON {
+	p := g.placed(b, at, who, amount)
+	g.add(p)
+	return p.ev
+}
+
+// placed is place's order, planned but not yet added.
+func (g *generator) placed(b *Burst, at time.Duration, who identity, amount int64) planned {
 	ev := g.order(who, amount)
 	b.ids = append(b.ids, ev.OrderID)
 	b.Planned++
-	g.add(planned{at: at, kind: kindOrder, ev: ev, key: b.Key(), burst: b})
-	return ev
+	return planned{at: at, kind: kindOrder, ev: ev, key: b.Key(), burst: b}
 }
 
 // Key is the message key of the burst's orders: one partition holds them,

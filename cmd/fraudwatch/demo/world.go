@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/fraudwatch/fraudwatch/cmd/fraudwatch/app"
 	"github.com/fraudwatch/fraudwatch/config"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -78,7 +79,7 @@ type traffic struct {
 	sent produced
 }
 
-func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *recorder) *traffic {
+func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *recorder, settled func(context.Context, int) bool) *traffic {
 	tr := &traffic{
 		w: &kafka.Writer{
 			Addr:         kafka.TCP(cfg.Kafka.Brokers...),
@@ -97,11 +98,12 @@ func startTraffic(ctx context.Context, seed uint64, cfg *config.Config, rec *rec
 		if rec != nil {
 			rec.w, rec.outcomes, w = tr.w, to.outcomes, rec
 		}
-		_, err := send(ctx, tr.gen, w, to, &tr.turn, func(p produced) {
+		sd := sender{g: tr.gen, w: w, to: to, turn: &tr.turn, settled: settled, report: func(p produced) {
 			tr.mu.Lock()
 			tr.sent = p
 			tr.mu.Unlock()
-		})
+		}}
+		_, err := sd.send(ctx)
 		if ctx.Err() == nil {
 			close(tr.failed)
 		}
@@ -163,17 +165,16 @@ func driveClock(mr *miniredis.Miniredis) (stop func()) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(clockStep)
-		defer t.Stop()
-		last := time.Now()
+		last, wait := time.Now(), clockStep
 		for {
 			select {
 			case <-done:
 				return
-			case now := <-t.C:
-				mr.FastForward(now.Sub(last))
-				last = now
+			case <-time.After(wait):
 			}
+			now := time.Now()
+			mr.FastForward(now.Sub(last))
+			last, wait = now, clockWait(time.Since(now))
 		}
 	}()
 	var once sync.Once
@@ -185,6 +186,58 @@ func driveClock(mr *miniredis.Miniredis) (stop func()) {
 	}
 }
 
-// waitCaughtUp waits, for a bounded time, until the pipeline has processed
-// as many events as were sent and settled each crossing's alert, and says
-// whether it has.
+// clockWait is the wait before the clock's next step, after a step that
+// took took. A step holds miniredis's lock while it visits every key; on a
+// busy machine, with thousands of keys, that can take longer than
+// clockStep, and steps back to back would leave the pipeline's commands
+// little of the lock: the clock takes at most a fifth of it, in coarser
+// steps. Each step moves it by the time passed, so TTLs stay true.
+func clockWait(took time.Duration) time.Duration {
+	return max(clockStep, 4*took)
+}
+
+// caughtUp waits until the pipeline has processed as many events as were
+// sent and settled each crossing's alert, and says whether it has. It
+// waits while the pipeline makes progress (events processed, alerts
+// settled, or commands to Redis: a batch on a busy machine can take
+// seconds): up to catchUp without any, most in all, or until ctx ends.
+func (w *world) caughtUp(ctx context.Context, a *app.App, sent int, most time.Duration) bool {
+	return w.waitFor(ctx, a, most, func(s snapshot) bool { return s.processed() >= float64(sent) && s.settled() })
+}
+
+// processed waits as caughtUp does, for the events only.
+func (w *world) processed(ctx context.Context, a *app.App, sent int, most time.Duration) bool {
+	return w.waitFor(ctx, a, most, func(s snapshot) bool { return s.processed() >= float64(sent) })
+}
+
+func (w *world) waitFor(ctx context.Context, a *app.App, most time.Duration, done func(snapshot) bool) bool {
+	return catchingUp(ctx, func() (bool, float64) {
+		s := gather(a)
+		return done(s), s.progress() + float64(w.redis.CommandCount())
+	}, catchUp, most, 50*time.Millisecond)
+}
+
+// catchingUp polls look until it says done, and gives up after idle
+// without its progress rising, after most in all, or when ctx ends.
+func catchingUp(ctx context.Context, look func() (done bool, progress float64), idle, most, every time.Duration) bool {
+	start := time.Now()
+	last, lastAt := -1.0, start
+	for {
+		done, progress := look()
+		if done {
+			return true
+		}
+		now := time.Now()
+		if progress > last {
+			last, lastAt = progress, now
+		}
+		if now.Sub(lastAt) >= idle || now.Sub(start) >= most {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(every):
+		}
+	}
+}
