@@ -2,7 +2,9 @@ package scripts
 
 import (
 	"bufio"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -68,6 +70,47 @@ func TestCIRunsTheTargetsReadmeNames(t *testing.T) {
 	for _, m := range targets {
 		if !regexp.MustCompile(`(?m)^make ` + m[1] + `( |$)`).MatchString(run) {
 			t.Errorf("README says CI runs make %s; .ci/run does not", m[1])
+		}
+	}
+}
+
+// The tests .ci/run's later runs leave out (FRAUDWATCH_TEST_SKIP) are
+// named by name alone, for every package of a run: each must be a test of
+// the binary's package, and of no other, whose test would go too.
+func TestCISkipsOnlyTheBinarysTests(t *testing.T) {
+	names := map[string]bool{}
+	for line := range strings.SplitSeq(readFile(t, "../.ci/run"), "\n") {
+		if strings.HasPrefix(line, "no_server") || strings.HasPrefix(line, "export FRAUDWATCH_TEST_SKIP=") {
+			for _, name := range regexp.MustCompile(`Test\w+`).FindAllString(line, -1) {
+				names[name] = true
+			}
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf(".ci/run skips %d tests: is the pattern still right?", len(names))
+	}
+	defined := map[string][]string{} // a test's name: the directories that define it
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != ".." && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir // .git
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(`).FindAllStringSubmatch(readFile(t, path), -1) {
+			defined[m[1]] = append(defined[m[1]], filepath.Dir(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range names {
+		if dirs := defined[name]; !slices.Equal(dirs, []string{"../cmd/fraudwatch"}) {
+			t.Errorf(".ci/run skips %s, a test of %v: want one of ../cmd/fraudwatch alone", name, dirs)
 		}
 	}
 }

@@ -6,7 +6,11 @@
 #
 #   scripts/test.sh              the whole suite
 #   scripts/test.sh PACKAGE...   only go test -race -count=1 PACKAGE..., with the
-#                                same servers (what make test-compat runs)
+#                                same servers (what make test-compat runs);
+#                                FRAUDWATCH_TEST_SKIP, when set, is its -skip
+#                                pattern (.ci/run's runs after the README's
+#                                suite leave out tests that use no server of
+#                                theirs)
 #
 # FRAUDWATCH_KAFKA_VERSION picks the broker (default: the newest,
 # scripts/kafka.sh default-version). A broker that does not start fails the
@@ -127,7 +131,7 @@ else
 fi
 
 if [ $# -gt 0 ]; then
-  go test -race -count=1 "$@"
+  go test -race -count=1 ${FRAUDWATCH_TEST_SKIP:+-skip "$FRAUDWATCH_TEST_SKIP"} "$@"
   exit 0
 fi
 

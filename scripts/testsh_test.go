@@ -65,6 +65,8 @@ func TestTestScript(t *testing.T) {
 	}{
 		{name: "the quick run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "FRAUDWATCH_TEST_KAFKA_BROKERS=10.0.0.1:9092"},
 			goTest: "go test -race -count=1 ./x | brokers=unset redis=127.0.0.1:", out: []string{"Redis 7.0.15 on 127.0.0.1:"}, banner: 2},
+		{name: "a skip pattern", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "FRAUDWATCH_TEST_SKIP=^(TestA|TestB)$"},
+			goTest: "go test -race -count=1 -skip ^(TestA|TestB)$ ./x |", banner: 2},
 		{name: "a failing test fails the run", env: []string{"FRAUDWATCH_TEST_KAFKA=fake", "STUB_GO_TEST_EXIT=1"},
 			code: 1, goTest: "go test -race -count=1 ./x", banner: 2},
 		{name: "an unknown mode", env: []string{"FRAUDWATCH_TEST_KAFKA=fast"}, code: 2,

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,9 +26,36 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	flag.Parse()
+	widenParallel(3)
 	code := m.Run()
 	removePlain()
 	os.Exit(code)
+}
+
+// widenParallel lets n of the package's parallel tests run at once where
+// go test's -parallel was not given (its default is GOMAXPROCS, 2 in CI):
+// they are the end-to-end tests, which mostly wait (a webhook kept down a
+// minute, a broker starting, replicas killed and restarted), so with two
+// at once the one that waits longest started only after another ended.
+func widenParallel(n int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !given {
+		if now, err := strconv.Atoi(p.Value.String()); err == nil && now < n {
+			_ = p.Value.Set(strconv.Itoa(n))
+		}
+	}
+}
+
+// Three of the end-to-end tests run at once (widenParallel) unless
+// go test was told otherwise.
+func TestEndToEndTestsRunThreeAtOnce(t *testing.T) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if n, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String()); !given && (err != nil || n < 3) {
+		t.Errorf("-test.parallel is %d (%v), want 3 or more", n, err)
+	}
 }
 
 func command(args ...string) *exec.Cmd {

@@ -335,6 +335,10 @@ func runRecipe(t *testing.T, w recipeWorld, script string, timeout time.Duration
 // must be the ones that override redis.addrs and metrics.listen. The
 // recipe's Redis must listen on loopback alone, in protected mode.
 func TestREADMELocalRecipe(t *testing.T) {
+	// Beside the other end-to-end tests, not before them: it waits on a
+	// build, a broker's start and a run (28 s of CI's suite), they on
+	// receivers kept down and processes killed.
+	t.Parallel()
 	w := newRecipeWorld(t, true)
 	local := localConfig(t)
 	holdPort(t, local.Redis.Addrs[0])

@@ -267,7 +267,11 @@ const everyKind = `rules:
 
 func TestEnginesAgree(t *testing.T) {
 	o := parseRules(t, everyKind)
-	for seed := range uint64(4) {
+	// Seeds 0 and 1 go through both engines in TestScoredEnginesAgree; these
+	// two are the other histories, one of each clock (a Lua replay of one
+	// costs CI some 20 s under -race). The scripts themselves are held to
+	// the model on a real redis-server by lua/model's pair tests.
+	for _, seed := range []uint64{2, 3} {
 		lines := randomHistory(seed, 1200, true)
 		evs, err := Read(strings.NewReader(strings.Join(lines, "\n")), 1<<16)
 		if err != nil {
