@@ -130,6 +130,10 @@ func (rr *rulesReload) run(ctx context.Context, a *app.App, tr *traffic, rec *re
 		return
 	}
 	defer tr.turn.Unlock()
+	// Begun, the reload ends even if the demo's time is up meanwhile (on a
+	// busy machine the catch-up can outlast a short --duration): the
+	// traffic waits for it, and the recording has it.
+	ctx = context.WithoutCancel(ctx)
 	caughtUp := rr.caughtUp(ctx, tr.sentSoFar().total())
 	if err := rr.swap(ctx, a); err != nil {
 		out.print(fmt.Sprintf("  ! %s  the rules were not reloaded: %v\n", clock(time.Since(started)), err))
