@@ -92,16 +92,17 @@ test-compat:
 	echo "make test-compat: passed against Kafka $(KAFKA_VERSIONS)"
 
 # make bench         the bench (bench/, docs/performance.md, which says how long it takes): one table
-# make bench-smoke   the same over 20,000 events, as CI runs it so that it cannot rot; then a
-#                    short run with kfake, another rules file, a set latency rate and every
-#                    optional part skipped, so that those flags cannot rot either
+# make bench-smoke   the same over 20,000 events (sizing runs over 5,000), as CI runs it so that
+#                    it cannot rot; then a short run with kfake, another rules file, a set
+#                    latency rate and every optional part skipped but the second server's rows
+#                    (Redis 8.2.3), so that those flags cannot rot either
 .PHONY: bench bench-smoke
 bench:
 	./scripts/bench.sh
 
 bench-smoke:
 	./scripts/bench.sh -events 20000 -customers 5000 -naive-events 2000 -ceiling-for 1s -scripts-for 1s -latency-for 3s -latency-warmup 1s -scaling 2 -latency-trace \
-		-routed-alerts 20 -routed-rate 20 -backtest-events 5000
+		-routed-alerts 20 -routed-rate 20 -backtest-events 5000 -sizing-events 5000 -second-redis ""
 	./scripts/bench.sh -kafka fake -events 5000 -customers 1000 -naive-events 500 -ceiling-for 1s -latency-for 2s -latency-warmup 1s \
 		-latency-rate 1000 -rules deploy/rules.yaml -contenders "" -scaling "" -cluster "" -windows=false \
 		-sizing-events 0 -backtest-events 2000 -warmup=false -scripts-for 0 -routed-alerts 0
