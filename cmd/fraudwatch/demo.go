@@ -49,18 +49,19 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		defer recFile.Close()
 		rec = bufio.NewWriter(recFile)
 	}
-	ctx, stop := interruptible()
+	signalled, stop := interruptible()
 	defer stop()
 	// After the first signal the default action is back, as in run: the
 	// demo catches up and prints its summary, which takes a while on a
 	// busy machine, and a second Ctrl-C ends the process at once.
-	context.AfterFunc(ctx, func() {
-		if context.Cause(ctx) == context.Canceled {
+	context.AfterFunc(signalled, func() {
+		if context.Cause(signalled) == context.Canceled {
 			return // stop, as the command returns
 		}
 		stop()
 		fmt.Fprintln(stderr, "fraudwatch demo: interrupted: stopping the traffic, catching up and printing the summary; a second Ctrl-C ends it at once")
 	})
+	ctx := signalled
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)

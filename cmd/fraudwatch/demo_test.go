@@ -45,6 +45,9 @@ func TestDemoCommand(t *testing.T) {
 	if strings.Contains(out, "\x1b[") {
 		t.Error("escape codes with --no-color")
 	}
+	if strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("ended by --duration, it says it was interrupted:\n%s", stderr.String())
+	}
 	data, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatal(err)

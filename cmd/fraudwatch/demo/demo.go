@@ -47,7 +47,7 @@ const (
 	// progress, or catchUpMax in all. A busy machine (a laptop compiling,
 	// a CI runner) runs the in-process Kafka and Redis slower than the
 	// traffic comes, and a pipeline still working is waited for.
-	catchUp    = 15 * time.Second
+	catchUp    = 30 * time.Second
 	catchUpMax = 3 * time.Minute
 	// settleMax bounds the wait of a message that must follow what came
 	// before it through the pipeline (planned.settle).
@@ -156,11 +156,11 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { appDone <- a.Run(appCtx) }()
 
 	tr := startTraffic(ctx, seed, &cfg, rec, func(ctx context.Context, sent int) bool {
-		return w.processed(ctx, a, sent, settleMax)
+		return processedAll(ctx, a, sent, settleMax)
 	})
 	reloaded := make(chan struct{})
 	if reload != nil {
-		reload.caughtUp = func(ctx context.Context, sent int) bool { return w.caughtUp(ctx, a, sent, catchUpMax) }
+		reload.caughtUp = func(ctx context.Context, sent int) bool { return caughtUp(ctx, a, sent, catchUpMax) }
 	}
 	go func() {
 		defer close(reloaded)
@@ -170,7 +170,7 @@ func Run(ctx context.Context, opts Options) error {
 		out.print(progressLine(time.Since(started), tr.sentSoFar(), gather(a), out))
 	})
 	<-reloaded
-	final, failure := stopTraffic(tr, w, a, failure, out)
+	final, failure := stopTraffic(tr, a, failure, out)
 	ack.stop()
 	truth := tr.truth()
 	quality := liveQuality(opts, a, &cfg, time.Since(started), final)
@@ -252,12 +252,12 @@ func watch(ctx context.Context, tr *traffic, appDone chan error, progress func()
 // stopTraffic stops the traffic and, after a run without failure, waits
 // until the pipeline has caught up with it. It returns what was sent, and
 // the run's failure or the traffic's.
-func stopTraffic(tr *traffic, w *world, a *app.App, failure error, out *output) (produced, error) {
+func stopTraffic(tr *traffic, a *app.App, failure error, out *output) (produced, error) {
 	final, err := tr.stop()
 	if err != nil && failure == nil {
 		failure = err
 	}
-	if failure == nil && !w.caughtUp(context.Background(), a, final.total(), catchUpMax) {
+	if failure == nil && !caughtUp(context.Background(), a, final.total(), catchUpMax) {
 		out.print(fmt.Sprintf("  ! the pipeline had not caught up with the traffic (no progress for %v, or %v in all): the summary counts what it processed\n", catchUp, catchUpMax))
 	}
 	return final, failure
