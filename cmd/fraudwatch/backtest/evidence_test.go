@@ -46,11 +46,13 @@ func TestEvidenceAgrees(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 5))
 	// Redis's clock runs during the test; evidence's does not. Since a
-	// key's life last changed in evidence, Redis's has run down by at most
+	// key's life was last set in Redis, its PTTL has run down by at most
 	// the time passed (on a loaded machine, seconds over a few rounds), and
 	// a little more: Redis stamps a command with a clock it caches, and
-	// PTTL rounds to the millisecond.
-	lives, since := map[string]time.Duration{}, map[string]time.Time{}
+	// PTTL rounds to the millisecond. A key that takes its window's life
+	// takes what is left of it, so it has run down since the window's was
+	// set, which may be rounds before evidence's changed.
+	lives, since, windowSet := map[string]time.Duration{}, map[string]time.Time{}, map[string]time.Time{}
 	for round := range 300 {
 		began := time.Now()
 		for i := range ws {
@@ -69,6 +71,7 @@ func TestEvidenceAgrees(t *testing.T) {
 					rdb.Del(ctx, ws[i].Window)
 					w.set(ws[i].Window, 0)
 				} else {
+					windowSet[ws[i].Window] = time.Now()
 					rdb.Set(ctx, ws[i].Window, "1", ws[i].life)
 					w.set(ws[i].Window, ws[i].life)
 				}
@@ -100,6 +103,9 @@ func TestEvidenceAgrees(t *testing.T) {
 			}
 			if left, _ := x.left(win.Key); left != lives[win.Key] {
 				lives[win.Key], since[win.Key] = left, began
+				if windowLeft, alive := w.left(win.Window); alive && left == windowLeft {
+					since[win.Key] = windowSet[win.Window] // took its window's life
+				}
 			}
 			pttl := rdb.PTTL(ctx, win.Key).Val()
 			compareEvidence(t, round, value, pttl, time.Since(since[win.Key])+100*time.Millisecond, x, win.Key)
