@@ -220,11 +220,3 @@ func (c *openCall) answer(s *Scripts, cmd *redis.Cmd) error {
 	c.changes = changes
 	return err
 }
-
-// evalOrSha adds script's command to pipe: EVALSHA, or EVAL with eval.
-func evalOrSha(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, eval bool, keys []string, args []any) *redis.Cmd {
-	if eval {
-		return script.Eval(ctx, pipe, keys, args...)
-	}
-	return script.EvalSha(ctx, pipe, keys, args...)
-}

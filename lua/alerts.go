@@ -137,7 +137,7 @@ func (s *Scripts) AddSilence(ctx context.Context, keys []string, id string, ends
 	for i, k := range keys {
 		n, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			n, err = silenceAdd.Run(ctx, s.rdb, []string{k}, id, ends.UnixMilli()).Int64()
+			n, err = s.run(ctx, silenceAdd, []string{k}, id, ends.UnixMilli()).Int64()
 		}
 		if err != nil {
 			return s.redisError(ctx, SilenceAddName, err)
@@ -233,7 +233,7 @@ func (s *Scripts) SettleAlerts(ctx context.Context, end Ending, alerts ...Settle
 		n, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			keys, argv := args(a)
-			n, err = alertSettle.Run(ctx, s.rdb, keys, argv...).Int64()
+			n, err = s.run(ctx, alertSettle, keys, argv...).Int64()
 		}
 		if err != nil {
 			return s.redisError(ctx, AlertSettleName, err)

@@ -100,7 +100,7 @@ func (s *Scripts) LifeAndRecord(ctx context.Context, lifeKey, recordKey string) 
 // is final, but for its label; the same label again changes nothing).
 // ErrNoLife: the alert has none.
 func (s *Scripts) ChangeLife(ctx context.Context, key, op, who string) (Life, bool, error) {
-	v, err := alertLife.Run(ctx, s.rdb, []string{key}, op, who).Result()
+	v, err := s.run(ctx, alertLife, []string{key}, op, who).Result()
 	if err != nil {
 		return Life{}, false, s.redisError(ctx, AlertLifeName, err)
 	}
@@ -128,7 +128,7 @@ func (s *Scripts) ChangeLife(ctx context.Context, key, op, who string) (Life, bo
 // true for that one call only, with when the alert opened and was
 // acknowledged.
 func (s *Scripts) ObserveAck(ctx context.Context, key string) (opened, acked time.Time, first bool, err error) {
-	v, err := alertObserve.Run(ctx, s.rdb, []string{key}).Slice()
+	v, err := s.run(ctx, alertObserve, []string{key}).Slice()
 	if err != nil {
 		return opened, acked, false, s.redisError(ctx, AlertObserveName, err)
 	}

@@ -171,6 +171,7 @@ type scripter interface {
 	EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
 	ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd
 	ScriptLoad(ctx context.Context, script string) *redis.StringCmd
+	Process(ctx context.Context, cmd redis.Cmder) error // a command sent once (once.go)
 }
 
 // Config tunes the scripts. Zero values take the defaults.
@@ -256,7 +257,7 @@ func (s *Scripts) Load(ctx context.Context) error {
 // single executes a script that answers one integer, -1 meaning the error
 // contract.
 func (s *Scripts) single(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) (int64, error) {
-	n, err := script.Run(ctx, s.rdb, keys, args...).Int64()
+	n, err := s.run(ctx, script, keys, args...).Int64()
 	if err != nil {
 		return 0, s.redisError(ctx, name, err)
 	}
@@ -269,7 +270,7 @@ func (s *Scripts) single(ctx context.Context, script *redis.Script, name string,
 // pair executes a script that answers two integers, {-1, -1} meaning the
 // error contract.
 func (s *Scripts) pair(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) ([2]int64, error) {
-	vals, err := script.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	vals, err := s.run(ctx, script, keys, args...).Int64Slice()
 	if err != nil {
 		return [2]int64{}, s.redisError(ctx, name, err)
 	}

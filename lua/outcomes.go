@@ -117,7 +117,7 @@ func (s *Scripts) RecordOutcome(ctx context.Context, k OutcomeKeys, o OrderOutco
 		for _, id := range oldest {
 			keys, args = append(keys, k.Order(id)), append(args, id)
 		}
-		v, err := outcomeRecord.Run(ctx, s.rdb, keys, args...).Result()
+		v, err := s.run(ctx, outcomeRecord, keys, args...).Result()
 		if err != nil {
 			return OutcomeRecorded{}, s.redisError(ctx, OutcomeRecordName, err)
 		}
@@ -225,7 +225,7 @@ func (s *Scripts) OpenOutcomeAlert(ctx context.Context, k OutcomeKeys, a Outcome
 		return false, nil, fmt.Errorf("lua: %s: %w", OutcomeOpenName, err)
 	}
 	keys, args := openArgs(k, a, b, oldest)
-	v, err := outcomeOpen.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := s.run(ctx, outcomeOpen, keys, args...).Result()
 	if err != nil {
 		return false, nil, s.redisError(ctx, OutcomeOpenName, err)
 	}
@@ -284,7 +284,7 @@ func (s *Scripts) LabelOutcomeAlert(ctx context.Context, k OutcomeKeys, id, labe
 	if !at.IsZero() {
 		ms = at.UnixMilli()
 	}
-	v, err := outcomeLabel.Run(ctx, s.rdb, []string{k.Alert(id)}, id, label, who, ms).Result()
+	v, err := s.run(ctx, outcomeLabel, []string{k.Alert(id)}, id, label, who, ms).Result()
 	if err != nil {
 		return OutcomeLabelled{}, s.redisError(ctx, OutcomeLabelName, err)
 	}

@@ -83,7 +83,7 @@ var ErrNoRecord = errors.New("no record of the alert")
 // for one receiver is recordKey (alert_ack), by Redis's clock; an alert
 // acknowledged before keeps its first acknowledgement, which it returns.
 func (s *Scripts) AcknowledgeAlert(ctx context.Context, recordKey, who string) (Ack, error) {
-	v, err := alertAck.Run(ctx, s.rdb, []string{recordKey}, who).Result()
+	v, err := s.run(ctx, alertAck, []string{recordKey}, who).Result()
 	if err != nil {
 		return Ack{}, s.redisError(ctx, AlertAckName, err)
 	}

@@ -41,9 +41,12 @@ func NewRedis(c config.Redis) (redis.UniversalClient, error) {
 		WriteTimeout:  c.WriteTimeout,
 		PoolSize:      c.PoolSize,
 		TLSConfig:     tc,
-		// go-redis would resend a script whose reply was lost, applying it
-		// twice. A failed call instead fails the event, which the consumer
-		// retries as a whole; either way the event counts at least once.
+		// A single server's client would resend a command whose reply was
+		// lost; a failed call instead fails its event or alert, which is
+		// retried as a whole (the scripts' offsets and claims make a second
+		// run harmless). A cluster's client resends anyway, up to
+		// MaxRedirects, but the scripts whose second run answers otherwise
+		// (outcome_open, ...) are sent once (lua/once.go).
 		MaxRetries: -1,
 	}), nil
 }

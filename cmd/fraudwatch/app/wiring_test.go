@@ -61,7 +61,9 @@ func TestGroupConfigs(t *testing.T) {
 
 // go-redis's own retries are off: a resent script whose reply was lost
 // would apply twice (docs/design.md, Delivery guarantees). A ClusterClient
-// retries nothing unless told to, so the single client is the one to check.
+// resends up to MaxRedirects whatever MaxRetries says, so the scripts
+// whose second run answers otherwise are sent once (lua/once.go,
+// TestALostReplyIsNotResent); the single client is the one to check here.
 func TestRedisClientDoesNotRetry(t *testing.T) {
 	rdb, err := NewRedis(config.Default().Redis)
 	if err != nil {
