@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/internal/redisonce"
 )
 
 // sentOnce lists the scripts that must not be resent after a lost reply (a
@@ -20,12 +22,7 @@ import (
 // run as the first (offsets, claims, records), or take one more message
 // from a budget (alert_budget), which only delays one.
 //
-// go-redis's MaxRetries: -1 stops a single server's client from resending;
-// a ClusterClient resends a command after an EOF or a timeout up to
-// MaxRedirects times whatever MaxRetries says, unless the command's
-// NoRetry() is true (v9.23.0: ClusterClient.process for one command;
-// cmdsContainNoRetry for a node's commands of a pipeline, none of which
-// are resent then). It still follows MOVED and ASK, which ran nothing.
+// How go-redis is kept from resending: internal/redisonce.
 var sentOnce = map[*redis.Script]string{
 	outcomeOpen:   OutcomeOpenName,
 	outcomeRecord: OutcomeRecordName,
@@ -34,11 +31,6 @@ var sentOnce = map[*redis.Script]string{
 	alertRepeat:   AlertRepeatName,
 	alertPark:     AlertParkName,
 }
-
-// onceCmd is a script's command that go-redis sends at most once.
-type onceCmd struct{ *redis.Cmd }
-
-func (onceCmd) NoRetry() bool { return true }
 
 // run runs script as Script.Run does: EVALSHA, then EVAL when Redis
 // answers NOSCRIPT (which ran nothing). A script of sentOnce is not
@@ -49,10 +41,10 @@ func (s *Scripts) run(ctx context.Context, script *redis.Script, keys []string, 
 		return script.Run(ctx, s.rdb, keys, args...)
 	}
 	cmd := scriptCmd(ctx, script, name, false, keys, args)
-	_ = s.rdb.Process(ctx, onceCmd{cmd}) // the error is cmd's
+	_ = s.rdb.Process(ctx, redisonce.Cmd{Cmd: cmd}) // the error is cmd's
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = scriptCmd(ctx, script, name, true, keys, args)
-		_ = s.rdb.Process(ctx, onceCmd{cmd})
+		_ = s.rdb.Process(ctx, redisonce.Cmd{Cmd: cmd})
 	}
 	return cmd
 }
@@ -69,7 +61,7 @@ func evalOrSha(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, 
 		return script.EvalSha(ctx, pipe, keys, args...)
 	}
 	cmd := scriptCmd(ctx, script, name, eval, keys, args)
-	_ = pipe.Process(ctx, onceCmd{cmd})
+	_ = pipe.Process(ctx, redisonce.Cmd{Cmd: cmd})
 	return cmd
 }
 

@@ -1,12 +1,8 @@
 package lua
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,64 +12,10 @@ import (
 	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
-// lossy stands between go-redis and Redis: every connection goes through
-// it, and the first script call it sees naming marker (an id of the
-// test's own) has its reply lost. It lets the reply's first bytes come
-// (so the script surely ran), then drops them and the connection: a reply
-// lost as a timeout or a broken connection loses it.
-type lossy struct {
-	marker []byte
-	armed  atomic.Bool
-	sent   atomic.Int32 // script calls naming marker written to Redis
-}
-
-func (l *lossy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &lossyConn{Conn: c, l: l}, nil
-}
-
-type lossyConn struct {
-	net.Conn
-	l    *lossy
-	lose bool
-}
-
-func (c *lossyConn) Write(p []byte) (int, error) {
-	if bytes.Contains(p, c.l.marker) && bytes.Contains(bytes.ToLower(p), []byte("\r\neval")) {
-		c.l.sent.Add(1)
-		c.lose = c.lose || c.l.armed.CompareAndSwap(true, false)
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *lossyConn) Read(p []byte) (int, error) {
-	if !c.lose {
-		return c.Conn.Read(p)
-	}
-	_, err := c.Conn.Read(p) // the reply came: the script ran
-	_ = c.Conn.Close()
-	if err == nil {
-		err = io.EOF
-	}
-	return 0, err
-}
-
-// lossyScripts are Scripts whose every connection goes through l, with the
-// options fraudwatch gives go-redis (MaxRetries: -1): a Redis Cluster's
-// client when the tests run on one.
-func lossyScripts(t *testing.T, l *lossy) *Scripts {
+// lossyScripts are Scripts whose every connection goes through l.
+func lossyScripts(t *testing.T, l *redistest.Lossy) *Scripts {
 	t.Helper()
-	var rdb redis.UniversalClient
-	if redistest.Cluster() {
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.Addrs(t), MaxRetries: -1, Dialer: l.dial})
-	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: redistest.Addr(t), MaxRetries: -1, Dialer: l.dial})
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := New(Config{}, rdb, prometheus.NewRegistry())
+	s, err := New(Config{}, l.Client(t), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,20 +89,19 @@ func TestALostReplyIsNotResent(t *testing.T) {
 			ctx := t.Context()
 			k := outcomeKeys(t, redistest.Prefix(t))
 			id := "once-" + tc.name
-			l := &lossy{marker: []byte(id)}
+			l := redistest.NewLossy("eval", id)
 			s := lossyScripts(t, l)
 			if tc.setup != nil {
 				if err := tc.setup(ctx, s, k, id); err != nil {
 					t.Fatal(err)
 				}
-				l.sent.Store(0)
 			}
-			l.armed.Store(true)
+			l.Arm()
 			err := tc.call(ctx, s, k, id)
 			if _, reply := errors.AsType[redis.Error](err); err == nil || reply {
 				t.Errorf("the call answered %v; want the lost reply's error", err)
 			}
-			if n := l.sent.Load(); n != 1 {
+			if n := l.Sent(); n != 1 {
 				t.Errorf("the script was sent %d times; want once", n)
 			}
 			if ran, err := tc.ran(ctx, s, k, id); err != nil || !ran {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/internal/redisonce"
 )
 
 // A silence made from an alert's message (a Slack Snooze) keeps the
@@ -119,7 +120,9 @@ func (s *Store) EndedSilences(ctx context.Context, lease time.Duration, limit in
 			}
 			continue
 		}
-		took, err := s.rdb.SetNX(ctx, s.leaseKey(n.ID), 1, lease).Result()
+		// Sent once: resent after a lost reply, it would find its own
+		// lease and leave the end unsaid until the lease ran out.
+		took, err := redisonce.SetNX(ctx, s.rdb, s.leaseKey(n.ID), 1, lease)
 		if err != nil {
 			return out, fmt.Errorf("silence: take ended silence %s: %w", n.ID, err)
 		}

@@ -62,6 +62,7 @@ type rediser interface {
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 	Get(ctx context.Context, key string) *redis.StringCmd
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
+	Process(ctx context.Context, cmd redis.Cmder) error // redisonce.SetNX
 	Time(ctx context.Context) *redis.TimeCmd
 	ZRevRangeByScore(ctx context.Context, key string, opt *redis.ZRangeBy) *redis.StringSliceCmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/alert/silence"
@@ -295,4 +296,50 @@ func TestRefusedSilenceLeavesNoEnd(t *testing.T) {
 	if waiting() != 0 {
 		t.Errorf("a refused silence's end waits to be said")
 	}
+}
+
+// A replica whose reply to taking an end's lease is lost does not take it
+// again and find its own lease (go-redis's ClusterClient resent it): the
+// sweep fails, and another replica says the end once the lease ends.
+func TestALostLeaseReplyIsNotResent(t *testing.T) {
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	keys, err := lua.NewKeys(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := redistest.NewLossy("set", prefix)
+	rdb := l.Client(t)
+	scripts, err := lua.New(lua.Config{}, rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy := silence.NewStore(rdb, scripts, keys)
+	sil, err := lossy.Add(ctx, testRules, silence.Spec{Rule: "burst", Match: map[string]string{"customer_id": "c1"},
+		Thread: alert.Receipt{Channel: "C0ALERTS", TS: "1700000000.000001"}, For: time.Hour, Reason: "snoozed"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lossy.Expire(ctx, testRules, sil.ID, "cli:kim", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	l.Arm()
+	taken, err := lossy.EndedSilences(ctx, 500*time.Millisecond, 1)
+	if _, reply := errors.AsType[redis.Error](err); err == nil || reply {
+		t.Errorf("took %+v, %v; want the lost reply's error", taken, err)
+	}
+	if n := l.Sent(); n != 1 {
+		t.Errorf("the lease was asked for %d times; want once", n)
+	}
+	plain := redistest.Client(t)
+	others, err := lua.New(lua.Config{}, plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notes{}
+	w := sweeper(t, silence.SweeperConfig{}, silence.NewStore(plain, others, keys), n, nil, nil)
+	testkit.WaitFor(t, 10*time.Second, "the end said after the lease", func() bool {
+		_, err := w.Sweep(ctx)
+		return err == nil && len(n.all()) == 1
+	})
 }

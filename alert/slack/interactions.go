@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/slack-go/slack"
 
 	"github.com/fraudwatch/fraudwatch/alert"
+	"github.com/fraudwatch/fraudwatch/internal/redisonce"
 )
 
 // Silencer does what a button asks: creates a Snooze's silence, records an
@@ -211,25 +211,23 @@ func formValue(body []byte, name string) string {
 	return req.PostFormValue(name)
 }
 
-// setNXer is what RedisReplays needs of a go-redis client.
-type setNXer interface {
-	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
-}
-
 // RedisReplays remembers requests in Redis, under prefix, so that every
 // replica refuses a request another one handled.
 type RedisReplays struct {
-	rdb    setNXer
+	rdb    redisonce.Processor
 	prefix string
 }
 
 // NewRedisReplays returns a replay guard on rdb under the key prefix.
-func NewRedisReplays(rdb setNXer, prefix string) *RedisReplays {
+func NewRedisReplays(rdb redisonce.Processor, prefix string) *RedisReplays {
 	return &RedisReplays{rdb: rdb, prefix: prefix}
 }
 
-// First reports whether request is new, and remembers it for ttl.
+// First reports whether request is new, and remembers it for ttl. It is
+// sent once: resent after a lost reply, it would find its own first run's
+// key and refuse a new request as replayed; a lost reply is an error, and
+// Slack's user is asked to try again.
 func (r *RedisReplays) First(ctx context.Context, request string, ttl time.Duration) (bool, error) {
 	sum := sha256.Sum256([]byte(request))
-	return r.rdb.SetNX(ctx, r.prefix+":slack-seen:"+hex.EncodeToString(sum[:16]), 1, ttl).Result()
+	return redisonce.SetNX(ctx, r.rdb, r.prefix+":slack-seen:"+hex.EncodeToString(sum[:16]), 1, ttl)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/slack-go/slack"
 
 	"github.com/fraudwatch/fraudwatch/alert"
@@ -350,5 +352,27 @@ func TestClicksAreAudited(t *testing.T) {
 	// The acknowledgement names the alert: its rule, group and event.
 	if got := strings.Join(silencer.acks, ";"); got != "burst cust-42 evt-9 slack:U123" {
 		t.Errorf("acknowledgements %q", got)
+	}
+}
+
+// The replay guard's reply lost, it is not asked again, which would find
+// its own first answer and refuse a new click as replayed (go-redis's
+// ClusterClient resent it): the guard fails, and Slack's user is asked to
+// try again. The request is remembered all the same.
+func TestALostReplayGuardReplyIsNotResent(t *testing.T) {
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	l := redistest.NewLossy("set", prefix)
+	guard := NewRedisReplays(l.Client(t), prefix)
+	l.Arm()
+	first, err := guard.First(ctx, "a click", time.Minute)
+	if _, reply := errors.AsType[redis.Error](err); err == nil || reply {
+		t.Errorf("First answered %v, %v; want the lost reply's error", first, err)
+	}
+	if n := l.Sent(); n != 1 {
+		t.Errorf("the guard was asked %d times; want once", n)
+	}
+	if first, err := NewRedisReplays(redistest.Client(t), prefix).First(ctx, "a click", time.Minute); err != nil || first {
+		t.Errorf("the request again: first %v, %v; want it remembered", first, err)
 	}
 }

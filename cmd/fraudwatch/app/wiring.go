@@ -46,7 +46,8 @@ func NewRedis(c config.Redis) (redis.UniversalClient, error) {
 		// retried as a whole (the scripts' offsets and claims make a second
 		// run harmless). A cluster's client resends anyway, up to
 		// MaxRedirects, but the scripts whose second run answers otherwise
-		// (outcome_open, ...) are sent once (lua/once.go).
+		// (outcome_open, ...) and the SET NXs of the Slack replay guard and
+		// the silence-end lease are sent once (internal/redisonce).
 		MaxRetries: -1,
 	}), nil
 }
