@@ -43,12 +43,14 @@
 -- counter past 2^53 is compared exactly, as digits (GET).
 --
 -- A counter with evidence after its count is not an integer, and INCRBY
--- refuses it: a window whose rule keeps evidence is read first (GET), and
--- one whose rule keeps none once INCRBY refused it (its evidence turned
--- off since); its count (at most 15 digits, as evidence_add writes them)
--- is added to and written back before the entries (SET KEEPTTL), so that
--- the window's end never moves. A count that would reach
--- 2^53 drops the entries, and INCRBY counts it exactly; so do the
+-- refuses it: a window whose rule keeps evidence has its head read first
+-- (GETRANGE, 45 bytes), and one whose rule keeps none once INCRBY refused
+-- it (its evidence turned off since); its count (at most 15 digits, as
+-- evidence_add writes them) is added to and written back before the
+-- entries (SET KEEPTTL; a value longer than 44 bytes: over the old count
+-- in place, SETRANGE, unless it gains a digit), so that the window's end
+-- never moves. A count that would pass 15 digits drops the entries (evidence_add
+-- keeps none after such a count), and INCRBY counts it exactly; so do the
 -- saturation at 2^62 and a window started again (SET EX). Any other value
 -- that INCRBY refuses is unusable, as before (Performance, Redis memory).
 --
@@ -117,12 +119,19 @@ for _ = 1, changes do
       -- script handles it (INFO commandstats, errorstats). A window whose
       -- rule keeps none may still hold some (its evidence turned off
       -- since): it is read once INCRBY refused it.
-      local got = keeps[i] and pcall('GET', key)
+      -- Only the value's head is read (GETRANGE: 45 bytes), not all its
+      -- entries. A value of 44 bytes or less is all in hand, and written
+      -- whole (SET), which keeps it one allocation (embstr), where
+      -- SETRANGE would make it two. A longer one, two already, has a
+      -- count as long as before written over in place (SETRANGE): its
+      -- entries are copied into Lua and back only when the count gains
+      -- a digit.
+      local got = keeps[i] and pcall('GETRANGE', key, '0', '44')
       local rs = type(got) == 'string' and find(got, RS, 1, true)
       if not rs then
         v = pcall('INCRBY', key, inc)
         if type(v) == 'table' and not keeps[i] then
-          got = pcall('GET', key)
+          got = pcall('GETRANGE', key, '0', '44')
           rs = type(got) == 'string' and find(got, RS, 1, true)
         end
       end
@@ -131,10 +140,15 @@ for _ = 1, changes do
         v = nil
         if c and (c == '0' or match(c, DIGITS)) then
           v = tonumber(c) + by
-          if v < TWO53 then
-            call('SET', key, format('%d', v) .. sub(got, rs), 'KEEPTTL')
+          local d = format('%d', v)
+          if #d == #c and #got == 45 then
+            call('SETRANGE', key, '0', d)
+          elseif #d <= 15 then
+            call('SET', key, d .. sub(#got < 45 and got or call('GET', key), rs), 'KEEPTTL')
           else
-            call('SET', key, c, 'KEEPTTL') -- past Lua's exact doubles: the count alone
+            -- Past 15 digits, which evidence_add writes no entries after,
+            -- and near Lua's exact doubles: the count alone.
+            call('SET', key, c, 'KEEPTTL')
             v = call('INCRBY', key, inc)
           end
         end

@@ -35,6 +35,8 @@ func seedValue(p *pair, name, value string, ttl time.Duration) {
 // non-integer.
 func TestCountingAWindowWithEvidence(t *testing.T) {
 	const ev = "\x1ea\x1eb"
+	const edge = "\x1e1700000000000:order-00000000000000000000001" // 44 bytes: "9" and it make 45
+	const long = "\x1e1700000000000:order-00000000000000000001\x1e1700000000001:order-00000000000000000002"
 	type step struct {
 		script string // lua.IncrAndCheckName or lua.SalesDecrName
 		args   []string
@@ -83,6 +85,27 @@ func TestCountingAWindowWithEvidence(t *testing.T) {
 		{"past 2^53 the entries go, then saturated at 2^62", "999999999999999" + ev, 300 * time.Second, []step{
 			incr("9007199254740991", "1", ids[0], "9007199254740990", "[10007199254740988 1]", "10007199254740989"), // replied as a double
 			many("9007199254740991", 2, 520, "9007199254740991", "4611686018427387904"),
+		}},
+		{"past 15 digits the entries go", "999999999999998" + ev, 300 * time.Second, []step{
+			incr("9007199254740991", "1", ids[0], "1", "[999999999999999 0]", "999999999999999"+ev),
+			incr("9007199254740991", "2", ids[1], "1", "[1000000000000000 0]", "1000000000000000"),
+			incr("9007199254740991", "3", ids[2], "1", "[1000000000000001 0]", "1000000000000001"),
+		}},
+		// A value past the head read (45 bytes): the count is written
+		// over in place, or, when it gains a digit, before the entries.
+		{"45 bytes, a count gaining a digit", "9" + edge, 300 * time.Second, []step{
+			incr("99", "1", ids[0], "1", "[10 0]", "10"+edge),
+			incr("99", "2", ids[1], "1", "[11 0]", "11"+edge),
+		}},
+		{"44 bytes, all in hand", "9" + edge[:len(edge)-1], 300 * time.Second, []step{
+			incr("99", "1", ids[0], "1", "[10 0]", "10"+edge[:len(edge)-1]),
+			incr("99", "2", ids[1], "1", "[11 0]", "11"+edge[:len(edge)-1]),
+		}},
+		{"long entries, a count written over and gaining a digit", "8" + long, 300 * time.Second, []step{
+			incr("99", "1", ids[0], "1", "[9 0]", "9"+long),
+			incr("99", "2", ids[1], "1", "[10 0]", "10"+long),
+			incr("99", "3", ids[2], "1", "[11 0]", "11"+long),
+			sales("1", "2", "[9 0]", "9"+long),
 		}},
 		{"a persistent window starts again without its evidence", "5" + ev, 0, []step{
 			incr("7", "1", ids[0], "2", "[2 0]", "2"),

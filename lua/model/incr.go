@@ -158,8 +158,8 @@ const evidenceSep = '\x1e'
 
 // incrBeforeEvidence is the script's count of a counter that holds
 // evidence after its count (INCRBY refused it): the count, at most 15
-// digits, added to and written back before the entries, its TTL kept; at
-// 2^53 or past, the count alone, and INCRBY. ok is false when the value is
+// digits, added to and written back before the entries, its TTL kept;
+// past 15 digits, the count alone, and INCRBY. ok is false when the value is
 // not of that form (unusable).
 func (s *Store) incrBeforeEvidence(key string, by int64) (int64, bool) {
 	got, ok, err := s.getString(key)
@@ -168,7 +168,7 @@ func (s *Store) incrBeforeEvidence(key string, by int64) (int64, bool) {
 		return 0, false
 	}
 	c, _ := strconv.ParseInt(got[:at], 10, 64)
-	if v := c + by; v < 1<<53 {
+	if v := c + by; v < 1e15 { // at most 15 digits, as the script's #d <= 15
 		s.setKeepTTL(key, strconv.FormatInt(v, 10)+got[at:])
 		return v, true
 	}

@@ -98,7 +98,7 @@ var readings = map[string]struct {
 	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "a8323155a6e2a561c9076f0d00f53f9922c84ef4", (*windows).readCount},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "8c505fb21ea10ad9deeb97fddd61bf4251d8d6b5", (*windows).readCount},
 	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "377da9b16a1e97f9f0be6b68097249c0bd0f3343", (*windows).readSlide},
 	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "48617f5a1106cad5205d92baeefa3035a68d57fa", (*windows).readDistinct},
 }
