@@ -2,7 +2,6 @@ package rules_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
@@ -64,12 +63,11 @@ func BenchmarkHandle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
+		// Each event written over the last batch's bytes: garbage made
+		// here would be collected while timed, and counted as the
+		// process's CPU (json.Marshal of a map was a tenth of it).
 		for i := range raw {
-			c := strconv.FormatInt((offset*7919)%100_000, 10)
-			raw[i], _ = json.Marshal(map[string]any{
-				"event_id": "ev-" + strconv.FormatInt(offset, 10), "type": "order", "order_id": "ord-" + strconv.FormatInt(offset, 10),
-				"customer_id": "cust-" + c, "card_fingerprint": "card-" + c, "ip": "10.0." + c, "amount": 1000 + offset%200_000, "currency": "KRW",
-			})
+			raw[i] = appendOrder(raw[i][:0], offset)
 			offset++
 		}
 		b.StartTimer()
@@ -90,6 +88,19 @@ func BenchmarkHandle(b *testing.B) {
 		n += batch
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(n), "cpu-µs/event")
+}
+
+// appendOrder appends order number n of BenchmarkHandle's workload, as
+// JSON: 100,000 customers, each with a card and an IP of its own.
+func appendOrder(b []byte, n int64) []byte {
+	c := (n * 7919) % 100_000
+	b = strconv.AppendInt(append(b, `{"event_id":"ev-`...), n, 10)
+	b = strconv.AppendInt(append(b, `","type":"order","order_id":"ord-`...), n, 10)
+	b = strconv.AppendInt(append(b, `","customer_id":"cust-`...), c, 10)
+	b = strconv.AppendInt(append(b, `","card_fingerprint":"card-`...), c, 10)
+	b = strconv.AppendInt(append(b, `","ip":"10.0.`...), c, 10)
+	b = strconv.AppendInt(append(b, `","amount":`...), 1000+n%200_000, 10)
+	return append(b, `,"currency":"KRW"}`...)
 }
 
 // processCPU is the CPU time, user and system, that the process has used.
