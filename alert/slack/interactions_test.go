@@ -376,3 +376,36 @@ func TestALostReplayGuardReplyIsNotResent(t *testing.T) {
 		t.Errorf("the request again: first %v, %v; want it remembered", first, err)
 	}
 }
+
+// brokenReplays is a replay guard whose Redis cannot answer.
+type brokenReplays struct{}
+
+func (brokenReplays) First(context.Context, string, time.Duration) (bool, error) {
+	return false, errors.New("redis: connection reset")
+}
+
+// A click the replay guard cannot vouch for gets 503 and changes nothing
+// (docs/alerts.md): Slack's user sees it failed and clicks again.
+func TestAClickTheGuardCannotVouchForChangesNothing(t *testing.T) {
+	responses := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the click's message was updated: %s %s", r.Method, r.URL)
+	}))
+	defer responses.Close()
+	silencer := &fakeSilencer{}
+	h, err := NewInteractions(testSecret, silencer, brokenReplays{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alert.Alert{Rule: "burst", Group: "cust-42", GroupBy: []string{"customer_id"}, GroupValues: []string{"cust-42"}, EventID: "evt-9"}
+	b := buttons(a.Rule, a.Group, a.EventID, identity(a), groupMatch(a))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, request(t, testSecret, time.Now(), click(t, responses.URL, b, 0)))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("answered %d %q; want 503", rec.Code, rec.Body.String())
+	}
+	silencer.mu.Lock()
+	defer silencer.mu.Unlock()
+	if len(silencer.calls) != 0 || len(silencer.acks) != 0 {
+		t.Errorf("the click changed something: %q %q", silencer.calls, silencer.acks)
+	}
+}
