@@ -260,7 +260,11 @@ func TestHoldQuiet(t *testing.T) {
 		ok, quiet bool
 		at        time.Duration
 	}
-	done := make(chan held)
+	// Buffered: holdQuiet returns holding the turn, and the loop below
+	// may be waiting for the turn in advance, not at done; unbuffered,
+	// the two waited for each other for ever (CI: the test ran out its
+	// 10 minutes).
+	done := make(chan held, 1)
 	go func() {
 		ok := tr.holdQuiet(t.Context(), ruleCard, time.Minute)
 		done <- held{ok, tr.gen.quiet(ruleCard), el}
