@@ -134,6 +134,7 @@ func TestLoadFullFile(t *testing.T) {
 			ReadTimeout:  500 * time.Millisecond,
 			WriteTimeout: 750 * time.Millisecond,
 			PoolSize:     40,
+			Buckets:      64,
 			TLS:          redisTLS,
 		},
 		Slack: Slack{

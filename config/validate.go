@@ -182,6 +182,9 @@ func (k *checker) redis(r *Redis) {
 	if r.PoolSize < 0 {
 		k.bad("redis.pool_size", "must not be negative (0 keeps the go-redis default), got %d", r.PoolSize)
 	}
+	if r.Buckets < 0 || r.Buckets > lua.Buckets {
+		k.bad("redis.buckets", "must be 1 to %d (0: %d on one Redis, %d on a cluster), got %d", lua.Buckets, SingleBuckets, lua.Buckets, r.Buckets)
+	}
 	k.tls("redis.tls", r.TLS)
 }
 

@@ -131,6 +131,12 @@ func TestValidate(t *testing.T) {
 			[]string{`redis.key_prefix: "f w" must not contain braces or white space`}},
 		{"negative pool", func(c *Config) { c.Redis.PoolSize = -1 },
 			[]string{"redis.pool_size: must not be negative (0 keeps the go-redis default), got -1"}},
+		{"negative buckets", func(c *Config) { c.Redis.Buckets = -1 },
+			[]string{"redis.buckets: must be 1 to 256 (0: 16 on one Redis, 256 on a cluster), got -1"}},
+		{"too many buckets", func(c *Config) { c.Redis.Buckets = 257 },
+			[]string{"redis.buckets: must be 1 to 256 (0: 16 on one Redis, 256 on a cluster), got 257"}},
+		{"one bucket", func(c *Config) { c.Redis.Buckets = 1 }, nil},
+		{"all buckets", func(c *Config) { c.Redis.Buckets = 256 }, nil},
 		{"webhook and token", func(c *Config) { c.Slack.WebhookURL, c.Slack.Token = "https://hooks.slack.com/x", "xoxb-1" },
 			[]string{"slack.token: slack.webhook_url and slack.token are both set"}},
 		{"webhook not a url", func(c *Config) { c.Slack.WebhookURL = "hooks.slack.com/services/T0/B0/x" },
@@ -283,5 +289,26 @@ func TestTLSClientConfig(t *testing.T) {
 				tt.check(t, c)
 			}
 		})
+	}
+}
+
+// redis.buckets' default depends on the Redis: 16 on one, all 256 on a
+// cluster, whose masters its tags must spread over.
+func TestCountingBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		buckets int
+		cluster bool
+		want    int
+	}{
+		{0, false, 16},
+		{0, true, 256},
+		{64, false, 64},
+		{64, true, 64},
+		{1, false, 1},
+	} {
+		r := Redis{Buckets: tc.buckets, Cluster: tc.cluster}
+		if got := r.CountingBuckets(); got != tc.want {
+			t.Errorf("buckets %d, cluster %v: CountingBuckets() = %d, want %d", tc.buckets, tc.cluster, got, tc.want)
+		}
 	}
 }

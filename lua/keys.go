@@ -64,9 +64,16 @@ func ValidatePrefix(prefix string) error {
 	return nil
 }
 
-// Group identifies one group: its values, encoded, and its bucket.
+// Group identifies one group: its values, encoded, and its buckets. Its
+// counting keys (windows, their values, marks and evidence, and its
+// bucket's offsets) take the tag of its bucket among the Keys' buckets,
+// which a replica may set (rules.EngineConfig.Buckets); its alerts' keys
+// (cooldown, silences, records) take the tag of its bucket among all
+// Buckets, whatever the setting: commands that set no buckets (silence,
+// the status page, a click) name them, and they outlive a change of it.
 type Group struct {
-	tag    string // "{bucket}"
+	tag    string // "{bucket}" of the counting keys
+	alert  string // "{bucket}" of the alerts' keys
 	enc    string // encoded values
 	bucket uint8  // tag's bucket, for arrays by bucket (Bucket)
 }
@@ -75,8 +82,9 @@ type Group struct {
 func (k Keys) Group(values []string) Group { return k.group(encodeGroup(values)) }
 
 func (k Keys) group(enc string) Group {
-	b := fnv(enc) % k.buckets
-	return Group{tag: tags[b], enc: enc, bucket: uint8(b)}
+	h := fnv(enc)
+	b := h % k.buckets
+	return Group{tag: tags[b], alert: tags[h%Buckets], enc: enc, bucket: uint8(b)}
 }
 
 // Bucket is the number of the group's bucket, 0 to Buckets-1: the planner
@@ -101,8 +109,8 @@ var tags = func() (t [Buckets]string) {
 	return t
 }()
 
-// Tag is the hash tag of the group's bucket, braces included: what the keys
-// of its groups share.
+// Tag is the hash tag of the group's bucket, braces included: what the
+// counting keys of its bucket's groups share.
 func (g Group) Tag() string { return g.tag }
 
 // Encoding is the group's values as its keys spell them (see encodeGroup):
@@ -157,6 +165,11 @@ func (k Keys) key(kind string, g Group, rule string) string {
 	return k.prefix + ":" + g.tag + ":" + kind + ":" + rule + ":" + g.enc
 }
 
+// alertKey is key in the tag of the group's alerts (Group).
+func (k Keys) alertKey(kind string, g Group, rule string) string {
+	return k.prefix + ":" + g.alert + ":" + kind + ":" + rule + ":" + g.enc
+}
+
 // Window is the key of a rule's sliding or distinct window for a group.
 func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 
@@ -174,20 +187,21 @@ func (k Keys) Values(g Group, rule string) string { return k.key("d", g, rule) }
 
 // Silences is the key of the silences of a rule's group: silence id -> its
 // end (alert_claim, silence_add).
-func (k Keys) Silences(g Group, rule string) string { return k.key("s", g, rule) }
+func (k Keys) Silences(g Group, rule string) string { return k.alertKey("s", g, rule) }
 
 // RuleSilences is the key of the silences of a whole rule in the hash tag
 // of g: a rule's silence is written to every bucket, so that claiming an
 // alert reads it in the alert's own slot. "*" is no group's encoding.
 func (k Keys) RuleSilences(g Group, rule string) string {
-	return k.key("s", Group{tag: g.tag, enc: "*", bucket: g.bucket}, rule)
+	return k.alertKey("s", Group{alert: g.alert, enc: "*"}, rule)
 }
 
-// AllRuleSilences lists a rule's silences keys, one a bucket.
+// AllRuleSilences lists a rule's silences keys, one a bucket of all
+// Buckets (the alerts' tags: Group).
 func (k Keys) AllRuleSilences(rule string) []string {
-	out := make([]string, k.buckets)
+	out := make([]string, Buckets)
 	for b := range out {
-		out[b] = k.RuleSilences(Group{tag: tags[b], bucket: uint8(b)}, rule)
+		out[b] = k.RuleSilences(Group{alert: tags[b]}, rule)
 	}
 	return out
 }
@@ -207,7 +221,7 @@ func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 
 // Cooldown is the key of a rule's alert cooldown for a group.
-func (k Keys) Cooldown(g Group, rule string) string { return k.key("c", g, rule) }
+func (k Keys) Cooldown(g Group, rule string) string { return k.alertKey("c", g, rule) }
 
 // AlertRecord is the key of one alert's delivery record as versions before
 // records per receiver wrote it (a string, its state), which claims still
@@ -215,7 +229,7 @@ func (k Keys) Cooldown(g Group, rule string) string { return k.key("c", g, rule)
 // needs to tell alerts apart.
 func (k Keys) AlertRecord(g Group, rule, eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
-	return k.key("a", g, rule) + ":" + hex.EncodeToString(sum[:16])
+	return k.alertKey("a", g, rule) + ":" + hex.EncodeToString(sum[:16])
 }
 
 // Record is the key of one alert's record for one receiver (a hash:
@@ -225,7 +239,7 @@ func (k Keys) AlertRecord(g Group, rule, eventID string) string {
 // key.
 func (k Keys) Record(g Group, rule, eventID, receiver string) string {
 	sum := sha256.Sum256([]byte(eventID))
-	return k.key("r", g, rule) + ":" + hex.EncodeToString(sum[:16]) + ":" + receiver
+	return k.alertKey("r", g, rule) + ":" + hex.EncodeToString(sum[:16]) + ":" + receiver
 }
 
 // Alert is the key of one alert's hash, in the hash tag of its cooldown
@@ -234,7 +248,7 @@ func (k Keys) Record(g Group, rule, eventID, receiver string) string {
 // acknowledged, resolved, who, its assignee and its JSON (alert_life).
 func (k Keys) Alert(g Group, rule, eventID string) string {
 	sum := sha256.Sum256([]byte(eventID))
-	return k.key("h", g, rule) + ":" + hex.EncodeToString(sum[:16])
+	return k.alertKey("h", g, rule) + ":" + hex.EncodeToString(sum[:16])
 }
 
 // OpenAlerts names the index of open alerts, in a hash tag of its own: a

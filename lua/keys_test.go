@@ -187,6 +187,54 @@ func TestKeysSpreadOverTheBuckets(t *testing.T) {
 	}
 }
 
+// A group's counting keys take its bucket among the Keys' buckets; its
+// alerts' keys take its bucket among all lua.Buckets, so that the silence
+// command, the status page and the dispatcher's claims, which set no
+// buckets, name the keys the engine does whatever it counts in.
+func TestFewerBucketsMoveOnlyTheCountingKeys(t *testing.T) {
+	all := mustKeys(t, "fw")
+	few, err := lua.NewKeysIn("fw", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range 1000 {
+		values := []string{fmt.Sprint("cust-", i)}
+		g, f := all.Group(values), few.Group(values)
+		if f.Bucket() >= 16 {
+			t.Fatalf("group %d in bucket %d of 16", i, f.Bucket())
+		}
+		for name, key := range map[string][2]string{
+			"Cooldown":     {all.Cooldown(g, "r"), few.Cooldown(f, "r")},
+			"Silences":     {all.Silences(g, "r"), few.Silences(f, "r")},
+			"RuleSilences": {all.RuleSilences(g, "r"), few.RuleSilences(f, "r")},
+			"AlertRecord":  {all.AlertRecord(g, "r", "e"), few.AlertRecord(f, "r", "e")},
+			"Record":       {all.Record(g, "r", "e", "slack"), few.Record(f, "r", "e", "slack")},
+			"Alert":        {all.Alert(g, "r", "e"), few.Alert(f, "r", "e")},
+		} {
+			if key[0] != key[1] {
+				t.Fatalf("%s: %q with 16 buckets, %q with all: an alert's keys must not move", name, key[1], key[0])
+			}
+		}
+		counting := []string{few.Counter(f, "r"), few.Window(f, "r"), few.Values(f, "r"), few.Marks(f, "r"),
+			few.Evidence(f, "r"), few.Offsets(f)}
+		for _, key := range counting {
+			if !strings.Contains(key, f.Tag()) {
+				t.Fatalf("%q is not in its bucket's tag %s", key, f.Tag())
+			}
+		}
+		if few.Counter(f, "r") != all.Counter(g, "r") {
+			moved++
+		}
+	}
+	if moved < 900 { // 15 in 16 groups are in another bucket of 16 than of 256
+		t.Errorf("%d of 1000 groups' counters moved with 16 buckets, want about 940", moved)
+	}
+	if n := len(few.AllRuleSilences("r")); n != lua.Buckets {
+		t.Errorf("AllRuleSilences lists %d keys with 16 buckets, want %d", n, lua.Buckets)
+	}
+}
+
 // groupPart is the group's encoding: the last part of its window key.
 func groupPart(t *testing.T, k lua.Keys, values []string) string {
 	t.Helper()

@@ -26,6 +26,10 @@ type DispatcherConfig struct {
 	// KeyPrefix starts the Redis keys the dispatcher builds for the alerts
 	// it reads (redis.key_prefix; default "fw").
 	KeyPrefix string
+	// Buckets is how many hash tags the engine spreads the groups'
+	// counting keys over (redis.buckets; default lua.Buckets): the
+	// dispatcher reads a crossing's marks among them.
+	Buckets int
 	// ParkedRetry is how often parked alerts are tried again (default
 	// 30 s): those whose channel the notifier refused.
 	ParkedRetry time.Duration
@@ -91,6 +95,7 @@ func (c *DispatcherConfig) setDefaults() {
 	setDefault(&c.AttemptTimeout, defaults.AttemptTimeout)
 	setDefault(&c.InFlightGrace, defaults.InFlightGrace)
 	setDefault(&c.KeyPrefix, defaults.KeyPrefix)
+	setDefault(&c.Buckets, lua.Buckets)
 	setDefault(&c.ParkedRetry, defaults.ParkedRetry)
 	setDefault(&c.MaxParked, defaults.MaxParked)
 	setDefault(&c.MaxWaiting, defaults.MaxWaiting)

@@ -145,9 +145,9 @@ func NewDispatcher(cfg DispatcherConfig, n alert.Notifier, c claims, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	keys, err := lua.NewKeys(cfg.KeyPrefix)
+	keys, err := lua.NewKeysIn(cfg.KeyPrefix, cfg.Buckets)
 	if err != nil {
-		return nil, fmt.Errorf("alert: key prefix: %w", err)
+		return nil, fmt.Errorf("alert: counting keys: %w", err)
 	}
 	d := &Dispatcher{cfg: cfg, notifier: n, receiver: n.Name(), claims: c, keys: keys, stores: keys.ForReceiver(n.Name()), log: log, m: m,
 		started: time.Now()}

@@ -22,6 +22,7 @@ func TestDispatcherDefaults(t *testing.T) {
 		AttemptTimeout:   15 * time.Second,
 		InFlightGrace:    5 * time.Second,
 		KeyPrefix:        "fw",
+		Buckets:          lua.Buckets,
 		ParkedRetry:      30 * time.Second,
 		MaxParked:        1000,
 		ChannelBudget:    lua.Budget{Rate: 1, Burst: 3},

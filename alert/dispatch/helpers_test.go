@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -183,7 +184,8 @@ func testDispatcherLogging(t *testing.T, n alert.Notifier, cfg dispatch.Dispatch
 		t.Fatal(err)
 	}
 	env.scripts = scripts
-	if env.keys, err = lua.NewKeys(env.pfx); err != nil {
+	// The keys the engine counts in: as many buckets as the dispatcher's.
+	if env.keys, err = lua.NewKeysIn(env.pfx, cmp.Or(cfg.Buckets, lua.Buckets)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.KeyPrefix = env.pfx

@@ -136,7 +136,7 @@ func (d *Dispatcher) verify(ctx context.Context, a *alert.Alert) (v vouched, rea
 		}
 		return v, DroppedUnverified, fmt.Errorf("alert: unsealed, and fraudwatch has sealed its alerts for over %v", UnsealedFor)
 	}
-	c, err := d.claims.Crossing(ctx, d.keys.Marks(v.group, a.Rule+"."+a.Definition), lua.IDOf(a.EventID), seal)
+	c, err := d.crossing(ctx, v.group, a, seal)
 	switch {
 	case err != nil:
 		return v, "", fmt.Errorf("alert: check the crossing of %s/%s: %w", a.Rule, a.EventID, err)
@@ -149,6 +149,28 @@ func (d *Dispatcher) verify(ctx context.Context, a *alert.Alert) (v vouched, rea
 	}
 	v.value = c.Value
 	return v, "", nil
+}
+
+// crossing reads the alert's crossing from its marks. With fewer counting
+// buckets than lua.Buckets (redis.buckets), a crossing not found among
+// them is looked for where a replica with all of them (a version before
+// the setting, or before it was changed) counted it: an alert it published
+// may still wait in the alerts topic.
+func (d *Dispatcher) crossing(ctx context.Context, g lua.Group, a *alert.Alert, seal []byte) (lua.Crossing, error) {
+	rule, id := a.Rule+"."+a.Definition, lua.IDOf(a.EventID)
+	c, err := d.claims.Crossing(ctx, d.keys.Marks(g, rule), id, seal)
+	if err != nil || c.Marked || d.cfg.Buckets == lua.Buckets {
+		return c, err
+	}
+	all, err := lua.NewKeys(d.cfg.KeyPrefix)
+	if err != nil {
+		return c, fmt.Errorf("alert: key prefix: %w", err)
+	}
+	ag, err := all.ParseGroup(g.Encoding())
+	if err != nil {
+		return c, fmt.Errorf("alert: %w", err)
+	}
+	return d.claims.Crossing(ctx, all.Marks(ag, rule), id, seal)
 }
 
 // maxSkew is how far ahead of this process's clock an alert's

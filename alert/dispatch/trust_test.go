@@ -106,6 +106,60 @@ func TestOnlyCrossingsRedisDecidedArePosted(t *testing.T) {
 	}
 }
 
+// A dispatcher reads a crossing's marks among the engine's counting
+// buckets (redis.buckets), and, with fewer than all of them, also where a
+// replica with all of them marked it: a version before the setting, whose
+// alerts may still wait in the alerts topic at the upgrade.
+func TestCrossingsAreReadAmongTheCountingBuckets(t *testing.T) {
+	tests := []struct {
+		name            string
+		dispatcher, was int // buckets of the dispatcher, and of the engine that marked the crossing
+		posted          bool
+	}{
+		{"16, marked among 16", 16, 16, true},
+		{"16, marked among all 256 before the upgrade", 16, 256, true},
+		{"256, marked among 256", 256, 256, true},
+		{"256, marked among 16", 256, 16, false},
+		{"100, marked among 16", 100, 16, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &captured{}
+			env := testDispatcher(t, n, dispatch.DispatcherConfig{Buckets: tt.dispatcher})
+			env.knowRule()
+			a := env.alert("fraud-1", "evt-1")
+			marked, err := lua.NewKeysIn(env.pfx, tt.was)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := marked.ParseGroup(a.Group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mine, _ := env.keys.ParseGroup(a.Group); tt.dispatcher != tt.was && mine.Tag() == g.Tag() {
+				t.Fatalf("the group is in bucket %s among both %d and %d: the case tests nothing", g.Tag(), tt.dispatcher, tt.was)
+			}
+			marks := marked.Marks(g, a.Rule+"."+a.Definition)
+			id := lua.IDOf(a.EventID)
+			if err := env.rdb.HSet(t.Context(), marks, string(id[:]), a.Current).Err(); err != nil {
+				t.Fatal(err)
+			}
+			env.seal(t, marks, a)
+			if err := handleOne(t.Context(), env.d, kafka.Message{Topic: "alerts", Offset: 1, Time: time.Now(), Value: encode(a)}); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(n.posted()); (got == 1) != tt.posted || got > 1 {
+				t.Fatalf("posted %d, want posted %v", got, tt.posted)
+			}
+			if !tt.posted {
+				if got := env.metric(t, "fraudwatch_alerts_dropped_total", "reason", dispatch.DroppedUnverified); got != 1 {
+					t.Errorf("dropped{unverified} = %v, want 1", got)
+				}
+			}
+		})
+	}
+}
+
 // keysUnder lists the keys under the test's prefix.
 func (e *testEnv) keysUnder(t *testing.T) []string {
 	t.Helper()

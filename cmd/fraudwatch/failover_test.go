@@ -111,7 +111,7 @@ func TestMasterFailoverUnderLoad(t *testing.T) {
 	})
 	waitFor(t, 60*time.Second, "both replicas ready", func() bool { return ready(metrics[0]) && ready(metrics[1]) })
 
-	keys, err := lua.NewKeys(prefix)
+	keys, err := lua.NewKeysIn(prefix, config.Redis{Cluster: true}.CountingBuckets())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func (a *App) build(opts Options) error {
 	if err := a.buildOutcomes(alerts, opts); err != nil {
 		return err
 	}
-	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix}, cfg.Rules, a.lua, timedAlerts{a.topic},
+	if a.eng, err = rules.NewEngine(rules.EngineConfig{KeyPrefix: cfg.Redis.KeyPrefix, Buckets: cfg.Redis.CountingBuckets()}, cfg.Rules, a.lua, timedAlerts{a.topic},
 		log.With("component", "rules"), a.reg); err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func newPipeline(t *testing.T, partitions int, rulesYAML string) *pipeline {
 	cfg.Metrics.Listen = "127.0.0.1:0"
 	cfg.ShutdownTimeout = 20 * time.Second
 	cfg.Rules = rs
-	keys, err := lua.NewKeys(cfg.Redis.KeyPrefix)
+	keys, err := lua.NewKeysIn(cfg.Redis.KeyPrefix, cfg.Redis.CountingBuckets())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,5 +741,34 @@ func TestProduceRoutesByType(t *testing.T) {
 	}
 	if !strings.Contains(all.String(), "before-the-bad-line") {
 		t.Fatal("the line before the bad one was not sent")
+	}
+}
+
+// Whatever redis.buckets says, a crossing is counted in its bucket's keys
+// and its alert delivered: the alert's keys stay in their bucket of 256,
+// which on a Redis Cluster is another slot than the counting keys' (make
+// test-cluster and CI's Redis 8 cluster run this).
+func TestAnyCountingBucketsDeliver(t *testing.T) {
+	for _, buckets := range []int{1, 16, 256} {
+		t.Run(fmt.Sprint(buckets), func(t *testing.T) {
+			p := newPipeline(t, 1, countRule)
+			p.cfg.Redis.Buckets = buckets
+			var err error
+			if p.keys, err = lua.NewKeysIn(p.cfg.Redis.KeyPrefix, buckets); err != nil {
+				t.Fatal(err)
+			}
+			r := p.start()
+			p.orders(0, ev{id: "a1", customer: "c-7", amount: 1}, ev{id: "a2", customer: "c-7", amount: 1},
+				ev{id: "a3", customer: "c-7", amount: 1})
+			waitFor(t, 20*time.Second, "the alert", func() bool {
+				return r.metric("fraudwatch_alerts_sent_total", "rule", "orders-per-customer") == 1
+			})
+			if got := p.counter("orders-per-customer", "c-7"); got != 3 {
+				t.Fatalf("counter among %d buckets = %d, want 3", buckets, got)
+			}
+			if got := r.metric("fraudwatch_alerts_dropped_total", "reason", "unverified"); got != 0 {
+				t.Fatalf("%v alerts dropped as unverified, want none", got)
+			}
+		})
 	}
 }

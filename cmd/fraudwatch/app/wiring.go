@@ -114,6 +114,7 @@ func newSlack(c config.Slack, name string, log *slog.Logger) (alert.Notifier, er
 // key prefix, onto base (the dispatcher's timings).
 func dispatcherConfig(c *config.Config, base dispatch.DispatcherConfig) dispatch.DispatcherConfig {
 	base.KeyPrefix = c.Redis.KeyPrefix
+	base.Buckets = c.Redis.CountingBuckets()
 	return slackBudgets(c.Slack, base)
 }
 

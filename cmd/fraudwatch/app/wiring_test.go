@@ -184,14 +184,15 @@ func TestGroupConfigsCarryEverySetting(t *testing.T) {
 	}
 }
 
-// The slack section's budgets and digest size, and the key prefix, reach
-// the dispatcher; its timings are the caller's (docs/alerts.md, Floods).
+// The slack section's budgets and digest size, the key prefix and the
+// counting buckets reach the dispatcher; its timings are the caller's
+// (docs/alerts.md, Floods).
 func TestDispatcherConfig(t *testing.T) {
 	c := config.Default()
-	c.Redis.KeyPrefix = "fwprod"
+	c.Redis.KeyPrefix, c.Redis.Buckets = "fwprod", 32
 	c.Slack.Rate, c.Slack.Burst, c.Slack.OverallRate, c.Slack.OverallBurst, c.Slack.DigestSize = 0.5, 2, 4, 8, 20
 	got := dispatcherConfig(&c, dispatch.DispatcherConfig{MaxAttempts: 7})
-	want := dispatch.DispatcherConfig{MaxAttempts: 7, KeyPrefix: "fwprod", ChannelBudget: lua.Budget{Rate: 0.5, Burst: 2},
+	want := dispatch.DispatcherConfig{MaxAttempts: 7, KeyPrefix: "fwprod", Buckets: 32, ChannelBudget: lua.Budget{Rate: 0.5, Burst: 2},
 		OverallBudget: lua.Budget{Rate: 4, Burst: 8}, DigestSize: 20}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dispatcher config\n%+v\nwant\n%+v", got, want)
