@@ -206,6 +206,11 @@ func (k Keys) AllRuleSilences(rule string) []string {
 	return out
 }
 
+// CountingBuckets is the key of how many buckets the replicas under the
+// prefix count in (redis.buckets), which each rewrites to live a short
+// while: a replica with another count finds it there.
+func (k Keys) CountingBuckets() string { return k.prefix + ":counting-buckets" }
+
 // SilenceIndex is the key of every silence's description (id -> JSON), for
 // listing and expiring them; claims never read it.
 func (k Keys) SilenceIndex() string { return k.prefix + ":silences" }

@@ -70,14 +70,16 @@ type Options struct {
 
 // App is one fraudwatch process.
 type App struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	rdb    redis.UniversalClient
-	lua    *lua.Scripts
-	topic  *dispatch.Topic
-	eng    *rules.Engine
-	events *consumer.Consumer
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	rdb redis.UniversalClient
+	lua *lua.Scripts
+	// buckets keeps the replicas counting in the same buckets.
+	buckets *bucketsGuard
+	topic   *dispatch.Topic
+	eng     *rules.Engine
+	events  *consumer.Consumer
 	// deliveries are the receivers' dispatchers and alerts groups.
 	deliveries []delivery
 	// lives changes alerts' lives (Slack's buttons) and counts the open
@@ -158,6 +160,13 @@ func (a *App) build(opts Options) error {
 	}
 	a.rdb.AddHook(stageHook{})
 	if a.lua, err = lua.New(lua.Config{}, a.rdb, a.reg); err != nil {
+		return err
+	}
+	keys, err := lua.NewKeys(cfg.Redis.KeyPrefix)
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	if a.buckets, err = newBucketsGuard(a.rdb, keys.CountingBuckets(), cfg.Redis.CountingBuckets(), log, a.reg); err != nil {
 		return err
 	}
 	events, alerts, err := groupConfigs(cfg)
@@ -286,16 +295,10 @@ func (a *App) run(parent context.Context) error {
 	}
 	warnFields(a.log, a.cfg.FieldWarnings())
 
-	// Loading the scripts proves Redis is reachable. An outage is not fatal:
-	// events wait for Redis, /readyz reports it, and calls load the scripts
-	// when it is back.
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	if err := a.lua.Load(lctx); err != nil && ctx.Err() == nil {
-		a.log.Warn("redis not reachable at start; events will wait for it", "err", err)
-	} else if err == nil {
-		checkEviction(lctx, a.rdb, a.log)
+	if err := a.checkRedis(ctx); err != nil {
+		stop(err)
+		return a.shutdown(parent, ctx, served, nil) // nothing starts
 	}
-	cancel()
 
 	// Each returns once ctx is done and its in-flight work is drained and
 	// committed.
@@ -313,12 +316,18 @@ func (a *App) run(parent context.Context) error {
 		wg.Go(func() { a.ia.sweeper.Run(ctx) })
 	}
 	wg.Go(func() { a.lives.CountOpenEvery(ctx, a.ruleNames) })
+	wg.Go(func() { a.buckets.run(ctx) })
 	wg.Go(func() { eventsErr = a.events.Run(ctx) })
 	wg.Go(func() { alertsErr = a.runDeliveries(ctx) })
 	wg.Go(func() { outcomesErr = a.outcomeGroup.Run(ctx) })
 	wg.Wait()
+	return a.shutdown(parent, ctx, served, []error{eventsErr, alertsErr, outcomesErr})
+}
 
-	errs := []error{eventsErr, alertsErr, outcomesErr}
+// shutdown ends a run once its parts have returned, errs their errors:
+// the interactions listener, the clients, then the metrics server, each
+// within its deadline.
+func (a *App) shutdown(parent, ctx context.Context, served <-chan struct{}, errs []error) error {
 	if parent.Err() == nil {
 		errs = append(errs, context.Cause(ctx))
 	}

@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,4 +45,27 @@ func checkEviction(ctx context.Context, rdb redis.UniversalClient, log *slog.Log
 	if err != nil {
 		log.Debug("redis maxmemory-policy not checked", "err", err)
 	}
+}
+
+// checkRedis is the start's look at Redis. Loading the scripts proves it
+// reachable; an outage is not fatal: events wait for Redis, /readyz
+// reports it, and calls load the scripts when it is back. Reachable, it
+// must not evict, and no live replica may count in other buckets: that
+// one is the error that ends the run.
+func (a *App) checkRedis(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := a.lua.Load(lctx); err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("redis not reachable at start; events will wait for it", "err", err)
+		}
+		return nil
+	}
+	checkEviction(lctx, a.rdb, a.log)
+	if err := a.buckets.check(lctx); errors.Is(err, errBucketsConflict) {
+		return fmt.Errorf("app: %w", err)
+	} else if err != nil {
+		a.log.Warn("redis.buckets not checked against the other replicas at start", "err", err)
+	}
+	return nil
 }

@@ -47,11 +47,13 @@ func (p *pipeline) forged(group string, values []string, eventID string, at time
 }
 
 // keysOf lists the Redis keys of the pipeline's prefix, but the readiness
-// probe's.
+// probe's and the replicas' counting buckets (bucketsGuard).
 func (p *pipeline) keysOf() []string {
 	p.t.Helper()
 	keys := redistest.Keys(p.t, p.rdb, p.cfg.Redis.KeyPrefix+":*") // every master of a cluster
-	keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasSuffix(k, ":readyz") })
+	keys = slices.DeleteFunc(keys, func(k string) bool {
+		return strings.HasSuffix(k, ":readyz") || k == p.cfg.Redis.KeyPrefix+":counting-buckets"
+	})
 	slices.Sort(keys)
 	return keys
 }
