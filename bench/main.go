@@ -319,7 +319,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	b.latencyRows(w, "")
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
 	b.memoryRow(w, "")
-	return nil
+	return b.keyspaceCeiling(ctx, w.windows)
 }
 
 // redis snapshots what Redis has done so far.

@@ -22,6 +22,7 @@ type windowed struct {
 	mem0             int64
 	memPerEvent      float64
 	countersPerEvent float64
+	windows          int // the run's windows in Redis at its end
 	half             float64
 	lat              latency
 	nice             string // redis-server's priority in the latency run, when -latency-nice set it
@@ -48,11 +49,12 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 	w.memPerEvent = float64(mem1-w.mem0) / float64(b.o.events)
 	plainDB := redis.NewClient(&redis.Options{Addr: w.addr, DB: 1})
 	defer plainDB.Close()
-	plain, _, err := countersOnly(ctx, w.rdb, plainDB, "fw")
+	plain, windows, err := countersOnly(ctx, w.rdb, plainDB, "fw")
 	if err != nil {
 		return err
 	}
 	w.countersPerEvent = float64(plain) / float64(b.o.events)
+	w.windows = windows
 	w.half = res.eventsPerSec / 2
 	if b.o.latencyRate > 0 {
 		w.half = b.o.latencyRate

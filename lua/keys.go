@@ -75,6 +75,7 @@ type Group struct {
 	tag    string // "{bucket}" of the counting keys
 	alert  string // "{bucket}" of the alerts' keys
 	enc    string // encoded values
+	sum    uint32 // enc's FNV-1a, for tables by group (Sum)
 	bucket uint8  // tag's bucket, for arrays by bucket (Bucket)
 }
 
@@ -84,12 +85,16 @@ func (k Keys) Group(values []string) Group { return k.group(encodeGroup(values))
 func (k Keys) group(enc string) Group {
 	h := fnv(enc)
 	b := h % k.buckets
-	return Group{tag: tags[b], alert: tags[h%Buckets], enc: enc, bucket: uint8(b)}
+	return Group{tag: tags[b], alert: tags[h%Buckets], enc: enc, sum: h, bucket: uint8(b)}
 }
 
 // Bucket is the number of the group's bucket, 0 to Buckets-1: the planner
 // finds a bucket's open call in an array by it rather than in a map by Tag.
 func (g Group) Bucket() int { return int(g.bucket) }
+
+// Sum is the FNV-1a hash of the group's encoding, which its buckets are
+// taken from: the planner finds a call's window by it.
+func (g Group) Sum() uint32 { return g.sum }
 
 // fnv is FNV-1a: a group's bucket.
 func fnv(s string) uint32 {

@@ -97,13 +97,13 @@ func (o *openCalls) at(family lua.Kind, bucket int) **call {
 }
 
 // pendingWindow is a window of a call as planned: its rule and name, and
-// where the call's window planned before it is (prev, see call.last).
+// its index in the call.
 type pendingWindow struct {
 	call   *call
 	rule   *active
 	name   lua.WindowName
 	values []string
-	prev   int
+	index  int
 }
 
 type pendingChange struct {
@@ -124,11 +124,16 @@ type call struct {
 	values [][]string
 	// windows and changes are how many the call has.
 	windows, changes int
-	// last is 1 + the index of the call's last window in the plan's
-	// pendingWindows (0: none yet); each window there names the one
-	// before it, so that find walks the call's windows alone.
-	last int
+	// slots find the call's windows by their group's hash (lua.Group.Sum),
+	// each 1 + the window's place in the plan's pendingWindows, 0 where
+	// empty, probed in turn from the hash: at most lua.MaxWindows windows
+	// in twice as many slots. A walk over the call's windows, which with
+	// 16 buckets hold up to 64 and mostly miss, took 4-5 % of
+	// fraudwatch's CPU (docs/performance.md, fraudwatch's own share).
+	slots [windowSlots]int32
 }
+
+const windowSlots = 2 * lua.MaxWindows
 
 // window is what the plan knows of the window of a call's change j.
 func (c *call) window(j int) (w *lua.Window, name *lua.WindowName, values []string) {
@@ -291,9 +296,9 @@ func (e *Engine) eventTime(ev *event.Event) int64 {
 func (p *plan) add(open *openCalls, pl *planned, event, need int) bool {
 	k, r, g := pl.kind, pl.rule, pl.group
 	slot := open.at(r.kind, g.Bucket())
-	c, index := *slot, -1
+	c, index, empty := *slot, -1, 0
 	if c != nil && c.Kind == k {
-		index = p.find(c, r, g)
+		index, empty = p.find(c, r, g)
 	}
 	known := index >= 0
 	most := k.MaxChanges() // the kind's, to keep its call near 1 ms of Redis time
@@ -304,7 +309,7 @@ func (p *plan) add(open *openCalls, pl *planned, event, need int) bool {
 		return false // the event's call is full: a new one would skip this change
 	}
 	if full {
-		c, known = p.newCall(), false
+		c, known, empty = p.newCall(), false, int(g.Sum()%windowSlots)
 		c.Kind, c.Source, c.Offsets = k, open.src, p.offsetsOf(g)
 		*slot = c
 		p.calls = append(p.calls, c)
@@ -313,8 +318,8 @@ func (p *plan) add(open *openCalls, pl *planned, event, need int) bool {
 		index = c.windows
 		c.windows++
 		name := lua.WindowName{Group: g, Rule: r.state, Fixed: k.Counter(), Distinct: k.Values()}
-		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, r, name, pl.values, c.last})
-		c.last = len(p.pendingWindows)
+		p.pendingWindows = append(p.pendingWindows, pendingWindow{c, r, name, pl.values, index})
+		c.slots[empty] = int32(len(p.pendingWindows))
 	}
 	ch := pl.ch
 	ch.Window = index
@@ -323,19 +328,19 @@ func (p *plan) add(open *openCalls, pl *planned, event, need int) bool {
 	return true
 }
 
-// find is the index in c of the window of rule r and group g, or -1: a
-// walk over the call's windows (at most lua.MaxWindows, a few mostly),
-// newest first.
-func (p *plan) find(c *call, r *active, g lua.Group) int {
-	index := c.windows - 1
-	for at := c.last; at > 0; index-- {
-		w := &p.pendingWindows[at-1]
-		if w.rule == r && w.name.Group == g {
-			return index
+// find is the index in c of the window of rule r and group g, or -1 and
+// the empty slot where that window goes. A call holds at most
+// lua.MaxWindows windows in twice as many slots, so one is always empty.
+func (p *plan) find(c *call, r *active, g lua.Group) (index, empty int) {
+	for s := g.Sum(); ; s++ {
+		at := c.slots[s%windowSlots]
+		if at == 0 {
+			return -1, int(s % windowSlots)
 		}
-		at = w.prev
+		if w := &p.pendingWindows[at-1]; w.rule == r && w.name.Group == g {
+			return w.index, 0
+		}
 	}
-	return -1
 }
 
 // openOf is the open calls of src, which the batch starts when it has

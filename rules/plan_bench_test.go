@@ -8,6 +8,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // BenchmarkDecodeAndPlan is BenchmarkHandle's Go side without Redis:
@@ -15,8 +16,15 @@ import (
 // put back. Without Redis's answers and go-redis's writes it is steadier
 // than BenchmarkHandle's cpu-µs/event on a loaded machine, for comparing
 // two versions of the planner or the decoder (docs/performance.md,
-// fraudwatch's own share).
+// fraudwatch's own share). Like BenchmarkHandle, it runs with 16 counting
+// buckets and with 256.
 func BenchmarkDecodeAndPlan(b *testing.B) {
+	for _, buckets := range []int{16, lua.Buckets} {
+		b.Run("buckets="+strconv.Itoa(buckets), func(b *testing.B) { benchmarkDecodeAndPlan(b, buckets) })
+	}
+}
+
+func benchmarkDecodeAndPlan(b *testing.B, buckets int) {
 	r := func(name string, m alert.Metric, threshold int64, groupBy string) Rule {
 		return Rule{Name: name, Metric: m, GroupBy: []string{groupBy}, Window: 10 * time.Minute, Threshold: threshold,
 			Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
@@ -27,7 +35,7 @@ func BenchmarkDecodeAndPlan(b *testing.B) {
 		r("orders-per-card", alert.Count, 35, "card_fingerprint"),
 		r("orders-per-ip", alert.Count, 12, "ip"),
 	}
-	e, err := NewEngine(EngineConfig{KeyPrefix: "fw-bench"}, rs, noCounters{}, noSink{}, nil, nil)
+	e, err := NewEngine(EngineConfig{KeyPrefix: "fw-bench", Buckets: buckets}, rs, noCounters{}, noSink{}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

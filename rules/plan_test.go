@@ -104,3 +104,49 @@ func TestACallNamesAWindowOnce(t *testing.T) {
 		}
 	}
 }
+
+// A call finds its window of a rule and group among up to lua.MaxWindows,
+// whose groups' hashes collide in its slots: with one bucket, two rules of
+// one family and 100 customers coming back in turn, every change goes to
+// its own event's window, each call names a window once, and none holds
+// more than lua.MaxWindows.
+func TestACallFindsItsWindowsAmongMany(t *testing.T) {
+	rule := func(name string, m alert.Metric) Rule {
+		return Rule{Name: name, Metric: m, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 1000,
+			Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
+	}
+	e, err := NewEngine(EngineConfig{KeyPrefix: "fw", Buckets: 1}, []Rule{rule("count", alert.Count), rule("amount", alert.Amount)},
+		noCounters{}, noSink{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*event.Event
+	for i := range 300 {
+		evs = append(evs, &event.Event{Type: event.Order, EventID: fmt.Sprint("e", i), OrderID: "o", CustomerID: fmt.Sprint("c", i%100),
+			Amount: 1, Source: event.Source{Topic: "orders", Offset: int64(i)}})
+	}
+	p := e.plan(*e.rules.Load(), evs)
+	changes := 0
+	for i, c := range p.calls {
+		if len(c.Windows) > lua.MaxWindows {
+			t.Errorf("call %d: %d windows", i, len(c.Windows))
+		}
+		seen := map[lua.WindowName]bool{}
+		for _, n := range c.names {
+			if seen[n] {
+				t.Errorf("call %d names %v twice", i, n)
+			}
+			seen[n] = true
+		}
+		for j, ch := range c.Changes {
+			name, ref := c.names[ch.Window], c.refs[j]
+			if want := e.keys.Group([]string{evs[ref.event].CustomerID}); name.Group != want || name.Rule != ref.rule.state {
+				t.Fatalf("call %d change %d (event %d, rule %s): window of %s, rule %s", i, j, ref.event, ref.rule.Name, name.Group.Encoding(), name.Rule)
+			}
+		}
+		changes += len(c.Changes)
+	}
+	if changes != 600 || len(p.tooMany) != 0 {
+		t.Errorf("%d changes planned (%d refused), want 600", changes, len(p.tooMany))
+	}
+}
