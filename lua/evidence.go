@@ -65,7 +65,7 @@ func (s *Scripts) AddEvidence(ctx context.Context, calls []*Evidence) error {
 		if err != nil {
 			return err
 		}
-		pending[i] = &evidenceCall{call: c, keys: keys, args: args}
+		pending[i] = newEvidenceCall(c, keys, args)
 	}
 	return pipelined(ctx, s, pending)
 }

@@ -251,19 +251,35 @@ func (c *batchCall) answer(s *Scripts, cmd *redis.IntSliceCmd) error {
 }
 
 // evidenceCall is one evidence_add call of a pipeline (AddEvidence).
+// evidenceCall is an evidence_add call: its EVALSHA's arguments, each key
+// by pointer, which go-redis writes as it is, where a Script's EvalSha
+// boxes each key (an allocation a key, 2 a window).
 type evidenceCall struct {
 	call *Evidence
-	keys []string
 	args []any
+}
+
+func newEvidenceCall(c *Evidence, keys []string, args []any) *evidenceCall {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", &evidenceAddSHA, len(keys))
+	for i := range keys {
+		cmd = append(cmd, &keys[i])
+	}
+	return &evidenceCall{call: c, args: append(cmd, args...)}
 }
 
 func (c *evidenceCall) script() string { return EvidenceAddName }
 
 func (c *evidenceCall) send(ctx context.Context, pipe redis.Pipeliner, eval bool) *redis.Cmd {
+	args := c.args
 	if eval {
-		return evidenceAdd.Eval(ctx, pipe, c.keys, c.args...)
+		text, _ := Text(EvidenceAddName)
+		args = append([]any{"eval", text}, args[2:]...)
 	}
-	return evidenceAdd.EvalSha(ctx, pipe, c.keys, c.args...)
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3) // Redis Cluster routes the call by its first key
+	_ = pipe.Process(ctx, cmd)
+	return cmd
 }
 
 func (c *evidenceCall) answer(s *Scripts, cmd *redis.Cmd) error {

@@ -118,12 +118,13 @@ var (
 	outcomeRecord    = redis.NewScript(outcomePrelude + outcomeRecordSrc)
 	outcomeLabel     = redis.NewScript(outcomePrelude + outcomeLabelSrc)
 
-	// The counting scripts' hashes, which their calls send by pointer (see
-	// command).
+	// The counting scripts' and evidence_add's hashes, which their calls
+	// send by pointer (see command, newEvidenceCall).
 	incrAndCheckSHA     = incrAndCheck.Hash()
 	salesDecrSHA        = salesDecr.Hash()
 	slideAndCheckSHA    = slideAndCheck.Hash()
 	distinctAndCheckSHA = distinctAndCheck.Hash()
+	evidenceAddSHA      = evidenceAdd.Hash()
 
 	// all lists every script with its name, for Load and the metric.
 	all = []struct {

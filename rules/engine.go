@@ -289,7 +289,7 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				w, name, values := c.window(j)
 				x.alerts = append(x.alerts, e.crossed(r, ev, res.Current, name.Group, values))
 				x.from, x.marks = append(x.from, ref.event), append(x.marks, w.Marks)
-				evidence = evidence.add(e.keys, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
+				evidence = evidence.add(p, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
@@ -298,7 +298,7 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 			default:
 				w, name, _ := c.window(j)
-				evidence = evidence.add(e.keys, r, ev, res.Current, -1, w.Key, name.Group)
+				evidence = evidence.add(p, r, ev, res.Current, -1, w.Key, name.Group)
 			}
 		}
 	}

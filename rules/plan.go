@@ -79,6 +79,8 @@ type plan struct {
 	tooMany []ref
 	// tally is what the batch did to each rule, by its index in the set.
 	tally []tally
+	// evidence is the batch's evidence calls, once answers starts them.
+	evidence evidence
 }
 
 // openCalls are the calls the changes of one source go to now: by family

@@ -50,6 +50,7 @@ func (ps *plans) put(p *plan) {
 	p.event, p.tooMany, p.values = empty(p.event[:cap(p.event)]), empty(p.tooMany), empty(p.values)
 	p.tally = empty(p.tally)
 	p.all.empty()
+	p.evidence.empty()
 	if p.batch != nil {
 		p.batch.Reset()
 	}

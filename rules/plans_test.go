@@ -170,3 +170,67 @@ func samePlans(got, want *plan) error {
 	}
 	return nil
 }
+
+// A batch's evidence calls, kept by its plan for the next batch, hold
+// nothing of it once the plan is put back, and the next batch's calls are
+// what a new plan's would be.
+func TestEvidenceKeptByAPlanHoldsNothingOfItsBatch(t *testing.T) {
+	r := Rule{Name: "count", Metric: alert.Count, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 1000,
+		Evidence: 5, Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
+	engine := func() *Engine {
+		e, err := NewEngine(EngineConfig{KeyPrefix: "t", Buckets: 1}, []Rule{r}, noRedis{}, noRedis{}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// Every change answered near the threshold: each order makes an entry.
+	evidenceOf := func(e *Engine, evs []*event.Event) (*plan, *evidence) {
+		p := e.plan(*e.rules.Load(), evs)
+		for _, c := range p.calls {
+			c.Results = make([]lua.Counted, len(c.Changes))
+			for j := range c.Results {
+				c.Results[j].Current = 999
+			}
+		}
+		_, _, x := e.answers(p, evs)
+		if x == nil {
+			t.Fatal("no evidence")
+		}
+		return p, x
+	}
+	reused := engine()
+	pa, xa := evidenceOf(reused, batch(t, "orders", 1, 300, 100)) // more windows than a call holds
+	if len(xa.calls) < 2 {
+		t.Fatalf("%d evidence calls, want several", len(xa.calls))
+	}
+	reused.plans.put(pa)
+	x := &pa.evidence
+	if len(x.calls) != 0 || len(x.lists) != 0 || len(x.open) != 0 || len(x.in) != 0 {
+		t.Fatalf("kept evidence: %d calls, %d lists, %d open, %d windows", len(x.calls), len(x.lists), len(x.open), len(x.in))
+	}
+	for i, c := range x.made {
+		for _, s := range []any{c.Windows[:cap(c.Windows)], c.Entries[:cap(c.Entries)]} {
+			if v := reflect.ValueOf(s); !reflect.DeepEqual(v.Interface(), reflect.MakeSlice(v.Type(), v.Len(), v.Len()).Interface()) {
+				t.Fatalf("kept evidence call %d holds %+v", i, s)
+			}
+		}
+		if c.Lists != nil {
+			t.Fatalf("kept evidence call %d holds its lists", i)
+		}
+	}
+	b := batch(t, "orders", 2, 40, 7)
+	pb, xb := evidenceOf(reused, b)
+	_, want := evidenceOf(engine(), b)
+	if pb == pa && xb != &pb.evidence {
+		t.Fatal("the kept evidence was not used")
+	}
+	if len(xb.calls) != len(want.calls) {
+		t.Fatalf("%d evidence calls, want %d", len(xb.calls), len(want.calls))
+	}
+	for i := range xb.calls {
+		if !reflect.DeepEqual(xb.calls[i].Windows, want.calls[i].Windows) || !reflect.DeepEqual(xb.calls[i].Entries, want.calls[i].Entries) {
+			t.Fatalf("evidence call %d:\n%+v\nwant\n%+v", i, *xb.calls[i], *want.calls[i])
+		}
+	}
+}
