@@ -16,7 +16,7 @@ import (
 // disabled; 1 sliding, 2 distinct, 1 with where)", so a rules file without
 // them keeps its line. RuleTable has the rules one by one. For example:
 //
-//	config.yaml: ok: 4 rules (3 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to slack webhook
+//	config.yaml: ok: 4 rules (3 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 16 counting buckets; alerts to slack webhook
 func (c *Config) Summary() string {
 	var alerting, shadow, disabled, sliding, distinct, filtered int
 	for _, r := range c.Rules {
@@ -77,6 +77,9 @@ func (c *Config) Summary() string {
 	if r.TLS.Enabled {
 		b.WriteString(" (tls)")
 	}
+	// Every replica of a key prefix must count in as many buckets
+	// (operations.md, To counting buckets): the line shows the count.
+	fmt.Fprintf(&b, ", %d counting buckets", r.CountingBuckets())
 
 	b.WriteString("; alerts to ")
 	if c.Receivers != nil {

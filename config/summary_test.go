@@ -21,9 +21,9 @@ func TestSummary(t *testing.T) {
 		want   string
 	}{
 		{"defaults", func(c *Config) {},
-			"testdata/minimal.yaml: ok: 5 rules (3 alert, 1 shadow, 1 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to log"},
+			"testdata/minimal.yaml: ok: 5 rules (3 alert, 1 shadow, 1 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 16 counting buckets; alerts to log"},
 		{"webhook", func(c *Config) { c.Slack.WebhookURL = "https://hooks.slack.com/services/T/B/x" },
-			"testdata/minimal.yaml: ok: 5 rules (3 alert, 1 shadow, 1 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to slack webhook"},
+			"testdata/minimal.yaml: ok: 5 rules (3 alert, 1 shadow, 1 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 16 counting buckets; alerts to slack webhook"},
 		{"token", func(c *Config) {
 			c.Slack.Token, c.Slack.Channel = "xoxb-1", "#risk"
 			c.Rules = c.Rules[:1]
@@ -33,18 +33,20 @@ func TestSummary(t *testing.T) {
 			c.Kafka.RefundsTopic = "orders"
 			c.Redis.Cluster, c.Redis.Addrs = true, []string{"r1:1", "r2:1"}
 			c.Redis.TLS.Enabled = true
-		}, "testdata/minimal.yaml: ok: 1 rule (1 alert, 0 shadow, 0 disabled); kafka 3 brokers (tls, sasl scram-sha-512), topic orders for orders and refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis cluster 2 addresses (tls); alerts to slack bot token to #risk"},
+		}, "testdata/minimal.yaml: ok: 1 rule (1 alert, 0 shadow, 0 disabled); kafka 3 brokers (tls, sasl scram-sha-512), topic orders for orders and refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis cluster 2 addresses (tls), 256 counting buckets; alerts to slack bot token to #risk"},
 		{"sliding, distinct and where rules", func(c *Config) {
 			rs, err := LoadRules("testdata/rules-features.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Rules = rs
-		}, "testdata/minimal.yaml: ok: 4 rules (2 alert, 1 shadow, 1 disabled; 2 sliding, 2 distinct, 3 with where); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to log"},
+		}, "testdata/minimal.yaml: ok: 4 rules (2 alert, 1 shadow, 1 disabled; 2 sliding, 2 distinct, 3 with where); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 16 counting buckets; alerts to log"},
+		{"buckets set", func(c *Config) { c.Redis.Buckets = 64 },
+			"testdata/minimal.yaml: ok: 5 rules (3 alert, 1 shadow, 1 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 64 counting buckets; alerts to log"},
 		{"built in code", func(c *Config) {
 			*c = Default()
 			c.Rules = []rules.Rule{{Name: "x", Mode: alert.ModeShadow, Enabled: true}}
-		}, "(defaults): ok: 1 rule (0 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address; alerts to log"},
+		}, "(defaults): ok: 1 rule (0 alert, 1 shadow, 0 disabled); kafka 1 broker, topics orders/refunds, dlq fraudwatch.dlq, alerts fraudwatch.alerts; redis 1 address, 16 counting buckets; alerts to log"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
