@@ -52,10 +52,6 @@ type variant struct {
 	works bool
 }
 
-// retention is Config.Retention's default, the crossing marks' life, in
-// seconds.
-var retention = int64(lua.DefaultRetention / time.Second)
-
 func variants() ([]variant, error) {
 	vs := []variant{
 		{"seed-style", "", seedCalls, true},
@@ -109,14 +105,6 @@ func (v variant) source() (string, error) {
 	return string(b), err
 }
 
-func countKeys(c *lua.Call) []any {
-	keys := []any{c.Offsets}
-	for _, w := range c.Windows {
-		keys = append(keys, w.Key, w.Marks)
-	}
-	return keys
-}
-
 // seedCalls are the seed-style script's calls of c's changes, one each.
 func seedCalls(c *lua.Call) [][2][]any {
 	var calls [][2][]any
@@ -125,19 +113,6 @@ func seedCalls(c *lua.Call) [][2][]any {
 		calls = append(calls, [2][]any{{w.Key}, {ch.Amount, int64(w.Length / time.Second), w.Threshold}})
 	}
 	return calls
-}
-
-// textCall is c as lua.Batch sent it to incr_and_check before its numbers
-// were packed (issue 40): the arguments the text variants take.
-func textCall(c *lua.Call) [][2][]any {
-	args := []any{c.Source, retention, len(c.Windows)}
-	for _, w := range c.Windows {
-		args = append(args, int64(w.Length/time.Second), w.Threshold)
-	}
-	for _, ch := range c.Changes {
-		args = append(args, ch.Window+1, ch.Offset, string(ch.ID[:]), ch.Amount)
-	}
-	return [][2][]any{{countKeys(c), args}}
 }
 
 // structCall is c packed as struct.lua reads it, and as incr_and_check

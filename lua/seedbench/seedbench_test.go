@@ -24,9 +24,25 @@ func start(t *testing.T, cfg Config) *Pair {
 }
 
 // New counts into every group's window once before the measurement, and
-// Result counts only what Steps sent after it, per window change.
+// Result counts only what Steps sent after it, per window change; with
+// Bound, the bound runs in incr_and_check's place, which gives no window
+// its TTL.
 func TestPairMeasuresTheSameChanges(t *testing.T) {
+	for _, bound := range []bool{false, true} {
+		t.Run(map[bool]string{false: "incr_and_check", true: "bound"}[bound], func(t *testing.T) {
+			cfg := small
+			cfg.Bound = bound
+			measuresTheSameChanges(t, cfg)
+		})
+	}
+}
+
+func measuresTheSameChanges(t *testing.T, small Config) {
 	p := start(t, small)
+	window := p.cells[0][0].key
+	if ttl, err := p.own.TTL(t.Context(), window).Result(); err != nil || (ttl > 0) == small.Bound {
+		t.Errorf("a window's TTL on the own server is %v (%v): the bound ran %v, want %v", ttl, err, ttl <= 0, small.Bound)
+	}
 	keys, err := p.seed.DBSize(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
