@@ -33,7 +33,7 @@ import (
 var (
 	cheapCall       = flag.Bool("cheapcall", false, "run issue 40's side-by-side experiment of incr_and_check's variants")
 	cheapCallFor    = flag.Duration("cheapcall.for", 10*time.Second, "how long each load of the experiment is measured")
-	cheapCallAlso   = flag.String("cheapcall.also", "", "a directory of more scripts to measure: text-*.lua take today's arguments, struct-*.lua struct.lua's, offsets-*.lua offsets.lua's")
+	cheapCallAlso   = flag.String("cheapcall.also", "", "a directory of more scripts to measure: text-*.lua take the text arguments of before the packing, struct-*.lua struct.lua's, offsets-*.lua offsets.lua's, today-*.lua incr_and_check's own (prelude included)")
 	cheapCallAmount = flag.Int64("cheapcall.amount", 1, "every change's increment (a sum rule's are amounts, which a packed call must have Redis format)")
 	cheapCallOnly   = flag.Bool("cheapcall.only", false, "measure the seed-style script and -cheapcall.also's scripts alone")
 )
@@ -82,6 +82,8 @@ func variants() ([]variant, error) {
 			vs = append(vs, variant{name, f, textCall, false})
 		case strings.HasPrefix(name, "struct-"):
 			vs = append(vs, variant{name, f, structCall, false})
+		case strings.HasPrefix(name, "today-"):
+			vs = append(vs, variant{name, f, todayCall, false})
 		case strings.HasPrefix(name, "offsets-"):
 			vs = append(vs, variant{name, f, offsetsCall, false})
 		}
