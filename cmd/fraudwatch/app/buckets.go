@@ -29,6 +29,8 @@ type bucketsStore interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	Get(ctx context.Context, key string) *redis.StringCmd
 	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
+	TTL(ctx context.Context, key string) *redis.DurationCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 }
 
 type bucketsGuard struct {
@@ -70,12 +72,27 @@ func (g *bucketsGuard) check(ctx context.Context) error {
 		return nil // it just ran out: the next refresh takes it
 	case err != nil:
 		return fmt.Errorf("app: read %s: %w", g.key, err)
+	case held != g.n && !g.leased(ctx):
+		// No replica writes it without a lifetime: another client did (a
+		// PERSIST, a restore), and no live replica is behind it.
+		g.log.Warn("counting buckets key held a value without a lifetime, not a replica's; taken", "key", g.key, "held", quoteHeld(held))
+		if err := g.rdb.Set(ctx, g.key, g.n, bucketsLease).Err(); err != nil {
+			return fmt.Errorf("app: take %s: %w", g.key, err)
+		}
 	case held != g.n:
 		return fmt.Errorf("%w: this one counts in %s (redis.buckets), a replica that wrote %s less than %v ago in %s; "+
 			"stop every replica before changing redis.buckets (docs/operations.md, To counting buckets)",
 			errBucketsConflict, g.n, quoteHeld(held), bucketsLease, g.key)
 	}
 	return nil
+}
+
+// leased reports whether the key has a lifetime, as every replica's write
+// gives it; an error counts as leased, so that the start refuses rather
+// than takes.
+func (g *bucketsGuard) leased(ctx context.Context) bool {
+	ttl, err := g.rdb.TTL(ctx, g.key).Result()
+	return err != nil || ttl != -1
 }
 
 // refresh writes the replica's count again and reads what was there: a

@@ -19,21 +19,27 @@ import (
 // finds while it runs is an ERROR and fraudwatch_counting_buckets_conflict.
 func TestBucketsGuard(t *testing.T) {
 	tests := []struct {
-		name     string
-		held     string // "" for none
-		refused  bool
-		conflict float64 // the gauge after a refresh
+		name       string
+		held       string // "" for none
+		persistent bool   // held without a lifetime, as no replica writes it
+		refused    bool
+		conflict   float64 // the gauge after a refresh
 	}{
-		{"no replica yet", "", false, 0},
-		{"replicas with the same count", "16", false, 0},
-		{"a replica with 256", "256", true, 1},
-		{"something else's value", "{evil}", true, 1},
+		{"no replica yet", "", false, false, 0},
+		{"replicas with the same count", "16", false, false, 0},
+		{"a replica with 256", "256", false, true, 1},
+		{"something else's value", "{evil}", false, true, 1},
+		{"a count without a lifetime, no replica's", "256", true, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rdb, key := redistest.Client(t), redistest.Prefix(t)+":counting-buckets"
 			if tt.held != "" {
-				if err := rdb.Set(t.Context(), key, tt.held, bucketsLease).Err(); err != nil {
+				lease := bucketsLease
+				if tt.persistent {
+					lease = 0
+				}
+				if err := rdb.Set(t.Context(), key, tt.held, lease).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -62,6 +68,9 @@ func TestBucketsGuard(t *testing.T) {
 			g.refresh(t.Context())
 			if got := testutil.ToFloat64(g.conflict); got != tt.conflict {
 				t.Errorf("conflict gauge %v, want %v", got, tt.conflict)
+			}
+			if warned := strings.Contains(logs.String(), "level=WARN"); warned != tt.persistent {
+				t.Errorf("logged:\n%s\nwant a WARN: %v", logs.String(), tt.persistent)
 			}
 			if logged := strings.Contains(logs.String(), "level=ERROR"); logged != (tt.conflict == 1) {
 				t.Errorf("logged:\n%s\nwant an ERROR: %v", logs.String(), tt.conflict == 1)
