@@ -75,10 +75,11 @@ func (b *bench) clusterRows(ctx context.Context, masters int, procs []int) error
 			return err
 		}
 		what := fmt.Sprintf("fraudwatch, %d process%s, Redis Cluster of %d master%s (each with a replica)", n, plural(n, "es"), masters, plural(masters, "s"))
-		b.tbl.add("b", what, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-			fmt.Sprintf("%.2f × 1 process on one Redis; redis-servers %.0f %% of a core in all (masters %.0f %%, replicas %.0f %%), fraudwatch %.0f %%",
-				res.eventsPerSec/b.fwEvents, 100*res.redis.core, 100*(res.redis.core-res.redis.replicas), 100*res.redis.replicas, 100*res.cores))
-		if n == 1 {
+		b.row(what, res, func() string {
+			return fmt.Sprintf("%.2f × 1 process on one Redis; redis-servers %.0f %% of a core in all (masters %.0f %%, replicas %.0f %%), fraudwatch %.0f %%",
+				res.eventsPerSec/b.fwEvents, 100*res.redis.core, 100*(res.redis.core-res.redis.replicas), 100*res.redis.replicas, 100*res.cores)
+		})
+		if n == 1 && res.untimed == "" {
 			b.sizing.cluster = append(b.sizing.cluster, clusterFigure{masters: masters, res: res})
 		}
 	}

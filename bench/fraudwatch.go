@@ -47,6 +47,22 @@ type result struct {
 	peakRSS      int64   // bytes, the largest of the processes
 	rssSamples   []int64 // bytes, over the run (the first process)
 	slowFrom     int64   // the SLOWLOG id the run's calls come after
+	// untimed, when set, says why the run has no rates: its events were
+	// all processed before the bench first saw any (a small run, such as
+	// bench-smoke's sizing runs of 5,000 events). Its rates are then 0,
+	// not figures; its memory is still measured.
+	untimed string
+}
+
+// row adds a run's row to (b): its events/s and note, or "not timed" and
+// why, so that a run too short to time never reads as 0 events/s or a
+// ratio of it.
+func (b *bench) row(what string, res result, note func() string) {
+	if res.untimed != "" {
+		b.tbl.add("b", what, "not timed", res.untimed)
+		return
+	}
+	b.tbl.add("b", what, fmt.Sprintf("%.0f events/s", res.eventsPerSec), note())
 }
 
 // buildFraudwatch builds the binary as a user would.
@@ -218,11 +234,14 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 	if err != nil {
 		return result{}, err
 	}
-	secs := last.Sub(first).Seconds()
-	res.cores = (cpuOf(reps) - cpu0) / secs
-	res.eventsPerSec = (float64(r.events) - n0) / secs
-	res.callsPerSec = (redis1.scriptCalls() - redis0.scriptCalls()) / secs
-	res.redis = redis1.profile(redis0, float64(r.events)-n0, secs)
+	if secs, timed := timedFor(first, last, n0, r.events); timed {
+		res.cores = (cpuOf(reps) - cpu0) / secs
+		res.eventsPerSec = (float64(r.events) - n0) / secs
+		res.callsPerSec = (redis1.scriptCalls() - redis0.scriptCalls()) / secs
+		res.redis = redis1.profile(redis0, float64(r.events)-n0, secs)
+	} else {
+		res.untimed = fmt.Sprintf("its %s events were all processed before the bench first saw any: too few to time", thousands(r.events))
+	}
 	res.slowFrom = redis0.slowID
 	if after != nil {
 		if err := after(reps, &res); err != nil {
@@ -235,6 +254,15 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 		}
 	}
 	return res, nil
+}
+
+// timedFor is how long a run was timed, from the scrape that first saw
+// n0 of its events processed to the one that saw them all, and whether
+// that timed anything: a run over before its first scrape has no events
+// and no time to divide, and its rates would read 0 events/s and NaN.
+func timedFor(first, last time.Time, n0 float64, events int) (float64, bool) {
+	secs := last.Sub(first).Seconds()
+	return secs, float64(events)-n0 >= 1 && secs > 0
 }
 
 // scrapeEvery is how long measure waits for its next scrape: 50 ms until

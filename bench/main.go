@@ -306,6 +306,10 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if res.untimed != "" {
+		// Every other (b) row is a ratio of this one.
+		return fmt.Errorf("(b)'s first row: %s (give -events more)", res.untimed)
+	}
 	b.fwEvents, b.sizing.single = res.eventsPerSec, res
 	if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
 		return err

@@ -71,3 +71,44 @@ func TestScrapeEvery(t *testing.T) {
 		})
 	}
 }
+
+// A run whose events were all processed before the bench first saw any
+// (bench-smoke's sizing runs of 5,000 events) times nothing: its rows say
+// so instead of 0 events/s and NaN.
+func TestTimedFor(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		last      time.Time
+		n0        float64
+		events    int
+		secs      float64
+		wantTimed bool
+	}{
+		{"timed from its first scrape to its last", at.Add(2 * time.Second), 100, 5000, 2, true},
+		{"all done at the first scrape", at.Add(time.Microsecond), 5000, 5000, 1e-6, false},
+		{"seen and done at one instant", at, 10, 5000, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			secs, timed := timedFor(at, tc.last, tc.n0, tc.events)
+			if secs != tc.secs || timed != tc.wantTimed {
+				t.Errorf("timedFor = %v, %v; want %v, %v", secs, timed, tc.secs, tc.wantTimed)
+			}
+		})
+	}
+}
+
+// A run not timed gets a row that says so, and its note is not made (it
+// would divide by its 0 events/s).
+func TestRowOfARunNotTimed(t *testing.T) {
+	b := &bench{tbl: &table{}}
+	b.row("timed", result{eventsPerSec: 1234}, func() string { return "its note" })
+	b.row("not timed", result{untimed: "too few to time"}, func() string {
+		t.Error("the note of a run not timed was made")
+		return ""
+	})
+	want := [][4]string{{"b", "timed", "1234 events/s", "its note"}, {"b", "not timed", "not timed", "too few to time"}}
+	if !slices.Equal(b.tbl.rows, want) {
+		t.Errorf("rows = %q, want %q", b.tbl.rows, want)
+	}
+}

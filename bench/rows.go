@@ -20,9 +20,10 @@ func (b *bench) scaling(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		b.tbl.add("b", fmt.Sprintf("fraudwatch, %d processes in one group", n), fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-			fmt.Sprintf("%.2f × 1 process; peak RSS %s a process; redis-server %.0f %% of a core, fraudwatch %.0f %% in all",
-				res.eventsPerSec/b.fwEvents, mib(res.peakRSS), 100*res.redis.core, 100*res.cores))
+		b.row(fmt.Sprintf("fraudwatch, %d processes in one group", n), res, func() string {
+			return fmt.Sprintf("%.2f × 1 process; peak RSS %s a process; redis-server %.0f %% of a core, fraudwatch %.0f %% in all",
+				res.eventsPerSec/b.fwEvents, mib(res.peakRSS), 100*res.redis.core, 100*res.cores)
+		})
 	}
 	return nil
 }
@@ -58,9 +59,10 @@ func (b *bench) windows(ctx context.Context) error {
 		if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
 			return err
 		}
-		b.tbl.add("b", "fraudwatch, 1 process, "+v.name, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-			fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event",
-				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent))
+		b.row("fraudwatch, 1 process, "+v.name, res, func() string {
+			return fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event",
+				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent)
+		})
 	}
 	return nil
 }

@@ -92,8 +92,9 @@ func (b *bench) sizingRuns(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.tbl.add("b", "sizing: one partition (of orders, and one of refunds), the 4 rules", fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-		fmt.Sprintf("%s events; redis-server %.0f %% of a core, fraudwatch %.0f %%", thousands(n), 100*res.redis.core, 100*res.cores))
+	b.row("sizing: one partition (of orders, and one of refunds), the 4 rules", res, func() string {
+		return fmt.Sprintf("%s events; redis-server %.0f %% of a core, fraudwatch %.0f %%", thousands(n), 100*res.redis.core, 100*res.cores)
+	})
 
 	s := b.sizing.single
 	b.tbl.add("b", "sizing: events/s per Redis core, the 4 rules, one Redis", fmt.Sprintf("%.0f events/s", s.eventsPerSec/s.redis.core),

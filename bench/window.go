@@ -58,6 +58,8 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 	w.half = res.eventsPerSec / 2
 	if b.o.latencyRate > 0 {
 		w.half = b.o.latencyRate
+	} else if res.untimed != "" {
+		return fmt.Errorf("latency at half the run's rate: the run %s (give -events more, or -latency-rate)", res.untimed)
 	}
 	restore, note, err := favourRedis(ctx, w.rdb, b.o.latencyNice)
 	if err != nil {
@@ -149,9 +151,10 @@ func (b *bench) secondServer(ctx context.Context) error {
 	}
 	b.tbl.add("a", "Redis ceiling: seed-style incr_and_check"+on, fmt.Sprintf("%.0f calls/s", seed),
 		fmt.Sprintf("%.2f × the first row's server", seed/b.seedCalls))
-	b.tbl.add("b", "fraudwatch, 1 process"+on, fmt.Sprintf("%.0f events/s", res.eventsPerSec),
-		fmt.Sprintf("%.2f × (a) seed-style ÷ %d rules on that server; %.2f × (b)'s first row; Redis %.1f µs in scripts an event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
-			res.eventsPerSec/(seed/rulesPerOrder), rulesPerOrder, res.eventsPerSec/b.fwEvents, res.redis.scripts, 100*res.redis.core, 100*res.cores))
+	b.row("fraudwatch, 1 process"+on, res, func() string {
+		return fmt.Sprintf("%.2f × (a) seed-style ÷ %d rules on that server; %.2f × (b)'s first row; Redis %.1f µs in scripts an event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
+			res.eventsPerSec/(seed/rulesPerOrder), rulesPerOrder, res.eventsPerSec/b.fwEvents, res.redis.scripts, 100*res.redis.core, 100*res.cores)
+	})
 	b.latencyRows(w, on)
 	b.memoryRow(w, on)
 	return nil
