@@ -70,17 +70,17 @@ if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 2 * n + 1
   return {-1, -1}
 end
 -- A window with an unusable length or threshold (thresholds[i] false)
--- refuses its changes; the other windows still count. The offsets live as
--- long as the marks or the longest window, whichever is longer.
-local thresholds, lengths, keeps, longest = {}, {}, {}, life
+-- refuses its changes; the other windows still count. A window whose rule
+-- keeps evidence has its threshold negated: one table, read once a change.
+-- A window's length is read again from ARGV[2] (at 6 + 13 (i - 1)) on the
+-- rare paths that need it, a new window and the offsets' lifetime: tables
+-- filled for every window cost a call of 8 changes about a tenth of its
+-- time side by side (lua/seedbench/cheapcall/README.md).
+local thresholds = {}
 for i = 1, n do
   local length, threshold, keep
   length, threshold, keep, pos = decode('<I4i8B', packed, pos)
-  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and keep <= 1 and threshold
-  lengths[i], keeps[i] = length, keep == 1
-  if thresholds[i] and length > longest then
-    longest = length
-  end
+  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and keep <= 1 and (keep == 1 and -threshold or threshold)
 end
 
 local field = 'c:' .. src
@@ -88,7 +88,7 @@ local last = pcall('HGET', KEYS[1], field)
 if type(last) == 'table' then
   call('DEL', KEYS[1])
 end
-last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
+last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or -1
 local dirty, refresh = false, false
 
 -- The loop runs for every change: what a change needs is inline, and the
@@ -99,13 +99,17 @@ local reply, r, values = {}, 0, {}
 for _ = 1, changes do
   local at, i, o, by = pos
   i, o, by, pos = decode('<Bi8xxxxxxxxi8', packed, pos)
-  local t = i >= 1 and i <= n and o >= 0 and o < OFFSETS and by >= 1 and by < TWO53 and thresholds[i]
+  local t = thresholds[i] -- nil past 1..n
   local v, first = -1, -1
-  if t then
+  if t and o >= 0 and o < OFFSETS and by >= 1 and by < TWO53 then
+    local keep = t < 0
+    if keep then
+      t = -t
+    end
     local key = KEYS[2 * i]
     -- Counted before: at or below the last offset applied, and not this
     -- call's own (an event's other windows).
-    local fresh = not last or o > last
+    local fresh = o > last -- last is -1 when none was applied
     if fresh then
       last, dirty = o, true
     else
@@ -126,11 +130,14 @@ for _ = 1, changes do
       -- count as long as before written over in place (SETRANGE): its
       -- entries are copied into Lua and back only when the count gains
       -- a digit.
-      local got = keeps[i] and pcall('GETRANGE', key, '0', '44')
-      local rs = type(got) == 'string' and find(got, RS, 1, true)
+      local got, rs
+      if keep then
+        got = pcall('GETRANGE', key, '0', '44')
+        rs = type(got) == 'string' and find(got, RS, 1, true)
+      end
       if not rs then
         v = pcall('INCRBY', key, inc)
-        if type(v) == 'table' and not keeps[i] then
+        if not keep and type(v) == 'table' then
           got = pcall('GETRANGE', key, '0', '44')
           rs = type(got) == 'string' and find(got, RS, 1, true)
         end
@@ -165,10 +172,10 @@ for _ = 1, changes do
           -- trickle cannot keep a window open for ever.
           if call('TTL', key) == -1 then
             if v ~= by then
-              call('SET', key, inc, 'EX', format('%d', lengths[i]))
+              call('SET', key, inc, 'EX', format('%d', (decode('<I4', packed, 6 + 13 * (i - 1)))))
               v = by
             else
-              call('EXPIRE', key, format('%d', lengths[i]))
+              call('EXPIRE', key, format('%d', (decode('<I4', packed, 6 + 13 * (i - 1)))))
             end
             refresh = true
           end
@@ -220,7 +227,6 @@ for _ = 1, changes do
             end
           end
         end
-        values[i] = v
       else
         v, first = -1, -1
       end
@@ -232,6 +238,9 @@ for _ = 1, changes do
       if mark then
         v, first = mark, 1
       else
+        -- values holds what redeliveries read, which come before a
+        -- call's fresh changes (its offsets increase): a fresh change
+        -- does not store its count there, a table write a change.
         if not values[i] then
           local got = pcall('GET', key)
           values[i] = type(got) == 'table' and -1 or tonumber(got) or tonumber(match(got or '', '^(%d+)\30')) or 0
@@ -252,6 +261,13 @@ if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 or refresh th
   -- Never shorter: the scripts share the hash, and a call whose life is
   -- short must not cut what a longer window's call gave it. GT counts no
   -- TTL as infinite: a new hash gets its life from NX.
+  local longest = life
+  for w = 1, n do
+    local length = decode('<I4', packed, 6 + 13 * (w - 1))
+    if thresholds[w] and length > longest then
+      longest = length
+    end
+  end
   local l = format('%d', longest)
   if call('EXPIRE', KEYS[1], l, 'GT') == 0 then
     call('EXPIRE', KEYS[1], l, 'NX')

@@ -39,7 +39,7 @@
 -- windows); at the end the field is written when the call applied an
 -- offset, and the hash's TTL lengthened (never shortened: the scripts share
 -- the hash) when the call gave a window or a mark its lifetime.
-local call, pcall, tonumber, match, sub, format = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format
+local call, pcall, tonumber, match, sub, format, type = redis.call, redis.pcall, tonumber, string.match, string.sub, string.format, type
 local KEYS, ARGV = KEYS, ARGV
 -- An offset read back: digits without leading zeros, at most 15.
 local DIGITS = '^[1-9]%d*$'

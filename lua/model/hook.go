@@ -32,10 +32,10 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"8c505fb21ea10ad9deeb97fddd61bf4251d8d6b5", incrAndCheck},
-	lua.SalesDecrName:        {"4379afe511a47c9e12db95b1ef27f0864d5eb806", salesDecr},
-	lua.SlideAndCheckName:    {"377da9b16a1e97f9f0be6b68097249c0bd0f3343", slideAndCheck},
-	lua.DistinctAndCheckName: {"48617f5a1106cad5205d92baeefa3035a68d57fa", distinctAndCheck},
+	lua.IncrAndCheckName:     {"d693731b15b1c742e1f3e7c62fe50bbd03155f71", incrAndCheck},
+	lua.SalesDecrName:        {"ac5c9b79725025915d20a8dac45465b06e3694d6", salesDecr},
+	lua.SlideAndCheckName:    {"1f53b62a484d3ac387146630580eeb2b7800e53a", slideAndCheck},
+	lua.DistinctAndCheckName: {"84252d7787b450946b0ae3675e4d9c0fe38db572", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
 	lua.AlertSettleName:      {"97126e4d0015fee91e4f2f735a7c17a59d86b934", alertSettle},
 }

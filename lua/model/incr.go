@@ -115,7 +115,9 @@ func (f *fixedCall) count(ch *change) (float64, int64, error) {
 			return 0, 0, err
 		}
 	}
-	f.values[i] = known{v, true}
+	// Not kept in f.values: the script keeps only what its redeliveries
+	// read (again), which a call's increasing offsets put before its
+	// fresh changes.
 	return v, first, nil
 }
 

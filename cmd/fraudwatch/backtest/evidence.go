@@ -14,7 +14,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "a7360781c6b277da7a8e9e7cec6bd1b4d36d8d60"
+const evidencePin = "8a9a77086fe845795fa846e4a666e74c2bbc4068"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and

@@ -98,9 +98,9 @@ var readings = map[string]struct {
 	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "8c505fb21ea10ad9deeb97fddd61bf4251d8d6b5", (*windows).readCount},
-	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "377da9b16a1e97f9f0be6b68097249c0bd0f3343", (*windows).readSlide},
-	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "48617f5a1106cad5205d92baeefa3035a68d57fa", (*windows).readDistinct},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "d693731b15b1c742e1f3e7c62fe50bbd03155f71", (*windows).readCount},
+	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "1f53b62a484d3ac387146630580eeb2b7800e53a", (*windows).readSlide},
+	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "84252d7787b450946b0ae3675e4d9c0fe38db572", (*windows).readDistinct},
 }
 
 // readingBySHA is readings by the SHA1s EVALSHA calls their scripts by.
