@@ -90,7 +90,7 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 		return "", err
 	}
 	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
-		DeadLetter: r.orders + ".dlq", Alerts: r.orders + ".alerts", Outcomes: r.orders + ".outcomes", RedisAddrs: r.redis, Cluster: r.cluster,
+		DeadLetter: r.orders + ".dlq", Alerts: r.alerts(), Outcomes: r.orders + ".outcomes", RedisAddrs: r.redis, Cluster: r.cluster,
 		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML() + r.extra
 	path := filepath.Join(dir, "fraudwatch.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
@@ -103,9 +103,23 @@ type replica struct {
 	done    chan error
 }
 
+// alerts is the run's own alerts topic. A run's group is new, and its
+// dispatchers read the alerts topic from its start: one topic shared by
+// the bench's runs had each run verify against Redis, and log as dropped
+// (an ERROR each), every alert the runs before it published, about 1,300
+// a run of (b), work that was not the run's own.
+func (r *fraudwatchRun) alerts() string { return r.orders + ".alerts." + r.group }
+
 // start runs the replicas and returns once each serves its metrics.
 func (r *fraudwatchRun) start(ctx context.Context) ([]*replica, error) {
 	var out []*replica
+	partitions, err := partitionsOf(ctx, r.brokers, r.orders)
+	if err != nil {
+		return out, err
+	}
+	if err := createTopics(ctx, r.brokers, partitions, r.alerts()); err != nil {
+		return out, err
+	}
 	for i := range r.replicas {
 		addr, err := freeAddr()
 		if err != nil {

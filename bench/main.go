@@ -241,9 +241,6 @@ func (b *bench) produceTo(ctx context.Context, w workload, orders, refunds strin
 	if err := createTopics(ctx, b.brokers, 1, orders+".dlq", orders+".outcomes"); err != nil {
 		return err
 	}
-	if err := createTopics(ctx, b.brokers, partitions, orders+".alerts"); err != nil {
-		return err
-	}
 	nOrders, nRefunds, _ := w.counts()
 	progress("producing %d events (%d orders, %d refunds) to %d partitions", w.events, nOrders, nRefunds, partitions)
 	began := time.Now()

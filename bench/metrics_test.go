@@ -2,7 +2,10 @@ package main
 
 import (
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +113,32 @@ func TestRowOfARunNotTimed(t *testing.T) {
 	want := [][4]string{{"b", "timed", "1234 events/s", "its note"}, {"b", "not timed", "not timed", "too few to time"}}
 	if !slices.Equal(b.tbl.rows, want) {
 		t.Errorf("rows = %q, want %q", b.tbl.rows, want)
+	}
+}
+
+// Each run reads an alerts topic of its own: its group is new and reads
+// the topic from its start, so a shared one would have it verify every
+// alert the runs before it published.
+func TestEachRunHasItsOwnAlertsTopic(t *testing.T) {
+	dir := t.TempDir()
+	topics := map[string]bool{}
+	for _, group := range []string{"bench-fw-a", "bench-fw2-a"} {
+		r := &fraudwatchRun{dir: filepath.Join(dir, group), brokers: []string{"127.0.0.1:9092"}, redis: []string{"127.0.0.1:6379"},
+			orders: "bench.orders.a", refunds: "bench.refunds.a", group: group, replicas: 1}
+		path, err := r.config(0, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(cfg), r.alerts()) {
+			t.Fatalf("the configuration of group %s does not name its alerts topic %s:\n%s", group, r.alerts(), cfg)
+		}
+		topics[r.alerts()] = true
+	}
+	if len(topics) != 2 {
+		t.Errorf("two runs share an alerts topic: %v", topics)
 	}
 }

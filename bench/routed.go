@@ -62,7 +62,7 @@ func (b *bench) routed(ctx context.Context) error {
 	run.dir = filepath.Join(b.dir, "routed")
 	run.orders, run.refunds = "bench.routed."+b.suffix, "bench.routed-refunds."+b.suffix
 	run.group, run.prefix, run.replicas, run.rules = "bench-routed-"+b.suffix, "rt", 1, routedRulesYAML
-	if err := createTopics(ctx, b.brokers, b.o.partitions, run.orders, run.refunds, run.orders+".alerts"); err != nil {
+	if err := createTopics(ctx, b.brokers, b.o.partitions, run.orders, run.refunds); err != nil {
 		return err
 	}
 	if err := createTopics(ctx, b.brokers, 1, run.orders+".dlq", run.orders+".outcomes"); err != nil {

@@ -167,6 +167,19 @@ func (w workload) produce(ctx context.Context, brokers []string, orders, refunds
 	return nil
 }
 
+// partitionsOf is how many partitions topic has.
+func partitionsOf(ctx context.Context, brokers []string, topic string) (int, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) == 0 {
+		return 0, fmt.Errorf("partitions of %s: no such topic in the metadata", topic)
+	}
+	return len(md.Topics[0].Partitions), nil
+}
+
 // createTopics creates topics with the given partitions and waits for
 // their leaders. Their records carry the time the broker appended them
 // (LogAppendTime), so that latency is measured from there and not from a
