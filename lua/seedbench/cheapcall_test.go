@@ -84,6 +84,8 @@ func variants() ([]variant, error) {
 			vs = append(vs, variant{name, f, structCall, false})
 		case strings.HasPrefix(name, "today-"):
 			vs = append(vs, variant{name, f, todayCall, false})
+		case strings.HasPrefix(name, "carry-"):
+			vs = append(vs, variant{name, f, carryCall, false})
 		case strings.HasPrefix(name, "offsets-"):
 			vs = append(vs, variant{name, f, offsetsCall, false})
 		}
@@ -143,6 +145,28 @@ func packedCall(c *lua.Call, today bool) [][2][]any {
 		b = binary.LittleEndian.AppendUint64(b, uint64(ch.Amount))
 	}
 	return [][2][]any{{countKeys(c), {c.Source, string(b)}}}
+}
+
+// carryEntry is the bytes of an order's evidence entry as evidence_add
+// stores it (RS, then the order's fields): what a counting call would
+// carry for each change if it wrote the entries itself (issue 40's
+// design A, measured again packed).
+const carryEntry = 37
+
+// carryCall is todayCall's packing with carryEntry bytes after each
+// change, which a carry-*.lua script steps over or writes.
+func carryCall(c *lua.Call) [][2][]any {
+	call := todayCall(c)
+	packed := []byte(call[0][1][1].(string))
+	head := 5 + 13*len(c.Windows)
+	out := append([]byte(nil), packed[:head]...)
+	entry := append([]byte{30}, strings.Repeat("e", carryEntry-1)...)
+	for i := range c.Changes {
+		out = append(out, packed[head+25*i:head+25*(i+1)]...)
+		out = append(out, entry...)
+	}
+	call[0][1][1] = string(out)
+	return call
 }
 
 // offsetsCall is c as offsets.lua reads it: structCall's, the first key
