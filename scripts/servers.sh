@@ -95,8 +95,8 @@ stop_kafka() { scripts/kafka.sh stop "$1" || true; }
 # (make test-cluster; ports taken are passed over as in start_redis). Its seeds end up in REDIS_CLUSTER_ADDRS.
 redis_cluster_pids=()
 start_redis_cluster() {
-  local dir=$1 base port addrs=() ok
-  for _ in $(seq 1 10); do
+  local dir=$1 base port addrs=() ok why attempt
+  for attempt in $(seq 1 10); do
     base=$((20000 + RANDOM % 40000))
     redis_cluster_pids=()
     addrs=()
@@ -104,7 +104,10 @@ start_redis_cluster() {
     for i in 0 1 2 3 4 5; do
       if port_taken $((base + i)); then ok=0; fi
     done
-    if [ "$ok" = 0 ]; then continue; fi
+    if [ "$ok" = 0 ]; then
+      log "cluster attempt $attempt: a port of $base-$((base + 5)) is taken"
+      continue
+    fi
     for i in 0 1 2 3 4 5; do
       port=$((base + i))
       mkdir -p "$dir/cluster-$port"
@@ -126,8 +129,13 @@ start_redis_cluster() {
     # A node whose port was taken meanwhile has exited: its PONG was
     # another server's, which must not join our cluster (see start_redis).
     sleep 0.1
+    why=""
     for i in 0 1 2 3 4 5; do
-      kill -0 "${redis_cluster_pids[$i]}" 2>/dev/null || ok=0
+      port=$((base + i))
+      if ! kill -0 "${redis_cluster_pids[$i]}" 2>/dev/null; then
+        ok=0
+        why="the node on $port exited: $(tail -n 1 "$dir/cluster-$port/redis.log" 2>/dev/null)"
+      fi
     done
     if [ "$ok" = 1 ] && "$redis_cli" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1; then
       for _ in $(seq 1 100); do
@@ -138,7 +146,12 @@ start_redis_cluster() {
         fi
         sleep 0.1
       done
+      why="the cluster was not ok 10 s after its creation"
+    elif [ "$ok" = 1 ]; then
+      why="$redis_cli --cluster create failed: $(tail -n 2 "$dir/cluster-create.log" 2>/dev/null | tr '\n' ' ')"
     fi
+    # Why each attempt failed, so that a run that gives up says it.
+    log "cluster attempt $attempt on $base-$((base + 5)): ${why:-a node never answered PING}"
     stop_redis_cluster
   done
   log "could not start a Redis Cluster"
