@@ -3,6 +3,7 @@ package lua
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 )
 
 // A fixed window keeps its evidence in its counter, after its count, when
@@ -136,4 +139,68 @@ func TestCountingKeepsTheEvidenceInTheCounter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A window whose rule keeps evidence has its head read before it is
+// counted, so that Redis never refuses an INCRBY on a counter holding
+// entries (a refusal it counts in its statistics, an operator's alarm);
+// one whose rule keeps none (its evidence turned off since) is refused
+// once and read then. Both count the same. On a private redis-server, so
+// that no other test's refusals are counted.
+func TestAKeepingWindowIsNeverRefusedAnIncrby(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		keeps   bool
+		refused int64
+	}{
+		{"its rule keeps evidence", true, 0},
+		{"its rule keeps none since", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redistest.Connect(t, redistest.Start(t).Addr)
+			s, err := New(Config{}, rdb, prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			w := testWindow("test", "f", time.Minute, 10)
+			w.Evidence = true
+			count(t, s, []Window{w}, ev{"p:0", 1, "a", 1})
+			e := &Evidence{Windows: []EvidenceWindow{{Key: w.Key, Window: w.Key, Keep: 5, TTL: time.Hour}},
+				Entries: []EvidenceEntry{{Text: "a"}}}
+			if err := s.AddEvidence(ctx, []*Evidence{e}); err != nil {
+				t.Fatal(err)
+			}
+			before := failedIncrby(t, rdb)
+			w.Evidence = tc.keeps
+			if res := count(t, s, []Window{w}, ev{"p:0", 2, "b", 1}); res[0].Current != 2 {
+				t.Fatalf("counted %+v, want 2", res)
+			}
+			if got := rdb.Get(ctx, w.Key).Val(); got != "2\x1ea" {
+				t.Errorf("the counter holds %q, want its count and entry", got)
+			}
+			if got := failedIncrby(t, rdb) - before; got != tc.refused {
+				t.Errorf("Redis refused %d INCRBY, want %d", got, tc.refused)
+			}
+		})
+	}
+}
+
+// failedIncrby is INCRBY's failed calls in Redis's commandstats.
+func failedIncrby(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	stat := rdb.InfoMap(t.Context(), "commandstats").Val()["Commandstats"]["cmdstat_incrby"]
+	for _, f := range strings.Split(stat, ",") {
+		if v, ok := strings.CutPrefix(f, "failed_calls="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	if stat != "" {
+		t.Fatalf("no failed_calls in %q", stat)
+	}
+	return 0
 }
