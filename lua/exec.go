@@ -250,10 +250,10 @@ func (c *batchCall) answer(s *Scripts, cmd *redis.IntSliceCmd) error {
 	return nil
 }
 
-// evidenceCall is one evidence_add call of a pipeline (AddEvidence).
-// evidenceCall is an evidence_add call: its EVALSHA's arguments, each key
-// by pointer, which go-redis writes as it is, where a Script's EvalSha
-// boxes each key (an allocation a key, 2 a window).
+// evidenceCall is one evidence_add call of a pipeline (AddEvidence): its
+// EVALSHA's arguments, each key by pointer, which go-redis writes as it
+// is, where a Script's EvalSha boxes each key (an allocation a key, 2 a
+// window).
 type evidenceCall struct {
 	call *Evidence
 	args []any
