@@ -26,6 +26,28 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("no used_memory in INFO memory")
 }
 
+// memoryNow is Redis's used_memory without its SLOWLOG. The bench has Redis
+// keep up to slowMaxLen calls of slowFrom or longer, each with up to 32 of
+// its arguments copied (about 3 KB for a counting call of many keys): read
+// around a run, used_memory counted the log's growth as the run's own (182
+// bytes an event of (b) where a warmed-up run, its log already full, read
+// 129), and more for designs with more slow calls. So the log is emptied
+// first; slow (nil for a server whose log the bench does not read) reads
+// its entries before that, with read, or else marks them read (those of
+// the runs before, a warm-up's). Redis numbers its entries on across a
+// reset, so what slow reads later is what came after.
+func memoryNow(ctx context.Context, rdb *redis.Client, slow *slowest, read bool) (int64, error) {
+	if slow != nil {
+		if err := slow.take(ctx, rdb, read); err != nil {
+			return 0, err
+		}
+	}
+	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
+		return 0, fmt.Errorf("redis slowlog reset: %w", err)
+	}
+	return usedMemory(ctx, rdb)
+}
+
 // flushSync empties Redis and returns once the memory is freed: Valkey 8
 // frees a plain FLUSHALL's keys in the background (lazyfree-lazy-user-flush),
 // so used_memory read right after it still counted them.

@@ -40,7 +40,7 @@ func (b *bench) windows(ctx context.Context) error {
 		if err := flushSync(ctx, b.rdb); err != nil {
 			return err
 		}
-		mem0, err := usedMemory(ctx, b.rdb)
+		mem0, err := memoryNow(ctx, b.rdb, b.slow, false)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (b *bench) windows(ctx context.Context) error {
 		run.rules, run.group = v.rules, fmt.Sprintf("bench-fw-windows%d-%s", i, b.suffix)
 		var memPerEvent float64
 		res, err := run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
-			mem1, err := usedMemory(ctx, b.rdb)
+			mem1, err := memoryNow(ctx, b.rdb, b.slow, true)
 			memPerEvent = float64(mem1-mem0) / float64(b.o.events)
 			return err
 		})

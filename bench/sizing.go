@@ -117,7 +117,7 @@ func (b *bench) memoryPerGroup(ctx context.Context, rule, orders, refunds string
 	if err := flushSync(ctx, b.rdb); err != nil {
 		return 0, 0, err
 	}
-	mem0, err := usedMemory(ctx, b.rdb)
+	mem0, err := memoryNow(ctx, b.rdb, b.slow, false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -128,7 +128,7 @@ func (b *bench) memoryPerGroup(ctx context.Context, rule, orders, refunds string
 	var perGroup float64
 	var groups int
 	_, err = run.measure(ctx, b.redis(ctx), func([]*replica, *result) error {
-		mem1, err := usedMemory(ctx, b.rdb)
+		mem1, err := memoryNow(ctx, b.rdb, b.slow, false) // its calls are not (b)'s
 		if err != nil {
 			return err
 		}

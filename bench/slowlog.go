@@ -33,6 +33,7 @@ type slowest struct {
 	byScript map[string]slowCall
 	scripts  map[string]string // SHA1 -> script name
 	dropped  bool              // SLOWLOG's ring overflowed: older calls unread
+	read     int64             // the newest entry read (since), -1 before any
 }
 
 type slowCall struct {
@@ -53,7 +54,7 @@ func watchSlowlog(ctx context.Context, rdb *redis.Client) (*slowest, func(), err
 			return nil, nil, fmt.Errorf("redis config set %s: %w", k, err)
 		}
 	}
-	s := &slowest{byScript: map[string]slowCall{}, scripts: map[string]string{}}
+	s := &slowest{byScript: map[string]slowCall{}, scripts: map[string]string{}, read: -1}
 	for _, name := range []string{lua.IncrAndCheckName, lua.SalesDecrName, lua.SlideAndCheckName, lua.DistinctAndCheckName, lua.EvidenceAddName} {
 		if text, ok := lua.Text(name); ok {
 			sum := sha1.Sum([]byte(text))
@@ -77,12 +78,16 @@ func newestSlow(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return logs[0].ID, nil
 }
 
-// since reads the SLOWLOG entries newer than id and keeps each script's
-// longest.
+// since reads the SLOWLOG entries newer than id, and than any it read
+// before, and keeps each script's longest.
 func (s *slowest) since(ctx context.Context, rdb *redis.Client, id int64) error {
 	logs, err := rdb.SlowLogGet(ctx, -1).Result()
 	if err != nil {
 		return fmt.Errorf("redis slowlog get: %w", err)
+	}
+	id = max(id, s.read)
+	for _, l := range logs {
+		s.read = max(s.read, l.ID)
 	}
 	oldest := int64(-1)
 	for _, l := range logs {
@@ -113,6 +118,16 @@ func (s *slowest) since(ctx context.Context, rdb *redis.Client, id int64) error 
 		s.dropped = true
 	}
 	return nil
+}
+
+// take reads the entries not read yet (read), or marks them read.
+func (s *slowest) take(ctx context.Context, rdb *redis.Client, read bool) error {
+	if read {
+		return s.since(ctx, rdb, -1)
+	}
+	id, err := newestSlow(ctx, rdb)
+	s.read = max(s.read, id)
+	return err
 }
 
 // argCount is how many arguments a logged call had: SLOWLOG keeps the

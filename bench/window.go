@@ -19,6 +19,7 @@ type windowed struct {
 	rdb              *redis.Client
 	addr             string // rdb's address, for a client of its database 1
 	orders, refunds  string
+	slow             *slowest // rdb's SLOWLOG reader, nil for the second server's
 	mem0             int64
 	memPerEvent      float64
 	countersPerEvent float64
@@ -31,18 +32,22 @@ type windowed struct {
 // inWindow readies the measurement of a (b) run against rdb (at addr) that
 // reads orders and refunds: it takes Redis's memory before the run.
 func (b *bench) inWindow(ctx context.Context, rdb *redis.Client, addr, orders, refunds string) (*windowed, error) {
-	mem0, err := usedMemory(ctx, rdb)
+	var slow *slowest
+	if rdb == b.rdb {
+		slow = b.slow
+	}
+	mem0, err := memoryNow(ctx, rdb, slow, false)
 	if err != nil {
 		return nil, err
 	}
-	return &windowed{ctx: ctx, b: b, rdb: rdb, addr: addr, orders: orders, refunds: refunds, mem0: mem0}, nil
+	return &windowed{ctx: ctx, b: b, rdb: rdb, addr: addr, orders: orders, refunds: refunds, slow: slow, mem0: mem0}, nil
 }
 
 // measure is fraudwatchRun.measure's after: Redis memory per event against
 // plain counters, then latency at half the run's rate (or -latency-rate).
 func (w *windowed) measure(reps []*replica, res *result) error {
 	ctx, b := w.ctx, w.b
-	mem1, err := usedMemory(ctx, w.rdb)
+	mem1, err := memoryNow(ctx, w.rdb, w.slow, true)
 	if err != nil {
 		return err
 	}
