@@ -36,6 +36,9 @@ type fraudwatchRun struct {
 	// cpuProfile, when set, is where the first replica writes a CPU
 	// profile of its whole run (run --cpuprofile), at its shutdown.
 	cpuProfile string
+	// memLimit, when set, is the replicas' GOMEMLIMIT, in place of the
+	// environment's (-gomemlimit).
+	memLimit string
 }
 
 // result is what a contender achieved.
@@ -138,6 +141,9 @@ func (r *fraudwatchRun) start(ctx context.Context) ([]*replica, error) {
 			args = append(args, "--cpuprofile", r.cpuProfile)
 		}
 		cmd := exec.Command(r.bin, args...)
+		if r.memLimit != "" {
+			cmd.Env = withEnv(os.Environ(), "GOMEMLIMIT", r.memLimit)
+		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			return out, fmt.Errorf("start fraudwatch: %w", err)

@@ -46,6 +46,7 @@ type options struct {
 	rules          string
 	clusters       []int
 	sizingEvents   int
+	gomemlimit     string
 	scaling        []int
 	contenders     string
 	kafka          string
@@ -83,6 +84,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
 	flag.StringVar(&o.contenders, "contenders", "cde", "which of the other contenders (c), (d) and (e) to run, e.g. \"c\" or \"\"")
 	flag.IntVar(&o.sizingEvents, "sizing-events", 200_000, "events of each sizing run (0: no sizing runs)")
+	memLimitFlag(flag.CommandLine, &o.gomemlimit)
 	clusters := flag.String("cluster", "1,3", "sizes (masters) of the Redis Clusters to measure (b) on, comma-separated (empty: none)")
 	scaling := flag.String("scaling", "2,4", "numbers of fraudwatch processes to measure besides 1, comma-separated (empty: none)")
 	flag.Parse()
@@ -138,6 +140,10 @@ func run(ctx context.Context, o options) error {
 	if err := checkRouted(o.routedAlerts, o.routedRate); err != nil {
 		return err
 	}
+	memLimit, err := memLimitNote(o.gomemlimit)
+	if err != nil {
+		return err
+	}
 	b := &bench{o: o, brokers: strings.Split(o.brokers, ","), tbl: &table{},
 		suffix: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	kafkaName := "Kafka " + os.Getenv("FRAUDWATCH_BENCH_KAFKA_VERSION")
@@ -161,7 +167,7 @@ func run(ctx context.Context, o options) error {
 	if err := flushSync(ctx, b.rdb); err != nil {
 		return fmt.Errorf("redis %s: %w", o.redis, err)
 	}
-	b.tbl.machine = machine(ctx, b.rdb, kafkaName)
+	b.tbl.machine = machine(ctx, b.rdb, kafkaName) + memLimit
 	slow, restore, err := watchSlowlog(ctx, b.rdb)
 	if err != nil {
 		return err
@@ -278,7 +284,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: []string{b.o.redis}, orders: b.orders, refunds: b.refunds,
-		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events}
+		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events, memLimit: b.o.gomemlimit}
 	if b.o.rules != "" {
 		data, err := os.ReadFile(b.o.rules)
 		if err != nil {
