@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // usedMemory is Redis's used_memory, in bytes.
@@ -78,10 +76,10 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 		vals := make([]*redis.StringCmd, len(keys))
 		ttls := make([]*redis.DurationCmd, len(keys))
 		for i, k := range keys {
-			// A fixed window is a counter (kind f), a sliding one a hash
-			// (kind w) that holds its count in v.
+			// A fixed window is a hash (kind f) that holds its count in c,
+			// a sliding one a hash (kind w) that holds it in v.
 			if strings.Contains(k, "}:f:") {
-				vals[i] = read.Get(ctx, k)
+				vals[i] = read.HGet(ctx, k, "c")
 			} else {
 				vals[i] = read.HGet(ctx, k, "v")
 			}
@@ -96,11 +94,9 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 				ttl = 10 * time.Minute
 			}
 			// The counter's name as a one-key-per-rule store would have it,
-			// and its count alone: a fixed window's counter holds its
-			// evidence after it (evidence_add).
+			// and its count alone.
 			name := "plain:" + strings.TrimPrefix(k, prefix+":")
-			count, _, _ := strings.Cut(vals[i].Val(), lua.EvidenceSep)
-			write.Set(ctx, name, count, ttl)
+			write.Set(ctx, name, vals[i].Val(), ttl)
 			n++
 		}
 		_, err := write.Exec(ctx)

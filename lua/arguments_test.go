@@ -16,7 +16,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	ctx := t.Context()
 	w := testWindow(prefix, "w", time.Minute, 10)
 	o := offsetsOf(w)
-	head := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(1)
+	head := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(1).i64(1)
 	const id = "12345678"
 	for n, tc := range []struct {
 		name   string
@@ -33,7 +33,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The bad change is refused, the good one after it counts.
 			all := append(append(append(packing{}, head...), tc.change...), packing{}.change(1, int64(10+n), fmt.Sprintf("good%04d", n), 1)...)
-			got, err := incrAndCheck.Run(ctx, rdb, []string{o, w.Key, w.Marks}, "0:t", []byte(all)).Int64Slice()
+			got, err := incrAndCheck.Run(ctx, rdb, []string{o, w.Key, w.Marks}, "0:t", []byte(all), "", "").Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,15 +44,16 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 	}
 	// A window with an unusable length or threshold refuses its changes;
 	// another window of the call still counts. So does a window whose key
-	// holds no counter (another type, not an integer, about to overflow).
+	// holds no counter (another type, a count not an integer or about to
+	// overflow).
 	w2 := testWindow(prefix, "w2", time.Minute, 10)
 	two := func(length, threshold int64, offset int64, id string) []byte {
-		return packing{}.u32(3600).u8(2).u32(length).i64(threshold).u8(1).u32(60).i64(10).u8(0).
+		return packing{}.u32(3600).u8(2).u32(length).i64(threshold).u8(1).i64(1).u32(60).i64(10).u8(0).i64(0).
 			change(1, offset, id, 1).change(2, offset, id, 1)
 	}
 	for n, bad := range [][2]int64{{0, 10}, {60, 0}, {60, -10}, {60, 1 << 53}} {
 		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
-			"0:t", two(bad[0], bad[1], int64(20+n), fmt.Sprintf("bad%05d", n))).Int64Slice()
+			"0:t", two(bad[0], bad[1], int64(20+n), fmt.Sprintf("bad%05d", n)), "", "").Int64Slice()
 		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
 			t.Fatalf("window %v: reply %v, %v; want {-1 -1} then a count", bad, got, err)
 		}
@@ -61,7 +62,11 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 		t.Fatal("a refused window was written")
 	}
 	for n, held := range []func() error{
-		func() error { return rdb.HSet(ctx, w2.Key, "v", 1).Err() },
+		func() error { return rdb.HSet(ctx, w2.Key, "c", "ten").Err() },
+		func() error { return rdb.HSet(ctx, w2.Key, "c", "9223372036854775807").Err() },
+		func() error { return rdb.RPush(ctx, w2.Key, "1").Err() },
+		// Strings are counters of the version before: their count moves
+		// into a hash, but these hold none.
 		func() error { return rdb.Set(ctx, w2.Key, "ten", 0).Err() },
 		func() error { return rdb.Set(ctx, w2.Key, "9223372036854775807", 0).Err() },
 	} {
@@ -71,7 +76,7 @@ func TestUnusableArgumentsWriteNothing(t *testing.T) {
 		}
 		before := rdb.Dump(ctx, w2.Key).Val()
 		got, err := incrAndCheck.Run(ctx, rdb, []string{o, w2.Key, w2.Marks, w.Key, w.Marks},
-			"0:t", two(60, 10, int64(30+n), fmt.Sprintf("held%04d", n))).Int64Slice()
+			"0:t", two(60, 10, int64(30+n), fmt.Sprintf("held%04d", n)), "", "").Int64Slice()
 		if err != nil || len(got) != 4 || got[0] != -1 || got[1] != -1 || got[2] < 1 {
 			t.Fatalf("held %d: reply %v, %v; want {-1 -1} then a count", n, got, err)
 		}
@@ -91,7 +96,7 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 	o := offsetsOf(w)
 	good := packing{}.change(1, 5, "12345678", 1)
 	incr := func(life int64, n int, rest ...packing) []byte {
-		p := packing{}.u32(life).u8(n).u32(60).i64(10).u8(1)
+		p := packing{}.u32(life).u8(n).u32(60).i64(10).u8(1).i64(1)
 		for _, r := range rest {
 			p = append(p, r...)
 		}
@@ -112,7 +117,7 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 	wins65 := packing{}.u32(3600).u8(65)
 	for i := range 65 {
 		keys65 = append(keys65, fmt.Sprintf("%s%d", w.Key, i), fmt.Sprintf("%s%d:m", w.Key, i))
-		wins65 = wins65.u32(60).i64(10).u8(0)
+		wins65 = wins65.u32(60).i64(10).u8(0).i64(0)
 	}
 	keys := []string{o, w.Key, w.Marks}
 	for _, tc := range []struct {
@@ -124,6 +129,8 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 		{"no source", keys, []any{"", incr(3600, 1, good)}, true, false},
 		{"a source of 33 bytes", keys, []any{strings.Repeat("s", 33), incr(3600, 1, good)}, true, false},
 		{"a third argument", keys, []any{"0:t", incr(3600, 1, good), "x"}, true, false},
+		{"a fifth argument", keys, []any{"0:t", incr(3600, 1, good), "", "", "x"}, true, false},
+		{"spans not 8 bytes a change", keys, []any{"0:t", incr(3600, 1, good), "e", "1234567"}, true, false},
 		{"no packing", keys, []any{"0:t"}, true, true},
 		{"a packing shorter than its head", keys, []any{"0:t", []byte{1, 0, 0}}, true, true},
 		{"lifetime 0", keys, []any{"0:t", incr(0, 1, good)}, true, false},
@@ -149,11 +156,16 @@ func refusedCalls(t *testing.T, rdb redis.UniversalClient, w Window) {
 				script interface {
 					Run(context.Context, redis.Scripter, []string, ...any) *redis.Cmd
 				}
-			}{{tc.incr, incrAndCheck}, {tc.sales, salesDecr}} {
+				incr bool
+			}{{tc.incr, incrAndCheck, true}, {tc.sales, salesDecr, false}} {
 				if !sc.on {
 					continue
 				}
-				got, err := sc.script.Run(ctx, rdb, tc.keys, tc.args...).Int64Slice()
+				args := tc.args
+				if sc.incr && len(args) == 2 {
+					args = append(args[:2:2], "", "") // no entries
+				}
+				got, err := sc.script.Run(ctx, rdb, tc.keys, args...).Int64Slice()
 				if err != nil || len(got) != 2 || got[0] != -1 || got[1] != -1 {
 					t.Fatalf("reply %v, %v; want {-1 -1}", got, err)
 				}

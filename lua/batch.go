@@ -80,13 +80,28 @@ func (b *Batch) addCount(c *Call) error {
 	if err != nil {
 		return err
 	}
-	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 2)
+	var texts, spans []byte
+	for i := range c.Windows {
+		if c.Windows[i].Keep > 0 {
+			size := 0
+			for j := range c.Changes {
+				size += len(c.Changes[j].Entry)
+			}
+			if texts, spans, err = packEntries(b.packed(size), b.packed(8*len(c.Changes)), c.Changes); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	a := b.command(&incrAndCheckSHA, 1+2*len(c.Windows), 4)
 	a.keys(&c.Offsets)
 	for i := range c.Windows {
 		a.keys(&c.Windows[i].Key, &c.Windows[i].Marks)
 	}
 	a.source(&c.Source)
 	a.bytes(b, p)
+	a.bytes(b, texts)
+	a.bytes(b, spans)
 	b.queue(c, a.args)
 	return nil
 }

@@ -24,11 +24,13 @@ type Window struct {
 	// either.
 	Sliding  bool
 	Lateness time.Duration
-	// Evidence is set for a fixed window whose rule keeps evidence, which
-	// its counter may then hold after its count: incr_and_check reads such
-	// a counter before it adds to it, rather than have INCRBY refuse it
-	// (Redis counts a refusal as a failed call, handled or not).
-	Evidence bool
+	// Keep is how many entries a fixed window's evidence keeps (0 to
+	// MaxEvidence; 0 keeps none), From the value from which its orders are
+	// kept (1 to Threshold). incr_and_check writes the entry (Change.Entry)
+	// of an order that takes such a window to From or above, or crosses
+	// it, into the window's hash, in the call that counts it.
+	Keep int
+	From int64
 }
 
 // Change is one event's change to one window of a call.
@@ -46,6 +48,10 @@ type Change struct {
 	At int64
 	// Value is the event's value of a distinct rule's field (ValueOf).
 	Value EventID
+	// Entry is the order's evidence entry, for a window that keeps
+	// evidence (Window.Keep): at most MaxEvidenceText bytes, no
+	// EvidenceSep.
+	Entry string
 }
 
 // Counted is a counting script's answer to one Change.

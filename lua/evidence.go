@@ -1,12 +1,17 @@
 package lua
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // MaxEvidence bounds how many entries a window's evidence keeps.
@@ -187,3 +192,53 @@ func evidenceLists(v []any, c *Evidence) ([][]string, error) {
 // EvidenceSep starts each entry of a window's evidence (evidence_add): no
 // entry's text holds it.
 const EvidenceSep = "\x1e"
+
+// CounterEvidence reads the evidence fixed count and amount windows hold
+// (incr_and_check.lua: a field an order, named by the count it took the
+// window to): for each key its entries' texts, by count, highest first;
+// none for a key that is gone or of another type. Fields that are not
+// counts as the script writes them (written by another) are left out.
+func (s *Scripts) CounterEvidence(ctx context.Context, keys []string) ([][]string, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.HGetAll(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its error
+	lists := make([][]string, len(keys))
+	for i, c := range cmds {
+		var reply redis.Error
+		switch err := c.Err(); {
+		case errors.Is(err, redis.Nil), errors.As(err, &reply):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("lua: read %d windows' evidence: %w", len(keys), err)
+		}
+		lists[i] = byCount(c.Val())
+	}
+	return lists, nil
+}
+
+// byCount is a window's entries, by the count each field names, highest
+// first.
+func byCount(fields map[string]string) []string {
+	type entry struct {
+		n    int64
+		text string
+	}
+	es := make([]entry, 0, len(fields))
+	for f, text := range fields {
+		if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 && strconv.FormatInt(n, 10) == f {
+			es = append(es, entry{n, text})
+		}
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(b.n, a.n) })
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.text
+	}
+	return out
+}

@@ -2,8 +2,7 @@
 -- near their thresholds, so that the alert of a crossing can list them.
 --
 -- KEYS[2i-1]  window i's evidence: a string of its entries, oldest first,
---             each starting with RS (\30); for a fixed window, its counter
---             itself (KEYS[2i-1] == KEYS[2i]): the entries after its count
+--             each starting with RS (\30)
 -- KEYS[2i]    window i itself: the evidence lives no longer than it does
 -- ARGV[1]     the call's numbers, packed little-endian (lua/evidence.go),
 --             unpacked by Redis's struct library in C (prelude.lua): n, the
@@ -43,16 +42,9 @@
 -- not a list: Redis 7.0 keeps any list as a quicklist, about 96 bytes a key
 -- more (Performance, Redis memory).
 --
--- A fixed window keeps its evidence in its counter's own string, after its
--- count ("<count>" RS entry RS entry ...; incr_and_check and sales_decr
--- count both forms), so that no key of its own (its name, object, key-table
--- and expiry entries, about 100 bytes) is paid for it (Performance, Redis
--- memory): the Go side names the counter as both keys. It is written with
--- KEEPTTL, the window's end never moving; a counter that is gone (its
--- window ended) gets none, and no key is made; a count that is not 1 to 15
--- digits (written by another) keeps none either. A crossing then still
--- lists the call's own entries. The entries after the count follow the
--- same rules as an evidence key's.
+-- Sliding and distinct windows keep their evidence here; a fixed count or
+-- amount window's counting call keeps its own, in its hash
+-- (incr_and_check), and the Go side never names one here.
 --
 -- A value not of this form (written by another) is replaced when it is
 -- read (a crossing, a trim), or at once when it is of another type or
@@ -147,15 +139,7 @@ for i = 1, n do
   local add = ARGV[i + 1]
   if add ~= '' then
     local key, keep, m = KEYS[2 * i - 1], keeps[i], marks[i]
-    local got, count = pcall('GET', key), nil
-    local inkey = key == KEYS[2 * i]
-    if inkey then
-      -- A counter's count, and its entries ('' when none yet).
-      local at = type(got) == 'string' and (find(got, RS, 1, true) or #got + 1)
-      count = at and at <= 16 and sub(got, 1, at - 1)
-      count = count and (count == '0' or match(count, DIGITS)) and count
-      got = count and sub(got, at)
-    end
+    local got = pcall('GET', key)
     local s, old = add, 0
     if type(got) == 'string' and #got <= BOUND then
       s, old = got .. add, #got
@@ -176,12 +160,8 @@ for i = 1, n do
     if #s > 2 * keep * width[i] then
       s = sub(s, newest(s, keep))
     end
-    local left = not inkey and (old == 0 or slides[i] == 1) and call('PTTL', KEYS[2 * i])
-    if inkey then
-      if count then
-        call('SET', key, count .. s, 'KEEPTTL')
-      end
-    elseif left and left > 0 then
+    local left = (old == 0 or slides[i] == 1) and call('PTTL', KEYS[2 * i])
+    if left and left > 0 then
       call('SET', key, s, 'PX', left)
     elseif old == 0 then
       call('SET', key, s, 'EX', format('%d', ttls[i]))

@@ -14,7 +14,8 @@ import (
 // such a key raised WRONGTYPE, which failed the call, and the batch on every
 // retry: the partition stuck for good.
 
-// foreign writes a value of kind ("a string", "a hash" or "a list") at key,
+// foreign writes a value of kind ("a string", "a hash", "a hash, c no
+// number": a fixed window's count that is none, or "a list") at key,
 // in place of what was there.
 func foreign(t *testing.T, rdb redis.UniversalClient, kind, key string) {
 	t.Helper()
@@ -26,6 +27,8 @@ func foreign(t *testing.T, rdb redis.UniversalClient, kind, key string) {
 		err = rdb.Set(ctx, key, "x", time.Hour).Err()
 	case "a hash":
 		err = rdb.HSet(ctx, key, "f", "v").Err()
+	case "a hash, c no number":
+		err = rdb.HSet(ctx, key, "c", "x").Err()
 	case "a list":
 		err = rdb.RPush(ctx, key, "a", "b").Err()
 	default:
@@ -163,8 +166,10 @@ func TestWindowsOfAnotherTypeAreUnusable(t *testing.T) {
 		key          func(Window) string
 		kinds        []string
 	}{
-		{IncrAndCheckName, "counter", key, []string{"a hash", "a list"}},
-		{SalesDecrName, "counter", key, []string{"a hash", "a list"}},
+		// A string is a counter of the version before, whose count moves
+		// into a hash: "x" holds none.
+		{IncrAndCheckName, "counter", key, []string{"a string", "a hash, c no number", "a list"}},
+		{SalesDecrName, "counter", key, []string{"a string", "a hash, c no number", "a list"}},
 		{SlideAndCheckName, "hash", key, []string{"a string", "a list"}},
 		{DistinctAndCheckName + " (fixed)", "hash", key, []string{"a string", "a list"}},
 		{DistinctAndCheckName + " (fixed)", "values", values, []string{"a string", "a hash", "a list"}},

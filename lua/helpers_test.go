@@ -58,7 +58,8 @@ func tryCount(ctx context.Context, s *Scripts, windows []Window, evs ...ev) ([]C
 	c := &Call{Kind: Count, Source: evs[0].src, Offsets: offsetsOf(windows[0]), Windows: windows}
 	for _, e := range evs {
 		for w := range windows {
-			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount})
+			// A window that keeps evidence keeps each event's id as its entry.
+			c.Changes = append(c.Changes, Change{Window: w, Offset: e.offset, ID: IDOf(e.id), Amount: e.amount, Entry: e.id})
 		}
 	}
 	b := s.Batch()
@@ -89,11 +90,38 @@ func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
 
 func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 	t.Helper()
-	n, err := rdb.Get(t.Context(), w.Key).Int64()
+	n, err := rdb.HGet(t.Context(), w.Key, "c").Int64()
 	if err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// countOf is a fixed window's count as Redis holds it (its hash's field
+// c: incr_and_check.lua), "" when there is none.
+func countOf(t *testing.T, rdb redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := rdb.HGet(t.Context(), key, "c").Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// setCount makes a fixed window's counter hold count, living ttl (none
+// when 0), as incr_and_check keeps it.
+func setCount(t *testing.T, rdb redis.UniversalClient, key, count string, ttl time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	pipe := rdb.TxPipeline()
+	pipe.Del(ctx, key)
+	pipe.HSet(ctx, key, "c", count)
+	if ttl > 0 {
+		pipe.PExpire(ctx, key, ttl)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // testClaim is a claim of alert id by one claimant, on its cooldown and

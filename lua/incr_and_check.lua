@@ -1,33 +1,42 @@
 -- incr_and_check: count a run of events, all from one Kafka partition and
 -- in its order, into the fixed windows of the rules of one bucket of groups,
 -- each event at most once, and tell for each whether it crossed a threshold
--- first.
+-- first; keep the orders near a window's threshold as its evidence, in the
+-- same call.
 --
 -- KEYS[1]     the bucket's offsets: a hash with a field per source partition
 --             and script, the last offset applied here from it
--- KEYS[2i]    window i: its counter, a string; its TTL is its end. Once
---             the window keeps evidence (evidence_add), the count is
---             followed by its entries: "<count>" RS entry RS entry ...
+-- KEYS[2i]    window i: a hash; its TTL is its end. Field 'c' is its count;
+--             each order its evidence keeps is a field named by the count
+--             it took the window to (decimal), its entry the value
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
 --             how long crossing marks live, seconds (uint32, >= 1); n, the
 --             number of windows (uint8, 1..64); per window its length,
---             seconds (uint32, >= 1), its threshold (int64, 1..2^53-1), and
---             1 when its rule keeps evidence, which it may then hold after
---             its count, else 0 (uint8);
+--             seconds (uint32, >= 1), its threshold (int64, 1..2^53-1), how
+--             many entries its evidence keeps (uint8, 0..20; 0 keeps none)
+--             and the count from which it keeps an order's (int64,
+--             1..threshold; any when it keeps none);
 --             then per event and window: window index (uint8, 1..n),
 --             offset (int64, 0..10^15-1), event id (8 bytes), increment
---             (int64, 1..2^53-1). 5 + 13 n + 25 a change bytes.
+--             (int64, 1..2^53-1). 5 + 21 n + 25 a change bytes.
+-- ARGV[3]     the changes' evidence entries, joined ('' when no window
+--             keeps evidence)
+-- ARGV[4]     per change, its entry's start and end in ARGV[3] (uint32
+--             each: its bytes s0 + 1 to s1), or '' with ARGV[3]: 8 a change bytes.
+--             An entry that is empty, longer than 512 bytes or holds RS
+--             (\30) is not kept; its change still counts.
 --
 -- Reply: two integers per event and window, in order: {current, 1} when
 -- prev < threshold <= current (this event crossed first), {current, 0}
 -- otherwise, {-1, -1} when its arguments or its window are unusable: then it
 -- wrote nothing to the window, and the others still count. Call arguments
--- that are unusable (keys, source, lifetime, counts) make the reply a single
--- {-1, -1}. A key of another type (written by another) never fails the
--- call: a window's counter is unusable, as above; its marks are none, and
--- a crossing replaces them; the offsets are none, and are replaced.
+-- that are unusable (keys, source, lifetime, counts, spans) make the reply a
+-- single {-1, -1}. A key of another type (written by another) never fails
+-- the call: a window's counter that HINCRBY refuses (a list, a hash whose
+-- 'c' is no integer) is unusable, as above; its marks are none, and a
+-- crossing replaces them; the offsets are none, and are replaced.
 --
 -- "Already counted?" is asked once per event, not per window: the caller
 -- sends a partition's events of one bucket in calls that cover increasing,
@@ -40,47 +49,66 @@
 -- marks and windows: a redelivery may come as late as a mark lives.
 --
 -- Thresholds and increments are below 2^53, exact in Lua's doubles; a
--- counter past 2^53 is compared exactly, as digits (GET).
+-- counter past 2^53 is compared exactly, as digits (HGET).
 --
--- A counter with evidence after its count is not an integer, and INCRBY
--- refuses it: a window whose rule keeps evidence has its head read first
--- (GETRANGE, 45 bytes), and one whose rule keeps none once INCRBY refused
--- it (its evidence turned off since); its count (at most 15 digits, as
--- evidence_add writes them) is added to and written back before the
--- entries (SET KEEPTTL; a value longer than 44 bytes: over the old count
--- in place, SETRANGE, unless it gains a digit), so that the window's end
--- never moves. A count that would pass 15 digits drops the entries (evidence_add
--- keeps none after such a count), and INCRBY counts it exactly; so do the
--- saturation at 2^62 and a window started again (SET EX). Any other value
--- that INCRBY refuses is unusable, as before (Performance, Redis memory).
+-- Evidence: a window whose rule keeps evidence writes the entry of each
+-- order that takes it to a count from its 'from' (threshold - keep + 1 for
+-- a count; the amount's, where orders near the threshold start) up to its
+-- threshold, and of the crossing, each in a field of its own (HSET), named
+-- by that count: no write reads first, and HINCRBY on 'c' is never refused
+-- by what the entries hold. A hash of small fields stays a listpack, one
+-- allocation (values of 64 bytes or less, hash-max-listpack-value): a
+-- string holding the entries after the count cost a read before every
+-- count (Performance, Evidence). A count's window holds at most keep
+-- entries; an amount's is trimmed to its keep highest counts when it holds
+-- more than 2 keep (HLEN, HKEYS, HDEL: rare). The caller reads a crossing's
+-- evidence afterwards (HGETALL), its entries by count, highest first.
+--
+-- A counter of the version before (a string: "<count>", or "<count>" RS
+-- entry ...; the count digits without a leading zero, at most 2^62)
+-- has its count moved into the hash at its next change (HINCRBY refuses
+-- it once: GET, PTTL, DEL, HSET, PEXPIRE), its end kept and its entries
+-- dropped (Upgrades, docs/operations.md); a redelivery reads its count.
+-- Any other string is unusable; so is a field c that HINCRBY refuses,
+-- and, for a redelivery, one that is not such digits.
 --
 -- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
 local TWO62 = 4611686018427387904
 local find, RS = string.find, '\30'
+local MAX_KEEP, MAX_ENTRY = 20, 512
+-- The largest count of the version before, as it saturated: HINCRBY then
+-- never overflows (increments are below 2^53).
+local MAX_COUNT = '4611686018427387904'
 
-local src, packed = ARGV[1], ARGV[2]
-if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
+local src, packed, texts, spans = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if not (#ARGV == 4 and #src >= 1 and #src <= 32 and #packed >= 5) then
   return {-1, -1}
 end
 local life, n, pos = decode('<I4B', packed)
-local changes = (#packed - 5 - 13 * n) / 25
+local changes = (#packed - 5 - 21 * n) / 25
 if not (life >= 1 and n >= 1 and n <= MAX_WINDOWS and #KEYS == 2 * n + 1
-    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
+    and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0
+    and (#spans == 0 or #spans == 8 * changes)) then
   return {-1, -1}
 end
 -- A window with an unusable length or threshold (thresholds[i] false)
 -- refuses its changes; the other windows still count. A window whose rule
 -- keeps evidence has its threshold negated: one table, read once a change.
--- A window's length is read again from ARGV[2] (at 6 + 13 (i - 1)) on the
+-- A window's length is read again from ARGV[2] (at 6 + 21 (i - 1)) on the
 -- rare paths that need it, a new window and the offsets' lifetime: tables
 -- filled for every window cost a call of 8 changes about a tenth of its
 -- time side by side (lua/seedbench/cheapcall/README.md).
-local thresholds = {}
+local thresholds, froms = {}, {}
 for i = 1, n do
-  local length, threshold, keep
-  length, threshold, keep, pos = decode('<I4i8B', packed, pos)
-  thresholds[i] = length >= 1 and threshold >= 1 and threshold < TWO53 and keep <= 1 and (keep == 1 and -threshold or threshold)
+  local length, threshold, keep, from
+  length, threshold, keep, from, pos = decode('<I4i8Bi8', packed, pos)
+  local ok = length >= 1 and threshold >= 1 and threshold < TWO53 and keep <= MAX_KEEP
+      and (keep == 0 or from >= 1 and from <= threshold)
+  thresholds[i] = ok and (keep > 0 and -threshold or threshold)
+  if ok and keep > 0 then
+    froms[i] = from
+  end
 end
 
 local field = 'c:' .. src
@@ -96,7 +124,7 @@ local dirty, refresh = false, false
 -- so that no function is made for them every call. A change's event id is
 -- read (sub) only where it is needed, a crossing or a redelivery.
 local reply, r, values = {}, 0, {}
-for _ = 1, changes do
+for nth = 1, changes do
   local at, i, o, by = pos
   i, o, by, pos = decode('<Bi8xxxxxxxxi8', packed, pos)
   local t = thresholds[i] -- nil past 1..n
@@ -117,47 +145,21 @@ for _ = 1, changes do
     end
     if fresh then
       local inc = by == 1 and '1' or format('%d', by)
-      -- A window whose rule keeps evidence is read first, and a counter
-      -- with entries after its count is added to here; INCRBY would refuse
-      -- it, and Redis counts a refusal in its statistics even when the
-      -- script handles it (INFO commandstats, errorstats). A window whose
-      -- rule keeps none may still hold some (its evidence turned off
-      -- since): it is read once INCRBY refused it.
-      -- Only the value's head is read (GETRANGE: 45 bytes), not all its
-      -- entries. A value of 44 bytes or less is all in hand, and written
-      -- whole (SET), which keeps it one allocation (embstr), where
-      -- SETRANGE would make it two. A longer one, two already, has a
-      -- count as long as before written over in place (SETRANGE): its
-      -- entries are copied into Lua and back only when the count gains
-      -- a digit.
-      local got, rs
-      if keep then
-        got = pcall('GETRANGE', key, '0', '44')
-        rs = type(got) == 'string' and find(got, RS, 1, true)
-      end
-      if not rs then
-        v = pcall('INCRBY', key, inc)
-        if not keep and type(v) == 'table' then
-          got = pcall('GETRANGE', key, '0', '44')
-          rs = type(got) == 'string' and find(got, RS, 1, true)
-        end
-      end
-      if rs then
-        local c = rs <= 16 and sub(got, 1, rs - 1)
-        v = nil
-        if c and (c == '0' or match(c, DIGITS)) then
-          v = tonumber(c) + by
-          local d = format('%d', v)
-          if #d == #c and #got == 45 then
-            call('SETRANGE', key, '0', d)
-          elseif #d <= 15 then
-            call('SET', key, d .. sub(#got < 45 and got or call('GET', key), rs), 'KEEPTTL')
-          else
-            -- Past 15 digits, which evidence_add writes no entries after,
-            -- and near Lua's exact doubles: the count alone.
-            call('SET', key, c, 'KEEPTTL')
-            v = call('INCRBY', key, inc)
+      v = pcall('HINCRBY', key, 'c', inc)
+      if type(v) == 'table' and sub(v.err, 1, 9) == 'WRONGTYPE' then
+        -- A counter of the version before, a string: its count into the
+        -- hash, its end kept, its entries dropped (they name no count);
+        -- the change then counts. Once a window, at an upgrade.
+        local got = pcall('GET', key)
+        local c = type(got) == 'string' and (match(got, '^(%d+)\30') or match(got, '^%d+$'))
+        if c and (c == '0' or match(c, DIGITS)) and (#c < 19 or #c == 19 and c <= MAX_COUNT) then
+          local left = call('PTTL', key)
+          call('DEL', key)
+          call('HSET', key, 'c', c)
+          if left > 0 then
+            call('PEXPIRE', key, format('%d', left))
           end
+          v = pcall('HINCRBY', key, 'c', inc)
         end
       end
       if type(v) == 'number' then
@@ -167,16 +169,17 @@ for _ = 1, changes do
           -- window or one something made persistent can (a restore, a
           -- migration, PERSIST). The latter is caught when it reaches its
           -- threshold, and its counts are of unknown age: it starts again
-          -- with this change alone, so that no alert counts changes older
-          -- than the window. A running TTL is never reset, so a steady
-          -- trickle cannot keep a window open for ever.
+          -- with this change alone, its entries gone, so that no alert
+          -- counts changes older than the window. A running TTL is never
+          -- reset, so a steady trickle cannot keep a window open for ever.
           if call('TTL', key) == -1 then
+            local length = format('%d', (decode('<I4', packed, 6 + 21 * (i - 1))))
             if v ~= by then
-              call('SET', key, inc, 'EX', format('%d', (decode('<I4', packed, 6 + 13 * (i - 1)))))
+              call('DEL', key)
+              call('HSET', key, 'c', inc)
               v = by
-            else
-              call('EXPIRE', key, format('%d', (decode('<I4', packed, 6 + 13 * (i - 1)))))
             end
+            call('EXPIRE', key, length)
             refresh = true
           end
           if v >= t then
@@ -187,7 +190,7 @@ for _ = 1, changes do
               -- Past 2^53 Lua's doubles round: the counter is read as
               -- digits, compared in two parts doubles hold exactly, the
               -- last 9 digits and the rest: v - inc < t, as v < inc + t.
-              exact = call('GET', key)
+              exact = call('HGET', key, 'c')
               local function parts(s)
                 if #s <= 9 then
                   return 0, tonumber(s)
@@ -205,8 +208,8 @@ for _ = 1, changes do
             end
             if v >= TWO62 then
               -- Saturate at 2^62, far above any threshold (below 2^53), so
-              -- that INCRBY never fails on overflow, which no retry cures.
-              call('SET', key, '4611686018427387904', 'KEEPTTL')
+              -- that HINCRBY never fails on overflow, which no retry cures.
+              call('HSET', key, 'c', '4611686018427387904')
               v = TWO62
             end
             if first == 1 then
@@ -227,13 +230,37 @@ for _ = 1, changes do
             end
           end
         end
+        if keep and #spans > 0 and v < 1e15 and (first == 1 or v >= froms[i] and v < t) then
+          local s0, s1 = decode('<I4I4', spans, 8 * nth - 7)
+          local e = s1 > s0 and s1 - s0 <= MAX_ENTRY and s1 <= #texts and sub(texts, s0 + 1, s1)
+          if e and not find(e, RS, 1, true) then
+            call('HSET', key, format('%d', v), e)
+            local kept = decode('<B', packed, 18 + 21 * (i - 1))
+            -- A count's window never holds more than keep entries (from is
+            -- threshold - keep + 1); an amount's is trimmed past 2 keep.
+            if v - froms[i] >= kept and call('HLEN', key) > 2 * kept + 1 then
+              local all, counts = call('HKEYS', key), {}
+              for _, f in ipairs(all) do
+                -- Only fields the script writes: a count of at most 15
+                -- digits, which format gives back as it was.
+                if #f <= 15 and match(f, DIGITS) then
+                  counts[#counts + 1] = tonumber(f)
+                end
+              end
+              table.sort(counts)
+              for k = 1, #counts - kept do
+                call('HDEL', key, format('%d', counts[k]))
+              end
+            end
+          end
+        end
       else
         v, first = -1, -1
       end
     else
-      -- Applied before: its mark, or the counter as it is (-1 when the
-      -- window's key holds no string; its count, before RS, when it holds
-      -- evidence). Marks of another type are none.
+      -- Applied before: its mark, or the counter's count as it is (-1
+      -- when HGET and GET refuse the key; a string's count, of the
+      -- version before). Marks of another type are none.
       local mark = tonumber(pcall('HGET', KEYS[2 * i + 1], sub(packed, at + 9, at + 16)))
       if mark then
         v, first = mark, 1
@@ -242,8 +269,12 @@ for _ = 1, changes do
         -- call's fresh changes (its offsets increase): a fresh change
         -- does not store its count there, a table write a change.
         if not values[i] then
-          local got = pcall('GET', key)
-          values[i] = type(got) == 'table' and -1 or tonumber(got) or tonumber(match(got or '', '^(%d+)\30')) or 0
+          local got = pcall('HGET', key, 'c')
+          if type(got) == 'table' then
+            got = pcall('GET', key)
+            got = type(got) == 'string' and (match(got, '^(%d+)\30') or match(got, '^%d+$')) or -1
+          end
+          values[i] = not got and 0 or (got == '0' or match(got, DIGITS)) and tonumber(got) or -1
         end
         v = values[i]
         first = v == -1 and -1 or 0
@@ -263,7 +294,7 @@ if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 or refresh th
   -- TTL as infinite: a new hash gets its life from NX.
   local longest = life
   for w = 1, n do
-    local length = decode('<I4', packed, 6 + 13 * (w - 1))
+    local length = decode('<I4', packed, 6 + 21 * (w - 1))
     if thresholds[w] and length > longest then
       longest = length
     end

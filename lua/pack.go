@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -20,7 +21,7 @@ import (
 // unpacked: from 2^53 up the call is refused here, with an error.
 const (
 	countHead    = 5  // lifetime uint32, n uint8
-	countWindow  = 13 // length uint32, threshold int64, keeps evidence uint8
+	countWindow  = 21 // length uint32, threshold int64, keep uint8, from int64
 	countChange  = 25 // index uint8, offset int64, id 8 bytes, amount int64
 	slideWindow  = 16 // span uint16, lateness uint16, threshold int64, ttl uint32
 	slideChange  = 33 // index uint8, offset int64, id, bucket int64, amount int64
@@ -40,9 +41,32 @@ func packCount(dst []byte, life time.Duration, windows []Window, changes []Chang
 		}
 		dst = binary.LittleEndian.AppendUint32(dst, u32(seconds(w.Length)))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(w.Threshold))
-		dst = append(dst, packBool(w.Evidence))
+		dst = append(dst, byte(min(max(w.Keep, 0), math.MaxUint8)))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(w.From))
 	}
 	return packChanges(dst, len(windows), changes)
+}
+
+// packEntries appends incr_and_check's entries to texts and their spans
+// (start and end in texts, uint32 each) to spans, one a change: an
+// event's changes share its entry, written once. A call without entries
+// sends neither.
+func packEntries(texts, spans []byte, changes []Change) ([]byte, []byte, error) {
+	last, start := "", 0
+	for i := range changes {
+		e := changes[i].Entry
+		if len(e) > MaxEvidenceText || strings.Contains(e, EvidenceSep) {
+			return nil, nil, fmt.Errorf("lua: an evidence entry of %d bytes or holding \\x1e: at most %d: %w", len(e), MaxEvidenceText, ErrInvalidArguments)
+		}
+		if e != last || i == 0 {
+			start = len(texts)
+			texts = append(texts, e...)
+			last = e
+		}
+		spans = binary.LittleEndian.AppendUint32(spans, uint32(start))
+		spans = binary.LittleEndian.AppendUint32(spans, uint32(start+len(e)))
+	}
+	return texts, spans, nil
 }
 
 // packRefund appends sales_decr's packed arguments to dst: the offsets'

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -25,11 +26,11 @@ func (p packing) change(i int, offset int64, id string, amount int64) packing {
 // The Go side packs what the scripts take, and refuses a call whose
 // thresholds or amounts a double cannot hold exactly.
 func TestPackingsAreTheScriptsLayouts(t *testing.T) {
-	w := Window{Key: "{t}:w", Marks: "{t}:m", Length: time.Minute, Threshold: 10, Evidence: true}
+	w := Window{Key: "{t}:w", Marks: "{t}:m", Length: time.Minute, Threshold: 10, Keep: 5, From: 6}
 	id := IDOf("a")
 	ch := Change{Window: 0, Offset: 7, ID: id, Amount: 3}
 	got, err := packCount(nil, time.Hour, []Window{w}, []Change{ch, {Window: 5, Offset: 8, ID: id, Amount: 1}})
-	want := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(1).change(1, 7, string(id[:]), 3).change(0, 8, string(id[:]), 1)
+	want := packing{}.u32(3600).u8(1).u32(60).i64(10).u8(5).i64(6).change(1, 7, string(id[:]), 3).change(0, 8, string(id[:]), 1)
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("packCount = %x, %v; want %x (a change to no window as index 0)", got, err, want)
 	}
@@ -90,6 +91,22 @@ func TestKeyTagIsHashTag(t *testing.T) {
 			if got, want := tagOf(a).of(b), hashTag(a) == hashTag(b); got != want {
 				t.Errorf("tagOf(%q).of(%q) = %v, want %v", a, b, got, want)
 			}
+		}
+	}
+}
+
+// An event's changes share its entry, sent once; each change's span says
+// where its entry is; an entry the script would not keep is refused here.
+func TestEntriesArePackedOnceAnEvent(t *testing.T) {
+	cs := []Change{{Entry: "ab"}, {Entry: "ab"}, {Entry: "cd"}, {Entry: ""}, {Entry: "ab"}}
+	texts, spans, err := packEntries(nil, nil, cs)
+	want := packing{}.u32(0).u32(2).u32(0).u32(2).u32(2).u32(4).u32(4).u32(4).u32(4).u32(6)
+	if err != nil || string(texts) != "abcdab" || string(spans) != string(want) {
+		t.Fatalf("packEntries = %q, %x, %v; want \"abcdab\", %x", texts, spans, err, want)
+	}
+	for _, bad := range []string{"a\x1eb", strings.Repeat("e", MaxEvidenceText+1)} {
+		if _, _, err := packEntries(nil, nil, []Change{{Entry: bad}}); !errors.Is(err, ErrInvalidArguments) {
+			t.Fatalf("entry of %d bytes: %v, want ErrInvalidArguments", len(bad), err)
 		}
 	}
 }

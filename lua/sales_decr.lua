@@ -4,8 +4,8 @@
 -- going below zero.
 --
 -- KEYS[1]     the bucket's offsets, as incr_and_check keeps them
--- KEYS[1+i]   amount window i, as incr_and_check keeps it: its count,
---             and its evidence after it once it keeps some
+-- KEYS[1+i]   amount window i, as incr_and_check keeps it: a hash, its
+--             count in field 'c' (its evidence in the others, untouched)
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go): how
 --             long the bucket's offsets live, seconds (uint32, >= 1); n,
@@ -19,14 +19,15 @@
 --   {0, 1}          the refund was larger than the window: clamped at 0
 --   {0, 0}          no window (it ended, or nothing was counted); nothing
 --                   written to it
---   {-1, -1}        its arguments are unusable, or its window's key holds
---                   no integer; nothing written to it, and the others
---                   still count
+--   {-1, -1}        its arguments are unusable, or its window's key is
+--                   of another type or its count no number; nothing
+--                   written to it, and the others still count
 -- A single {-1, -1}: the call's own arguments are unusable. Offsets of
--- another type (written by another) are none, and are replaced. A window
--- with evidence after its count keeps it: the count is written back before
--- it (SET KEEPTTL); one whose count is not digits (at most 15, as
--- evidence_add writes them) is unusable, as incr_and_check has it.
+-- another type (written by another) are none, and are replaced. A window's
+-- count is written with HSET, which keeps its TTL, so its end never moves;
+-- its evidence stays (an order's entry is named by the count it reached).
+-- A counter of the version before (a string) has its count moved into the
+-- hash first, as incr_and_check does, its entries dropped.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
 -- is known as incr_and_check knows an event, by its offset, in its own
@@ -35,7 +36,6 @@
 --
 -- It runs after prelude.lua, which it shares with incr_and_check.
 local MAX_CHANGES = 4096
-local find, RS = string.find, '\30'
 
 local src, packed = ARGV[1], ARGV[2]
 if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
@@ -56,12 +56,11 @@ end
 last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DIGITS)) and tonumber(last) or nil
 local dirty = false
 
--- Each window is read once (values[i]; unusable[i] when its key holds no
--- string; entries[i], its evidence, RS and after) and written once, at the
--- end, when changed[i]: one SET a window however many refunds a call
--- carries. Past 2^53 Lua's doubles round, and DECRBY subtracts exactly
--- instead (a window with evidence is below 10^15).
-local values, unusable, changed, entries = {}, {}, {}, {}
+-- Each window is read once (values[i]; unusable[i] when its count cannot
+-- be read) and written once, at the end, when changed[i]: one HSET a
+-- window however many refunds a call carries. Past 2^53 Lua's doubles
+-- round, and HINCRBY subtracts exactly instead.
+local values, unusable, changed = {}, {}, {}
 local reply, r = {}, 0
 for _ = 1, changes do
   local i, o, amount
@@ -78,16 +77,22 @@ for _ = 1, changes do
       fresh = dirty and o == last
     end
     if values[i] == nil then
-      local got = pcall('GET', key)
-      unusable[i] = type(got) == 'table'
-      local at = type(got) == 'string' and find(got, RS, 1, true)
-      if at then
-        -- Two statements: miniredis's Lua (the backtest's --lua, the demo)
-        -- assigns a multiple assignment's targets as it evaluates them.
-        entries[i] = sub(got, at)
-        got = sub(got, 1, at - 1)
-        unusable[i] = not (at <= 16 and (got == '0' or match(got, DIGITS)))
+      local got = pcall('HGET', key, 'c')
+      if type(got) == 'table' and sub(got.err, 1, 9) == 'WRONGTYPE' then
+        -- A counter of the version before: into a hash, its end kept.
+        local old = pcall('GET', key)
+        local c = type(old) == 'string' and (match(old, '^(%d+)\30') or match(old, '^%d+$'))
+        if c and (c == '0' or match(c, DIGITS)) and (#c < 19 or #c == 19 and c <= '4611686018427387904') then
+          local left = call('PTTL', key)
+          call('DEL', key)
+          call('HSET', key, 'c', c)
+          if left > 0 then
+            call('PEXPIRE', key, format('%d', left))
+          end
+          got = c
+        end
       end
+      unusable[i] = type(got) == 'table' or got and not (got == '0' or match(got, DIGITS))
       values[i] = not unusable[i] and tonumber(got) or 0
     end
     local w = values[i]
@@ -101,10 +106,10 @@ for _ = 1, changes do
       local remaining
       if w >= TWO53 then
         if changed[i] then
-          call('SET', key, format('%d', w), 'KEEPTTL')
+          call('HSET', key, 'c', format('%d', w))
           changed[i] = false
         end
-        remaining = pcall('DECRBY', key, format('%d', amount))
+        remaining = pcall('HINCRBY', key, 'c', format('%d', -amount))
       else
         remaining, changed[i] = w - amount, true
       end
@@ -123,7 +128,7 @@ end
 
 for i, ch in pairs(changed) do
   if ch then
-    call('SET', KEYS[1 + i], format('%d', values[i]) .. (entries[i] or ''), 'KEEPTTL')
+    call('HSET', KEYS[1 + i], 'c', format('%d', values[i]))
   end
 end
 if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 then

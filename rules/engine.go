@@ -22,6 +22,7 @@ import (
 type counters interface {
 	Batch() *lua.Batch
 	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
+	CounterEvidence(ctx context.Context, keys []string) ([][]string, error)
 	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 
@@ -289,7 +290,12 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				w, name, values := c.window(j)
 				x.alerts = append(x.alerts, e.crossed(r, ev, res.Current, name.Group, values))
 				x.from, x.marks = append(x.from, ref.event), append(x.marks, w.Marks)
-				evidence = evidence.add(p, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
+				if w.Keep > 0 {
+					// Written by the counting call: read once it is done.
+					evidence = evidence.read(p, r, len(x.alerts)-1, w.Key)
+				} else {
+					evidence = evidence.add(p, r, ev, res.Current, len(x.alerts)-1, w.Key, name.Group)
+				}
 			case res.Late:
 				e.late.WithLabelValues(r.Name).Inc()
 			case res.Clamped:
@@ -297,8 +303,9 @@ func (e *Engine) answers(p *plan, evs []*event.Event) (x crossings, unprocessabl
 				e.log.Warn("refund larger than the window's amount; clamped at 0", "rule", r.Name,
 					"topic", ev.Source.Topic, "partition", ev.Source.Partition, "offset", ev.Source.Offset)
 			default:
-				w, name, _ := c.window(j)
-				evidence = evidence.add(p, r, ev, res.Current, -1, w.Key, name.Group)
+				if w, name, _ := c.window(j); w.Keep == 0 {
+					evidence = evidence.add(p, r, ev, res.Current, -1, w.Key, name.Group)
+				}
 			}
 		}
 	}

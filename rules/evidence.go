@@ -46,6 +46,24 @@ type evidence struct {
 	open  map[string]int         // the call each hash tag adds to now
 	in    map[windowOf]windowRef // where a window is in the calls
 	lists [][]listOf             // per call, per entry marked List
+	// reads are the crossings of fixed windows whose counting call wrote
+	// their evidence, and keys their counters, read once the calls ran.
+	reads []listOf
+	keys  []string
+}
+
+// read asks for the evidence a fixed window's counting call wrote, for the
+// crossing of alert alertIndex.
+func (x *evidence) read(p *plan, r *active, alertIndex int, counter string) *evidence {
+	if x == nil {
+		if p.evidence.open == nil {
+			p.evidence.open, p.evidence.in = map[string]int{}, map[windowOf]windowRef{}
+		}
+		x = &p.evidence
+	}
+	x.reads = append(x.reads, listOf{alertIndex, r})
+	x.keys = append(x.keys, counter)
+	return x
 }
 
 // newCall starts a call: one a batch before made, emptied, or a new one.
@@ -74,6 +92,7 @@ func (x *evidence) empty() {
 		x.lists[i] = empty(x.lists[i])
 	}
 	x.calls, x.lists = empty(x.calls), x.lists[:0]
+	x.reads, x.keys = empty(x.reads), empty(x.keys)
 	clear(x.open)
 	clear(x.in)
 }
@@ -92,7 +111,9 @@ type listOf struct {
 // window's key and g its group, as the plan made them. A nil *evidence
 // starts with the plan's (p.evidence).
 func (x *evidence) add(p *plan, r *active, ev *event.Event, current int64, alertIndex int, window string, g lua.Group) *evidence {
-	if r.Evidence <= 0 || ev.Type == event.Refund ||
+	// A fixed count or amount window's counting call keeps its evidence
+	// itself (incr_and_check): read, not added.
+	if r.Evidence <= 0 || r.kind.Counter() || ev.Type == event.Refund ||
 		(alertIndex < 0 && (current < r.evidenceFrom() || current >= r.Threshold)) {
 		return x
 	}
@@ -118,14 +139,7 @@ func (x *evidence) add(p *plan, r *active, ev *event.Event, current int64, alert
 		}
 		w = windowRef{c, len(call.Windows)}
 		x.in[windowOf{r, g}] = w
-		// A fixed window's counter holds its evidence after its count: it
-		// is named as both keys (evidence_add); other windows are hashes,
-		// and keep theirs under a key of its own.
-		key := window
-		if !r.kind.Counter() {
-			key = p.keys.Evidence(g, r.state)
-		}
-		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: key, Window: window,
+		call.Windows = append(call.Windows, lua.EvidenceWindow{Key: p.keys.Evidence(g, r.state), Window: window,
 			Keep: r.Evidence, TTL: max(r.Window+r.Lateness, time.Second), Slides: r.WindowType == alert.Sliding})
 	}
 	var value string
@@ -146,6 +160,17 @@ func (x *evidence) add(p *plan, r *active, ev *event.Event, current int64, alert
 func (e *Engine) addEvidence(ctx context.Context, x *evidence, alerts []alert.Alert) error {
 	if x == nil {
 		return nil
+	}
+	if len(x.keys) > 0 {
+		lists, err := e.counters.CounterEvidence(ctx, x.keys)
+		if err != nil {
+			return fmt.Errorf("rules: read the evidence of %d crossings: %w", len(x.keys), err)
+		}
+		for j, list := range lists {
+			of := x.reads[j]
+			a := &alerts[of.alert]
+			a.Evidence = evidenceOf(ownFirst(list, a.EventID), a, of.rule)
+		}
 	}
 	err := e.counters.AddEvidence(ctx, x.calls)
 	if err != nil && !errors.Is(err, lua.ErrInvalidArguments) && !errors.Is(err, lua.ErrUnexpectedReply) {
@@ -190,9 +215,11 @@ func evidenceOf(list []string, a *alert.Alert, r *active) []alert.Evidence {
 			seen[e.EventID] = true
 		}
 	}
-	if r.WindowType != alert.Sliding && len(entries) > 1 {
-		// A fixed window's value only grows with its orders (a refund
-		// aside), whatever order replicas racing on it wrote them in.
+	if r.WindowType != alert.Sliding && !r.kind.Counter() && len(entries) > 1 {
+		// A fixed distinct window's value only grows with its orders,
+		// whatever order replicas racing on it wrote them in. A counter's
+		// entries are in the order they counted in: its counting call
+		// wrote them, and their values are 0.
 		slices.SortStableFunc(entries[1:], func(a, b entry) int { return cmp.Compare(b.current, a.current) })
 	}
 	out := make([]alert.Evidence, 0, min(len(entries), r.Evidence))
@@ -200,6 +227,18 @@ func evidenceOf(list []string, a *alert.Alert, r *active) []alert.Evidence {
 		out = append(out, e.Evidence)
 	}
 	return out
+}
+
+// ownFirst is a counter's entries, newest first, from the crossing's own
+// (the newest, but where a refund took the window below its threshold and
+// orders since were kept), or all when it is not there.
+func ownFirst(list []string, eventID string) []string {
+	for k, text := range list {
+		if e, ok := decodeEvidence(text); ok && e.EventID == eventID {
+			return list[k:]
+		}
+	}
+	return list
 }
 
 // entry is an order of a window's evidence, with the window's value after
@@ -221,6 +260,16 @@ const (
 const sep = "\x1f"
 
 var separators = strings.NewReplacer(sep, " ", lua.EvidenceSep, " ")
+
+// keepOf is how many entries a fixed window of r keeps in its hash
+// (lua.Window.Keep): none for other windows, whose evidence evidence_add
+// writes.
+func keepOf(r *active, fixed bool) int {
+	if !fixed {
+		return 0
+	}
+	return r.Evidence
+}
 
 // encodeEvidence writes an order's entry, short, for Redis holds one an
 // order near a threshold: its time (Unix milliseconds), amount and the

@@ -75,6 +75,7 @@ func newHarness(t *testing.T, rs ...rules.Rule) *harness {
 type counting interface {
 	Batch() *lua.Batch
 	AddEvidence(ctx context.Context, calls []*lua.Evidence) error
+	CounterEvidence(ctx context.Context, keys []string) ([][]string, error)
 	Seal(ctx context.Context, since string, seals []lua.Seal) error
 }
 
@@ -207,13 +208,12 @@ func (h *harness) windowKey(name string, values ...string) string {
 // the key does not exist.
 func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
-	v, err := h.rdb.Get(h.t.Context(), h.windowKey(name, values...)).Result()
+	// A fixed window is a hash, its count in c (incr_and_check.lua).
+	v, err := h.rdb.HGet(h.t.Context(), h.windowKey(name, values...), "c").Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false
 	}
-	// A fixed window's count is before the evidence it may hold.
-	count, _, _ := strings.Cut(v, lua.EvidenceSep)
-	n, err := strconv.ParseInt(count, 10, 64)
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -271,4 +271,32 @@ func (h *harness) crossedBy(name string) []string {
 		}
 	}
 	return ids
+}
+
+// wantStoredEvidence checks what Redis holds of a rule's evidence for a
+// group: whether any entry is kept and, when stored > 0, how many. A fixed
+// count or amount window keeps its entries in its hash, a field each
+// beside its count; a sliding or distinct window's are a string of
+// entries under a key of its own.
+func (h *harness) wantStoredEvidence(r rules.Rule, value string, keeps bool, stored int) {
+	h.t.Helper()
+	ctx := h.t.Context()
+	g := h.keys.Group([]string{value})
+	own := h.keys.Evidence(g, r.State())
+	n := 0
+	if r.Metric == alert.Distinct || r.WindowType == alert.Sliding {
+		n = strings.Count(h.rdb.Get(ctx, own).Val(), lua.EvidenceSep)
+	} else {
+		if h.rdb.Exists(ctx, own).Val() == 1 {
+			h.t.Errorf("a fixed window's evidence under a key of its own, %s", own)
+		}
+		n = len(h.rdb.HKeys(ctx, h.keys.Counter(g, r.State())).Val())
+		n = max(n-1, 0) // its count, c
+	}
+	if n > 0 != keeps {
+		h.t.Errorf("evidence kept: %v (%d entries), want %v", n > 0, n, keeps)
+	}
+	if stored > 0 && n != stored {
+		h.t.Errorf("evidence holds %d entries, want %d", n, stored)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -279,12 +278,11 @@ func (h *harness) total(r rules.Rule, values ...string) int64 {
 		}
 		return n
 	case r.WindowType != alert.Sliding:
-		v, err := h.rdb.Get(h.t.Context(), h.keys.Counter(g, r.State())).Result()
+		v, err := h.rdb.HGet(h.t.Context(), h.keys.Counter(g, r.State()), "c").Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			h.t.Fatal(err)
 		}
-		count, _, _ := strings.Cut(v, lua.EvidenceSep) // before its evidence
-		n, _ := strconv.ParseInt(count, 10, 64)
+		n, _ := strconv.ParseInt(v, 10, 64)
 		return n
 	}
 	fields, err := h.rdb.HGetAll(h.t.Context(), h.keys.Window(g, r.State())).Result()

@@ -177,6 +177,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 		// future is counted even where only fixed windows (processing
 		// time) are in force, since it says a producer's clock is off.
 		at := e.eventTime(ev)
+		entry := "" // its evidence entry, made once for its fixed windows that keep evidence
 		for k := range rs {
 			r, t := &rs[k], &p.tally[k]
 			if !r.Enabled {
@@ -193,6 +194,12 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 				t.skipped[skipField]++
 				values = cut(values, start)
 				continue
+			}
+			if k == lua.Count && r.Evidence > 0 {
+				if entry == "" {
+					entry = encodeEvidence(ev, 0, "") // its window's value: the order in the counter says it
+				}
+				ch.Entry = entry
 			}
 			own := values[start:len(values):len(values)]
 			p.event = append(p.event, planned{k, r, p.keys.Group(own), own, ch})
@@ -265,25 +272,6 @@ func (p *plan) addEvent(open *openCalls, event int) {
 		}
 	}
 	p.event = p.event[:0]
-}
-
-// eventTime is the time the sliding and distinct windows count an event
-// at, in milliseconds since 1970: its occurred_at, else its Kafka record's
-// time, else now; never more than MaxFuture ahead of now (a time further
-// ahead is counted in fraudwatch_events_future_total).
-func (e *Engine) eventTime(ev *event.Event) int64 {
-	t := ev.OccurredAt
-	if t.IsZero() {
-		t = ev.Source.Time
-	}
-	now := e.cfg.Now()
-	if t.IsZero() {
-		t = now
-	} else if t.After(now.Add(MaxFuture)) {
-		e.future.Inc()
-		t = now
-	}
-	return max(t.UnixMilli(), 0)
 }
 
 // add adds one change to the call of its partition, bucket and family,
@@ -387,7 +375,7 @@ func (p *plan) finish() {
 		w := &p.pendingWindows[i]
 		c, r := w.call, w.rule
 		c.Windows = append(c.Windows, lua.Window{Length: r.Window, Threshold: r.Threshold, Sliding: r.WindowType == alert.Sliding, Lateness: r.Lateness,
-			Evidence: r.Evidence > 0 && w.name.Fixed})
+			Keep: keepOf(r, w.name.Fixed), From: r.evidenceFrom()})
 		c.names, c.values = append(c.names, w.name), append(c.values, w.values)
 	}
 	p.keys.NameWindows(windows, names)

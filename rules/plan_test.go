@@ -14,9 +14,10 @@ import (
 // noCounters and noSink let a test plan without Redis or Kafka.
 type noCounters struct{}
 
-func (noCounters) Batch() *lua.Batch                                  { return nil }
-func (noCounters) AddEvidence(context.Context, []*lua.Evidence) error { return nil }
-func (noCounters) Seal(context.Context, string, []lua.Seal) error     { return nil }
+func (noCounters) Batch() *lua.Batch                                             { return nil }
+func (noCounters) AddEvidence(context.Context, []*lua.Evidence) error            { return nil }
+func (noCounters) CounterEvidence(context.Context, []string) ([][]string, error) { return nil, nil }
+func (noCounters) Seal(context.Context, string, []lua.Seal) error                { return nil }
 
 type noSink struct{}
 

@@ -16,10 +16,11 @@ import (
 // noRedis stands for Redis and the sink where a test only plans.
 type noRedis struct{}
 
-func (noRedis) Batch() *lua.Batch                                  { return nil }
-func (noRedis) AddEvidence(context.Context, []*lua.Evidence) error { return nil }
-func (noRedis) Seal(context.Context, string, []lua.Seal) error     { return nil }
-func (noRedis) Publish(context.Context, ...alert.Alert) error      { return nil }
+func (noRedis) Batch() *lua.Batch                                             { return nil }
+func (noRedis) AddEvidence(context.Context, []*lua.Evidence) error            { return nil }
+func (noRedis) CounterEvidence(context.Context, []string) ([][]string, error) { return nil, nil }
+func (noRedis) Seal(context.Context, string, []lua.Seal) error                { return nil }
+func (noRedis) Publish(context.Context, ...alert.Alert) error                 { return nil }
 
 // A plan put back holds nothing of its batch, and the plan a batch gets
 // from the plans is the plan a new one would be, whatever batch it planned
@@ -175,8 +176,10 @@ func samePlans(got, want *plan) error {
 // nothing of it once the plan is put back, and the next batch's calls are
 // what a new plan's would be.
 func TestEvidenceKeptByAPlanHoldsNothingOfItsBatch(t *testing.T) {
+	// Sliding: a fixed window's evidence is written by its counting call,
+	// and makes no evidence call.
 	r := Rule{Name: "count", Metric: alert.Count, GroupBy: []string{"customer_id"}, Window: time.Minute, Threshold: 1000,
-		Evidence: 5, Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
+		WindowType: alert.Sliding, Evidence: 5, Cooldown: time.Minute, Severity: alert.SeverityWarning, Mode: alert.ModeAlert, Enabled: true}
 	engine := func() *Engine {
 		e, err := NewEngine(EngineConfig{KeyPrefix: "t", Buckets: 1}, []Rule{r}, noRedis{}, noRedis{}, nil, nil)
 		if err != nil {

@@ -305,7 +305,7 @@ func TestDefinitionChangesStartFresh(t *testing.T) {
 		t.Errorf("old windows changed: %d", n)
 	}
 	key := h.keys.Counter(h.keys.Group([]string{"cust-1"}), longer.State())
-	if v := h.rdb.Get(t.Context(), key).Val(); v != "1" {
+	if v := h.rdb.HGet(t.Context(), key, "c").Val(); v != "1" {
 		t.Errorf("new window holds %q, want 1", v)
 	}
 }

@@ -222,7 +222,7 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		state[r.Name] = r.State()
 	}
 	counter := func(rule, value string) int64 {
-		n, err := countOf(rdb.Get(context.Background(), keys.Counter(keys.Group([]string{value}), state[rule])))
+		n, err := countOf(rdb.HGet(context.Background(), keys.Counter(keys.Group([]string{value}), state[rule]), "c"))
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
@@ -471,13 +471,12 @@ func TestKilledAtRandomCountsOnceAndAlertsOnce(t *testing.T) {
 		len(world.orders), len(world.refunds), len(world.alerts), slack.digests)
 }
 
-// countOf reads a fixed window's counter: its count, before the evidence it
-// may hold after it (evidence_add); redis.Nil without one.
+// countOf reads a fixed window's count, field c of its hash
+// (incr_and_check.lua); redis.Nil without one.
 func countOf(get *redis.StringCmd) (int64, error) {
 	v, err := get.Result()
 	if err != nil {
 		return 0, err
 	}
-	count, _, _ := strings.Cut(v, lua.EvidenceSep)
-	return strconv.ParseInt(count, 10, 64)
+	return strconv.ParseInt(v, 10, 64)
 }

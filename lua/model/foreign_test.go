@@ -44,7 +44,8 @@ func foreign(p *pair, name, kind string) {
 
 // What the counting scripts do with a key of another type: the offsets and
 // marks are none, and are replaced; a window is unusable (-1, -1, nothing
-// written); no call fails.
+// written), but a fixed window's hash without a count (c), which
+// incr_and_check counts into; no call fails.
 func TestScriptsTakeKeysOfAnotherType(t *testing.T) {
 	const a, b, c = "aaaaaaaa", "bbbbbbbb", "cccccccc"
 	type step func(p *pair)
@@ -117,8 +118,10 @@ func TestScriptsTakeKeysOfAnotherType(t *testing.T) {
 			seed("f1:crossed", "string"), incr(1, "5", "1", a, 10, 1), incr(1, "5", "1", a, 10, 1),
 			seed("f1:crossed", "zset"), incr(1, "5", "1", a, 10, 0),
 		}},
-		{"incr_and_check: a counter of another type", []step{
-			seed("f1", "hash"), incr(2, "50", "1", a, -1, -1, 10, 0), incr(2, "50", "1", a, -1, -1, 10, 0),
+		{"incr_and_check: a counter of another type; a hash without c is counted into", []step{
+			seed("f1", "zset"), incr(2, "50", "1", a, -1, -1, 10, 0), incr(2, "50", "1", a, -1, -1, 10, 0),
+			seed("f1", "string"), incr(2, "50", "2", b, -1, -1, 20, 0), incr(2, "50", "2", b, -1, -1, 20, 0),
+			seed("f1", "hash"), incr(2, "50", "3", c, 10, 0, 30, 0),
 		}},
 		{"sales_decr: offsets and a counter of another type", []step{
 			incr(1, "50", "1", a, 10, 0), seed("o", "string"), sales("1", 7, 0), sales("1", 7, 0),

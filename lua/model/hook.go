@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -32,8 +33,8 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"d693731b15b1c742e1f3e7c62fe50bbd03155f71", incrAndCheck},
-	lua.SalesDecrName:        {"ac5c9b79725025915d20a8dac45465b06e3694d6", salesDecr},
+	lua.IncrAndCheckName:     {"453b4973d758503bd17b17b4830e102de034e0ff", incrAndCheck},
+	lua.SalesDecrName:        {"9462c72f0aeaac16b4087dc2a81112b011440a39", salesDecr},
 	lua.SlideAndCheckName:    {"1f53b62a484d3ac387146630580eeb2b7800e53a", slideAndCheck},
 	lua.DistinctAndCheckName: {"84252d7787b450946b0ae3675e4d9c0fe38db572", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},
@@ -115,9 +116,11 @@ func (s *Store) Client() *redis.Client {
 }
 
 // hook answers EVALSHA and EVAL of the scripts the model has, SCRIPT LOAD
-// and SCRIPT EXISTS, and the commands that write an alert's seal beside
-// its crossing's mark (lua.Scripts.Seal: HSET, EXPIRE NX); any other
-// command fails.
+// and SCRIPT EXISTS, the commands that write an alert's seal beside its
+// crossing's mark (lua.Scripts.Seal: HSET, EXPIRE NX), and HGETALL (a
+// crossing's evidence, lua.Scripts.CounterEvidence); any other command
+// fails. A command Redis would refuse with an error reply (WRONGTYPE) gets
+// one go-redis reads as Redis's (a redis.Error).
 type hook struct{ s *Store }
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -199,6 +202,10 @@ func (s *Store) command(args []any) (any, error) {
 			_, found[i] = scripts[sha]
 		}
 		return found, nil
+	case name == "hgetall" && len(strs) == 2:
+		// A fixed window's evidence, read after its crossing
+		// (lua.Scripts.CounterEvidence).
+		return s.hgetallCommand(strs[1])
 	case name == "hset" && len(strs) >= 4 && len(strs)%2 == 0:
 		return s.hsetCommand(strs[1], strs[2:])
 	case name == "expire" && len(strs) == 4 && strings.EqualFold(strs[3], "nx"):
@@ -212,6 +219,17 @@ func (s *Store) command(args []any) (any, error) {
 	default:
 		return nil, fmt.Errorf("model: command %s is not modelled", strs[0])
 	}
+}
+
+// hgetallCommand is HGETALL: a copy of key's hash, empty without one.
+func (s *Store) hgetallCommand(key string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.hgetall(key)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(h), nil
 }
 
 // hsetCommand is HSET: how many of the fields are new.
@@ -288,6 +306,14 @@ func setReply(cmd redis.Cmder, reply any) error {
 		}
 	case *redis.BoolCmd:
 		if v, ok := reply.(bool); ok {
+			c.SetVal(v)
+			return nil
+		}
+	case *redis.MapStringStringCmd:
+		if v, ok := reply.(map[string]string); ok {
+			if v == nil {
+				v = map[string]string{}
+			}
 			c.SetVal(v)
 			return nil
 		}

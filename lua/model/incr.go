@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"strconv"
-	"strings"
 )
 
 // Lua's numbers are doubles: these are the scripts' bounds as Lua holds
@@ -31,7 +30,7 @@ func incrAndCheck(s *Store, keys, args argv) (any, error) {
 		var v float64
 		var crossed int64
 		if c.applied.decide(ch.o) {
-			v, crossed, err = f.count(ch)
+			v, crossed, err = f.count(ch, k)
 		} else {
 			v, crossed, err = f.again(ch.i, ch.id)
 		}
@@ -55,64 +54,39 @@ type fixedCall struct {
 	values []known // by window, from 1: its counter as the call has it
 }
 
-var errHoldsEvidence = errors.New("a counter with evidence after its count")
-
-// count is the script's count(i, id, inc): -1, -1 when INCRBY fails.
-func (f *fixedCall) count(ch *change) (float64, int64, error) {
+// count is the script's count of change ch, the call's k-th (from 0): -1,
+// -1 when HINCRBY refuses the window's counter (after an upgrade, when it
+// is a string of the version before).
+func (f *fixedCall) count(ch *change, k int) (float64, int64, error) {
 	i, w := ch.i, &f.windows[ch.i]
 	key := f.keys[2*i-1]
 	by := int64(ch.amount)
-	var n int64
-	var err error
-	if got, ok, _ := f.s.getString(key); w.keeps && ok && strings.IndexByte(got, evidenceSep) >= 0 {
-		err = errHoldsEvidence // read first (GET): INCRBY is not tried
-	} else {
-		n, err = f.s.incrby(key, by)
+	n, err := f.s.hincrby(key, "c", by)
+	if errors.Is(err, errWrongType) {
+		if _, ok := f.s.upgrade(key); ok {
+			n, err = f.s.hincrby(key, "c", by)
+		}
 	}
 	if err != nil {
-		// redis.pcall: the window holds no integer (or would overflow):
-		// its count, if evidence follows it.
-		var ok bool
-		if n, ok = f.s.incrBeforeEvidence(key, by); !ok {
-			return -1, -1, nil
-		}
+		return -1, -1, nil // redis.pcall: an error table
 	}
-	v := float64(n)
-	if v == ch.amount {
-		f.arm(key, w.length)
-	}
-	t := w.threshold
-	first, exact := int64(0), ""
-	if v >= t && v != ch.amount && f.s.ttlSeconds(key) == -1 {
-		// Persistent: counts of unknown age; the window starts again with
-		// this change alone (SET key inc EX length).
-		f.s.setEx(key, format(ch.amount), secs(w.length))
-		f.refresh = true
-		n, v = by, ch.amount
-	}
-	if v >= t {
-		if v < two53 {
-			if v-ch.amount < t {
-				first = 1
-			}
-		} else {
-			// below(exact, inc, threshold): exact in int64.
-			exact = strconv.FormatInt(n, 10)
-			if n-by < int64(t) {
-				first = 1
-			}
-		}
-	}
-	if v >= two62 {
-		f.s.setKeepTTL(key, "4611686018427387904")
-		v = two62
-	}
-	if first == 1 {
-		if exact == "" {
-			exact = format(v)
-		}
-		if err := f.mark(f.keys[2*i], ch.id, exact); err != nil {
+	v, t := float64(n), w.threshold
+	first := int64(0)
+	if v == ch.amount || v >= t {
+		if n, v, err = f.arm(key, n, v, ch, w); err != nil {
 			return 0, 0, err
+		}
+		if v >= t {
+			if v, first, err = f.cross(ch, key, n, v, t); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if w.keep > 0 && len(f.spans) > 0 && v < 1e15 && (first == 1 || v >= w.from && v < t) {
+		if e, ok := f.entry(k); ok {
+			if err := f.s.keepEntry(key, v, e, w); err != nil {
+				return 0, 0, err
+			}
 		}
 	}
 	// Not kept in f.values: the script keeps only what its redeliveries
@@ -121,60 +95,78 @@ func (f *fixedCall) count(ch *change) (float64, int64, error) {
 	return v, first, nil
 }
 
-// arm is the script's arm(key, length): EXPIRE when TTL reads -1.
-func (f *fixedCall) arm(key string, length float64) {
-	if f.s.expireNX(key, secs(length)) {
-		f.refresh = true
+// arm is the script's TTL check of a window at its first change or its
+// threshold: one whose TTL reads -1 (new, or persistent: counts of unknown
+// age) starts again with change ch alone (DEL, HSET c inc) unless it is
+// new, and gets its length (EXPIRE). It returns the count, n and v.
+func (f *fixedCall) arm(key string, n int64, v float64, ch *change, w *win) (int64, float64, error) {
+	if f.s.ttlSeconds(key) != -1 {
+		return n, v, nil
 	}
+	if v != ch.amount {
+		f.s.del(key)
+		if err := f.s.hset(key, "c", format(ch.amount)); err != nil {
+			return 0, 0, err
+		}
+		n, v = int64(ch.amount), ch.amount
+	}
+	f.s.expire(key, secs(w.length))
+	f.refresh = true
+	return n, v, nil
 }
 
-// again is the script's again(i, id): -1, -1 where it is nil.
+// cross is the script's test of a count v (n exactly) at or past the
+// threshold t: first is 1 when change ch crossed it, which leaves its mark;
+// past 2^53 compared exactly (HGET c: the digits n has, which the mark
+// holds), and past 2^62 the counter saturated (HSET c 2^62). It returns
+// the count as the script replies it.
+func (f *fixedCall) cross(ch *change, key string, n int64, v, t float64) (float64, int64, error) {
+	first, exact := int64(0), ""
+	if v < two53 {
+		if v-ch.amount < t {
+			first = 1
+		}
+	} else {
+		// The script's two-part comparison of v - inc < t, as v < inc + t:
+		// exact in int64.
+		exact = strconv.FormatInt(n, 10)
+		if n < int64(ch.amount)+int64(t) {
+			first = 1
+		}
+	}
+	if v >= two62 {
+		if err := f.s.hset(key, "c", "4611686018427387904"); err != nil {
+			return 0, 0, err
+		}
+		v = two62
+	}
+	if first == 1 {
+		if exact == "" {
+			exact = format(v)
+		}
+		if err := f.mark(f.keys[2*ch.i], ch.id, exact); err != nil {
+			return 0, 0, err
+		}
+	}
+	return v, first, nil
+}
+
+// again is the script's answer to a change applied before: its mark, or
+// the counter's count as it is, read once a call (values).
 func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 	if m, ok, err := markOf(f.s, f.keys[2*i], id); err != nil || ok {
 		return m, 1, err
 	}
 	if !f.values[i].ok {
-		got, ok, err := f.s.getString(f.keys[2*i-1])
+		v, err := f.s.countOf(f.keys[2*i-1])
 		if err != nil {
-			return -1, -1, nil // redis.pcall: the key holds no string
-		}
-		v, isNum, nerr := tonumber(got, ok)
-		if nerr != nil {
-			return 0, 0, nerr
-		}
-		if !isNum {
-			// tonumber(match(got, '^(%d+)\30')): a count with evidence.
-			at := strings.IndexByte(got, evidenceSep)
-			if v = 0; at > 0 && allDigits(got[:at]) {
-				v, _, _ = tonumber(got[:at], true)
-			}
+			return 0, 0, err
 		}
 		f.values[i] = known{v, true}
 	}
-	return f.values[i].v, 0, nil
-}
-
-// evidenceSep starts each entry of a fixed window's evidence, after its
-// count in its counter's string (lua.EvidenceSep).
-const evidenceSep = '\x1e'
-
-// incrBeforeEvidence is the script's count of a counter that holds
-// evidence after its count (INCRBY refused it): the count, at most 15
-// digits, added to and written back before the entries, its TTL kept;
-// past 15 digits, the count alone, and INCRBY. ok is false when the value is
-// not of that form (unusable).
-func (s *Store) incrBeforeEvidence(key string, by int64) (int64, bool) {
-	got, ok, err := s.getString(key)
-	at := strings.IndexByte(got, evidenceSep)
-	if err != nil || !ok || at < 0 || !natural(got[:at], true, 15) {
-		return 0, false
+	v := f.values[i].v
+	if v == -1 {
+		return -1, -1, nil
 	}
-	c, _ := strconv.ParseInt(got[:at], 10, 64)
-	if v := c + by; v < 1e15 { // at most 15 digits, as the script's #d <= 15
-		s.setKeepTTL(key, strconv.FormatInt(v, 10)+got[at:])
-		return v, true
-	}
-	s.setKeepTTL(key, got[:at])
-	v, err := s.incrby(key, by)
-	return v, err == nil
+	return v, 0, nil
 }

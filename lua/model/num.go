@@ -64,8 +64,10 @@ func tonumber(s string, ok bool) (v float64, isNum bool, err error) {
 	}
 	t := strings.Trim(s, " \t\n\v\f\r")
 	body := strings.TrimLeft(t, "+-")
+	// An 'x' anywhere else makes no number: strtod stops before it, and
+	// Lua's hexadecimal retry (strtoul) reads no 'x' but a leading "0x".
 	if lower := strings.ToLower(body); strings.HasPrefix(lower, "inf") || strings.HasPrefix(lower, "nan") ||
-		strings.ContainsAny(lower, "x") {
+		strings.HasPrefix(lower, "0x") {
 		return 0, false, errUnsure
 	}
 	if t == "" || len(t)-len(body) > 1 || strings.Trim(t, "0123456789.eE+-") != "" {

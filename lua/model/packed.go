@@ -23,7 +23,10 @@ type packing struct {
 	// keysPer is the keys a window; sales_decr's windows are a key each.
 	keysPer    int
 	maxChanges int
-	colon      bool // the source holds a ':'
+	// entries is set for incr_and_check, whose ARGV[3] and ARGV[4] are
+	// its changes' evidence entries and their spans.
+	entries bool
+	colon   bool // the source holds a ':'
 	// windows is false for sales_decr, whose head is followed by changes:
 	// its windows are only keys, every one usable.
 	windows    bool
@@ -39,6 +42,9 @@ type call struct {
 	// windows are by index from 1, as the scripts count them; [0] unused.
 	windows []win
 	changes []change
+	// texts and spans are incr_and_check's ARGV[3] and ARGV[4]: the
+	// entries, and each change's (start, end) in texts, uint32 each.
+	texts, spans string
 }
 
 // win is a window's arguments; usable is false for one the script
@@ -53,9 +59,10 @@ type win struct {
 	// ttl is how long the window lives, seconds (incr_and_check: its
 	// length): what the offsets' lifetime takes the longest of.
 	ttl float64
-	// keeps is incr_and_check's: the window's rule keeps evidence, which
-	// its counter may hold after its count.
-	keeps bool
+	// keep and from are incr_and_check's: how many entries the window's
+	// evidence keeps (0: none), which its counter may hold after its
+	// count, and the value from which an order's entry is kept.
+	keep, from float64
 }
 
 // change is a change's arguments; i is 0 for one the script refuses.
@@ -72,7 +79,11 @@ type change struct {
 // read checks a call as the script does and reads it into c, reusing its
 // slices; false when the script refuses the call whole.
 func (p packing) read(keys, args argv, c *call) bool {
-	if len(args) != 2 || len(args[0]) < 1 || len(args[0]) > 32 || len(args[1]) < 5 ||
+	argc := 2
+	if p.entries {
+		argc = 4
+	}
+	if len(args) != argc || len(args[0]) < 1 || len(args[0]) > 32 || len(args[1]) < 5 ||
 		(p.colon && !strings.Contains(args[0], ":")) {
 		return false
 	}
@@ -80,8 +91,12 @@ func (p packing) read(keys, args argv, c *call) bool {
 	life, n := r.u32(), r.u8()
 	changes := float64(len(args[1])-5-p.window*int(n)) / float64(p.change)
 	if !(life >= 1 && n >= 1 && n <= 64 && len(keys) == p.keysPer*int(n)+1 &&
-		changes >= 1 && changes <= float64(p.maxChanges) && changes == math.Trunc(changes)) {
+		changes >= 1 && changes <= float64(p.maxChanges) && changes == math.Trunc(changes) &&
+		(!p.entries || len(args[3]) == 0 || float64(len(args[3])) == 8*changes)) {
 		return false
+	}
+	if p.entries {
+		c.texts, c.spans = args[2], args[3]
 	}
 	c.src, c.life, c.n = args[0], life, int(n)
 	c.windows = resize(c.windows, int(n)+1)
@@ -117,11 +132,12 @@ func fixedChange(r *reader, n float64, c *change) {
 	}
 }
 
-var incrPacking = packing{window: 13, change: 25, keysPer: 2, maxChanges: 4096, windows: true,
+var incrPacking = packing{window: 21, change: 25, keysPer: 2, maxChanges: 4096, windows: true, entries: true,
 	readWindow: func(r *reader, w *win) {
-		length, threshold, keeps := r.u32(), r.i64(), r.u8()
-		*w = win{usable: length >= 1 && threshold >= 1 && threshold < two53 && keeps <= 1, length: length,
-			threshold: threshold, ttl: length, keeps: keeps == 1}
+		length, threshold, keep, from := r.u32(), r.i64(), r.u8(), r.i64()
+		*w = win{usable: length >= 1 && threshold >= 1 && threshold < two53 && keep <= maxKeep &&
+			(keep == 0 || from >= 1 && from <= threshold),
+			length: length, threshold: threshold, ttl: length, keep: keep, from: from}
 	},
 	readChange: fixedChange}
 
@@ -160,6 +176,25 @@ var distinctPacking = packing{window: 23, change: 33, keysPer: 3, maxChanges: 51
 			c.i = int(i)
 		}
 	}}
+
+// maxKeep bounds how many entries a window's evidence keeps
+// (lua.MaxEvidence).
+const maxKeep = 20
+
+// entry is change k's (from 0) evidence entry, as the script reads it:
+// false when the call sends none, or it is empty, longer than 512 bytes
+// or holds the separator.
+func (c *call) entry(k int) (string, bool) {
+	if len(c.spans) == 0 {
+		return "", false
+	}
+	r := &reader{s: c.spans, pos: 8 * k}
+	s0, s1 := int(r.le(4)), int(r.le(4))
+	if s1 <= s0 || s1-s0 > 512 || s1 > len(c.texts) || strings.IndexByte(c.texts[s0:s1], evidenceSep) >= 0 {
+		return "", false
+	}
+	return c.texts[s0:s1], true
+}
 
 // reader is struct.unpack's little-endian reading of a packing, each
 // number a double as Lua holds it. Its caller checked the length.

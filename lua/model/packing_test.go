@@ -44,7 +44,7 @@ func packText(name string, keys, args []string) []string {
 	n, rest := len(keys)-1, args[2:]
 	if l.hasN {
 		if len(rest) == 0 {
-			return []string{args[0], string(b)}
+			return argsOf(name, args[0], b)
 		}
 		v := num(rest[0], 0)
 		n, rest = int(min(max(v, 0), 255)), rest[1:]
@@ -60,7 +60,16 @@ func packText(name string, keys, args []string) []string {
 		b = packChange(b, name, rest[:take])
 		rest = rest[take:]
 	}
-	return []string{args[0], string(b)}
+	return argsOf(name, args[0], b)
+}
+
+// argsOf is a call's arguments: its source and packing, and for
+// incr_and_check no entries.
+func argsOf(name, src string, b []byte) []string {
+	if name == lua.IncrAndCheckName {
+		return []string{src, string(b), "", ""}
+	}
+	return []string{src, string(b)}
 }
 
 // num is s's value when it is digits (with a '-' before them), bad when
@@ -108,7 +117,9 @@ func packWindow(b []byte, name string, f []string) []byte {
 		}
 	}
 	if name == lua.IncrAndCheckName && len(f) == 2 {
-		b = append(b, 1) // its rule keeps evidence, as rules keep by default
+		// Its rule keeps 10 entries (rules' default), from 1; the call
+		// sends none (packText), so none is written.
+		b = le.AppendUint64(append(b, 10), 1)
 	}
 	return b
 }
@@ -150,7 +161,7 @@ func TestMalformedPackingsAsTheScripts(t *testing.T) {
 		return le.AppendUint64(append(b, "abcdefgh"...), uint64(amount))
 	}
 	window := func(b []byte, length uint32, threshold int64) []byte {
-		return append(le.AppendUint64(le.AppendUint32(b, length), uint64(threshold)), 1)
+		return le.AppendUint64(append(le.AppendUint64(le.AppendUint32(b, length), uint64(threshold)), 1), 1)
 	}
 	good := change(window(head(600, 1), 600, 2), 1, 1, 1)
 	for _, tc := range []struct {
@@ -185,7 +196,11 @@ func TestMalformedPackingsAsTheScripts(t *testing.T) {
 					keys = append(keys, p.key(fmt.Sprint("w", i, ":crossed")))
 				}
 			}
-			got := p.raw(tc.script, keys, "p:0", string(tc.packing))
+			args := []string{"p:0", string(tc.packing)}
+			if tc.script == lua.IncrAndCheckName {
+				args = append(args, "", "")
+			}
+			got := p.raw(tc.script, keys, args...)
 			if whole := fmt.Sprint(got) == "[-1 -1]"; whole != tc.whole {
 				t.Fatalf("reply %v: refused whole %v, want %v", got, whole, tc.whole)
 			}

@@ -1,13 +1,9 @@
 package model
 
-import "strings"
-
 // refundWindow is sales_decr's state of one window.
 type refundWindow struct {
 	key      string
-	entries  string // its evidence after its count, from RS on
-	v        float64
-	hasV     bool
+	v        float64 // its count; 0 where there is none
 	changed  bool
 	unusable bool
 }
@@ -21,15 +17,8 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 	}
 	windows := newLoaded(c.n, func(i int) (*refundWindow, error) {
 		w := &refundWindow{key: keys[i]}
-		got, ok, gerr := s.getString(w.key)
-		w.unusable = gerr != nil // redis.pcall: the key holds no string
-		if at := strings.IndexByte(got, evidenceSep); at >= 0 && gerr == nil {
-			// A count with evidence after it: at most 15 digits, else not ours.
-			got, w.entries = got[:at], got[at:]
-			w.unusable = !natural(got, true, 15)
-		}
 		var err error
-		if w.v, w.hasV, err = tonumber(got, ok && !w.unusable); err != nil {
+		if w.v, w.unusable, err = s.readRefunded(w.key); err != nil {
 			return nil, err
 		}
 		return w, nil
@@ -49,39 +38,47 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 		switch {
 		case w.unusable:
 			c.answer(-1, -1)
-		case !w.hasV || w.v <= 0:
+		case w.v <= 0:
 			c.answer(0, 0)
 		case !fresh:
 			c.answer(w.v, 0)
 		default:
-			remaining, clamped, ok := w.subtract(s, ch.amount)
-			if !ok {
+			remaining, clamped, ok, err := w.subtract(s, ch.amount)
+			switch {
+			case err != nil:
+				return nil, err
+			case !ok:
 				c.answer(-1, -1)
-				continue
+			default:
+				c.answer(remaining, clamped)
 			}
-			c.answer(remaining, clamped)
 		}
 	}
 
 	for _, w := range windows.got {
 		if w != nil && w.changed {
-			s.setKeepTTL(w.key, format(w.v)+w.entries)
+			if err := s.hset(w.key, "c", format(w.v)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return c.finish()
 }
 
-// subtract is the script's subtract(w, amount); ok is false where DECRBY
-// fails.
-func (w *refundWindow) subtract(s *Store, amount float64) (remaining float64, clamped int64, ok bool) {
+// subtract is the script's refund of amount from window w; ok is false
+// where HINCRBY refuses it (past 2^53, where the script subtracts in
+// Redis, exactly, its count written back first when the call changed it).
+func (w *refundWindow) subtract(s *Store, amount float64) (remaining float64, clamped int64, ok bool, err error) {
 	if w.v >= two53 {
 		if w.changed {
-			s.setKeepTTL(w.key, format(w.v))
+			if err := s.hset(w.key, "c", format(w.v)); err != nil {
+				return 0, 0, false, err
+			}
 			w.changed = false
 		}
-		v, err := s.incrby(w.key, -int64(amount))
+		v, err := s.hincrby(w.key, "c", -int64(amount))
 		if err != nil {
-			return 0, 0, false
+			return 0, 0, false, nil // redis.pcall: an error table
 		}
 		remaining = float64(v)
 	} else {
@@ -91,5 +88,5 @@ func (w *refundWindow) subtract(s *Store, amount float64) (remaining float64, cl
 		remaining, clamped, w.changed = 0, 1, true
 	}
 	w.v = remaining
-	return remaining, clamped, true
+	return remaining, clamped, true, nil
 }

@@ -13,17 +13,28 @@
 package model
 
 import (
-	"errors"
-	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// errWrongType is Redis's reply to a command on a key of another type.
-var errWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+// replyError is an error Redis replies: go-redis reads one as a
+// redis.Error, which callers tell from a failed connection.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks it a redis.Error.
+func (replyError) RedisError() {}
+
+// Redis's error replies the model gives.
+const (
+	// errWrongType is Redis's reply to a command on a key of another type.
+	errWrongType      = replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+	errHashNotInteger = replyError("ERR hash value is not an integer")
+	errOverflow       = replyError("ERR increment or decrement would overflow")
+)
 
 // Store is a keyspace of strings, hashes and sorted sets, with TTLs that run
 // on a clock only SetTime moves. It is safe for concurrent use; calls run
@@ -195,9 +206,19 @@ func (s *Store) queue(key string, e *entry) {
 	s.due.Push(e.due, key)
 }
 
-// ttl is TTL: -2 without a key, -1 without a TTL, else the seconds left,
-// rounded as Redis rounds them.
+// ttlSeconds is TTL: -2 without a key, -1 without a TTL, else the seconds
+// left, rounded as Redis rounds them.
 func (s *Store) ttlSeconds(key string) int64 {
+	ms := s.pttl(key)
+	if ms < 0 {
+		return ms
+	}
+	return (ms + 500) / 1000
+}
+
+// pttl is PTTL: -2 without a key, -1 without a TTL, else the milliseconds
+// left.
+func (s *Store) pttl(key string) int64 {
 	e := s.get(key)
 	switch {
 	case e == nil:
@@ -205,7 +226,7 @@ func (s *Store) ttlSeconds(key string) int64 {
 	case !e.ttl:
 		return -1
 	}
-	return ((e.due - s.now).Milliseconds() + 500) / 1000
+	return (e.due - s.now).Milliseconds()
 }
 
 // after is t plus ttl, saturating as time.Time's Sub does.
@@ -235,79 +256,6 @@ func (s *Store) setEx(key, value string, ttl time.Duration) {
 	s.setDue(key, e, ttl)
 }
 
-// Hash commands.
-
-// hget is HGET: ok is false without the key or the field.
-func (s *Store) hget(key, field string) (v string, ok bool, err error) {
-	e, err := s.typed(key, kindHash)
-	if e == nil {
-		return "", false, err
-	}
-	v, ok = e.hash[field]
-	return v, ok, nil
-}
-
-// hgetall is key's hash, nil without one. It is the store's own: callers
-// must not change it.
-func (s *Store) hgetall(key string) (map[string]string, error) {
-	e, err := s.typed(key, kindHash)
-	if e == nil {
-		return nil, err
-	}
-	return e.hash, nil
-}
-
-// hset is HSET of field-value pairs.
-func (s *Store) hset(key string, pairs ...string) error {
-	if len(pairs) == 0 || len(pairs)%2 != 0 {
-		return errors.New("ERR wrong number of arguments for 'hset' command")
-	}
-	e, err := s.create(key, kindHash)
-	if err != nil {
-		return err
-	}
-	for i := 0; i < len(pairs); i += 2 {
-		e.hash[strings.Clone(pairs[i])] = strings.Clone(pairs[i+1])
-	}
-	return nil
-}
-
-// hdel is HDEL; a hash left empty is removed, as Redis removes it.
-func (s *Store) hdel(key string, fields ...string) error {
-	e, err := s.typed(key, kindHash)
-	if e == nil {
-		return err
-	}
-	for _, f := range fields {
-		delete(e.hash, f)
-	}
-	if len(e.hash) == 0 {
-		delete(s.keys, key)
-	}
-	return nil
-}
-
-// hincrby is HINCRBY with Redis's checks: the field must hold an integer,
-// and the sum must not overflow.
-func (s *Store) hincrby(key, field string, by int64) (int64, error) {
-	e, err := s.create(key, kindHash)
-	if err != nil {
-		return 0, err
-	}
-	var v int64
-	if old, ok := e.hash[field]; ok {
-		if v, ok = parseInt(old); !ok {
-			return 0, errors.New("ERR hash value is not an integer")
-		}
-	}
-	if (by > 0 && v > math.MaxInt64-by) || (by < 0 && v < math.MinInt64-by) {
-		return 0, errors.New("ERR increment or decrement would overflow")
-	}
-	v += by
-	e.hash[field] = fmt.Sprint(v)
-	return v, nil
-}
-
 // expireNX is EXPIRE key ttl NX: a TTL for a key that has none; false when
 // there is no key or it has one.
 func (s *Store) expireNX(key string, ttl time.Duration) bool {
@@ -329,52 +277,4 @@ func (s *Store) expireGT(key string, ttl time.Duration) bool {
 	}
 	s.setDue(key, e, ttl)
 	return true
-}
-
-// hsetField is HSET of one field: true when the field is new.
-func (s *Store) hsetField(key, field, value string) (bool, error) {
-	e, err := s.create(key, kindHash)
-	if err != nil {
-		return false, err
-	}
-	_, had := e.hash[field]
-	e.hash[strings.Clone(field)] = strings.Clone(value)
-	return !had, nil
-}
-
-// incrby is INCRBY (DECRBY with by negated) with Redis's checks: the key
-// must hold an integer, and the sum must not overflow. A new key has no
-// TTL; an existing one keeps its own.
-func (s *Store) incrby(key string, by int64) (int64, error) {
-	e, err := s.typed(key, kindString)
-	if err != nil {
-		return 0, err
-	}
-	var v int64
-	if e != nil {
-		var ok bool
-		if v, ok = parseInt(e.str); !ok {
-			return 0, errors.New("ERR value is not an integer or out of range")
-		}
-	}
-	if (by > 0 && v > math.MaxInt64-by) || (by < 0 && v < math.MinInt64-by) {
-		return 0, errors.New("ERR increment or decrement would overflow")
-	}
-	v += by
-	if e == nil {
-		e = &entry{kind: kindString}
-		s.keys[strings.Clone(key)] = e
-	}
-	e.str = strconv.FormatInt(v, 10)
-	return v, nil
-}
-
-// setKeepTTL is SET key value KEEPTTL: a value of any kind is replaced,
-// and the key keeps its TTL.
-func (s *Store) setKeepTTL(key, value string) {
-	if e := s.get(key); e != nil {
-		e.kind, e.str, e.hash, e.zset = kindString, strings.Clone(value), nil, nil
-		return
-	}
-	s.keys[strings.Clone(key)] = &entry{kind: kindString, str: strings.Clone(value)}
 }

@@ -144,11 +144,14 @@ func TestStoreKeepsNoneOfItsArguments(t *testing.T) {
 	if err := s.hset(sub("str")+"h", sub("field"), sub("value")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.incrby(sub("str"), 1); err != nil {
+	if _, err := s.hincrby(sub("str"), sub("field"), 1); err != nil {
 		t.Fatal(err)
 	}
 	s.setEx(sub("value"), sub("member"), time.Minute)
-	s.setKeepTTL(sub("field"), sub("member"))
+	s.setEx(sub("field"), "12\x1eentry", time.Minute)
+	if _, ok := s.upgrade(sub("field")); !ok {
+		t.Fatal("a string counter was not upgraded")
+	}
 	if _, err := s.zadd(sub("member")+"z", sub("member"), 1, false); err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,9 @@ func packedCall(c *lua.Call, today bool) [][2][]any {
 		b = binary.LittleEndian.AppendUint32(b, uint32(w.Length/time.Second))
 		b = binary.LittleEndian.AppendUint64(b, uint64(w.Threshold))
 		if today {
-			b = append(b, 0) // incr_and_check's since: its rule keeps no evidence
+			// incr_and_check's since: its rule keeps no evidence (keep 0,
+			// from 0)
+			b = binary.LittleEndian.AppendUint64(append(b, 0), 0)
 		}
 	}
 	for _, ch := range c.Changes {
@@ -143,6 +145,9 @@ func packedCall(c *lua.Call, today bool) [][2][]any {
 		b = binary.LittleEndian.AppendUint64(b, uint64(ch.Offset))
 		b = append(b, ch.ID[:]...)
 		b = binary.LittleEndian.AppendUint64(b, uint64(ch.Amount))
+	}
+	if today {
+		return [][2][]any{{countKeys(c), {c.Source, string(b), "", ""}}} // no entries
 	}
 	return [][2][]any{{countKeys(c), {c.Source, string(b)}}}
 }
@@ -158,7 +163,7 @@ const carryEntry = 37
 func carryCall(c *lua.Call) [][2][]any {
 	call := todayCall(c)
 	packed := []byte(call[0][1][1].(string))
-	head := 5 + 13*len(c.Windows)
+	head := 5 + 21*len(c.Windows)
 	out := append([]byte(nil), packed[:head]...)
 	entry := append([]byte{30}, strings.Repeat("e", carryEntry-1)...)
 	for i := range c.Changes {

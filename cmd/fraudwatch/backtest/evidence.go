@@ -14,7 +14,7 @@ import (
 // evidencePin is the fingerprint of the code of evidence_add that
 // evidence follows (lua.Fingerprint); checkFollowed fails a scored replay
 // when the script's code changed.
-const evidencePin = "8a9a77086fe845795fa846e4a666e74c2bbc4068"
+const evidencePin = "7317a6ebef505a8e38598a00207c26d41fd2aa7e"
 
 // evidence answers the engine's evidence_add calls in a scored replay, as
 // the script does, in Go: the orders an alert lists are the crossing and
@@ -28,26 +28,23 @@ const evidencePin = "8a9a77086fe845795fa846e4a666e74c2bbc4068"
 // A window's evidence is its entries, oldest first, trimmed to its newest
 // keep when a call takes it past 2 × keep entries of the call's longest;
 // made, or written for a sliding window, it takes the window's remaining
-// life (windows), else it keeps its own; without a live window, its TTL. A
-// fixed window's is in its counter (its Key is its Window): it lives as
-// the window does, and a window that is gone keeps none. (The counters
-// here never hold it: the scripts' evidence is kept here alone, and a
-// counter written by another is not known.)
+// life (windows), else it keeps its own; without a live window, its TTL.
+// Only sliding and distinct windows keep evidence here: a fixed count or
+// amount window's is in its hash, written by its counting call, which the
+// model keeps.
 type evidence struct {
 	lives
 	lists   map[string][]string // by evidence key: entries, oldest first
 	windows *windows
-	// inCounter are the keys of evidence in a fixed window's counter.
-	inCounter map[string]bool
 }
 
 func newEvidence(w *windows) *evidence {
-	return &evidence{lives: newLives(w.base), lists: map[string][]string{}, windows: w, inCounter: map[string]bool{}}
+	return &evidence{lives: newLives(w.base), lists: map[string][]string{}, windows: w}
 }
 
 // advance moves the evidence's clock to t: the evidence due by then goes.
 func (x *evidence) advance(t time.Time) {
-	x.lives.advance(t, func(key string) { delete(x.lists, key); delete(x.inCounter, key) })
+	x.lives.advance(t, func(key string) { delete(x.lists, key) })
 }
 
 // AddEvidence runs the calls as evidence_add would, one after another,
@@ -95,15 +92,8 @@ func (x *evidence) call(c *lua.Evidence) {
 		if texts[i] == nil {
 			continue
 		}
-		inCounter := w.Key == w.Window
-		if inCounter {
-			x.inCounter[w.Key] = true
-		}
 		old := x.current(w.Key)
 		left, alive := x.windows.left(w.Window)
-		if inCounter && !alive {
-			continue // its window ended: no key is made
-		}
 		olds[i] = old
 		kept := append(slices.Clip(old), texts[i]...)
 		if bytesOf(kept) > 2*w.Keep*width[i] {
@@ -114,7 +104,7 @@ func (x *evidence) call(c *lua.Evidence) {
 		// sliding one's moves with each change, and so must its
 		// evidence's.
 		switch {
-		case inCounter || alive && (len(old) == 0 || w.Slides):
+		case alive && (len(old) == 0 || w.Slides):
 			x.set(w.Key, left)
 		case len(old) > 0: // its end kept
 		default:
@@ -145,10 +135,9 @@ func bytesOf(entries []string) int {
 	return n
 }
 
-// current is the evidence under key, if it is alive: in a counter, if it
-// is its window's (ends with it), not one before it.
+// current is the evidence under key, if it is alive.
 func (x *evidence) current(key string) []string {
-	if _, alive := x.left(key); !alive || x.inCounter[key] && x.end[key] != x.windows.end[key] {
+	if _, alive := x.left(key); !alive {
 		return nil
 	}
 	return x.lists[key]

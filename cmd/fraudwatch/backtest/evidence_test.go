@@ -38,12 +38,6 @@ func TestEvidenceAgrees(t *testing.T) {
 		ws = append(ws, window{EvidenceWindow: lua.EvidenceWindow{Key: fmt.Sprintf("%s:l%d", prefix, i), Window: fmt.Sprintf("%s:w%d", prefix, i),
 			Keep: keep, TTL: 100 * time.Second, Slides: i%2 == 1}})
 	}
-	// Fixed windows whose counters hold their evidence: each ends, and
-	// another starts, but none moves its end while it lives.
-	for i, keep := range []int{2, 4} {
-		key := fmt.Sprintf("%s:f%d", prefix, i)
-		ws = append(ws, window{EvidenceWindow: lua.EvidenceWindow{Key: key, Window: key, Keep: keep, TTL: 100 * time.Second}})
-	}
 	r := rand.New(rand.NewPCG(5, 5))
 	// Redis's clock runs during the test; evidence's does not. Since a
 	// key's life was last set in Redis, its PTTL has run down by at most
@@ -59,14 +53,6 @@ func TestEvidenceAgrees(t *testing.T) {
 			// Now and then a window moves: another life, or none.
 			if r.IntN(3) == 0 {
 				ws[i].life = []time.Duration{0, 20 * time.Second, 40 * time.Second, 60 * time.Second}[r.IntN(4)]
-				if ws[i].Key == ws[i].Window && ws[i].life != 0 {
-					// A fixed window ends before another starts, and the next
-					// ends later (the clock stands here: a life of its own).
-					ws[i].life = time.Duration(20+round) * time.Second
-					if rdb.Exists(ctx, ws[i].Window).Val() == 1 {
-						ws[i].life = 0
-					}
-				}
 				if ws[i].life == 0 {
 					rdb.Del(ctx, ws[i].Window)
 					w.set(ws[i].Window, 0)
@@ -95,12 +81,6 @@ func TestEvidenceAgrees(t *testing.T) {
 		}
 		for _, win := range ws {
 			value := rdb.Get(ctx, win.Key).Val()
-			if win.Key == win.Window {
-				_, value, _ = strings.Cut(value, lua.EvidenceSep) // after the count
-				if value != "" {
-					value = lua.EvidenceSep + value
-				}
-			}
 			if left, _ := x.left(win.Key); left != lives[win.Key] {
 				lives[win.Key], since[win.Key] = left, began
 				if windowLeft, alive := w.left(win.Window); alive && left == windowLeft {
