@@ -46,10 +46,11 @@ type result struct {
 	eventsPerSec float64
 	callsPerSec  float64 // script calls Redis ran, per second
 	redis        redisProfile
-	cores        float64 // cores the processes used together
-	peakRSS      int64   // bytes, the largest of the processes
-	rssSamples   []int64 // bytes, over the run (the first process)
-	slowFrom     int64   // the SLOWLOG id the run's calls come after
+	cores        float64      // cores the processes used together
+	machine      machineShare // what the whole machine did meanwhile
+	peakRSS      int64        // bytes, the largest of the processes
+	rssSamples   []int64      // bytes, over the run (the first process)
+	slowFrom     int64        // the SLOWLOG id the run's calls come after
 	// untimed, when set, says why the run has no rates: its events were
 	// all processed before the bench first saw any (a small run, such as
 	// bench-smoke's sizing runs of 5,000 events). Its rates are then 0,
@@ -219,6 +220,7 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 		res         result
 		redis0      redisSnapshot
 		cpu0        float64
+		machine0    machineShare
 		n0          float64 // events done when first seen
 	)
 	rssEvery, every := time.Now(), scrapeEvery(first, 0, 0, r.events)
@@ -238,6 +240,7 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 				return result{}, err
 			}
 			cpu0 = cpuOf(reps)
+			machine0, _ = machineNow()
 		}
 		if time.Since(rssEvery) >= 500*time.Millisecond {
 			rssEvery = time.Now()
@@ -256,6 +259,9 @@ func (r *fraudwatchRun) measure(ctx context.Context, redis func() (redisSnapshot
 	}
 	if secs, timed := timedFor(first, last, n0, r.events); timed {
 		res.cores = (cpuOf(reps) - cpu0) / secs
+		if m, err := machineNow(); err == nil && machine0.busy > 0 {
+			res.machine = m.per(machine0, secs)
+		}
 		res.eventsPerSec = (float64(r.events) - n0) / secs
 		res.callsPerSec = (redis1.scriptCalls() - redis0.scriptCalls()) / secs
 		res.redis = redis1.profile(redis0, float64(r.events)-n0, secs)

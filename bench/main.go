@@ -322,7 +322,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		fmt.Sprintf("%.0f events/s", b.fwEvents),
 		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
 	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
-		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %% (%.1f µs of CPU an event)", 100*res.redis.core, 100*res.cores, 1e6*res.cores/b.fwEvents)+b.perChange(res.redis, evaluations))
+		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %% (%.1f µs of CPU an event)", 100*res.redis.core, 100*res.cores, 1e6*res.cores/b.fwEvents)+res.rest()+b.perChange(res.redis, evaluations))
 	b.latencyRows(w, "")
 	b.tbl.add("b", "fraudwatch's memory", fmt.Sprintf("peak RSS %s", mib(res.peakRSS)), "RSS at the start, middle and end of the run: "+res.rssCurve())
 	b.memoryRow(w, "")

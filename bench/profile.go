@@ -165,6 +165,34 @@ func machineCPU() (busy, all float64, err error) {
 	return statCPU(line)
 }
 
+// machineShare is what the machine's cores did between two readings of
+// /proc/stat, in cores: busy (everything on it) and stolen (time the
+// hypervisor gave to other machines, which no process here sees).
+type machineShare struct{ busy, steal float64 }
+
+// machineNow reads /proc/stat's busy and steal times so far, in seconds.
+func machineNow() (machineShare, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineShare{}, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	busy, _, err := statCPU(line)
+	if err != nil {
+		return machineShare{}, err
+	}
+	var steal float64
+	if f := strings.Fields(line); len(f) > 8 {
+		steal, _ = strconv.ParseFloat(f[8], 64)
+	}
+	return machineShare{busy / clockTicks, steal / clockTicks}, nil
+}
+
+// per is the share from m0 to m over secs seconds, in cores.
+func (m machineShare) per(m0 machineShare, secs float64) machineShare {
+	return machineShare{(m.busy - m0.busy) / secs, (m.steal - m0.steal) / secs}
+}
+
 // statCPU reads the first line of /proc/stat: user, nice, system, idle,
 // iowait, irq, softirq, steal, then guest and guest_nice, which user and
 // nice already count. Idle and iowait are not busy; steal, time the
@@ -189,3 +217,15 @@ func statCPU(line string) (busy, all float64, err error) {
 
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc's times.
 const clockTicks = 100
+
+// rest says what the machine's other processes (the broker, the producer,
+// the kernel's own work) took while a run ran, and the time stolen from
+// it: a Redis that shares the machine's cores is slower a call when they
+// take more, which its own figures do not show.
+func (r result) rest() string {
+	if r.machine.busy == 0 {
+		return ""
+	}
+	rest := max(r.machine.busy-r.redis.core-r.cores, 0)
+	return fmt.Sprintf("; the rest of the machine %.0f %% of a core, %.0f %% stolen by the hypervisor", 100*rest, 100*r.machine.steal)
+}

@@ -124,3 +124,34 @@ func TestArgCount(t *testing.T) {
 		}
 	}
 }
+
+// The rest of the machine is what it did less redis-server and
+// fraudwatch, never below 0; a run without a reading of the machine says
+// nothing of it.
+func TestTheRestOfTheMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    result
+		want string
+	}{
+		{"others busy, time stolen", result{machine: machineShare{busy: 1.9, steal: 0.05}, cores: 0.4, redis: redisProfile{core: 0.95}},
+			"; the rest of the machine 55 % of a core, 5 % stolen by the hypervisor"},
+		{"nothing else", result{machine: machineShare{busy: 1.3}, cores: 0.4, redis: redisProfile{core: 0.95}},
+			"; the rest of the machine 0 % of a core, 0 % stolen by the hypervisor"},
+		{"not read", result{cores: 0.4, redis: redisProfile{core: 0.95}}, ""},
+	} {
+		if got := tc.r.rest(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	m0, err := machineNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m0.busy <= 0 {
+		t.Fatalf("the machine has been busy %v s since it started", m0.busy)
+	}
+	if got := (machineShare{busy: m0.busy + 3, steal: m0.steal + 1}).per(m0, 2); got != (machineShare{1.5, 0.5}) {
+		t.Errorf("per: %+v, want 1.5 cores busy, 0.5 stolen", got)
+	}
+}

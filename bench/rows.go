@@ -60,8 +60,8 @@ func (b *bench) windows(ctx context.Context) error {
 			return err
 		}
 		b.row("fraudwatch, 1 process, "+v.name, res, func() string {
-			return fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event",
-				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent)
+			return fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
+				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent, 100*res.redis.core, 100*res.cores) + res.rest()
 		})
 	}
 	return nil
