@@ -195,8 +195,8 @@ func (e *Engine) addEvidence(ctx context.Context, x *evidence, alerts []alert.Al
 // evidenceOf reads a crossing's list, its own entry first: each order once
 // (a redelivered batch writes its entries again), none that another
 // replica counted after the crossing (between its count and its entry),
-// none a sliding window no longer counts; a fixed window's in the order
-// they counted in.
+// none a sliding window no longer counts; a fixed window's by the value
+// each order took its window to, highest first.
 func evidenceOf(list []string, a *alert.Alert, r *active) []alert.Evidence {
 	var entries []entry
 	seen := map[string]bool{}
@@ -218,8 +218,8 @@ func evidenceOf(list []string, a *alert.Alert, r *active) []alert.Evidence {
 	if r.WindowType != alert.Sliding && !r.kind.Counter() && len(entries) > 1 {
 		// A fixed distinct window's value only grows with its orders,
 		// whatever order replicas racing on it wrote them in. A counter's
-		// entries are in the order they counted in: its counting call
-		// wrote them, and their values are 0.
+		// entries come sorted by the count each took its window to
+		// (lua.Scripts.CounterEvidence), which their values (0) do not say.
 		slices.SortStableFunc(entries[1:], func(a, b entry) int { return cmp.Compare(b.current, a.current) })
 	}
 	out := make([]alert.Evidence, 0, min(len(entries), r.Evidence))
@@ -229,9 +229,10 @@ func evidenceOf(list []string, a *alert.Alert, r *active) []alert.Evidence {
 	return out
 }
 
-// ownFirst is a counter's entries, newest first, from the crossing's own
-// (the newest, but where a refund took the window below its threshold and
-// orders since were kept), or all when it is not there.
+// ownFirst is a counter's entries, by count, highest first, from the
+// crossing's own on (the highest, but where another replica counted orders
+// after it, or a refund took the window below its threshold and orders
+// since were kept), or all when it is not there.
 func ownFirst(list []string, eventID string) []string {
 	for k, text := range list {
 		if e, ok := decodeEvidence(text); ok && e.EventID == eventID {
