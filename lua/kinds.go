@@ -90,8 +90,9 @@ func (k Kind) String() string {
 	return fmt.Sprintf("lua.Kind(%d)", uint8(k))
 }
 
-// Counter reports whether the kind's windows are plain counters
-// (Keys.Counter) rather than Keys.Window.
+// Counter reports whether the kind's windows are fixed count or amount
+// windows, a hash each under Keys.Counter (incr_and_check), rather than
+// Keys.Window.
 func (k Kind) Counter() bool { return int(k) < len(kinds) && kinds[k].counter }
 
 // MaxChanges is the most changes a call of the kind takes: it keeps its

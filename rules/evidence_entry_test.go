@@ -7,6 +7,7 @@ import (
 
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
+	"github.com/fraudwatch/fraudwatch/lua"
 )
 
 // An evidence entry is short (Redis holds one an order near a threshold)
@@ -52,6 +53,41 @@ func TestEvidenceEntriesAreShortAndWhole(t *testing.T) {
 	for _, text := range []string{"", "1\x1f2\x1f3", "!\x1f2\x1f3\x1fe\x1fo\x1fv", strings.Repeat("\x1f", 6)} {
 		if e, ok := decodeEvidence(text); ok {
 			t.Errorf("%q reads as %+v", text, e)
+		}
+	}
+}
+
+// A fixed count or amount window's entries come by the count each took its
+// window to, highest first (lua.Scripts.CounterEvidence). The alert lists
+// them from its own crossing down: entries another replica counted after
+// the crossing, before the engine read the window, are higher and left
+// out; when the crossing's own entry is not there (trimmed, or written by
+// another), every entry is kept.
+func TestACountersEntriesListFromTheCrossing(t *testing.T) {
+	at := time.Date(2026, 12, 7, 14, 0, 0, 0, time.UTC)
+	entryOf := func(id string) string {
+		return encodeEvidence(&event.Event{EventID: "e" + id, OrderID: "o" + id, Amount: 1, OccurredAt: at}, 0, "")
+	}
+	r := &active{Rule: Rule{Name: "r", Metric: alert.Count, Threshold: 3, Evidence: 10}, kind: lua.Count}
+	for _, tc := range []struct {
+		name  string
+		list  []string // by count, highest first
+		event string   // the crossing's event id
+		want  []string // the listed orders
+	}{
+		{"its own the highest", []string{entryOf("3"), entryOf("2"), entryOf("1")}, "e3", []string{"o3", "o2", "o1"}},
+		{"two counted after it", []string{entryOf("5"), entryOf("4"), entryOf("3"), entryOf("2"), entryOf("1")}, "e3",
+			[]string{"o3", "o2", "o1"}},
+		{"its own not there", []string{entryOf("2"), entryOf("1")}, "e3", []string{"o2", "o1"}},
+		{"nothing kept", nil, "e3", nil},
+	} {
+		a := &alert.Alert{EventID: tc.event, OrderID: "o" + tc.event[1:], Current: 3}
+		var got []string
+		for _, e := range evidenceOf(ownFirst(tc.list, tc.event), a, r) {
+			got = append(got, e.OrderID)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: listed %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
