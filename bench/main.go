@@ -127,6 +127,7 @@ type bench struct {
 	// side-by-side rows; 0 when they did not run.
 	seedPerCall float64
 	fwEvents    float64 // (b): fraudwatch's events/s, one process
+	fwCeiling   float64 // the seed-style ceiling right after (b)'s first row (ceilingAfter); 0 with -ceiling-for 0
 	dir         string  // the run's files: fraudwatch's binary, configs
 	fw          *fraudwatchRun
 	sizing      sizing
@@ -277,7 +278,8 @@ func (b *bench) latencyWorkload(events int) workload {
 
 // fraudwatch measures (b) with one process: throughput over the whole
 // workload, then, with every event still in its window, Redis memory, then
-// latency at half the throughput.
+// latency at half the throughput, then, the windows gone, the seed-style
+// ceiling again (ceilingAfter): after the latency run, which needs them.
 func (b *bench) fraudwatch(ctx context.Context) error {
 	bin, err := buildFraudwatch(ctx, b.dir)
 	if err != nil {
@@ -317,10 +319,14 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 	if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
 		return err
 	}
+	if b.fwCeiling, err = b.ceilingAfter(ctx, b.rdb, ""); err != nil {
+		return err
+	}
 	_, _, evaluations := b.workload(b.o.events, b.o.seed).counts()
 	b.tbl.add("b", fmt.Sprintf("fraudwatch, 1 process, %s events (%s rule evaluations)", thousands(b.o.events), thousands(evaluations)),
 		fmt.Sprintf("%.0f events/s", b.fwEvents),
-		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder))
+		fmt.Sprintf("%.0f script calls/s; %.2f × (a) seed-style ÷ %d rules", res.callsPerSec, b.fwEvents/(b.seedCalls/rulesPerOrder), rulesPerOrder)+
+			afterNote(b.fwEvents, b.seedCalls, b.fwCeiling, "(a)'s"))
 	b.tbl.add("b", "where Redis's time goes, per event", res.redis.String(),
 		fmt.Sprintf("redis-server used %.0f %% of a core, fraudwatch %.0f %% (%.1f µs of CPU an event)", 100*res.redis.core, 100*res.cores, 1e6*res.cores/b.fwEvents)+res.rest()+b.perChange(res.redis, evaluations))
 	b.latencyRows(w, "")

@@ -30,7 +30,9 @@ func (b *bench) scaling(ctx context.Context) error {
 
 // windows measures (b) again with sliding windows, with a distinct rule
 // and without evidence: what event time and distinct counts cost next to
-// fixed windows, and what evidence costs.
+// fixed windows, and what evidence costs; each row also against the first
+// with both ÷ the seed-style ceiling measured right after each
+// (ceilingAfter), which a slow spell over one of them does not move.
 func (b *bench) windows(ctx context.Context) error {
 	for i, v := range []struct{ name, rules, vs string }{
 		{"the 4 rules as sliding windows", slidingRulesYAML, "fixed windows"},
@@ -59,9 +61,14 @@ func (b *bench) windows(ctx context.Context) error {
 		if err := b.slow.since(ctx, b.rdb, res.slowFrom); err != nil {
 			return err
 		}
+		after, err := b.ceilingAfter(ctx, b.rdb, "")
+		if err != nil {
+			return err
+		}
 		b.row("fraudwatch, 1 process, "+v.name, res, func() string {
-			return fmt.Sprintf("%.2f × %s; Redis %.1f µs in scripts and %.0f bytes of memory per event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
-				res.eventsPerSec/b.fwEvents, v.vs, res.redis.scripts, memPerEvent, 100*res.redis.core, 100*res.cores) + res.rest()
+			return fmt.Sprintf("%.2f × %s%s; Redis %.1f µs in scripts and %.0f bytes of memory per event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
+				res.eventsPerSec/b.fwEvents, v.vs, vsFirstNote(res.eventsPerSec, after, b.fwEvents, b.fwCeiling, b.seedCalls),
+				res.redis.scripts, memPerEvent, 100*res.redis.core, 100*res.cores) + res.rest()
 		})
 	}
 	return nil

@@ -110,8 +110,9 @@ func (b *bench) memoryRow(w *windowed, on string) {
 // make bench starts Redis 8.2.3, scripts/redis8.sh): the seed-style
 // ceiling on it, then one process over the same workload on topics of its
 // own (so that nothing of the first run's latency events is left to read),
-// its latency at half its rate and its memory. Side by side in one run,
-// the rows say what the server itself changes.
+// its latency at half its rate and its memory, then the ceiling again
+// (ceilingAfter). Side by side in one run, the rows say what the server
+// itself changes.
 func (b *bench) secondServer(ctx context.Context) error {
 	// (b)'s windows are no longer needed: emptied, the first server does
 	// no work of its own (expiring them) meanwhile.
@@ -154,11 +155,16 @@ func (b *bench) secondServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	after, err := b.ceilingAfter(ctx, rdb, on)
+	if err != nil {
+		return err
+	}
 	b.tbl.add("a", "Redis ceiling: seed-style incr_and_check"+on, fmt.Sprintf("%.0f calls/s", seed),
 		fmt.Sprintf("%.2f × the first row's server", seed/b.seedCalls))
 	b.row("fraudwatch, 1 process"+on, res, func() string {
-		return fmt.Sprintf("%.2f × (a) seed-style ÷ %d rules on that server; %.2f × (b)'s first row; Redis %.1f µs in scripts an event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
-			res.eventsPerSec/(seed/rulesPerOrder), rulesPerOrder, res.eventsPerSec/b.fwEvents, res.redis.scripts, 100*res.redis.core, 100*res.cores)
+		return fmt.Sprintf("%.2f × (a) seed-style ÷ %d rules on that server%s; %.2f × (b)'s first row; Redis %.1f µs in scripts an event; redis-server %.0f %% of a core, fraudwatch %.0f %%",
+			res.eventsPerSec/(seed/rulesPerOrder), rulesPerOrder, afterNote(res.eventsPerSec, seed, after, "the one before it"),
+			res.eventsPerSec/b.fwEvents, res.redis.scripts, 100*res.redis.core, 100*res.cores)
 	})
 	b.latencyRows(w, on)
 	b.memoryRow(w, on)
