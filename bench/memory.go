@@ -74,19 +74,27 @@ func countersOnly(ctx context.Context, rdb, plain *redis.Client, prefix string) 
 			return nil
 		}
 		vals := make([]*redis.StringCmd, len(keys))
+		strs := make([]*redis.StringCmd, len(keys))
 		ttls := make([]*redis.DurationCmd, len(keys))
 		for i, k := range keys {
-			// A fixed window is a hash (kind f) that holds its count in c,
-			// a sliding one a hash (kind w) that holds it in v.
+			// A fixed window (kind f) is a string, or a hash that holds
+			// its count in c when its rule keeps evidence: both are asked,
+			// and the one of the other type is refused. A sliding one is a
+			// hash (kind w) that holds it in v.
 			if strings.Contains(k, "}:f:") {
-				vals[i] = read.HGet(ctx, k, "c")
+				vals[i], strs[i] = read.HGet(ctx, k, "c"), read.Get(ctx, k)
 			} else {
 				vals[i] = read.HGet(ctx, k, "v")
 			}
 			ttls[i] = read.PTTL(ctx, k)
 		}
-		if _, err := read.Exec(ctx); err != nil && err != redis.Nil {
+		if _, err := read.Exec(ctx); err != nil && err != redis.Nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return err
+		}
+		for i := range keys {
+			if strs[i] != nil && strs[i].Err() == nil {
+				vals[i] = strs[i]
+			}
 		}
 		for i, k := range keys {
 			ttl := ttls[i].Val()

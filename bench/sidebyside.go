@@ -35,7 +35,7 @@ func (b *bench) sideBySide(ctx context.Context) error {
 	}{
 		{false, "Redis µs per window change, side by side, a private redis-server each: seed-style script (a change a call) and incr_and_check, ",
 			"incr_and_check %.1f µs a change; %s changes each (go test -bench Seed ./lua)"},
-		{true, "the same, the bound in incr_and_check's place: its commands alone, nothing checked (HGET of the offset, an HINCRBY a change, HSET), ",
+		{true, "the same, the bound in incr_and_check's place: its commands alone, nothing checked (HGET of the offset, an INCRBY a change, HSET), ",
 			"the bound %.1f µs a change; %s changes each (lua/seedbench/cheapcall/bare.lua): a script that counts each event once costs Redis no less"},
 	}
 	var seedUsec, changes float64

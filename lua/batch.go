@@ -117,7 +117,7 @@ func (b *Batch) addRefund(r *Call) error {
 	for i := range r.Windows {
 		life = max(life, r.Windows[i].Length)
 	}
-	p, err := packRefund(b.packed(countHead+countChange*len(r.Changes)), life, len(r.Windows), r.Changes)
+	p, err := packRefund(b.packed(countHead+len(r.Windows)+countChange*len(r.Changes)), life, r.Windows, r.Changes)
 	if err != nil {
 		return err
 	}

@@ -167,17 +167,32 @@ func TestRefunds(t *testing.T) {
 	}
 }
 
+// Both layouts of a fixed window: a string, and a hash when its rule
+// keeps evidence.
 func TestNumbersStayExact(t *testing.T) {
+	for _, keep := range []int{0, 5} {
+		t.Run(fmt.Sprintf("keep %d", keep), func(t *testing.T) { numbersStayExact(t, keep) })
+	}
+}
+
+func numbersStayExact(t *testing.T, keep int) {
 	s, rdb, prefix := newScripts(t)
 	ctx := t.Context()
-	w := testWindow(prefix, "w", time.Minute, 1<<53-1)
+	window := func(name string) Window {
+		w := testWindow(prefix, name, time.Minute, 1<<53-1)
+		if keep > 0 {
+			w.Keep, w.From = keep, w.Threshold-int64(keep)+1
+		}
+		return w
+	}
+	w := window("w")
 	// Past 2^53 doubles round; Redis's int64 arithmetic does not. The
 	// scripts take amounts below 2^53 (packed, they are doubles): the Go
 	// side refuses the call of a larger one.
 	if _, err := tryCount(ctx, s, []Window{w}, ev{"0:t", 0, "a", 1 << 53}); err == nil || !strings.Contains(err.Error(), "2^53") {
 		t.Fatalf("an increment of 2^53: %v, want refused", err)
 	}
-	setCount(t, rdb, w.Key, "9007199254740991", time.Minute) // 2^53 - 1
+	setCount(t, rdb, w, "9007199254740991", time.Minute) // 2^53 - 1
 	count(t, s, []Window{w}, ev{"0:t", 0, "a", 1}, ev{"0:t", 1, "b", 1})
 	if v := countOf(t, rdb, w.Key); v != "9007199254740993" {
 		t.Fatalf("counter = %s, want 9007199254740993", v)
@@ -187,13 +202,13 @@ func TestNumbersStayExact(t *testing.T) {
 		t.Fatalf("after a refund of 2: %s", v)
 	}
 	// One call that crosses 2^53 between its changes.
-	w2 := testWindow(prefix, "w2", time.Minute, 1<<53-1)
-	setCount(t, rdb, w2.Key, "9007199254740982", time.Minute) // 2^53 - 10
+	w2 := window("w2")
+	setCount(t, rdb, w2, "9007199254740982", time.Minute) // 2^53 - 10
 	count(t, s, []Window{w2}, ev{"0:t", 2, "a2", 5}, ev{"0:t", 3, "b2", 10}, ev{"0:t", 4, "c2", 1})
 	if v := countOf(t, rdb, w2.Key); v != "9007199254740998" {
 		t.Fatalf("counter = %s, want 9007199254740998", v)
 	}
-	setCount(t, rdb, w2.Key, "9007199254740993", time.Minute)
+	setCount(t, rdb, w2, "9007199254740993", time.Minute)
 	refund(t, s, []Window{w2}, ev{"0:r", 1, "r1", 1}, ev{"0:r", 2, "r2", 3})
 	if v := countOf(t, rdb, w2.Key); v != "9007199254740989" {
 		t.Fatalf("after refunds across 2^53: %s, want 9007199254740989", v)
@@ -201,8 +216,8 @@ func TestNumbersStayExact(t *testing.T) {
 	// The crossing is decided exactly past 2^53 too: 2^53 - 1 is crossed
 	// by the increment that leaves the counter at 2^53 + 1, and not by the
 	// next one.
-	w3, d := testWindow(prefix, "w3", time.Minute, 1<<53-1), IDOf("d")
-	setCount(t, rdb, w3.Key, "9007199254740990", time.Minute) // 2^53 - 2
+	w3, d := window("w3"), IDOf("d")
+	setCount(t, rdb, w3, "9007199254740990", time.Minute) // 2^53 - 2
 	got := count(t, s, []Window{w3}, ev{"0:t", 5, "d", 3}, ev{"0:t", 6, "e", 1})
 	if !got[0].First || got[1].First {
 		t.Fatalf("%+v, want the first change to cross", got)
@@ -213,15 +228,22 @@ func TestNumbersStayExact(t *testing.T) {
 	// A counter already at the threshold, 2^53 - 1, is not crossed by an
 	// increment of 2: in doubles 2^53 + 1 is 2^53, and 2^53 - 2 would be
 	// taken for the counter before.
-	setCount(t, rdb, w3.Key, "9007199254740991", time.Minute)
+	setCount(t, rdb, w3, "9007199254740991", time.Minute)
 	if got := count(t, s, []Window{w3}, ev{"0:t", 8, "g", 2}); got[0].First {
 		t.Fatalf("%+v: crossed from the threshold itself", got)
 	}
 	// A counter that would pass 2^62 stays there instead of failing.
-	setCount(t, rdb, w.Key, "4611686018427387900", time.Minute)
+	setCount(t, rdb, w, "4611686018427387900", time.Minute)
 	got = count(t, s, []Window{w}, ev{"0:t", 9, "f", 1<<53 - 1})
 	if got[0].Err != nil || got[0].Current != 1<<62 {
 		t.Fatalf("%+v, want saturation at 2^62", got)
+	}
+
+	if got := countOf(t, rdb, w.Key); got != "4611686018427387904" {
+		t.Fatalf("counter = %s, want 2^62", got)
+	}
+	if typ := rdb.Type(ctx, w.Key).Val(); typ != map[bool]string{false: "string", true: "hash"}[keep > 0] {
+		t.Fatalf("the window is a %s with keep %d", typ, keep)
 	}
 }
 

@@ -196,7 +196,8 @@ const EvidenceSep = "\x1e"
 // CounterEvidence reads the evidence fixed count and amount windows hold
 // (incr_and_check.lua: a field an order, named by the count it took the
 // window to): for each key its entries' texts, by count, highest first;
-// none for a key that is gone or of another type. Fields that are not
+// none for a key that is gone or of another type (a string: a window whose
+// rule keeps no evidence). Fields that are not
 // counts as the script writes them (written by another) are left out.
 func (s *Scripts) CounterEvidence(ctx context.Context, keys []string) ([][]string, error) {
 	pipe := s.rdb.Pipeline()

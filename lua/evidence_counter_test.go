@@ -142,30 +142,39 @@ func TestACounterOfTheVersionBeforeMovesIntoAHash(t *testing.T) {
 	}
 }
 
-// A window's count is never refused: HINCRBY on its field, whatever its
-// entries hold, so Redis counts no failed call (errorstats, an operator's
-// alarm), whether its rule keeps evidence or keeps none since. On a
-// private redis-server, so that no other test's refusals are counted.
+// A window's count is never refused in either layout: a hash's field
+// (HINCRBY, whatever its entries hold) when its rule keeps evidence, a
+// string (INCRBY) when it keeps none; so Redis counts no failed call
+// (errorstats, an operator's alarm). A reload that turns a rule's
+// evidence off costs one refused INCRBY a change until its window's hash
+// ends, and counts all the same. On a private redis-server, so that no
+// other test's refusals are counted.
 func TestACountIsNeverRefused(t *testing.T) {
 	rdb := redistest.Connect(t, redistest.Start(t).Addr)
 	s, err := New(Config{}, rdb, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := testWindow("test", "f", time.Minute, 10)
+	w, plain := testWindow("test", "f", time.Minute, 10), testWindow("test", "g", time.Minute, 10)
 	w.Keep, w.From = 5, 1
-	count(t, s, []Window{w}, ev{"p:0", 1, "a", 1})
+	count(t, s, []Window{w, plain}, ev{"p:0", 1, "a", 1})
 	before := failedCalls(t, rdb) // the scripts' first EVALSHA failed: NOSCRIPT
-	count(t, s, []Window{w}, ev{"p:0", 2, "b", 1})
-	w.Keep, w.From = 0, 0
-	if res := count(t, s, []Window{w}, ev{"p:0", 3, "c", 1}); res[0].Current != 3 {
-		t.Fatalf("counted %+v, want 3", res)
-	}
+	count(t, s, []Window{w, plain}, ev{"p:0", 2, "b", 1})
 	if got := rdb.HLen(t.Context(), w.Key).Val(); got != 3 {
-		t.Errorf("the window holds %d fields, want the count and 2 entries", got)
+		t.Errorf("the keeping window holds %d fields, want the count and 2 entries", got)
+	}
+	if typ := rdb.Type(t.Context(), plain.Key).Val(); typ != "string" {
+		t.Errorf("the window that keeps nothing is a %s, want a string", typ)
 	}
 	if got := failedCalls(t, rdb) - before; got != 0 {
 		t.Errorf("Redis counted %d failed calls, want none", got)
+	}
+	w.Keep, w.From = 0, 0
+	if res := count(t, s, []Window{w, plain}, ev{"p:0", 3, "c", 1}); res[0].Current != 3 || res[1].Current != 3 {
+		t.Fatalf("counted %+v after the reload, want 3 in both", res)
+	}
+	if got := failedCalls(t, rdb) - before; got != 1 {
+		t.Errorf("Redis counted %d failed calls after the reload, want the one INCRBY of the hash", got)
 	}
 }
 

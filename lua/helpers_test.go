@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,34 +91,43 @@ func refund(t *testing.T, s *Scripts, windows []Window, evs ...ev) []Counted {
 
 func value(t *testing.T, rdb redis.UniversalClient, w Window) int64 {
 	t.Helper()
-	n, err := rdb.HGet(t.Context(), w.Key, "c").Int64()
-	if err != nil && err != redis.Nil {
+	v := countOf(t, rdb, w.Key)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// countOf is a fixed window's count as Redis holds it (its hash's field
-// c: incr_and_check.lua), "" when there is none.
+// countOf is a fixed window's count as Redis holds it (incr_and_check.lua:
+// a string, or a hash's field c when its rule keeps evidence), "" when
+// there is none.
 func countOf(t *testing.T, rdb redis.UniversalClient, key string) string {
 	t.Helper()
-	v, err := rdb.HGet(t.Context(), key, "c").Result()
+	v, err := redistest.FixedCount(t.Context(), rdb, key)
 	if err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-// setCount makes a fixed window's counter hold count, living ttl (none
-// when 0), as incr_and_check keeps it.
-func setCount(t *testing.T, rdb redis.UniversalClient, key, count string, ttl time.Duration) {
+// setCount makes w's counter hold count, living ttl (none when 0), as
+// incr_and_check keeps it: a string, or a hash when w keeps evidence.
+func setCount(t *testing.T, rdb redis.UniversalClient, w Window, count string, ttl time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	pipe := rdb.TxPipeline()
-	pipe.Del(ctx, key)
-	pipe.HSet(ctx, key, "c", count)
+	pipe.Del(ctx, w.Key)
+	if w.Keep > 0 {
+		pipe.HSet(ctx, w.Key, "c", count)
+	} else {
+		pipe.Set(ctx, w.Key, count, 0)
+	}
 	if ttl > 0 {
-		pipe.PExpire(ctx, key, ttl)
+		pipe.PExpire(ctx, w.Key, ttl)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)

@@ -6,9 +6,11 @@
 --
 -- KEYS[1]     the bucket's offsets: a hash with a field per source partition
 --             and script, the last offset applied here from it
--- KEYS[2i]    window i: a hash; its TTL is its end. Field 'c' is its count;
---             each order its evidence keeps is a field named by the count
---             it took the window to (decimal), its entry the value
+-- KEYS[2i]    window i; its TTL is its end. When its rule keeps no
+--             evidence, a string: its count (INCRBY). When it keeps some, a
+--             hash: field 'c' is its count; each order its evidence keeps
+--             is a field named by the count it took the window to
+--             (decimal), its entry the value
 -- KEYS[2i+1]  window i's crossing marks: a hash of event id -> counter
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go):
@@ -34,8 +36,8 @@
 -- wrote nothing to the window, and the others still count. Call arguments
 -- that are unusable (keys, source, lifetime, counts, spans) make the reply a
 -- single {-1, -1}. A key of another type (written by another) never fails
--- the call: a window's counter that HINCRBY refuses (a list, a hash whose
--- 'c' is no integer) is unusable, as above; its marks are none, and a
+-- the call: a window's counter that INCRBY and HINCRBY both refuse (a list,
+-- a hash whose 'c' is no integer) is unusable, as above; its marks are none, and a
 -- crossing replaces them; the offsets are none, and are replaced.
 --
 -- "Already counted?" is asked once per event, not per window: the caller
@@ -64,13 +66,21 @@
 -- more than 2 keep (HLEN, HKEYS, HDEL: rare). The caller reads a crossing's
 -- evidence afterwards (HGETALL), its entries by count, highest first.
 --
--- A counter of the version before (a string: "<count>", or "<count>" RS
--- entry ...; the count digits without a leading zero, at most 2^62)
--- has its count moved into the hash at its next change (HINCRBY refuses
--- it once: GET, PTTL, DEL, HSET, PEXPIRE), its end kept and its entries
--- dropped (Upgrades, docs/operations.md); a redelivery reads its count.
--- Any other string is unusable; so is a field c that HINCRBY refuses,
--- and, for a redelivery, one that is not such digits.
+-- The layout follows the rule, which the caller names (keep): a window
+-- with no entries to keep pays no hash (its memory, HINCRBY's lookup of
+-- a field). A window of the other layout (its rule's evidence turned on
+-- or off by a reload) is read as it is: INCRBY refused, a hash counts by
+-- HINCRBY until its window ends; a string of a keeping window moves into
+-- a hash, as below.
+--
+-- A counter of the version before (a string: "<count>" RS entry ...; the
+-- count digits without a leading zero, at most 2^62), or a plain string
+-- counter of a keeping window, has its count moved into the hash at its
+-- next change (HINCRBY refuses it once: GET, PTTL, DEL, HSET, PEXPIRE),
+-- its end kept and its entries dropped (Upgrades, docs/operations.md); a
+-- redelivery reads its count. Any other string is unusable; so is a field
+-- c that HINCRBY refuses, and, for a redelivery, one that is not such
+-- digits.
 --
 -- It runs after prelude.lua, which it shares with sales_decr.
 local MAX_WINDOWS, MAX_CHANGES = 64, 4096
@@ -145,8 +155,19 @@ for nth = 1, changes do
     end
     if fresh then
       local inc = by == 1 and '1' or format('%d', by)
-      v = pcall('HINCRBY', key, 'c', inc)
-      if type(v) == 'table' and sub(v.err, 1, 9) == 'WRONGTYPE' then
+      -- A window whose rule keeps no evidence is a plain string counter;
+      -- INCRBY refuses one written while its rule kept some (a hash,
+      -- before a reload) or of the version before with entries, which
+      -- the hash's path below then takes, as a keeping window's.
+      local hashed = keep
+      if not keep then
+        v = pcall('INCRBY', key, inc)
+        hashed = type(v) == 'table'
+      end
+      if hashed then
+        v = pcall('HINCRBY', key, 'c', inc)
+      end
+      if hashed and type(v) == 'table' and sub(v.err, 1, 9) == 'WRONGTYPE' then
         -- A counter of the version before, a string: its count into the
         -- hash, its end kept, its entries dropped (they name no count);
         -- the change then counts. Once a window, at an upgrade.
@@ -176,7 +197,11 @@ for nth = 1, changes do
             local length = format('%d', (decode('<I4', packed, 6 + 21 * (i - 1))))
             if v ~= by then
               call('DEL', key)
-              call('HSET', key, 'c', inc)
+              if hashed then
+                call('HSET', key, 'c', inc)
+              else
+                call('SET', key, inc)
+              end
               v = by
             end
             call('EXPIRE', key, length)
@@ -190,7 +215,7 @@ for nth = 1, changes do
               -- Past 2^53 Lua's doubles round: the counter is read as
               -- digits, compared in two parts doubles hold exactly, the
               -- last 9 digits and the rest: v - inc < t, as v < inc + t.
-              exact = call('HGET', key, 'c')
+              exact = hashed and call('HGET', key, 'c') or call('GET', key)
               local function parts(s)
                 if #s <= 9 then
                   return 0, tonumber(s)
@@ -209,7 +234,11 @@ for nth = 1, changes do
             if v >= TWO62 then
               -- Saturate at 2^62, far above any threshold (below 2^53), so
               -- that HINCRBY never fails on overflow, which no retry cures.
-              call('HSET', key, 'c', '4611686018427387904')
+              if hashed then
+                call('HSET', key, 'c', MAX_COUNT)
+              else
+                call('SET', key, MAX_COUNT, 'KEEPTTL')
+              end
               v = TWO62
             end
             if first == 1 then
@@ -268,13 +297,24 @@ for nth = 1, changes do
         -- values holds what redeliveries read, which come before a
         -- call's fresh changes (its offsets increase): a fresh change
         -- does not store its count there, a table write a change.
+        -- A keeping window's count is its hash's c, another's its
+        -- string's (or a string of the version before: its count first);
+        -- the other layout is read when the first is refused.
         if not values[i] then
-          local got = pcall('HGET', key, 'c')
-          if type(got) == 'table' then
-            got = pcall('GET', key)
-            got = type(got) == 'string' and (match(got, '^(%d+)\30') or match(got, '^%d+$')) or -1
+          local got, str = nil, not keep
+          if keep then
+            got = pcall('HGET', key, 'c')
+            str = type(got) == 'table'
           end
-          values[i] = not got and 0 or (got == '0' or match(got, DIGITS)) and tonumber(got) or -1
+          if str then
+            got = pcall('GET', key)
+            if type(got) == 'string' then
+              got = match(got, '^(%d+)\30') or match(got, '^%d+$') or -1
+            elseif type(got) == 'table' then
+              got = keep and -1 or pcall('HGET', key, 'c')
+            end
+          end
+          values[i] = not got and 0 or type(got) == 'string' and (got == '0' or match(got, DIGITS)) and tonumber(got) or -1
         end
         v = values[i]
         first = v == -1 and -1 or 0

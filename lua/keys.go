@@ -179,7 +179,8 @@ func (k Keys) alertKey(kind string, g Group, rule string) string {
 func (k Keys) Window(g Group, rule string) string { return k.key("w", g, rule) }
 
 // Counter is the key of a rule's fixed count or amount window for a group:
-// a hash of its count and the orders its evidence keeps (incr_and_check).
+// its count, or, when its rule keeps evidence, a hash of its count and the
+// orders its evidence keeps (incr_and_check).
 // Its kind is not Window's, so that the hashes fixed windows were under w
 // before the bucket offsets are never read as counters.
 func (k Keys) Counter(g Group, rule string) string { return k.key("f", g, rule) }
@@ -228,7 +229,7 @@ func (k Keys) Marks(g Group, rule string) string { return k.key("x", g, rule) }
 
 // Evidence is the key of the latest orders of a rule's sliding or distinct
 // window for a group near its threshold (evidence_add), which its alerts
-// list. A fixed count or amount window's hash holds its own
+// list. A fixed count or amount window holds its own, in its hash
 // (incr_and_check).
 func (k Keys) Evidence(g Group, rule string) string { return k.key("l", g, rule) }
 

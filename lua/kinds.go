@@ -91,8 +91,8 @@ func (k Kind) String() string {
 }
 
 // Counter reports whether the kind's windows are fixed count or amount
-// windows, a hash each under Keys.Counter (incr_and_check), rather than
-// Keys.Window.
+// windows, each under Keys.Counter (incr_and_check: a string, or a hash
+// when its rule keeps evidence), rather than Keys.Window.
 func (k Kind) Counter() bool { return int(k) < len(kinds) && kinds[k].counter }
 
 // MaxChanges is the most changes a call of the kind takes: it keeps its

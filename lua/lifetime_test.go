@@ -34,7 +34,7 @@ func TestWindowTTL(t *testing.T) {
 	if ttl := rdb.TTL(ctx, w.Key).Val(); ttl != -1 {
 		t.Fatalf("TTL = %v below the threshold, want none yet", ttl)
 	}
-	rdb.HIncrBy(ctx, w.Key, "c", 96) // 99, one below the threshold
+	rdb.IncrBy(ctx, w.Key, 96) // 99, one below the threshold
 	if got := count(t, s, []Window{w}, ev{"0:t", 3, "e3", 1}); got[0].First || got[0].Current != 1 {
 		t.Fatalf("%+v at the threshold of a window without a TTL, want it started again at 1, not crossed", got)
 	}

@@ -70,9 +70,22 @@ func packEntries(texts, spans []byte, changes []Change) ([]byte, []byte, error) 
 }
 
 // packRefund appends sales_decr's packed arguments to dst: the offsets'
-// lifetime and n windows, then the changes as incr_and_check's.
-func packRefund(dst []byte, life time.Duration, n int, changes []Change) ([]byte, error) {
-	return packChanges(packHead(dst, life, n), n, changes)
+// lifetime and the windows, each 1 when its rule keeps evidence (its
+// window a hash), then the changes as incr_and_check's.
+func packRefund(dst []byte, life time.Duration, windows []Window, changes []Change) ([]byte, error) {
+	dst = packHead(dst, life, len(windows))
+	for i := range windows {
+		dst = append(dst, hashed(&windows[i]))
+	}
+	return packChanges(dst, len(windows), changes)
+}
+
+// hashed is 1 when w's window is a hash (its rule keeps evidence), else 0.
+func hashed(w *Window) byte {
+	if w.Keep > 0 {
+		return 1
+	}
+	return 0
 }
 
 // packChanges appends incr_and_check's and sales_decr's changes.

@@ -54,7 +54,7 @@ func TestPackingsAreTheScriptsLayouts(t *testing.T) {
 		{"a refund of 2^53", func() ([]byte, error) {
 			big := ch
 			big.Amount = 1 << 53
-			return packRefund(nil, time.Hour, 1, []Change{big})
+			return packRefund(nil, time.Hour, []Window{w}, []Change{big})
 		}},
 		{"a sliding threshold of 2^53", func() ([]byte, error) {
 			big := w

@@ -4,15 +4,18 @@
 -- going below zero.
 --
 -- KEYS[1]     the bucket's offsets, as incr_and_check keeps them
--- KEYS[1+i]   amount window i, as incr_and_check keeps it: a hash, its
---             count in field 'c' (its evidence in the others, untouched)
+-- KEYS[1+i]   amount window i, as incr_and_check keeps it: a string, its
+--             count, or, when its rule keeps evidence, a hash, its count in
+--             field 'c' (its evidence in the others, untouched)
 -- ARGV[1]     the source partition's name, 1 to 32 bytes
 -- ARGV[2]     the call's numbers, packed little-endian (lua/pack.go): how
 --             long the bucket's offsets live, seconds (uint32, >= 1); n,
---             the number of windows (uint8, 1..64, #KEYS - 1); then per
---             refund and window: window index (uint8, 1..n), offset (int64,
---             0..10^15-1), event id (8 bytes; not used: incr_and_check's
---             layout), amount (int64, 1..2^53-1). 5 + 25 a change bytes.
+--             the number of windows (uint8, 1..64, #KEYS - 1); per
+--             window, 1 when its rule keeps evidence (its window a hash),
+--             else 0 (uint8); then per refund and window: window index
+--             (uint8, 1..n), offset (int64, 0..10^15-1), event id (8
+--             bytes; not used: incr_and_check's layout), amount (int64,
+--             1..2^53-1). 5 + n + 25 a change bytes.
 --
 -- Reply: two integers per refund and window, in order:
 --   {remaining, 0}  the window lowered by the amount
@@ -24,10 +27,13 @@
 --                   written to it, and the others still count
 -- A single {-1, -1}: the call's own arguments are unusable. Offsets of
 -- another type (written by another) are none, and are replaced. A window's
--- count is written with HSET, which keeps its TTL, so its end never moves;
--- its evidence stays (an order's entry is named by the count it reached).
--- A counter of the version before (a string) has its count moved into the
--- hash first, as incr_and_check does, its entries dropped.
+-- count is written with HSET, or SET KEEPTTL for a string, which keep its
+-- TTL, so its end never moves; its evidence stays (an order's entry is
+-- named by the count it reached). A window is read in its rule's layout
+-- first and in the other when that is refused (a reload turned its
+-- evidence on or off), and written back in the layout read. A string of
+-- the version before with entries ("<count>" RS entry ...) has its count
+-- moved into a hash first, as incr_and_check does, its entries dropped.
 --
 -- A refund applied before changes nothing and is answered {current, 0}; it
 -- is known as incr_and_check knows an event, by its offset, in its own
@@ -42,11 +48,12 @@ if not (#ARGV == 2 and #src >= 1 and #src <= 32 and #packed >= 5) then
   return {-1, -1}
 end
 local life, n, pos = decode('<I4B', packed)
-local changes = (#packed - 5) / 25
+local changes = (#packed - 5 - n) / 25
 if not (life >= 1 and n >= 1 and n <= 64 and #KEYS == n + 1
     and changes >= 1 and changes <= MAX_CHANGES and changes % 1 == 0) then
   return {-1, -1}
 end
+pos = pos + n -- each window's layout, read where it is first read
 
 local field = 'r:' .. src
 local last = pcall('HGET', KEYS[1], field)
@@ -57,10 +64,11 @@ last = type(last) == 'string' and #last <= 15 and (last == '0' or match(last, DI
 local dirty = false
 
 -- Each window is read once (values[i]; unusable[i] when its count cannot
--- be read) and written once, at the end, when changed[i]: one HSET a
--- window however many refunds a call carries. Past 2^53 Lua's doubles
--- round, and HINCRBY subtracts exactly instead.
-local values, unusable, changed = {}, {}, {}
+-- be read; hashed[i] when it is a hash) and written once, at the end,
+-- when changed[i]: one write a window however many refunds a call
+-- carries. Past 2^53 Lua's doubles round, and HINCRBY or INCRBY subtracts
+-- exactly instead.
+local values, unusable, changed, hashed = {}, {}, {}, {}
 local reply, r = {}, 0
 for _ = 1, changes do
   local i, o, amount
@@ -77,8 +85,20 @@ for _ = 1, changes do
       fresh = dirty and o == last
     end
     if values[i] == nil then
-      local got = pcall('HGET', key, 'c')
-      if type(got) == 'table' and sub(got.err, 1, 9) == 'WRONGTYPE' then
+      local got, hash = nil, sub(packed, 5 + i, 5 + i) == '\1'
+      if not hash then
+        got = pcall('GET', key)
+        hash = type(got) == 'table'
+        if type(got) == 'string' and not match(got, '^%d+$') then
+          -- A string of the version before: the hash's path moves it.
+          hash = true
+        end
+      end
+      if hash then
+        got = pcall('HGET', key, 'c')
+      end
+      hashed[i] = hash
+      if hash and type(got) == 'table' and sub(got.err, 1, 9) == 'WRONGTYPE' then
         -- A counter of the version before: into a hash, its end kept.
         local old = pcall('GET', key)
         local c = type(old) == 'string' and (match(old, '^(%d+)\30') or match(old, '^%d+$'))
@@ -105,11 +125,11 @@ for _ = 1, changes do
     else
       local remaining
       if w >= TWO53 then
-        if changed[i] then
-          call('HSET', key, 'c', format('%d', w))
-          changed[i] = false
+        if hashed[i] then
+          remaining = pcall('HINCRBY', key, 'c', format('%d', -amount))
+        else
+          remaining = pcall('INCRBY', key, format('%d', -amount))
         end
-        remaining = pcall('HINCRBY', key, 'c', format('%d', -amount))
       else
         remaining, changed[i] = w - amount, true
       end
@@ -127,8 +147,10 @@ for _ = 1, changes do
 end
 
 for i, ch in pairs(changed) do
-  if ch then
+  if ch and hashed[i] then
     call('HSET', KEYS[1 + i], 'c', format('%d', values[i]))
+  elseif ch then
+    call('SET', KEYS[1 + i], format('%d', values[i]), 'KEEPTTL')
   end
 end
 if dirty and call('HSET', KEYS[1], field, format('%d', last)) == 1 then

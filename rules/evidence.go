@@ -272,37 +272,67 @@ func keepOf(r *active, fixed bool) int {
 	return r.Evidence
 }
 
-// encodeEvidence writes an order's entry, short, for Redis holds one an
-// order near a threshold: its time (Unix milliseconds), amount and the
-// window's value after it in base 36, its event id (left out, one field
-// fewer, when it is the order id), order id and value.
+// encodeEvidence writes an order's entry in a sliding or distinct window's
+// list (evidence_add), short, for Redis holds one an order near a
+// threshold: its time (Unix milliseconds), amount and the window's value
+// after it in base 36, its event id (left out, one field fewer, when it is
+// the order id), order id and value.
 func encodeEvidence(ev *event.Event, current int64, value string) string {
+	// Written into one buffer, on the stack when it fits, and made a
+	// string once: joined with +, an entry took five allocations.
+	var buf [192]byte
+	return string(appendEntry(buf[:0], ev, current, value, true))
+}
+
+// encodeCounterEntry writes an order's entry in a fixed count or amount
+// window's hash (incr_and_check), whose field names the count the order
+// took the window to: its time, amount, event id (left out when it is the
+// order id) and order id, without encodeEvidence's value after it and
+// value (a counter has none), three bytes an entry fewer.
+func encodeCounterEntry(ev *event.Event) string {
+	var buf [192]byte
+	return string(appendEntry(buf[:0], ev, 0, "", false))
+}
+
+// appendEntry appends an order's entry to b: encodeEvidence's form when
+// listed, else encodeCounterEntry's.
+func appendEntry(b []byte, ev *event.Event, current int64, value string, listed bool) []byte {
 	at := ev.OccurredAt
 	if at.IsZero() {
 		at = ev.Source.Time
 	}
 	clean := func(s string, n int) string { return separators.Replace(clipText(s, n)) }
 	id, order := clean(ev.EventID, event.MaxIDBytes), clean(ev.OrderID, maxEvidenceOrder)
-	// Written into one buffer, on the stack when it fits, and made a
-	// string once: joined with +, an entry took five allocations.
-	var buf [192]byte
-	b := strconv.AppendInt(buf[:0], at.UnixMilli(), 36)
+	b = strconv.AppendInt(b, at.UnixMilli(), 36)
 	b = strconv.AppendInt(append(b, sep...), ev.Amount, 36)
-	b = strconv.AppendInt(append(b, sep...), current, 36)
+	if listed {
+		b = strconv.AppendInt(append(b, sep...), current, 36)
+	}
 	b = append(b, sep...)
 	if id != order {
 		b = append(append(b, id...), sep...)
 	}
-	b = append(append(append(b, order...), sep...), clean(value, maxEvidenceValue)...)
-	return string(b)
+	b = append(b, order...)
+	if listed {
+		b = append(append(b, sep...), clean(value, maxEvidenceValue)...)
+	}
+	return b
 }
 
+// decodeEvidence reads an entry of either form: encodeEvidence's (5 or 6
+// fields) or encodeCounterEntry's (3 or 4), whose value after it is 0 and
+// value "".
 func decodeEvidence(text string) (entry, bool) {
 	f := strings.SplitN(text, sep, 6)
-	if len(f) == 5 { // the event id is the order id
+	switch len(f) {
+	case 3: // a counter's, the event id the order id
+		f = []string{f[0], f[1], "0", f[2], f[2], ""}
+	case 4: // a counter's
+		f = []string{f[0], f[1], "0", f[2], f[3], ""}
+	case 5: // the event id is the order id
 		f = []string{f[0], f[1], f[2], f[3], f[3], f[4]}
-	}
-	if len(f) != 6 {
+	case 6:
+	default:
 		return entry{}, false
 	}
 	at, err1 := strconv.ParseInt(f[0], 36, 64)

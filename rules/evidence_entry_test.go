@@ -50,9 +50,35 @@ func TestEvidenceEntriesAreShortAndWhole(t *testing.T) {
 			}
 		})
 	}
-	for _, text := range []string{"", "1\x1f2\x1f3", "!\x1f2\x1f3\x1fe\x1fo\x1fv", strings.Repeat("\x1f", 6)} {
+	for _, text := range []string{"", "1\x1f2", "!\x1f2\x1f3", "!\x1f2\x1f3\x1fe\x1fo\x1fv", strings.Repeat("\x1f", 6)} {
 		if e, ok := decodeEvidence(text); ok {
 			t.Errorf("%q reads as %+v", text, e)
+		}
+	}
+}
+
+// A fixed window's entry (incr_and_check keeps it in a field named by the
+// count it took the window to) leaves out the list's value after it and
+// value: three bytes fewer, and it reads back whole. An entry of the form
+// before, which windows open at an upgrade hold, still reads.
+func TestCounterEntriesAreShorterAndWhole(t *testing.T) {
+	at := time.Date(2026, 12, 7, 14, 0, 0, 0, time.UTC)
+	for _, ev := range []event.Event{
+		{EventID: "ev-123456", OrderID: "ord-123456", Amount: 150_000, OccurredAt: at},
+		{EventID: "ord-1", OrderID: "ord-1", Amount: 7, OccurredAt: at},
+		{EventID: "e\x1f1", OrderID: "o\x1e1", Amount: 1, OccurredAt: at},
+		{OrderID: "o1", Amount: 1},
+	} {
+		text, before := encodeCounterEntry(&ev), encodeEvidence(&ev, 0, "")
+		if len(text) != len(before)-3 {
+			t.Errorf("entry %q: %d bytes, want 3 fewer than %q's", text, len(text), before)
+		}
+		for _, form := range []string{text, before} {
+			got, ok := decodeEvidence(form)
+			want, _ := decodeEvidence(before)
+			if !ok || got != want || got.OrderID != strings.ReplaceAll(ev.OrderID, "\x1e", " ") {
+				t.Errorf("entry %q reads as %+v, %v; want %+v", form, got, ok, want)
+			}
 		}
 	}
 }
@@ -66,7 +92,7 @@ func TestEvidenceEntriesAreShortAndWhole(t *testing.T) {
 func TestACountersEntriesListFromTheCrossing(t *testing.T) {
 	at := time.Date(2026, 12, 7, 14, 0, 0, 0, time.UTC)
 	entryOf := func(id string) string {
-		return encodeEvidence(&event.Event{EventID: "e" + id, OrderID: "o" + id, Amount: 1, OccurredAt: at}, 0, "")
+		return encodeCounterEntry(&event.Event{EventID: "e" + id, OrderID: "o" + id, Amount: 1, OccurredAt: at})
 	}
 	r := &active{Rule: Rule{Name: "r", Metric: alert.Count, Threshold: 3, Evidence: 10}, kind: lua.Count}
 	for _, tc := range []struct {

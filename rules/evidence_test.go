@@ -308,17 +308,20 @@ func TestRefusedEvidenceCostsOnlyTheEvidence(t *testing.T) {
 // command inside Redis: Redis counts a refusal (INFO commandstats'
 // failed_calls, errorstats) even when the script handles it, where an
 // operator's dashboards read it as a failing client. Its count is a field
-// of its hash (HINCRBY), never refused for the entries beside it, whether
-// its rule keeps evidence or no longer does. On a private Redis, whose
-// statistics only this test moves.
+// of its hash (HINCRBY), never refused for the entries beside it. When its
+// rule no longer keeps evidence, INCRBY (a string's count) is tried first
+// and refused, once a change until the window ends; HINCRBY still never
+// is. On a private Redis, whose statistics only this test moves.
 func TestEvidenceInACounterIsNoErrorToRedis(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		evidence int
-		want     string // HINCRBY's failed calls
+		incrby   string // INCRBY's failed calls; "": never called
 	}{
-		{"the rule keeps evidence", 10, "failed_calls=0"},
-		{"the rule's evidence turned off since", 0, "failed_calls=0"},
+		{"the rule keeps evidence", 10, ""},
+		// INCRBY first, refused by the hash, then HINCRBY: a change's
+		// cost until the window ends (incr_and_check.lua).
+		{"the rule's evidence turned off since", 0, "failed_calls=3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.Connect(t, redistest.Start(t).Addr)
@@ -340,10 +343,15 @@ func TestEvidenceInACounterIsNoErrorToRedis(t *testing.T) {
 				t.Fatalf("the window holds %q: its evidence is gone", v)
 			}
 			stats := rdb.Info(t.Context(), "commandstats").Val()
-			_, line, ok := strings.Cut(stats, "cmdstat_hincrby:")
-			line, _, _ = strings.Cut(line, "\r\n")
-			if !ok || !strings.Contains(line, tc.want) || strings.Contains(stats, "cmdstat_incrby:") {
-				t.Fatalf("HINCRBY: want it called, %s, and no INCRBY:\n%s", tc.want, stats)
+			stat := func(cmd string) (string, bool) {
+				_, line, ok := strings.Cut(stats, "cmdstat_"+cmd+":")
+				line, _, _ = strings.Cut(line, "\r\n")
+				return line, ok
+			}
+			hincrby, called := stat("hincrby")
+			incrby, tried := stat("incrby")
+			if !called || !strings.Contains(hincrby, "failed_calls=0") || tried != (tc.incrby != "") || !strings.Contains(incrby, tc.incrby) {
+				t.Fatalf("want HINCRBY called, never failed, and INCRBY %q:\n%s", tc.incrby, stats)
 			}
 		})
 	}

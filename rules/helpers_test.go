@@ -208,8 +208,7 @@ func (h *harness) windowKey(name string, values ...string) string {
 // the key does not exist.
 func (h *harness) counter(name string, m alert.Metric, values ...string) (int64, bool) {
 	h.t.Helper()
-	// A fixed window is a hash, its count in c (incr_and_check.lua).
-	v, err := h.rdb.HGet(h.t.Context(), h.windowKey(name, values...), "c").Result()
+	v, err := redistest.FixedCount(h.t.Context(), h.rdb, h.windowKey(name, values...))
 	if errors.Is(err, redis.Nil) {
 		return 0, false
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fraudwatch/fraudwatch/alert"
 	"github.com/fraudwatch/fraudwatch/event"
 	"github.com/fraudwatch/fraudwatch/lua"
+	"github.com/fraudwatch/fraudwatch/lua/redistest"
 	"github.com/fraudwatch/fraudwatch/rules"
 )
 
@@ -278,7 +279,7 @@ func (h *harness) total(r rules.Rule, values ...string) int64 {
 		}
 		return n
 	case r.WindowType != alert.Sliding:
-		v, err := h.rdb.HGet(h.t.Context(), h.keys.Counter(g, r.State()), "c").Result()
+		v, err := redistest.FixedCount(h.t.Context(), h.rdb, h.keys.Counter(g, r.State()))
 		if err != nil && !errors.Is(err, redis.Nil) {
 			h.t.Fatal(err)
 		}

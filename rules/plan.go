@@ -197,7 +197,7 @@ func (e *Engine) plan(rs []active, evs []*event.Event) *plan {
 			}
 			if k == lua.Count && r.Evidence > 0 {
 				if entry == "" {
-					entry = encodeEvidence(ev, 0, "") // its window's value: the order in the counter says it
+					entry = encodeCounterEntry(ev)
 				}
 				ch.Entry = entry
 			}

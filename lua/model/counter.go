@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// A fixed window's counter is a hash (incr_and_check.lua's header): its
-// count in field "c" and each order its evidence keeps in a field named by
-// the count it took the window to. What incr_and_check and sales_decr both
-// do with one is here.
+// A fixed window's counter (incr_and_check.lua's header) is a string, its
+// count, when its rule keeps no evidence, and a hash when it keeps some:
+// its count in field "c" and each order its evidence keeps in a field
+// named by the count it took the window to. What incr_and_check and
+// sales_decr both do with one is here.
 
 // evidenceSep is RS, which ends a counter's count in a string of the
 // version before ("<count>" RS entry ...), and which no kept entry holds.
@@ -56,24 +57,40 @@ func (s *Store) upgrade(key string) (count string, ok bool) {
 }
 
 // countOf is incr_and_check's read of a counter for a change applied
-// before: HGET c as a number, 0 when it reads none; when HGET refuses the
-// key, GET's count (a string of the version before: leadingCount). -1
-// where it is not digits without a leading zero, or GET refuses the key
-// too, or holds no count.
-func (s *Store) countOf(key string) (float64, error) {
-	got, has, err := s.hget(key, "c")
-	if err != nil {
-		str, ok, err := s.getString(key)
-		c := leadingCount(str)
-		if err != nil || !ok || c == "" {
+// before, in its rule's layout first (keep: a hash) and in the other when
+// that is refused: HGET c, or GET's count (leadingCount: a string, or one
+// of the version before). 0 when it reads none; -1 where it is not digits
+// without a leading zero, or both reads refuse the key, or a string holds
+// no count.
+func (s *Store) countOf(key string, keep bool) (float64, error) {
+	var got string
+	var has bool
+	var err error
+	str := !keep
+	if keep {
+		got, has, err = s.hget(key, "c")
+		str = err != nil
+	}
+	if str {
+		var raw string
+		raw, has, err = s.getString(key)
+		switch {
+		case err != nil && keep:
 			return -1, nil
+		case err != nil:
+			if got, has, err = s.hget(key, "c"); err != nil {
+				return -1, nil
+			}
+		case has:
+			if got = leadingCount(raw); got == "" {
+				return -1, nil
+			}
 		}
-		got, has = c, true
 	}
 	if !has {
 		return 0, nil
 	}
-	// (got == '0' or match(got, DIGITS)) and tonumber(got) or -1
+	// type(got) == 'string' and (got == '0' or match(got, DIGITS)) and tonumber(got) or -1
 	if got != "0" && (got == "" || got[0] == '0' || !allDigits(got)) {
 		return -1, nil
 	}
@@ -123,28 +140,38 @@ func (s *Store) keepEntry(key string, v float64, e string, w *win) error {
 	return nil
 }
 
-// readRefunded is sales_decr's read of a window's counter: HGET c, with a
-// string of the version before upgraded first (upgrade, on WRONGTYPE).
-// unusable when the read is an error, or a value not digits without a
-// leading zero; v is 0
-// where there is none.
-func (s *Store) readRefunded(key string) (v float64, unusable bool, err error) {
-	got, has, err := s.hget(key, "c")
-	if errors.Is(err, errWrongType) {
-		if c, ok := s.upgrade(key); ok {
-			got, has, err = c, true, nil
+// readRefunded is sales_decr's read of a window's counter, in its rule's
+// layout first (keep: a hash) and in the other when that is refused:
+// GET, whose value must be digits to be read as a string's count; else
+// HGET c, with a string upgraded first (upgrade, on WRONGTYPE). hashed is
+// the layout read. unusable when the read is an error, or a value not
+// digits without a leading zero; v is 0 where there is none.
+func (s *Store) readRefunded(key string, keep bool) (v float64, hashed, unusable bool, err error) {
+	var got string
+	var has bool
+	hashed = keep
+	if !keep {
+		got, has, err = s.getString(key)
+		hashed = err != nil || has && (got == "" || !allDigits(got))
+	}
+	if hashed {
+		got, has, err = s.hget(key, "c")
+		if errors.Is(err, errWrongType) {
+			if c, ok := s.upgrade(key); ok {
+				got, has, err = c, true, nil
+			}
 		}
 	}
 	if err != nil {
-		return 0, true, nil // redis.pcall: an error table
+		return 0, hashed, true, nil // redis.pcall: an error table
 	}
 	// got and not (got == '0' or match(got, DIGITS))
 	if has && got != "0" && (got == "" || got[0] == '0' || !allDigits(got)) {
-		return 0, true, nil
+		return 0, hashed, true, nil
 	}
 	v, _, err = tonumber(got, has)
 	if err != nil {
-		return 0, false, err
+		return 0, hashed, false, err
 	}
-	return v, false, nil
+	return v, hashed, false, nil
 }

@@ -234,11 +234,17 @@ func randomEntriesStep(p *pair, r *rand.Rand, offsets map[string]int) {
 	case 2:
 		seedHash(p, keys[1][len(p.prefix):], 300*time.Second, "c", "x", "3", "old")
 	case 3, 4:
-		var args []string
+		// The window's layout as its rule keeps it, and now and then the
+		// other (a reload turned its evidence on or off).
+		hashed := ws[0].keep > 0 != (r.IntN(4) == 0)
+		b := append(binary.LittleEndian.AppendUint32(nil, 600), 1, map[bool]byte{false: 0, true: 1}[hashed])
 		for range 1 + r.IntN(3) {
-			args = append(args, "1", randomOffset(r, offsets, "r:0"), randomID(r), fmt.Sprint(1+r.IntN(6)))
+			var off int64
+			fmt.Sscan(randomOffset(r, offsets, "r:0"), &off)
+			b = binary.LittleEndian.AppendUint64(append(b, 1), uint64(off))
+			b = binary.LittleEndian.AppendUint64(append(b, randomID(r)...), uint64(1+r.IntN(6)))
 		}
-		p.call(lua.SalesDecrName, keys[:2], append([]string{"r:0", "600", "1"}, args...)...)
+		p.raw(lua.SalesDecrName, keys[:2], "r:0", string(b))
 	}
 	var cs []entryChange
 	for range 1 + r.IntN(8) {

@@ -33,8 +33,8 @@ var followed = map[string]struct {
 	pin  string
 	body script
 }{
-	lua.IncrAndCheckName:     {"453b4973d758503bd17b17b4830e102de034e0ff", incrAndCheck},
-	lua.SalesDecrName:        {"9462c72f0aeaac16b4087dc2a81112b011440a39", salesDecr},
+	lua.IncrAndCheckName:     {"d3ef50b3e86ea7d8e9f9e00b94f6e6988ddedf01", incrAndCheck},
+	lua.SalesDecrName:        {"a0d455eae33c2cfb66c983cf68145984a9263005", salesDecr},
 	lua.SlideAndCheckName:    {"1f53b62a484d3ac387146630580eeb2b7800e53a", slideAndCheck},
 	lua.DistinctAndCheckName: {"84252d7787b450946b0ae3675e4d9c0fe38db572", distinctAndCheck},
 	lua.AlertClaimName:       {"92dd77b18f88e7efdfb066136b8adaa5593ca9d1", alertClaim},

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -386,5 +387,53 @@ func TestCountingPast2To53(t *testing.T) {
 	seedHash(p, "w", 300*time.Second, "c", "1e20")
 	if got := fmt.Sprint(refund("1", "5", ids[4], "1")); got != "[-1 -1]" {
 		t.Fatalf("a refund of a c HINCRBY refuses: %s", got)
+	}
+}
+
+// The same past 2^53 for a window whose rule keeps no evidence, a string:
+// compared exactly (GET), saturated by SET KEEPTTL, refunded by INCRBY
+// until it is below 2^53; a string INCRBY refuses is unusable.
+func TestCountingPast2To53AsAString(t *testing.T) {
+	const th = 1<<53 - 1
+	p := newPair(t)
+	keys := []string{p.key("o"), p.key("w"), p.key("w:crossed")}
+	incr := func(from, to int, by int64) string {
+		var cs []entryChange
+		for o := from; o < to; o++ {
+			cs = append(cs, entryChange{window: 1, offset: int64(o), inc: by, id: ids[o%len(ids)]})
+		}
+		return fmt.Sprint(p.raw(lua.IncrAndCheckName, keys, packEntryCall("p:0", []entryWindow{{600, th, 0, 0}}, cs, false)...))
+	}
+	if got := incr(1, 2, th-1); got != "[9007199254740990 0]" {
+		t.Fatalf("below its threshold: %s", got)
+	}
+	if got := incr(2, 3, 5); got != "[9007199254740996 1]" {
+		t.Fatalf("crossing past 2^53: %s", got)
+	}
+	incr(2, 3, 5)    // redelivered: its mark
+	incr(4, 520, th) // saturated at 2^62, and again
+	if got := counterText(p, "w"); got != "string 4611686018427387904" {
+		t.Fatalf("saturated: %s", got)
+	}
+	incr(100, 101, 1) // redelivered: the count read as a double
+
+	refund := func(amounts ...int64) string {
+		b := append(binary.LittleEndian.AppendUint32(nil, 600), 1, 0)
+		for k, a := range amounts {
+			b = binary.LittleEndian.AppendUint64(append(b, 1), uint64(k+1))
+			b = binary.LittleEndian.AppendUint64(append(b, ids[k%len(ids)]...), uint64(a))
+		}
+		return fmt.Sprint(p.raw(lua.SalesDecrName, keys[:2], "r:"+fmt.Sprint(len(amounts)), string(b)))
+	}
+	seedValue(p, "w", "9007199254740993", 300*time.Second)
+	if got := refund(1, 1, 1, 7); got != "[9007199254740992 0 9007199254740991 0 9007199254740990 0 9007199254740983 0]" {
+		t.Fatalf("refunds past 2^53: %s", got)
+	}
+	if got := counterText(p, "w"); got != "string 9007199254740983" {
+		t.Fatalf("after the refunds: %s", got)
+	}
+	seedValue(p, "w", "99999999999999999999", 300*time.Second)
+	if got := refund(5); got != "[-1 -1]" {
+		t.Fatalf("a refund of a string INCRBY refuses: %s", got)
 	}
 }

@@ -55,29 +55,23 @@ type fixedCall struct {
 }
 
 // count is the script's count of change ch, the call's k-th (from 0): -1,
-// -1 when HINCRBY refuses the window's counter (after an upgrade, when it
-// is a string of the version before).
+// -1 when INCRBY (a window whose rule keeps no evidence) and HINCRBY both
+// refuse the window's counter (after an upgrade, when it is a string).
 func (f *fixedCall) count(ch *change, k int) (float64, int64, error) {
 	i, w := ch.i, &f.windows[ch.i]
 	key := f.keys[2*i-1]
-	by := int64(ch.amount)
-	n, err := f.s.hincrby(key, "c", by)
-	if errors.Is(err, errWrongType) {
-		if _, ok := f.s.upgrade(key); ok {
-			n, err = f.s.hincrby(key, "c", by)
-		}
-	}
+	n, hashed, err := f.incr(key, int64(ch.amount), w.keep > 0)
 	if err != nil {
 		return -1, -1, nil // redis.pcall: an error table
 	}
 	v, t := float64(n), w.threshold
 	first := int64(0)
 	if v == ch.amount || v >= t {
-		if n, v, err = f.arm(key, n, v, ch, w); err != nil {
+		if n, v, err = f.arm(key, n, v, ch, w, hashed); err != nil {
 			return 0, 0, err
 		}
 		if v >= t {
-			if v, first, err = f.cross(ch, key, n, v, t); err != nil {
+			if v, first, err = f.cross(ch, key, n, v, t, hashed); err != nil {
 				return 0, 0, err
 			}
 		}
@@ -95,17 +89,40 @@ func (f *fixedCall) count(ch *change, k int) (float64, int64, error) {
 	return v, first, nil
 }
 
+// incr is the script's count of by into a window: INCRBY when its rule
+// keeps no evidence (keep false), and, when that is refused or it keeps
+// some, HINCRBY of c, after an upgrade of a string into a hash when
+// HINCRBY refuses it (WRONGTYPE). hashed is whether the count went to a
+// hash's c.
+func (f *fixedCall) incr(key string, by int64, keep bool) (n int64, hashed bool, err error) {
+	if !keep {
+		if n, err = f.s.incrby(key, by); err == nil {
+			return n, false, nil
+		}
+	}
+	n, err = f.s.hincrby(key, "c", by)
+	if errors.Is(err, errWrongType) {
+		if _, ok := f.s.upgrade(key); ok {
+			n, err = f.s.hincrby(key, "c", by)
+		}
+	}
+	return n, true, err
+}
+
 // arm is the script's TTL check of a window at its first change or its
 // threshold: one whose TTL reads -1 (new, or persistent: counts of unknown
-// age) starts again with change ch alone (DEL, HSET c inc) unless it is
-// new, and gets its length (EXPIRE). It returns the count, n and v.
-func (f *fixedCall) arm(key string, n int64, v float64, ch *change, w *win) (int64, float64, error) {
+// age) starts again with change ch alone (DEL, then HSET c inc or, for a
+// string, SET inc) unless it is new, and gets its length (EXPIRE). It
+// returns the count, n and v.
+func (f *fixedCall) arm(key string, n int64, v float64, ch *change, w *win, hashed bool) (int64, float64, error) {
 	if f.s.ttlSeconds(key) != -1 {
 		return n, v, nil
 	}
 	if v != ch.amount {
 		f.s.del(key)
-		if err := f.s.hset(key, "c", format(ch.amount)); err != nil {
+		if !hashed {
+			f.s.setKeepTTL(key, format(ch.amount))
+		} else if err := f.s.hset(key, "c", format(ch.amount)); err != nil {
 			return 0, 0, err
 		}
 		n, v = int64(ch.amount), ch.amount
@@ -117,10 +134,10 @@ func (f *fixedCall) arm(key string, n int64, v float64, ch *change, w *win) (int
 
 // cross is the script's test of a count v (n exactly) at or past the
 // threshold t: first is 1 when change ch crossed it, which leaves its mark;
-// past 2^53 compared exactly (HGET c: the digits n has, which the mark
-// holds), and past 2^62 the counter saturated (HSET c 2^62). It returns
-// the count as the script replies it.
-func (f *fixedCall) cross(ch *change, key string, n int64, v, t float64) (float64, int64, error) {
+// past 2^53 compared exactly (HGET c or GET: the digits n has, which the
+// mark holds), and past 2^62 the counter saturated (HSET c 2^62, or SET
+// 2^62 KEEPTTL). It returns the count as the script replies it.
+func (f *fixedCall) cross(ch *change, key string, n int64, v, t float64, hashed bool) (float64, int64, error) {
 	first, exact := int64(0), ""
 	if v < two53 {
 		if v-ch.amount < t {
@@ -135,7 +152,9 @@ func (f *fixedCall) cross(ch *change, key string, n int64, v, t float64) (float6
 		}
 	}
 	if v >= two62 {
-		if err := f.s.hset(key, "c", "4611686018427387904"); err != nil {
+		if !hashed {
+			f.s.setKeepTTL(key, "4611686018427387904")
+		} else if err := f.s.hset(key, "c", "4611686018427387904"); err != nil {
 			return 0, 0, err
 		}
 		v = two62
@@ -158,7 +177,7 @@ func (f *fixedCall) again(i int, id string) (float64, int64, error) {
 		return m, 1, err
 	}
 	if !f.values[i].ok {
-		v, err := f.s.countOf(f.keys[2*i-1])
+		v, err := f.s.countOf(f.keys[2*i-1], f.windows[i].keep > 0)
 		if err != nil {
 			return 0, 0, err
 		}

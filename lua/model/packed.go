@@ -27,7 +27,7 @@ type packing struct {
 	// its changes' evidence entries and their spans.
 	entries bool
 	colon   bool // the source holds a ':'
-	// windows is false for sales_decr, whose head is followed by changes:
+	// windows is false for a packing whose head is followed by changes:
 	// its windows are only keys, every one usable.
 	windows    bool
 	readWindow func(r *reader, w *win)
@@ -60,8 +60,9 @@ type win struct {
 	// length): what the offsets' lifetime takes the longest of.
 	ttl float64
 	// keep and from are incr_and_check's: how many entries the window's
-	// evidence keeps (0: none), which its counter may hold after its
-	// count, and the value from which an order's entry is kept.
+	// evidence keeps (0: none, its counter a string; else a hash, which
+	// holds them after its count), and the value from which an order's
+	// entry is kept. sales_decr's keep is 1 for a hash, else 0.
 	keep, from float64
 }
 
@@ -141,7 +142,16 @@ var incrPacking = packing{window: 21, change: 25, keysPer: 2, maxChanges: 4096, 
 	},
 	readChange: fixedChange}
 
-var salesPacking = packing{change: 25, keysPer: 1, maxChanges: 4096, readChange: fixedChange}
+// salesPacking's window is one byte, 1 when its rule keeps evidence (its
+// window a hash; keep 1 here), any other a string's; every one usable.
+var salesPacking = packing{window: 1, change: 25, keysPer: 1, maxChanges: 4096, windows: true,
+	readWindow: func(r *reader, w *win) {
+		*w = win{usable: true}
+		if r.u8() == 1 {
+			w.keep = 1
+		}
+	},
+	readChange: fixedChange}
 
 var slidePacking = packing{window: 16, change: 33, keysPer: 2, maxChanges: 512, colon: true, windows: true,
 	readWindow: func(r *reader, w *win) {

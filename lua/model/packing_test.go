@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -50,6 +51,11 @@ func packText(name string, keys, args []string) []string {
 		n, rest = int(min(max(v, 0), 255)), rest[1:]
 	}
 	b = append(b, byte(n))
+	if name == lua.SalesDecrName {
+		// Each window a hash: its rule keeps evidence, as rules keep by
+		// default.
+		b = append(b, bytes.Repeat([]byte{1}, n)...)
+	}
 	for w := 0; w < n && len(rest) > 0; w++ {
 		take := min(l.window, len(rest))
 		b = packWindow(b, name, rest[:take])
@@ -182,10 +188,12 @@ func TestMalformedPackingsAsTheScripts(t *testing.T) {
 			window(head(600, 1), 600, 2), 0, 1, 1), 2, 1, 1), 1, -1, 1), 1, 1e15, 1), 1, 1, 0), 1, 1, 1<<53), false},
 		{"a window's threshold of 2^53", lua.IncrAndCheckName, 2,
 			change(change(window(window(head(600, 2), 600, 1<<53), 600, 2), 1, 1, 1), 2, 1, 1), false},
-		{"sales_decr: a trailing byte", lua.SalesDecrName, 1, append(change(head(600, 1), 1, 1, 1), 0), true},
-		{"sales_decr: n not the keys", lua.SalesDecrName, 1, change(head(600, 2), 1, 1, 1), true},
+		{"sales_decr: a trailing byte", lua.SalesDecrName, 1, append(change(append(head(600, 1), 1), 1, 1, 1), 0), true},
+		{"sales_decr: no window's layout", lua.SalesDecrName, 1, change(head(600, 1), 1, 1, 1), true},
+		{"sales_decr: n not the keys", lua.SalesDecrName, 1, change(append(head(600, 2), 1, 1), 1, 1, 1), true},
 		{"sales_decr: refunds refused one by one", lua.SalesDecrName, 1, change(change(change(
-			head(600, 1), 2, 1, 1), 1, -1, 1), 1, 1, 1<<53), false},
+			append(head(600, 1), 0), 2, 1, 1), 1, -1, 1), 1, 1, 1<<53), false},
+		{"sales_decr: a layout byte of 2 reads a string", lua.SalesDecrName, 1, change(append(head(600, 1), 2), 1, 1, 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t)

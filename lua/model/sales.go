@@ -6,6 +6,7 @@ type refundWindow struct {
 	v        float64 // its count; 0 where there is none
 	changed  bool
 	unusable bool
+	hashed   bool // a hash's c, else a string
 }
 
 // salesDecr is sales_decr.lua.
@@ -18,7 +19,7 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 	windows := newLoaded(c.n, func(i int) (*refundWindow, error) {
 		w := &refundWindow{key: keys[i]}
 		var err error
-		if w.v, w.unusable, err = s.readRefunded(w.key); err != nil {
+		if w.v, w.hashed, w.unusable, err = s.readRefunded(w.key, c.windows[i].keep == 1); err != nil {
 			return nil, err
 		}
 		return w, nil
@@ -56,7 +57,11 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 	}
 
 	for _, w := range windows.got {
-		if w != nil && w.changed {
+		switch {
+		case w == nil || !w.changed:
+		case !w.hashed:
+			s.setKeepTTL(w.key, format(w.v))
+		default:
 			if err := s.hset(w.key, "c", format(w.v)); err != nil {
 				return nil, err
 			}
@@ -66,17 +71,17 @@ func salesDecr(s *Store, keys, args argv) (any, error) {
 }
 
 // subtract is the script's refund of amount from window w; ok is false
-// where HINCRBY refuses it (past 2^53, where the script subtracts in
-// Redis, exactly, its count written back first when the call changed it).
+// where HINCRBY or INCRBY refuses it (past 2^53, where the script
+// subtracts in Redis, exactly: a count that high was read so and has not
+// been lowered by the call in Lua, whose counts stay below it).
 func (w *refundWindow) subtract(s *Store, amount float64) (remaining float64, clamped int64, ok bool, err error) {
 	if w.v >= two53 {
-		if w.changed {
-			if err := s.hset(w.key, "c", format(w.v)); err != nil {
-				return 0, 0, false, err
-			}
-			w.changed = false
+		var v int64
+		if w.hashed {
+			v, err = s.hincrby(w.key, "c", -int64(amount))
+		} else {
+			v, err = s.incrby(w.key, -int64(amount))
 		}
-		v, err := s.hincrby(w.key, "c", -int64(amount))
 		if err != nil {
 			return 0, 0, false, nil // redis.pcall: an error table
 		}

@@ -14,6 +14,7 @@ package model
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ const (
 	errWrongType      = replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
 	errHashNotInteger = replyError("ERR hash value is not an integer")
 	errOverflow       = replyError("ERR increment or decrement would overflow")
+	errNotInteger     = replyError("ERR value is not an integer or out of range")
 )
 
 // Store is a keyspace of strings, hashes and sorted sets, with TTLs that run
@@ -246,6 +248,43 @@ func (s *Store) getString(key string) (v string, ok bool, err error) {
 		return "", false, err
 	}
 	return e.str, true, nil
+}
+
+// incrby is INCRBY (a negative by: DECRBY) with Redis's checks: WRONGTYPE
+// on a key of another type, the key must hold an integer as Redis writes
+// one (string2ll), and the sum must not overflow. A new key has no TTL; an
+// existing one keeps its own.
+func (s *Store) incrby(key string, by int64) (int64, error) {
+	e, err := s.typed(key, kindString)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	if e != nil {
+		var ok bool
+		if v, ok = parseInt(e.str); !ok {
+			return 0, errNotInteger
+		}
+	}
+	if (by > 0 && v > math.MaxInt64-by) || (by < 0 && v < math.MinInt64-by) {
+		return 0, errOverflow
+	}
+	if e == nil {
+		e, _ = s.create(key, kindString)
+	}
+	v += by
+	e.str = strconv.FormatInt(v, 10)
+	return v, nil
+}
+
+// setKeepTTL is SET key value KEEPTTL: a value of any kind is replaced,
+// and the key keeps its TTL (none when it is new).
+func (s *Store) setKeepTTL(key, value string) {
+	if e := s.get(key); e != nil {
+		e.kind, e.str, e.hash, e.zset = kindString, strings.Clone(value), nil, nil
+		return
+	}
+	s.keys[strings.Clone(key)] = &entry{kind: kindString, str: strings.Clone(value)}
 }
 
 // setEx is SET key value EX ttl: any value of any kind is replaced.

@@ -14,7 +14,7 @@ import (
 
 // The bound of issue 40's experiment (cheapcall/bare.lua): the commands
 // incr_and_check gives a call of changes to running windows that cross
-// nothing, an HGET of its bucket's offset, an HINCRBY a change and an HSET
+// nothing, an HGET of its bucket's offset, an INCRBY a change and an HSET
 // of the offset, with nothing checked. No script that reads and writes its
 // bucket's offset, as counting each event once needs, costs Redis less for
 // the same changes: Config.Bound measures it in incr_and_check's place.

@@ -268,7 +268,7 @@ func (p *pipeline) state(rule string) string {
 // counter reads a fixed rule's window's count.
 func (p *pipeline) counter(rule string, values ...string) int64 {
 	key := p.keys.Counter(p.keys.Group(values), p.state(rule))
-	v, err := p.rdb.HGet(context.Background(), key, "c").Result() // its count
+	v, err := redistest.FixedCount(context.Background(), p.rdb, key)
 	if err != nil && err != redis.Nil {
 		p.t.Fatalf("read %s: %v", key, err)
 	}

@@ -98,7 +98,7 @@ var readings = map[string]struct {
 	name, pin string
 	read      func(w *windows, c call, reply []int64)
 }{
-	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "453b4973d758503bd17b17b4830e102de034e0ff", (*windows).readCount},
+	lua.IncrAndCheckName:     {lua.IncrAndCheckName, "d3ef50b3e86ea7d8e9f9e00b94f6e6988ddedf01", (*windows).readCount},
 	lua.SlideAndCheckName:    {lua.SlideAndCheckName, "1f53b62a484d3ac387146630580eeb2b7800e53a", (*windows).readSlide},
 	lua.DistinctAndCheckName: {lua.DistinctAndCheckName, "84252d7787b450946b0ae3675e4d9c0fe38db572", (*windows).readDistinct},
 }
