@@ -40,6 +40,12 @@ if ! command -v promtool >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 export FRAUDWATCH_TEST_PROMTOOL="$(command -v promtool)"
+# Events as other clients write them are tested with Python's
+# confluent-kafka (librdkafka), from PyPI, pinned by hash.
+if [ -z "${FRAUDWATCH_TEST_PYTHON:-}" ]; then
+  FRAUDWATCH_TEST_PYTHON=$(scripts/pyclient.sh)
+fi
+export FRAUDWATCH_TEST_PYTHON
 # What tests keep for people to look at (the status page's screenshot).
 export FRAUDWATCH_TEST_ARTIFACTS="${FRAUDWATCH_TEST_ARTIFACTS:-$PWD/artifacts}"
 

@@ -1,0 +1,139 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fraudwatch/fraudwatch/alert"
+)
+
+// EnvPython names a python that has confluent-kafka (scripts/pyclient.sh
+// makes one, and scripts/test.sh sets it).
+const EnvPython = "FRAUDWATCH_TEST_PYTHON"
+
+// pythonClient finds it. In CI the test fails without one; a developer's
+// quick run skips.
+func pythonClient(t *testing.T) string {
+	t.Helper()
+	if py := os.Getenv(EnvPython); py != "" {
+		return py
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("the client test needs Python's confluent-kafka: scripts/test.sh makes it (scripts/pyclient.sh) and sets " + EnvPython)
+	}
+	t.Skip("no Python client: set " + EnvPython + " (scripts/pyclient.sh) or run scripts/test.sh")
+	return ""
+}
+
+// The same rule twice, with and without evidence: a window of each layout
+// (a hash, a plain string: lua/incr_and_check.lua).
+const clientRules = `
+rules:
+  - name: orders
+    metric: count
+    group_by: [customer_id]
+    window: 10m
+    threshold: 3
+  - name: orders-plain
+    metric: count
+    group_by: [customer_id]
+    window: 10m
+    threshold: 3
+    evidence: 0
+  - name: amount
+    metric: amount
+    group_by: [card_fingerprint]
+    window: 10m
+    threshold: 1000000
+  - name: amount-plain
+    metric: amount
+    group_by: [card_fingerprint]
+    window: 10m
+    threshold: 1000000
+    evidence: 0
+`
+
+// Events as a real client writes them (librdkafka, through Python's
+// confluent-kafka): idempotent batches, every codec, and transactions, one
+// of them aborted, whose events must count nowhere (docs/events.md). The
+// windows of both layouts count them, refunds included.
+func TestEventsFromAPythonProducer(t *testing.T) {
+	py := pythonClient(t)
+	p := newPipeline(t, 2, clientRules)
+	p.start()
+	script, err := filepath.Abs("../../../testdata/clients/produce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(topic, codec, mode string, partition int, lines ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, script, strings.Join(p.kafka.Brokers, ","), topic, codec, mode, strconv.Itoa(partition))
+		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %s %s: %v\n%s", topic, codec, mode, err, out.String())
+		}
+	}
+	order := func(id, customer, card string, amount int64) string {
+		return string(ev{id: id, customer: customer, card: card, amount: amount, currency: "KRW"}.json())
+	}
+	orders, refunds := p.cfg.Kafka.OrdersTopic, p.cfg.Kafka.RefundsTopic
+	crossed := func(rule, id string) func() bool {
+		return func() bool {
+			return slices.ContainsFunc(p.notes.list(), func(a alert.Alert) bool { return a.Rule == rule && a.EventID == id })
+		}
+	}
+
+	produce(orders, "zstd", "idempotent", 0, order("a1", "cust-a", "card-a", 1), order("a2", "cust-a", "card-a", 1), order("a3", "cust-a", "card-a", 1))
+	// One partition, so that the last commit's event, once counted, says
+	// the aborted ones before it were read past.
+	produce(orders, "lz4", "transactions", 1,
+		order("t1", "cust-t", "card-t", 1), order("t2", "cust-t", "card-t", 1), order("t3", "cust-t", "card-t", 1), "COMMIT",
+		order("x1", "cust-x", "card-x", 1), order("x2", "cust-x", "card-x", 1), order("x3", "cust-x", "card-x", 1), "ABORT",
+		order("z1", "cust-z", "card-z", 1), "COMMIT")
+	for _, rule := range []string{"orders", "orders-plain"} {
+		waitFor(t, 30*time.Second, rule+"'s committed event after the aborted ones", func() bool { return p.counter(rule, "cust-z") == 1 })
+		waitFor(t, 30*time.Second, rule+"'s idempotent batch crossing", crossed(rule, "a3"))
+		waitFor(t, 30*time.Second, rule+"'s committed transaction crossing", crossed(rule, "t3"))
+		if n := p.counter(rule, "cust-x"); n != 0 {
+			t.Errorf("%s counted %d events of an aborted transaction", rule, n)
+		}
+	}
+
+	// An amount window of each layout, a refund between its orders.
+	produce(orders, "gzip", "idempotent", 0, order("c1", "cust-c1", "card-c", 600_000))
+	for _, rule := range []string{"amount", "amount-plain"} {
+		waitFor(t, 30*time.Second, rule+"'s first order", func() bool { return p.counter(rule, "card-c") == 600_000 })
+	}
+	refund := string(ev{id: "r1", customer: "cust-c1", card: "card-c", amount: 600_000}.json())
+	produce(refunds, "snappy", "acks-all", 0, refund)
+	for _, rule := range []string{"amount", "amount-plain"} {
+		waitFor(t, 30*time.Second, rule+"'s refund", func() bool { return p.counter(rule, "card-c") == 0 })
+	}
+	produce(orders, "gzip", "idempotent", 0, order("c2", "cust-c2", "card-c", 600_000), order("c3", "cust-c3", "card-c", 500_000))
+	for _, rule := range []string{"amount", "amount-plain"} {
+		waitFor(t, 30*time.Second, rule+"'s crossing at 1,100,000", crossed(rule, "c3"))
+	}
+	for _, a := range p.notes.list() {
+		if strings.HasPrefix(a.EventID, "x") {
+			t.Errorf("an aborted event alerted: %+v", a)
+		}
+		if a.Rule == "amount" && (a.Current != 1_100_000 || len(a.Evidence) != 2) {
+			t.Errorf("the amount alert: current %d, %d orders listed; want 1,100,000 and c3, c2", a.Current, len(a.Evidence))
+		}
+	}
+	if n := len(p.notes.list()); n != 6 {
+		t.Errorf("%d alerts, want 6: a3 and t3 in both count rules, c3 in both amount rules", n)
+	}
+}
