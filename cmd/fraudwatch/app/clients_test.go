@@ -66,25 +66,9 @@ rules:
 // of them aborted, whose events must count nowhere (docs/events.md). The
 // windows of both layouts count them, refunds included.
 func TestEventsFromAPythonProducer(t *testing.T) {
-	py := pythonClient(t)
 	p := newPipeline(t, 2, clientRules)
+	produce := pyProducer(t, p)
 	p.start()
-	script, err := filepath.Abs("../../../testdata/clients/produce.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	produce := func(topic, codec, mode string, partition int, lines ...string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, py, script, strings.Join(p.kafka.Brokers, ","), topic, codec, mode, strconv.Itoa(partition))
-		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s %s %s: %v\n%s", topic, codec, mode, err, out.String())
-		}
-	}
 	order := func(id, customer, card string, amount int64) string {
 		return string(ev{id: id, customer: customer, card: card, amount: amount, currency: "KRW"}.json())
 	}
@@ -112,15 +96,15 @@ func TestEventsFromAPythonProducer(t *testing.T) {
 	}
 
 	// An amount window of each layout, a refund between its orders.
+	amounts := func(what string, want int64) {
+		for _, rule := range []string{"amount", "amount-plain"} {
+			waitFor(t, 30*time.Second, rule+"'s "+what, func() bool { return p.counter(rule, "card-c") == want })
+		}
+	}
 	produce(orders, "gzip", "idempotent", 0, order("c1", "cust-c1", "card-c", 600_000))
-	for _, rule := range []string{"amount", "amount-plain"} {
-		waitFor(t, 30*time.Second, rule+"'s first order", func() bool { return p.counter(rule, "card-c") == 600_000 })
-	}
-	refund := string(ev{id: "r1", customer: "cust-c1", card: "card-c", amount: 600_000}.json())
-	produce(refunds, "snappy", "acks-all", 0, refund)
-	for _, rule := range []string{"amount", "amount-plain"} {
-		waitFor(t, 30*time.Second, rule+"'s refund", func() bool { return p.counter(rule, "card-c") == 0 })
-	}
+	amounts("first order", 600_000)
+	produce(refunds, "snappy", "acks-all", 0, string(ev{id: "r1", customer: "cust-c1", card: "card-c", amount: 600_000}.json()))
+	amounts("refund", 0)
 	produce(orders, "gzip", "idempotent", 0, order("c2", "cust-c2", "card-c", 600_000), order("c3", "cust-c3", "card-c", 500_000))
 	for _, rule := range []string{"amount", "amount-plain"} {
 		waitFor(t, 30*time.Second, rule+"'s crossing at 1,100,000", crossed(rule, "c3"))
@@ -135,5 +119,29 @@ func TestEventsFromAPythonProducer(t *testing.T) {
 	}
 	if n := len(p.notes.list()); n != 6 {
 		t.Errorf("%d alerts, want 6: a3 and t3 in both count rules, c3 in both amount rules", n)
+	}
+}
+
+// pyProducer runs testdata/clients/produce.py against p's broker: lines
+// (events, and COMMIT or ABORT in a transaction) to one partition of
+// topic, compressed by codec, in mode (idempotent, acks-all,
+// transactions).
+func pyProducer(t *testing.T, p *pipeline) func(topic, codec, mode string, partition int, lines ...string) {
+	py := pythonClient(t)
+	script, err := filepath.Abs("../../../testdata/clients/produce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(topic, codec, mode string, partition int, lines ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, script, strings.Join(p.kafka.Brokers, ","), topic, codec, mode, strconv.Itoa(partition))
+		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %s %s: %v\n%s", topic, codec, mode, err, out.String())
+		}
 	}
 }
