@@ -37,8 +37,9 @@
 -- that are unusable (keys, source, lifetime, counts, spans) make the reply a
 -- single {-1, -1}. A key of another type (written by another) never fails
 -- the call: a window's counter that INCRBY and HINCRBY both refuse (a list,
--- a hash whose 'c' is no integer) is unusable, as above; its marks are none, and a
--- crossing replaces them; the offsets are none, and are replaced.
+-- a hash whose 'c' is no integer) is unusable, as above; its marks are
+-- none, and a crossing replaces them; the offsets are none, and are
+-- replaced.
 --
 -- "Already counted?" is asked once per event, not per window: the caller
 -- sends a partition's events of one bucket in calls that cover increasing,

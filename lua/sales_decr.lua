@@ -12,10 +12,11 @@
 --             long the bucket's offsets live, seconds (uint32, >= 1); n,
 --             the number of windows (uint8, 1..64, #KEYS - 1); per
 --             window, 1 when its rule keeps evidence (its window a hash),
---             else 0 (uint8); then per refund and window: window index
---             (uint8, 1..n), offset (int64, 0..10^15-1), event id (8
---             bytes; not used: incr_and_check's layout), amount (int64,
---             1..2^53-1). 5 + n + 25 a change bytes.
+--             else 0 (uint8; any other byte reads as 0); then per refund
+--             and window: window index (uint8, 1..n), offset (int64,
+--             0..10^15-1), event id (8 bytes; not used: incr_and_check's
+--             layout), amount (int64, 1..2^53-1). 5 + n + 25 a change
+--             bytes.
 --
 -- Reply: two integers per refund and window, in order:
 --   {remaining, 0}  the window lowered by the amount
