@@ -39,6 +39,8 @@ type fraudwatchRun struct {
 	// memLimit, when set, is the replicas' GOMEMLIMIT, in place of the
 	// environment's (-gomemlimit).
 	memLimit string
+	// buckets, when set, is the replicas' redis.buckets (-buckets).
+	buckets int
 }
 
 // result is what a contender achieved.
@@ -95,9 +97,13 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 	}
 	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
 		DeadLetter: r.orders + ".dlq", Alerts: r.alerts(), Outcomes: r.orders + ".outcomes", RedisAddrs: r.redis, Cluster: r.cluster,
-		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}.YAML() + r.extra
+		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}
+	if r.buckets > 0 {
+		cfg.Redis = []string{"buckets: " + strconv.Itoa(r.buckets)}
+	}
+	yaml := cfg.YAML() + r.extra
 	path := filepath.Join(dir, "fraudwatch.yaml")
-	return path, os.WriteFile(path, []byte(cfg), 0o644)
+	return path, os.WriteFile(path, []byte(yaml), 0o644)
 }
 
 // replica is one running fraudwatch process.

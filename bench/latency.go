@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -15,6 +16,9 @@ type latency struct {
 	p50, p99, p999 float64
 	stages         []stageFigure
 	tripsPerBatch  float64 // Redis round trips a batch of events
+	// share is what each process used while the events were produced:
+	// at half (b)'s rate this machine's two cores are not half busy.
+	share cpuShare
 }
 
 // roundTrips is how many Redis round trips the replicas made for events'
@@ -43,7 +47,7 @@ func roundTrips(ctx context.Context, reps []*replica) (trips, batches float64, e
 // fresh one took a core for the first 14 s of small produce requests, and
 // those seconds' p99 was 450-500 ms (docs/performance.md, Latency at half
 // load), which a broker long in production does not show.
-func latencyAt(ctx context.Context, brokers []string, orders, refunds string, reps []*replica, w workload, rate float64, warm, d time.Duration,
+func latencyAt(ctx context.Context, brokers []string, orders, refunds string, rdb *redis.Client, reps []*replica, w workload, rate float64, warm, d time.Duration,
 	trace func(elapsed time.Duration)) (latency, error) {
 	wr := &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
@@ -86,6 +90,8 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	if err != nil {
 		return latency{}, err
 	}
+	watch := newCPUWatch(ctx, rdb, reps)
+	cpu0 := watch.take(ctx)
 	if trace != nil {
 		trace(0)
 	}
@@ -93,6 +99,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 	if err != nil {
 		return latency{}, err
 	}
+	share := watch.take(ctx).since(cpu0, float64(sent))
 	// Wait for the replicas to process what was sent.
 	for {
 		after, err := scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
@@ -109,7 +116,7 @@ func latencyAt(ctx context.Context, brokers []string, orders, refunds string, re
 				return latency{}, err
 			}
 			return latency{p50: quantile(before, after, 0.5), p99: quantile(before, after, 0.99), p999: quantile(before, after, 0.999),
-				stages: stagesBetween(stages0, stages1), tripsPerBatch: (trips1 - trips0) / max(batches1-batches0, 1)}, nil
+				stages: stagesBetween(stages0, stages1), tripsPerBatch: (trips1 - trips0) / max(batches1-batches0, 1), share: share}, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -47,6 +47,7 @@ type options struct {
 	clusters       []int
 	sizingEvents   int
 	gomemlimit     string
+	buckets        int
 	scaling        []int
 	contenders     string
 	kafka          string
@@ -85,6 +86,7 @@ func main() {
 	flag.StringVar(&o.contenders, "contenders", "cde", "which of the other contenders (c), (d) and (e) to run, e.g. \"c\" or \"\"")
 	flag.IntVar(&o.sizingEvents, "sizing-events", 200_000, "events of each sizing run (0: no sizing runs)")
 	memLimitFlag(flag.CommandLine, &o.gomemlimit)
+	flag.IntVar(&o.buckets, "buckets", 0, "fraudwatch's redis.buckets in (b)'s runs (0: its default, 16 on one Redis and 256 on a cluster)")
 	clusters := flag.String("cluster", "1,3", "sizes (masters) of the Redis Clusters to measure (b) on, comma-separated (empty: none)")
 	scaling := flag.String("scaling", "2,4", "numbers of fraudwatch processes to measure besides 1, comma-separated (empty: none)")
 	flag.Parse()
@@ -286,7 +288,7 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	b.fw = &fraudwatchRun{bin: bin, dir: b.dir, brokers: b.brokers, redis: []string{b.o.redis}, orders: b.orders, refunds: b.refunds,
-		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events, memLimit: b.o.gomemlimit}
+		group: "bench-fw-" + b.suffix, prefix: "fw", replicas: 1, events: b.o.events, memLimit: b.o.gomemlimit, buckets: b.o.buckets}
 	if b.o.rules != "" {
 		data, err := os.ReadFile(b.o.rules)
 		if err != nil {

@@ -34,41 +34,22 @@ func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*rep
 		return nil, restore, err
 	}
 	type sample struct {
-		at                time.Time
-		latency, batches  histogram
-		stages            stageScrape
-		redisCPU, fwCPU   float64
-		brokerCPU, self   float64
-		calls             float64
-		trips             float64 // Redis round trips for events' batches
-		busy, all         float64 // the machine's CPU time
-		redis             redisView
-		gcs, gcPaused     float64 // fraudwatch's GC cycles and their pauses' seconds
-		redisWait, fwWait float64 // seconds runnable but waiting for a core
+		cpu              cpuTaken
+		latency, batches histogram
+		stages           stageScrape
+		trips            float64 // Redis round trips for events' batches
+		redis            redisView
+		gcs, gcPaused    float64 // fraudwatch's GC cycles and their pauses' seconds
 	}
-	pid := redisPid(ctx, rdb)
+	watch := newCPUWatch(ctx, rdb, reps)
 	take := func() (s sample) {
-		s.at = time.Now()
+		s.cpu = watch.take(ctx)
 		s.latency, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_latency_seconds")
 		s.batches, _ = scrapeHistogram(ctx, reps, "fraudwatch_event_processing_seconds")
 		s.stages, _ = scrapeStages(ctx, reps)
 		s.trips, _, _ = roundTrips(ctx, reps)
-		if r, err := snapshotRedis(ctx, rdb); err == nil {
-			s.redisCPU, s.calls = r.cpu, r.scriptCalls()
-		}
-		s.fwCPU = cpuOf(reps)
-		s.brokerCPU = brokerCPU()
-		s.self, _ = cpuSeconds(os.Getpid())
-		s.busy, s.all, _ = machineCPU()
 		s.redis, _ = viewRedis(ctx, rdb)
 		s.gcs, s.gcPaused, _ = gcOf(ctx, reps)
-		if pid > 0 {
-			s.redisWait, _ = runQueueWait(pid, false)
-		}
-		for _, rep := range reps {
-			w, _ := runQueueWait(rep.cmd.Process.Pid, true)
-			s.fwWait += w
-		}
 		return s
 	}
 	last := take()
@@ -78,15 +59,13 @@ func (b *bench) traceLatency(ctx context.Context, rdb *redis.Client, reps []*rep
 			last = now
 			return
 		}
-		secs := now.at.Sub(last.at).Seconds()
 		events, batches := count(last.latency, now.latency), count(last.batches, now.batches)
 		keys, _ := rdb.DBSize(ctx).Result()
 		mem, _ := usedMemory(ctx, rdb)
-		progress("latency trace: %3.0f s (%s UTC): p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %.2f script calls an event; CPU redis-server %.0f %%, fraudwatch %.0f %%, the broker %.0f %%, the bench %.0f %%, the machine %.0f %% busy; waiting for a core: redis-server %.0f %% of the second, fraudwatch's threads %.0f %%; Redis %d keys, %s; %s; fraudwatch's GC %.0f cycles, %s paused",
-			elapsed.Seconds(), now.at.UTC().Format("15:04:05"), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
-			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1), (now.calls-last.calls)/max(events, 1),
-			100*(now.redisCPU-last.redisCPU)/secs, 100*(now.fwCPU-last.fwCPU)/secs, 100*(now.brokerCPU-last.brokerCPU)/secs, 100*(now.self-last.self)/secs, 100*(now.busy-last.busy)/max(now.all-last.all, 1), 100*(now.redisWait-last.redisWait)/secs, 100*(now.fwWait-last.fwWait)/secs, keys, mib(mem),
-			redisText(last.redis, now.redis, last.at, now.at), now.gcs-last.gcs, ms(now.gcPaused-last.gcPaused))
+		progress("latency trace: %3.0f s (%s UTC): p50 %s, p99 %s (stages' p99: %s); batches p50 %s, p99 %s, %.1f events and %.1f Redis round trips each, %s; Redis %d keys, %s; %s; fraudwatch's GC %.0f cycles, %s paused",
+			elapsed.Seconds(), now.cpu.at.UTC().Format("15:04:05"), ms(quantile(last.latency, now.latency, 0.5)), ms(quantile(last.latency, now.latency, 0.99)), stagesText(stagesBetween(last.stages, now.stages), false),
+			ms(quantile(last.batches, now.batches, 0.5)), ms(quantile(last.batches, now.batches, 0.99)), events/max(batches, 1), (now.trips-last.trips)/max(batches, 1),
+			now.cpu.since(last.cpu, events), keys, mib(mem), redisText(last.redis, now.redis, last.cpu.at, now.cpu.at), now.gcs-last.gcs, ms(now.gcPaused-last.gcPaused))
 		last = now
 	}, restore, nil
 }

@@ -85,7 +85,7 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 			return err
 		}
 	}
-	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, reps, lw, w.half, b.o.latencyWarm, b.o.latencyFor, trace)
+	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, w.rdb, reps, lw, w.half, b.o.latencyWarm, b.o.latencyFor, trace)
 	return err
 }
 
@@ -94,7 +94,8 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 func (b *bench) latencyRows(w *windowed, on string) {
 	lat := w.lat
 	b.tbl.add("b", fmt.Sprintf("latency from produce to processed at %.0f events/s (half that rate, unless -latency-rate)%s", w.half, on),
-		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)), "from fraudwatch_event_latency_seconds's buckets"+nice(w.nice))
+		fmt.Sprintf("p50 %s, p99 %s, p999 %s", ms(lat.p50), ms(lat.p99), ms(lat.p999)),
+		"from fraudwatch_event_latency_seconds's buckets"+nice(w.nice)+"; meanwhile "+lat.share.String())
 	b.tbl.add("b", "the latency's stages: each one's p99 (and mean), beside the p99 above"+on, stagesText(lat.stages, true),
 		fmt.Sprintf("the p99 is bounded by %s; %.1f Redis round trips a batch; from fraudwatch_event_stage_seconds's buckets (docs/operations.md, Latency by stage)",
 			bound(lat.stages), lat.tripsPerBatch))

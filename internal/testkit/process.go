@@ -20,6 +20,7 @@ type Process struct {
 	Kafka      []string // more lines of the kafka section, "key: value"
 	RedisAddrs []string
 	Cluster    bool
+	Redis      []string // more lines of the redis section, "key: value"
 	Prefix     string
 	Webhook    string   // the Slack webhook; empty: no slack section
 	Slack      []string // more lines of the slack section
@@ -43,7 +44,7 @@ func (p Process) YAML() string {
 	}
 	line(&b, "start_offset", "earliest")
 	more(&b, p.Kafka)
-	if len(p.RedisAddrs) > 0 || p.Cluster || p.Prefix != "" {
+	if len(p.RedisAddrs) > 0 || p.Cluster || p.Prefix != "" || len(p.Redis) > 0 {
 		b.WriteString("redis:\n")
 	}
 	if len(p.RedisAddrs) > 0 {
@@ -55,6 +56,7 @@ func (p Process) YAML() string {
 	if p.Prefix != "" {
 		line(&b, "key_prefix", strconv.Quote(p.Prefix))
 	}
+	more(&b, p.Redis)
 	if p.Webhook != "" {
 		b.WriteString("slack:\n")
 		line(&b, "webhook_url", strconv.Quote(p.Webhook))
