@@ -41,6 +41,8 @@ type fraudwatchRun struct {
 	memLimit string
 	// buckets, when set, is the replicas' redis.buckets (-buckets).
 	buckets int
+	// pprof turns the replicas' metrics.pprof on (-latency-profile).
+	pprof bool
 }
 
 // result is what a contender achieved.
@@ -97,7 +99,7 @@ func (r *fraudwatchRun) config(i int, metrics string) (string, error) {
 	}
 	cfg := testkit.Process{Brokers: r.brokers, Group: r.group, Orders: r.orders, Refunds: r.refunds,
 		DeadLetter: r.orders + ".dlq", Alerts: r.alerts(), Outcomes: r.orders + ".outcomes", RedisAddrs: r.redis, Cluster: r.cluster,
-		Prefix: r.prefix, Metrics: metrics, Rules: "rules.yaml"}
+		Prefix: r.prefix, Metrics: metrics, Pprof: r.pprof, Rules: "rules.yaml"}
 	if r.buckets > 0 {
 		cfg.Redis = []string{"buckets: " + strconv.Itoa(r.buckets)}
 	}

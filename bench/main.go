@@ -41,6 +41,7 @@ type options struct {
 	routedRate     float64
 	trace          bool
 	cpuProfile     string
+	latencyProfile string
 	windows        bool
 	warmup         bool
 	rules          string
@@ -75,6 +76,7 @@ func main() {
 	flag.Float64Var(&o.routedRate, "routed-rate", 10, "crossing orders a second in the routed alerts' run")
 	flag.BoolVar(&o.trace, "latency-trace", false, "print each second of the latency run: its latency and stages, the batches, each process's CPU and wait for a core, Redis's keys, memory, expiry and latency spikes, fraudwatch's GC (docs/performance.md, Latency at half load)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "where (b)'s measured process writes a CPU profile of its run, its latency run included (run --cpuprofile; go tool pprof -top FILE)")
+	flag.StringVar(&o.latencyProfile, "latency-profile", "", "where a CPU profile of (b)'s process over its first latency run's measured part is written (taken from its /debug/pprof/, metrics.pprof on for that run; go tool pprof -top FILE)")
 	flag.BoolVar(&o.warmup, "warmup", true, "run (b) once unmeasured first, so that its first row is not a cold machine's")
 	flag.BoolVar(&o.windows, "windows", true, "measure (b) again with sliding windows, a distinct rule and without evidence")
 	flag.StringVar(&o.rules, "rules", "", "a rules file instead of the four rules for (b)'s runs, but for the windows rows and the sizing rows' memory (each has its own); the rows still name the four rules")
@@ -303,8 +305,8 @@ func (b *bench) fraudwatch(ctx context.Context) error {
 		return err
 	}
 	progress("(b) fraudwatch, 1 process, over %d events", b.o.events)
-	b.fw.cpuProfile = b.o.cpuProfile
-	defer func() { b.fw.cpuProfile = "" }() // the runs that copy b.fw after it profile nothing
+	b.fw.cpuProfile, b.fw.pprof = b.o.cpuProfile, b.o.latencyProfile != ""
+	defer func() { b.fw.cpuProfile, b.fw.pprof = "", false }() // the runs that copy b.fw after it profile nothing
 	w, err := b.inWindow(ctx, b.rdb, b.o.redis, b.orders, b.refunds)
 	if err != nil {
 		return err

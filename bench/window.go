@@ -85,8 +85,15 @@ func (w *windowed) measure(reps []*replica, res *result) error {
 			return err
 		}
 	}
+	wait := func() error { return nil }
+	if b.o.latencyProfile != "" && w.rdb == b.rdb {
+		trace, wait = profileLatency(ctx, reps[0], b.o.latencyProfile, b.o.latencyFor, trace)
+	}
 	w.lat, err = latencyAt(ctx, b.brokers, w.orders, w.refunds, w.rdb, reps, lw, w.half, b.o.latencyWarm, b.o.latencyFor, trace)
-	return err
+	if err != nil {
+		return err
+	}
+	return wait()
 }
 
 // latencyRows adds the latency and its stages; on names the server when

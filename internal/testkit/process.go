@@ -25,6 +25,7 @@ type Process struct {
 	Webhook    string   // the Slack webhook; empty: no slack section
 	Slack      []string // more lines of the slack section
 	Metrics    string   // the metrics listener
+	Pprof      bool     // metrics.pprof: Go's profiles on that listener
 	Shutdown   string   // shutdown_timeout, a duration
 	Rules      string   // rules_file, relative to the config's directory
 }
@@ -62,8 +63,14 @@ func (p Process) YAML() string {
 		line(&b, "webhook_url", strconv.Quote(p.Webhook))
 		more(&b, p.Slack)
 	}
+	if p.Metrics != "" || p.Pprof {
+		b.WriteString("metrics:\n")
+	}
 	if p.Metrics != "" {
-		fmt.Fprintf(&b, "metrics:\n  listen: %q\n", p.Metrics)
+		line(&b, "listen", strconv.Quote(p.Metrics))
+	}
+	if p.Pprof {
+		line(&b, "pprof", "true")
 	}
 	if p.Shutdown != "" {
 		fmt.Fprintf(&b, "shutdown_timeout: %s\n", p.Shutdown)
