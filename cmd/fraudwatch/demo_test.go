@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -133,32 +134,70 @@ func backtestWithoutConfig(t *testing.T, record string) {
 
 // A first Ctrl-C ends the demo's traffic and lets it catch up and print its
 // summary, which may take a while on a busy machine; a second ends the
-// process at once, as in run.
+// process at once, as in run. On an idle machine the pipeline is often
+// caught up already, and the demo may end by itself before a second signal
+// can land: the test signals as soon as the notice is written, and such an
+// attempt, which shows nothing, is made again, up to five times.
 func TestDemoSecondInterruptEndsAtOnce(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr testkit.Buffer
+	for attempt := 1; ; attempt++ {
+		stdout, stderr, ws := interruptDemoTwice(t)
+		if ws.Signaled() && ws.Signal() == syscall.SIGINT && !strings.Contains(stdout, "\nSummary") {
+			return
+		}
+		if ws.Signaled() || !strings.Contains(stdout, "\nSummary") || attempt == 5 {
+			t.Fatalf("attempt %d ended %v, not by the second SIGINT; stdout:\n%s\nstderr:\n%s", attempt, ws, stdout, stderr)
+		}
+		t.Logf("attempt %d: the demo had caught up and ended before the second SIGINT; again", attempt)
+	}
+}
+
+// interruptDemoTwice starts the demo, sends SIGINT once its header is out
+// and again the moment it says it was interrupted, and returns its output
+// and how it ended.
+func interruptDemoTwice(t *testing.T) (stdout, stderr string, ws syscall.WaitStatus) {
+	t.Helper()
+	var out testkit.Buffer
+	notice := &noticed{want: "a second Ctrl-C ends it at once", seen: make(chan struct{})}
 	cmd := command("demo", "--no-color", "--seed", "7")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &out, notice
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	waitFor(t, 60*time.Second, "the demo's header", func() bool {
-		return strings.Contains(stdout.String(), "orders-per-ip-1m")
+		return strings.Contains(out.String(), "orders-per-ip-1m")
 	})
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the demo to say it was interrupted", func() bool {
-		return strings.Contains(stderr.String(), "a second Ctrl-C ends it at once")
-	})
+	select {
+	case <-notice.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the demo did not say it was interrupted; stderr:\n%s", notice.buf.String())
+	}
 	if !signalAndWait(t, cmd, syscall.SIGINT, 30*time.Second) {
-		t.Fatalf("still running 30 s after the second SIGINT; stdout:\n%s", stdout.String())
+		t.Fatalf("still running 30 s after the second SIGINT; stdout:\n%s", out.String())
 	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(stdout.String(), "\nSummary") {
-		t.Errorf("ended %v, not by the second SIGINT; stdout:\n%s\nstderr:\n%s", cmd.ProcessState, stdout.String(), stderr.String())
+	ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return out.String(), notice.buf.String(), ws
+}
+
+// noticed keeps what is written and closes seen the first time it holds
+// want.
+type noticed struct {
+	buf  testkit.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (n *noticed) Write(p []byte) (int, error) {
+	k, err := n.buf.Write(p)
+	if strings.Contains(n.buf.String(), n.want) {
+		n.once.Do(func() { close(n.seen) })
 	}
+	return k, err
 }
 
 // backtest --input - reads standard input; with standard error not a
