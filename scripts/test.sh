@@ -41,11 +41,16 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 export FRAUDWATCH_TEST_PROMTOOL="$(command -v promtool)"
 # Events as other clients write them are tested with Python's
-# confluent-kafka (librdkafka), from PyPI, pinned by hash.
+# confluent-kafka (librdkafka), from PyPI, pinned by hash, and Java's
+# kafka-clients, from Maven Central.
 if [ -z "${FRAUDWATCH_TEST_PYTHON:-}" ]; then
   FRAUDWATCH_TEST_PYTHON=$(scripts/pyclient.sh)
 fi
 export FRAUDWATCH_TEST_PYTHON
+if [ -z "${FRAUDWATCH_TEST_JAVA_PRODUCER:-}" ]; then
+  FRAUDWATCH_TEST_JAVA_PRODUCER=$(scripts/javaclient.sh)
+fi
+export FRAUDWATCH_TEST_JAVA_PRODUCER
 # What tests keep for people to look at (the status page's screenshot).
 export FRAUDWATCH_TEST_ARTIFACTS="${FRAUDWATCH_TEST_ARTIFACTS:-$PWD/artifacts}"
 

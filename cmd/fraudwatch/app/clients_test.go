@@ -16,20 +16,24 @@ import (
 )
 
 // EnvPython names a python that has confluent-kafka (scripts/pyclient.sh
-// makes one, and scripts/test.sh sets it).
-const EnvPython = "FRAUDWATCH_TEST_PYTHON"
+// makes one), and EnvJavaProducer the launcher of testdata/clients/java
+// (scripts/javaclient.sh builds it); scripts/test.sh sets both.
+const (
+	EnvPython       = "FRAUDWATCH_TEST_PYTHON"
+	EnvJavaProducer = "FRAUDWATCH_TEST_JAVA_PRODUCER"
+)
 
-// pythonClient finds it. In CI the test fails without one; a developer's
-// quick run skips.
-func pythonClient(t *testing.T) string {
+// realClient finds the program env names, made by script. In CI the test
+// fails without one; a developer's quick run skips.
+func realClient(t *testing.T, env, script string) string {
 	t.Helper()
-	if py := os.Getenv(EnvPython); py != "" {
-		return py
+	if path := os.Getenv(env); path != "" {
+		return path
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatal("the client test needs Python's confluent-kafka: scripts/test.sh makes it (scripts/pyclient.sh) and sets " + EnvPython)
+		t.Fatal("the client test needs a real client: scripts/test.sh makes it (" + script + ") and sets " + env)
 	}
-	t.Skip("no Python client: set " + EnvPython + " (scripts/pyclient.sh) or run scripts/test.sh")
+	t.Skip("no real client: set " + env + " (" + script + ") or run scripts/test.sh")
 	return ""
 }
 
@@ -61,13 +65,29 @@ rules:
     evidence: 0
 `
 
-// Events as a real client writes them (librdkafka, through Python's
-// confluent-kafka): idempotent batches, every codec, and transactions, one
-// of them aborted, whose events must count nowhere (docs/events.md). The
-// windows of both layouts count them, refunds included.
+// Events as real clients write them: librdkafka, through Python's
+// confluent-kafka, and Java's kafka-clients. Each writes idempotent
+// batches, every codec, and transactions, one of them aborted, whose
+// events must count nowhere (docs/events.md). The windows of both layouts
+// count them, refunds included.
 func TestEventsFromAPythonProducer(t *testing.T) {
+	py := realClient(t, EnvPython, "scripts/pyclient.sh")
+	script, err := filepath.Abs("../../../testdata/clients/produce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventsFromARealClient(t, py, script)
+}
+
+func TestEventsFromAJavaProducer(t *testing.T) {
+	eventsFromARealClient(t, realClient(t, EnvJavaProducer, "scripts/javaclient.sh"))
+}
+
+// eventsFromARealClient runs the client command (a program and its first
+// arguments: testdata/clients/produce.py's protocol) against a pipeline.
+func eventsFromARealClient(t *testing.T, client ...string) {
 	p := newPipeline(t, 2, clientRules)
-	produce := pyProducer(t, p)
+	produce := producer(t, p, client)
 	p.start()
 	order := func(id, customer, card string, amount int64) string {
 		return string(ev{id: id, customer: customer, card: card, amount: amount, currency: "KRW"}.json())
@@ -122,21 +142,16 @@ func TestEventsFromAPythonProducer(t *testing.T) {
 	}
 }
 
-// pyProducer runs testdata/clients/produce.py against p's broker: lines
-// (events, and COMMIT or ABORT in a transaction) to one partition of
-// topic, compressed by codec, in mode (idempotent, acks-all,
-// transactions).
-func pyProducer(t *testing.T, p *pipeline) func(topic, codec, mode string, partition int, lines ...string) {
-	py := pythonClient(t)
-	script, err := filepath.Abs("../../../testdata/clients/produce.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+// producer runs client against p's broker: lines (events, and COMMIT or
+// ABORT in a transaction) to one partition of topic, compressed by codec,
+// in mode (idempotent, acks-all, transactions).
+func producer(t *testing.T, p *pipeline, client []string) func(topic, codec, mode string, partition int, lines ...string) {
 	return func(topic, codec, mode string, partition int, lines ...string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, py, script, strings.Join(p.kafka.Brokers, ","), topic, codec, mode, strconv.Itoa(partition))
+		args := append(client[1:len(client):len(client)], strings.Join(p.kafka.Brokers, ","), topic, codec, mode, strconv.Itoa(partition))
+		cmd := exec.CommandContext(ctx, client[0], args...)
 		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
