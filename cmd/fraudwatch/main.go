@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fraudwatch/fraudwatch/config"
 )
 
@@ -35,8 +37,24 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runProcess(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// runProcess is main: what is set once a process, then the command.
+// go-redis logs through a package-level logger (its pool's retried dials,
+// printed to stderr by default): each command reports its own Redis errors,
+// so that logger says nothing unless the command routes it (run: to its
+// own logger). Set here, not in run, which tests call in parallel.
+func runProcess(args []string, stdout, stderr io.Writer) int {
+	redis.SetLogger(quietRedis{})
+	return run(args, stdout, stderr)
+}
+
+// quietRedis is go-redis's logger for commands that report their own
+// errors.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 const usage = `fraudwatch: real-time order fraud monitor
 

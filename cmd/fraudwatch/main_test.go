@@ -24,7 +24,7 @@ const envRunMain = "FRAUDWATCH_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runProcess(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	flag.Parse()
 	widenParallel(3)
@@ -45,6 +45,26 @@ func widenParallel(n int) {
 		if now, err := strconv.Atoi(p.Value.String()); err == nil && now < n {
 			_ = p.Value.Set(strconv.Itoa(n))
 		}
+	}
+}
+
+// A command with Redis unreachable says so once, in its own error line:
+// go-redis's pool does not print its retried dials beside it.
+func TestCommandsDoNotLetGoRedisLog(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "redis:\n  addrs: [127.0.0.1:1]\nrules_file: rules.yaml\n", testRules)
+	for _, args := range [][]string{{"silence", "list"}, {"alert", "list"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			cmd := command(append(args, "--config", path)...)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "fraudwatch "+strings.Join(args, " ")+": ") ||
+				!strings.Contains(lines[0], "connection refused") {
+				t.Errorf("exit %v; stderr, want one line, the command's error:\n%s", err, stderr.String())
+			}
+		})
 	}
 }
 
